@@ -1,0 +1,222 @@
+//! Runtime support for Sluice's guest components.
+//!
+//! Guests are `#![no_std]` so they import nothing from WASI: a component gets no
+//! files, no network and no clock, only what the engine hands it in a call. This
+//! crate supplies what `std` would otherwise provide on wasm32 (an allocator, a
+//! panic handler, `cabi_realloc`) plus the pure helpers several components share.
+#![no_std]
+
+extern crate alloc;
+
+pub mod numeric;
+pub mod settings;
+
+#[doc(hidden)]
+pub use dlmalloc;
+
+/// Defines what `std` would provide a wasm guest: the global allocator, a panic
+/// handler (a panic traps, so the engine fails that call and rebuilds the
+/// instance) and `cabi_realloc`. Invoke once in each component crate, outside
+/// tests: `#[cfg(not(test))] sluice_guest::guest_runtime!();`
+#[macro_export]
+macro_rules! guest_runtime {
+    () => {
+        #[global_allocator]
+        static ALLOCATOR: $crate::dlmalloc::GlobalDlmalloc = $crate::dlmalloc::GlobalDlmalloc;
+
+        #[panic_handler]
+        fn on_panic(_: &core::panic::PanicInfo<'_>) -> ! {
+            core::arch::wasm32::unreachable()
+        }
+
+        /// Byte comparison the compiler calls for slice equality; `no_std` wasm has
+        /// no C library to supply it.
+        ///
+        /// # Safety
+        /// `a` and `b` are valid for reads of `n` bytes.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+            // SAFETY: forwarded unchanged; see `compare_bytes`.
+            unsafe { $crate::compare_bytes(a, b, n) }
+        }
+
+        /// Equality-only form of `memcmp` that the compiler may call instead.
+        ///
+        /// # Safety
+        /// As for `memcmp`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+            // SAFETY: forwarded unchanged; see `compare_bytes`.
+            unsafe { $crate::compare_bytes(a, b, n) }
+        }
+
+        /// Allocation entry point of the component model's canonical ABI.
+        ///
+        /// # Safety
+        /// Called by the host only, with a block from this allocator (or null) and its layout.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn cabi_realloc(
+            old_ptr: *mut u8,
+            old_len: usize,
+            align: usize,
+            new_len: usize,
+        ) -> *mut u8 {
+            // SAFETY: forwarded unchanged; see `realloc`.
+            unsafe { $crate::realloc(old_ptr, old_len, align, new_len) }
+        }
+    };
+}
+
+/// The body of `cabi_realloc`: allocates, grows or shrinks a block with the global
+/// allocator. A failed allocation traps.
+///
+/// # Safety
+/// `old_ptr` is null with `old_len` 0, or a block of the global allocator that was
+/// allocated with `old_len` bytes and `align`.
+pub unsafe fn realloc(old_ptr: *mut u8, old_len: usize, align: usize, new_len: usize) -> *mut u8 {
+    use core::alloc::Layout;
+    let Ok(layout) = Layout::from_size_align(new_len, align) else {
+        trap()
+    };
+    let ptr = if old_len == 0 {
+        if new_len == 0 {
+            return align as *mut u8;
+        }
+        // SAFETY: the layout has a non-zero size.
+        unsafe { alloc::alloc::alloc(layout) }
+    } else {
+        // SAFETY: the caller passes a block of the global allocator with its old layout.
+        unsafe {
+            alloc::alloc::realloc(
+                old_ptr,
+                Layout::from_size_align_unchecked(old_len, align),
+                new_len,
+            )
+        }
+    };
+    if ptr.is_null() {
+        trap()
+    }
+    ptr
+}
+
+/// The body of `memcmp`: compares `n` bytes. Volatile reads keep the compiler
+/// from turning the loop back into a call to `memcmp` itself.
+///
+/// # Safety
+/// `a` and `b` are valid for reads of `n` bytes.
+pub unsafe fn compare_bytes(a: *const u8, b: *const u8, n: usize) -> i32 {
+    for i in 0..n {
+        // SAFETY: `i < n` and both pointers are valid for `n` bytes.
+        let (x, y) = unsafe { (a.add(i).read_volatile(), b.add(i).read_volatile()) };
+        if x != y {
+            return i32::from(x) - i32::from(y);
+        }
+    }
+    0
+}
+
+/// Stops the call with a trap (a panic when not on wasm).
+pub fn trap() -> ! {
+    #[cfg(target_arch = "wasm32")]
+    core::arch::wasm32::unreachable();
+    #[cfg(not(target_arch = "wasm32"))]
+    panic!("allocation failed")
+}
+
+/// Defines, in a component crate, conversions from its generated WIT types to the
+/// helpers of this crate: `tag_data_type(&TagSpec)`, `tag_byte_order(&TagSpec)`,
+/// `setting_value(&Setting)`, `number_from_value(&Value)` and `number_to_value(Number)`.
+/// Invoke after `wit_bindgen::generate!`.
+#[macro_export]
+macro_rules! wit_conversions {
+    () => {
+        #[allow(dead_code)]
+        fn tag_data_type(tag: &sluice::dataflow::types::TagSpec) -> $crate::numeric::DataType {
+            use sluice::dataflow::types::DataType as W;
+            use $crate::numeric::DataType as D;
+            match tag.data_type {
+                W::Bool => D::Bool,
+                W::Int16 => D::Int16,
+                W::Uint16 => D::Uint16,
+                W::Int32 => D::Int32,
+                W::Uint32 => D::Uint32,
+                W::Int64 => D::Int64,
+                W::Uint64 => D::Uint64,
+                W::Float32 => D::Float32,
+                W::Float64 => D::Float64,
+                W::Bcd16 => D::Bcd16,
+                W::Bcd32 => D::Bcd32,
+                W::String => D::String(tag.length),
+            }
+        }
+
+        #[allow(dead_code)]
+        fn tag_byte_order(tag: &sluice::dataflow::types::TagSpec) -> $crate::numeric::ByteOrder {
+            use sluice::dataflow::types::ByteOrder as W;
+            use $crate::numeric::ByteOrder as B;
+            match tag.byte_order {
+                W::Abcd => B::Abcd,
+                W::Badc => B::Badc,
+                W::Cdab => B::Cdab,
+                W::Dcba => B::Dcba,
+            }
+        }
+
+        #[allow(dead_code)]
+        fn setting_value(
+            setting: &sluice::dataflow::types::Setting,
+        ) -> $crate::settings::SettingValue<'_> {
+            use sluice::dataflow::types::SettingValue as W;
+            use $crate::settings::SettingValue as S;
+            match &setting.value {
+                W::Boolean(v) => S::Boolean(*v),
+                W::Int(v) => S::Int(*v),
+                W::Float(v) => S::Float(*v),
+                W::Text(v) => S::Text(v),
+            }
+        }
+
+        #[allow(dead_code)]
+        fn number_from_value(
+            value: &sluice::dataflow::types::Value,
+        ) -> Option<$crate::numeric::Number> {
+            use sluice::dataflow::types::Value as W;
+            use $crate::numeric::Number as N;
+            Some(match value {
+                W::Boolean(v) => N::Bool(*v),
+                W::Int(v) => N::Int(*v),
+                W::Uint(v) => N::Uint(*v),
+                W::Float(v) => N::Float(*v),
+                W::Text(v) => N::Text(v.clone()),
+                W::None | W::Raw(_) => return None,
+            })
+        }
+
+        #[allow(dead_code)]
+        fn number_to_value(number: $crate::numeric::Number) -> sluice::dataflow::types::Value {
+            use sluice::dataflow::types::Value as W;
+            use $crate::numeric::Number as N;
+            match number {
+                N::Bool(v) => W::Boolean(v),
+                N::Int(v) => W::Int(v),
+                N::Uint(v) => W::Uint(v),
+                N::Float(v) => W::Float(v),
+                N::Text(v) => W::Text(v),
+            }
+        }
+
+        #[allow(dead_code)]
+        fn config_error(
+            tag: Option<u32>,
+            key: &str,
+            message: alloc::string::String,
+        ) -> sluice::dataflow::types::ConfigError {
+            sluice::dataflow::types::ConfigError {
+                tag,
+                key: key.into(),
+                message,
+            }
+        }
+    };
+}

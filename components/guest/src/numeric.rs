@@ -1,0 +1,350 @@
+//! Numbers as devices store them: byte order, type decoding and encoding.
+//!
+//! Decoding and encoding work on big-endian bytes (`A B C D` for a 32-bit value);
+//! [`reorder`] turns a device's wire order into that and back.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// The order in which the bytes of the big-endian value `A B C D` arrive on the wire.
+///
+/// For 64-bit values the same rule is applied to four registers: `CDAB` reverses
+/// the register order (`GH EF CD AB`), `BADC` swaps the bytes in each register,
+/// `DCBA` does both. For 16-bit values and strings only the byte swap applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByteOrder {
+    Abcd,
+    Badc,
+    Cdab,
+    Dcba,
+}
+
+impl ByteOrder {
+    fn swaps_bytes(self) -> bool {
+        matches!(self, ByteOrder::Badc | ByteOrder::Dcba)
+    }
+
+    fn swaps_words(self) -> bool {
+        matches!(self, ByteOrder::Cdab | ByteOrder::Dcba)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataType {
+    Bool,
+    Int16,
+    Uint16,
+    Int32,
+    Uint32,
+    Int64,
+    Uint64,
+    Float32,
+    Float64,
+    Bcd16,
+    Bcd32,
+    /// Characters (one byte each).
+    String(u32),
+}
+
+impl DataType {
+    /// Bytes the value occupies in registers (a BOOL occupies one register when it
+    /// is stored in one; bit-addressed BOOLs have no bytes).
+    pub fn byte_len(self) -> usize {
+        match self {
+            DataType::Bool | DataType::Int16 | DataType::Uint16 | DataType::Bcd16 => 2,
+            DataType::Int32 | DataType::Uint32 | DataType::Float32 | DataType::Bcd32 => 4,
+            DataType::Int64 | DataType::Uint64 | DataType::Float64 => 8,
+            DataType::String(chars) => (chars as usize).div_ceil(2) * 2,
+        }
+    }
+}
+
+/// A decoded value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Number {
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Float(f64),
+    Text(String),
+}
+
+/// Rearranges `bytes` between wire order and big-endian, in place. Every order is
+/// its own inverse, so the same call serves reading and writing.
+pub fn reorder(bytes: &mut [u8], order: ByteOrder) {
+    let words = bytes.len() / 2;
+    if order.swaps_words() && bytes.len() >= 4 && bytes.len().is_multiple_of(2) {
+        for i in 0..words / 2 {
+            let j = words - 1 - i;
+            bytes.swap(2 * i, 2 * j);
+            bytes.swap(2 * i + 1, 2 * j + 1);
+        }
+    }
+    if order.swaps_bytes() {
+        for word in bytes.chunks_exact_mut(2) {
+            word.swap(0, 1);
+        }
+    }
+}
+
+/// Like [`reorder`] for a value of `data_type`: strings and 16-bit values only
+/// take the byte swap.
+pub fn reorder_for(bytes: &mut [u8], data_type: DataType, order: ByteOrder) {
+    let effective = match data_type {
+        DataType::String(_)
+        | DataType::Bool
+        | DataType::Int16
+        | DataType::Uint16
+        | DataType::Bcd16 => {
+            if order.swaps_bytes() {
+                ByteOrder::Badc
+            } else {
+                ByteOrder::Abcd
+            }
+        }
+        _ => order,
+    };
+    reorder(bytes, effective);
+}
+
+/// Why bytes could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Fewer bytes than the type needs.
+    Short { needed: usize, got: usize },
+    /// A BCD nibble above 9.
+    InvalidBcd,
+    /// A float that is NaN or infinite.
+    NotFinite,
+}
+
+fn be<const N: usize>(bytes: &[u8]) -> Result<[u8; N], DecodeError> {
+    bytes
+        .get(..N)
+        .and_then(|b| b.try_into().ok())
+        .ok_or(DecodeError::Short {
+            needed: N,
+            got: bytes.len(),
+        })
+}
+
+fn bcd(mut value: u64, digits: u32) -> Result<u64, DecodeError> {
+    let mut out = 0u64;
+    let mut scale = 1u64;
+    for _ in 0..digits {
+        let nibble = value & 0xF;
+        if nibble > 9 {
+            return Err(DecodeError::InvalidBcd);
+        }
+        out += nibble * scale;
+        scale *= 10;
+        value >>= 4;
+    }
+    Ok(out)
+}
+
+fn finite(value: f64) -> Result<Number, DecodeError> {
+    if value.is_finite() {
+        Ok(Number::Float(value))
+    } else {
+        Err(DecodeError::NotFinite)
+    }
+}
+
+/// Decodes big-endian `bytes` as `data_type`.
+///
+/// # Errors
+/// Too few bytes, an invalid BCD digit or a non-finite float: the value is BAD.
+pub fn decode(data_type: DataType, bytes: &[u8]) -> Result<Number, DecodeError> {
+    Ok(match data_type {
+        DataType::Bool => Number::Bool(u16::from_be_bytes(be(bytes)?) != 0),
+        DataType::Int16 => Number::Int(i16::from_be_bytes(be(bytes)?).into()),
+        DataType::Uint16 => Number::Int(u16::from_be_bytes(be(bytes)?).into()),
+        DataType::Int32 => Number::Int(i32::from_be_bytes(be(bytes)?).into()),
+        DataType::Uint32 => Number::Int(u32::from_be_bytes(be(bytes)?).into()),
+        DataType::Int64 => Number::Int(i64::from_be_bytes(be(bytes)?)),
+        DataType::Uint64 => Number::Uint(u64::from_be_bytes(be(bytes)?)),
+        DataType::Float32 => return finite(f32::from_be_bytes(be(bytes)?).into()),
+        DataType::Float64 => return finite(f64::from_be_bytes(be(bytes)?)),
+        DataType::Bcd16 => Number::Int(bcd(u16::from_be_bytes(be(bytes)?).into(), 4)? as i64),
+        DataType::Bcd32 => Number::Int(bcd(u32::from_be_bytes(be(bytes)?).into(), 8)? as i64),
+        DataType::String(chars) => {
+            let len = chars as usize;
+            let raw = bytes.get(..len).ok_or(DecodeError::Short {
+                needed: len,
+                got: bytes.len(),
+            })?;
+            let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+            let text = String::from_utf8_lossy(&raw[..end]);
+            Number::Text(String::from(text.trim_end()))
+        }
+    })
+}
+
+/// Why a value could not be encoded for a tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EncodeError {
+    /// The value does not fit the type's range (or is not a whole number for an integer type).
+    OutOfRange,
+    /// The value's kind does not fit the type (text for a number, ...).
+    WrongKind,
+}
+
+fn integer(value: &Number) -> Result<i128, EncodeError> {
+    match value {
+        Number::Bool(b) => Ok(i128::from(*b)),
+        Number::Int(v) => Ok(i128::from(*v)),
+        Number::Uint(v) => Ok(i128::from(*v)),
+        Number::Float(f) if f.is_finite() && *f == (*f as i128) as f64 => Ok(*f as i128),
+        Number::Float(_) => Err(EncodeError::OutOfRange),
+        Number::Text(_) => Err(EncodeError::WrongKind),
+    }
+}
+
+fn float(value: &Number) -> Result<f64, EncodeError> {
+    match value {
+        Number::Int(v) => Ok(*v as f64),
+        Number::Uint(v) => Ok(*v as f64),
+        Number::Float(f) if f.is_finite() => Ok(*f),
+        Number::Float(_) => Err(EncodeError::OutOfRange),
+        Number::Bool(_) | Number::Text(_) => Err(EncodeError::WrongKind),
+    }
+}
+
+fn to_bcd(value: i128, digits: u32) -> Result<u64, EncodeError> {
+    let max = 10i128.pow(digits);
+    if !(0..max).contains(&value) {
+        return Err(EncodeError::OutOfRange);
+    }
+    let mut rest = value as u64;
+    let mut out = 0u64;
+    for i in 0..digits {
+        out |= (rest % 10) << (4 * i);
+        rest /= 10;
+    }
+    Ok(out)
+}
+
+fn fit<T: TryFrom<i128>>(value: i128) -> Result<T, EncodeError> {
+    T::try_from(value).map_err(|_| EncodeError::OutOfRange)
+}
+
+/// Encodes `value` as big-endian bytes of `data_type`.
+///
+/// # Errors
+/// A value out of the type's range or of the wrong kind.
+pub fn encode(data_type: DataType, value: &Number) -> Result<Vec<u8>, EncodeError> {
+    Ok(match data_type {
+        DataType::Bool => {
+            let on = integer(value)?;
+            if !(0..=1).contains(&on) {
+                return Err(EncodeError::OutOfRange);
+            }
+            (on as u16).to_be_bytes().to_vec()
+        }
+        DataType::Int16 => fit::<i16>(integer(value)?)?.to_be_bytes().to_vec(),
+        DataType::Uint16 => fit::<u16>(integer(value)?)?.to_be_bytes().to_vec(),
+        DataType::Int32 => fit::<i32>(integer(value)?)?.to_be_bytes().to_vec(),
+        DataType::Uint32 => fit::<u32>(integer(value)?)?.to_be_bytes().to_vec(),
+        DataType::Int64 => fit::<i64>(integer(value)?)?.to_be_bytes().to_vec(),
+        DataType::Uint64 => fit::<u64>(integer(value)?)?.to_be_bytes().to_vec(),
+        DataType::Float32 => {
+            let v = float(value)?;
+            if v.abs() > f32::MAX as f64 {
+                return Err(EncodeError::OutOfRange);
+            }
+            (v as f32).to_be_bytes().to_vec()
+        }
+        DataType::Float64 => float(value)?.to_be_bytes().to_vec(),
+        DataType::Bcd16 => (to_bcd(integer(value)?, 4)? as u16).to_be_bytes().to_vec(),
+        DataType::Bcd32 => (to_bcd(integer(value)?, 8)? as u32).to_be_bytes().to_vec(),
+        DataType::String(chars) => {
+            let Number::Text(text) = value else {
+                return Err(EncodeError::WrongKind);
+            };
+            if text.len() > chars as usize {
+                return Err(EncodeError::OutOfRange);
+            }
+            let mut bytes = Vec::from(text.as_bytes());
+            bytes.resize(data_type.byte_len(), 0);
+            bytes
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_orders_of_a_float32() {
+        // 1.5f32 = 0x3FC00000 -> A=3F B=C0 C=00 D=00
+        for (order, wire) in [
+            (ByteOrder::Abcd, [0x3F, 0xC0, 0x00, 0x00]),
+            (ByteOrder::Badc, [0xC0, 0x3F, 0x00, 0x00]),
+            (ByteOrder::Cdab, [0x00, 0x00, 0x3F, 0xC0]),
+            (ByteOrder::Dcba, [0x00, 0x00, 0xC0, 0x3F]),
+        ] {
+            let mut bytes = wire;
+            reorder(&mut bytes, order);
+            assert_eq!(
+                decode(DataType::Float32, &bytes),
+                Ok(Number::Float(1.5)),
+                "{order:?}"
+            );
+            reorder(&mut bytes, order);
+            assert_eq!(bytes, wire, "reordering is its own inverse");
+        }
+    }
+
+    #[test]
+    fn word_swap_of_64_bit_values_reverses_the_registers() {
+        let mut bytes = [0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11];
+        reorder(&mut bytes, ByteOrder::Cdab);
+        assert_eq!(bytes, [0x10, 0x11, 0x0E, 0x0F, 0x0C, 0x0D, 0x0A, 0x0B]);
+    }
+
+    #[test]
+    fn bcd_and_errors() {
+        assert_eq!(
+            decode(DataType::Bcd16, &[0x12, 0x34]),
+            Ok(Number::Int(1234))
+        );
+        assert_eq!(
+            decode(DataType::Bcd32, &[0x00, 0x12, 0x34, 0x56]),
+            Ok(Number::Int(123456))
+        );
+        assert_eq!(
+            decode(DataType::Bcd16, &[0x1A, 0x34]),
+            Err(DecodeError::InvalidBcd)
+        );
+        assert_eq!(
+            decode(DataType::Float32, &[0x7F, 0xC0, 0, 0]),
+            Err(DecodeError::NotFinite)
+        );
+        assert!(matches!(
+            decode(DataType::Int32, &[1, 2]),
+            Err(DecodeError::Short { .. })
+        ));
+        assert_eq!(
+            encode(DataType::Bcd16, &Number::Int(1234)),
+            Ok(alloc::vec![0x12, 0x34])
+        );
+        assert_eq!(
+            encode(DataType::Int16, &Number::Int(40000)),
+            Err(EncodeError::OutOfRange)
+        );
+    }
+
+    #[test]
+    fn strings_stop_at_nul_and_trailing_spaces() {
+        assert_eq!(
+            decode(DataType::String(6), b"AB C\0\0"),
+            Ok(Number::Text("AB C".into()))
+        );
+        assert_eq!(
+            encode(DataType::String(3), &Number::Text("AB".into())),
+            Ok(alloc::vec![b'A', b'B', 0, 0])
+        );
+    }
+}

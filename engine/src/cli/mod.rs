@@ -1,0 +1,67 @@
+//! Commands of the `sluice` binary.
+
+mod check;
+mod demo;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Sluice: polls PLCs and meters, turns registers into engineering values and
+/// ships them upstream without losing any.
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, about, long_about = None)]
+pub struct Cli {
+    /// Log more (-v: debug, -vv: trace); `RUST_LOG` overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate device configs and pipeline files; prints every error as FILE:LINE:COL.
+    Check {
+        /// Config or pipeline YAML files (a file with a top-level `stages` key is a pipeline).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Run the built-in demo: sample data through the default pipeline.
+    Demo {
+        /// Stop after this many rounds (default: run until interrupted).
+        #[arg(long)]
+        rounds: Option<u64>,
+        /// Milliseconds between rounds.
+        #[arg(long, default_value_t = 1000)]
+        period_ms: u64,
+    },
+}
+
+/// Logs go to stderr; stdout carries command output only.
+pub fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "info",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Runs the parsed command.
+///
+/// # Errors
+/// Failures that stop the command (a check that finds problems is not one: it
+/// prints them and exits with status 1).
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Check { files } => check::run(&files),
+        Command::Demo { rounds, period_ms } => demo::run(rounds, period_ms),
+    }
+}

@@ -1,0 +1,266 @@
+//! One entry of a device's `channels`: a connection to a PLC over one protocol, and
+//! the tags read through it.
+//!
+//! The engine is protocol-agnostic: protocol-specific keys (`unitId`, `plcType`,
+//! `rack`, ...) are checked by the `protocol` module, then kept as plain [`Setting`]s,
+//! defaults filled in, for the codec component of the protocol.
+
+use super::protocol::{self, Protocol};
+use super::read::{Unique, at_least, list, read_at, required_text, required_with};
+use super::tag::{self, TagConfig};
+use crate::model::{ByteOrder, Setting, SettingValue};
+use crate::yaml::{self, Diagnostics, Fields, Node, Pos};
+
+/// One entry of a device's `channels`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelConfig {
+    /// `channelId`: unique within the device.
+    pub channel_id: String,
+    /// `protocol`: `modbus-tcp`, `s7` or `mc`.
+    pub protocol: Protocol,
+    /// `host`: the PLC's address or host name.
+    pub host: String,
+    /// `port`: TCP port (default 502 for modbus-tcp, 102 for s7; required for mc).
+    pub port: u16,
+    /// `connectTimeoutMs`: time allowed to open the connection (at least 1; default 3000).
+    pub connect_timeout_ms: u64,
+    /// `readTimeoutMs`: time allowed for one response (at least 1; default 2000).
+    pub read_timeout_ms: u64,
+    /// `heartbeatMs`: interval of the liveness probe; 0 (the default) turns it off.
+    pub heartbeat_ms: u64,
+    /// `byteOrder`: how multi-register values are laid out (default ABCD for modbus-tcp
+    /// and s7; for mc `None`, the codec decides). Tags may override it.
+    pub byte_order: Option<ByteOrder>,
+    /// `sharedConnection`: channels of several devices naming the same protocol, host
+    /// and port share one TCP connection (default true).
+    pub shared_connection: bool,
+    /// The protocol-specific keys, named as written (`unitId`, `plcType`, ...), with
+    /// the protocol's defaults filled in; handed to the codec unchanged.
+    pub settings: Vec<Setting>,
+    /// `tags`, in file order (default none).
+    pub tags: Vec<TagConfig>,
+    /// Where the entry starts.
+    pub pos: Pos,
+}
+
+impl ChannelConfig {
+    /// The protocol-specific setting `key` (as written, e.g. `unitId`), if any.
+    pub fn setting(&self, key: &str) -> Option<&SettingValue> {
+        self.settings
+            .iter()
+            .find(|s| s.key == key)
+            .map(|s| &s.value)
+    }
+}
+
+/// Reads one channel. `channel_ids` and `tag_keys` are the names already used in the
+/// device; `merge_gap` is the collector's.
+pub(super) fn read(
+    node: &Node,
+    merge_gap: u32,
+    channel_ids: &mut Unique,
+    tag_keys: &mut Unique,
+    errors: &mut Diagnostics,
+) -> Option<ChannelConfig> {
+    let mut f = Fields::of(node, "channel", errors)?;
+    let channel_id = required_text(&mut f, "channelId", errors).map(|(id, pos)| {
+        if id.trim().is_empty() {
+            errors.push(pos, "`channelId`: must not be empty");
+        } else if let Some(first) = channel_ids.first(&id, pos) {
+            errors.push(
+                pos,
+                format!("duplicate channelId `{id}` in this device (first at {first})"),
+            );
+        }
+        id
+    });
+    let protocol = required_with(&mut f, "protocol", errors, |node| {
+        yaml::enum_value(node, Protocol::NAMES)
+    })
+    .map(|(protocol, _)| protocol);
+    let host = match required_text(&mut f, "host", errors) {
+        Some((host, pos)) if host.trim().is_empty() || host.contains(char::is_whitespace) => {
+            errors.push(
+                pos,
+                format!("`host`: `{host}` is not a host name or address"),
+            );
+            None
+        }
+        other => other.map(|(host, _)| host),
+    };
+    let port = read_port(&mut f, protocol, errors);
+    let connect_timeout_ms = at_least(&mut f, "connectTimeoutMs", 1, 3000, errors);
+    let read_timeout_ms = at_least(&mut f, "readTimeoutMs", 1, 2000, errors);
+    let heartbeat_ms = at_least(&mut f, "heartbeatMs", 0, 0, errors);
+    let shared_connection =
+        read_at::<bool>(&mut f, "sharedConnection", errors).is_none_or(|(shared, _)| shared);
+    let settings = protocol::read_settings(node, &mut f, protocol, merge_gap, errors);
+    let byte_order = settings
+        .iter()
+        .find(|s| s.key == "byteOrder")
+        .and_then(|s| match &s.value {
+            SettingValue::Text(name) => ByteOrder::NAMES
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, order)| *order),
+            _ => None,
+        });
+    let mut tags = Vec::new();
+    if let Some(tags_node) = f.node("tags") {
+        for item in list(tags_node, "tags", errors) {
+            tags.extend(tag::read(item, byte_order, tag_keys, errors));
+        }
+    }
+    f.finish(errors);
+    Some(ChannelConfig {
+        channel_id: channel_id?,
+        protocol: protocol?,
+        host: host?,
+        port: port?,
+        connect_timeout_ms,
+        read_timeout_ms,
+        heartbeat_ms,
+        byte_order,
+        shared_connection,
+        settings,
+        tags,
+        pos: node.pos,
+    })
+}
+
+/// `port`, or the protocol's standard port; an error when the protocol has none.
+fn read_port(
+    f: &mut Fields<'_>,
+    protocol: Option<Protocol>,
+    errors: &mut Diagnostics,
+) -> Option<u16> {
+    match read_at::<u16>(f, "port", errors) {
+        Some((0, pos)) => {
+            errors.push(pos, "`port`: must be at least 1, found 0");
+            None
+        }
+        Some((port, _)) => Some(port),
+        None if f.node("port").is_some() => None, // present but invalid: already reported
+        None => match protocol?.default_port() {
+            Some(port) => Some(port),
+            None => {
+                errors.push(
+                    f.pos(),
+                    format!(
+                        "channel: missing required key `port` (protocol {} has no standard port)",
+                        protocol?.name()
+                    ),
+                );
+                None
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::super::tests::{errors_of, load_ok};
+    use super::*;
+
+    /// A one-device document whose only channel has the given extra lines.
+    pub(in super::super) fn doc(channel: &str) -> String {
+        format!(
+            "devices:\n  - deviceId: d\n    productId: P\n    deviceNum: D\n    channels:\n      - channelId: c\n{channel}"
+        )
+    }
+
+    fn channel_of(channel: &str) -> ChannelConfig {
+        let mut config = load_ok(&doc(channel));
+        config.devices.remove(0).channels.remove(0)
+    }
+
+    #[test]
+    fn modbus_defaults() {
+        let ch = channel_of("        protocol: modbus-tcp\n        host: plc1\n");
+        assert_eq!(ch.port, 502);
+        assert_eq!(
+            (ch.connect_timeout_ms, ch.read_timeout_ms, ch.heartbeat_ms),
+            (3000, 2000, 0)
+        );
+        assert!(ch.shared_connection);
+        assert_eq!(ch.byte_order, Some(ByteOrder::Abcd));
+        assert_eq!(ch.setting("unitId"), Some(&SettingValue::Int(1)));
+        assert_eq!(ch.setting("mergeGap"), Some(&SettingValue::Int(16)));
+        assert_eq!(
+            ch.setting("byteOrder"),
+            Some(&SettingValue::Text("ABCD".into()))
+        );
+        assert_eq!(ch.settings.len(), 3);
+        assert!(ch.tags.is_empty());
+    }
+
+    #[test]
+    fn modbus_overrides() {
+        let ch = channel_of(
+            "        protocol: modbus-tcp\n        host: plc1\n        port: 5020\n        unitId: 17\n        mergeGap: 4\n        sharedConnection: false\n",
+        );
+        assert_eq!(ch.port, 5020);
+        assert!(!ch.shared_connection);
+        assert_eq!(ch.setting("unitId"), Some(&SettingValue::Int(17)));
+        assert_eq!(ch.setting("mergeGap"), Some(&SettingValue::Int(4)));
+    }
+
+    #[test]
+    fn s7_defaults() {
+        let ch = channel_of("        protocol: s7\n        host: plc1\n");
+        assert_eq!(ch.port, 102);
+        assert_eq!(ch.byte_order, Some(ByteOrder::Abcd));
+        assert_eq!(
+            ch.setting("plcType"),
+            Some(&SettingValue::Text("S1200".into()))
+        );
+        assert_eq!(ch.setting("rack"), Some(&SettingValue::Int(0)));
+        assert_eq!(ch.setting("slot"), Some(&SettingValue::Int(1)));
+        assert_eq!(ch.setting("unitId"), None);
+    }
+
+    #[test]
+    fn mc_defaults_and_required_port() {
+        let ch = channel_of("        protocol: mc\n        host: plc1\n        port: 5000\n");
+        assert_eq!(ch.byte_order, None);
+        assert_eq!(ch.setting("byteOrder"), None);
+        assert_eq!(
+            ch.setting("series"),
+            Some(&SettingValue::Text("Q_L".into()))
+        );
+        assert_eq!(
+            ch.setting("frameType"),
+            Some(&SettingValue::Text("FRAME_3E".into()))
+        );
+        assert_eq!(ch.setting("monitorTimer"), Some(&SettingValue::Int(4)));
+
+        let errors = errors_of(&doc("        protocol: mc\n        host: plc1\n"));
+        assert_eq!(
+            errors.to_string(),
+            "gw.yaml:6:9: channel: missing required key `port` (protocol mc has no standard port)"
+        );
+        let ch = channel_of(
+            "        protocol: mc\n        host: plc1\n        port: 1\n        byteOrder: DCBA\n",
+        );
+        assert_eq!(ch.byte_order, Some(ByteOrder::Dcba));
+    }
+
+    #[test]
+    fn missing_channel_keys() {
+        let errors = errors_of(&doc("        hots: plc1\n"));
+        let text = errors.to_string();
+        assert!(
+            text.contains("gw.yaml:6:9: channel: missing required key `protocol`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gw.yaml:6:9: channel: missing required key `host`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gw.yaml:7:9: unknown key `hots` in channel"),
+            "{text}"
+        );
+        assert_eq!(errors.len(), 3, "{text}");
+    }
+}

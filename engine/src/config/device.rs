@@ -1,0 +1,369 @@
+//! The `devices` section: one entry per device the gateway collects from, each with
+//! its channels and tags, plus the checks that span several devices (unique
+//! `deviceId`, unique MQTT identity, known tenant).
+
+use std::collections::HashMap;
+
+use super::TenantConfig;
+use super::channel::{self, ChannelConfig};
+use super::collector::CollectorConfig;
+use super::read::{Unique, at_least, list, read_at, required_text, text};
+use super::tag::TagConfig;
+use crate::yaml::{Diagnostics, Fields, Node, Pos};
+
+/// One entry of `devices`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceConfig {
+    /// `deviceId`: the gateway's own name for the device; unique (required).
+    pub device_id: String,
+    /// `productId`: the product the device belongs to on the IoT platform (required).
+    /// With `deviceNum` it names the device's MQTT topics, so the pair is unique.
+    pub product_id: String,
+    /// `deviceNum`: the device's number on the IoT platform (required).
+    pub device_num: String,
+    /// `enabled`: collect from the device (default true). A disabled device is loaded
+    /// and checked like the others, but not polled.
+    pub enabled: bool,
+    /// `tenantId`: the tenant owning the device, one of `tenants` (default 0: none).
+    pub tenant_id: u32,
+    /// `stateTimeout`: seconds without a successful read after which the device's
+    /// state is considered stale (at least 1; default none).
+    pub state_timeout_s: Option<u64>,
+    /// `pipeline`: the name of the pipeline the device's samples go through (default
+    /// `default`).
+    pub pipeline: String,
+    /// `channels`: at least one.
+    pub channels: Vec<ChannelConfig>,
+    /// Where the entry starts.
+    pub pos: Pos,
+}
+
+impl DeviceConfig {
+    /// All the device's tags, channel by channel in file order. A tag's index in this
+    /// iteration is its index in the device (the `tag` of a sample).
+    pub fn tags(&self) -> impl Iterator<Item = &TagConfig> {
+        self.channels.iter().flat_map(|channel| channel.tags.iter())
+    }
+}
+
+/// Reads the `devices` list and checks names that must be unique across devices.
+pub(super) fn read_all(
+    node: &Node,
+    collector: &CollectorConfig,
+    tenants: &[TenantConfig],
+    errors: &mut Diagnostics,
+) -> Vec<DeviceConfig> {
+    let mut ids = Unique::default();
+    let mut topics: HashMap<(String, String), Pos> = HashMap::new();
+    let mut devices = Vec::new();
+    for item in list(node, "devices", errors) {
+        let Some(mut f) = Fields::of(item, "device", errors) else {
+            continue;
+        };
+        let device_id = required_text(&mut f, "deviceId", errors).map(|(id, pos)| {
+            if id.trim().is_empty() {
+                errors.push(pos, "`deviceId`: must not be empty");
+            } else if let Some(first) = ids.first(&id, pos) {
+                errors.push(pos, format!("duplicate deviceId `{id}` (first at {first})"));
+            }
+            id
+        });
+        let product_id = topic_part(&mut f, "productId", errors);
+        let device_num = topic_part(&mut f, "deviceNum", errors);
+        if let (Some((product, pos)), Some((num, _))) = (&product_id, &device_num) {
+            let pair = (product.clone(), num.clone());
+            if let Some(first) = topics.get(&pair) {
+                errors.push(
+                    *pos,
+                    format!(
+                        "productId `{product}` with deviceNum `{num}` is already used by the \
+                         device at {first}: both would publish to the same MQTT topic"
+                    ),
+                );
+            } else {
+                topics.insert(pair, *pos);
+            }
+        }
+        let enabled = read_at::<bool>(&mut f, "enabled", errors).is_none_or(|(enabled, _)| enabled);
+        let tenant_id = match read_at::<u32>(&mut f, "tenantId", errors) {
+            Some((id, pos)) if id != 0 && !tenants.iter().any(|t| t.tenant_id == id) => {
+                errors.push(
+                    pos,
+                    format!("`tenantId`: no tenant {id} is configured under `tenants`"),
+                );
+                id
+            }
+            other => other.map_or(0, |(id, _)| id),
+        };
+        let state_timeout_s = f
+            .node("stateTimeout")
+            .map(|_| at_least(&mut f, "stateTimeout", 1, 1, errors));
+        let pipeline = text(&mut f, "pipeline", errors).unwrap_or_else(|| "default".to_owned());
+        let channels = read_channels(item, &mut f, collector.merge_gap, errors);
+        f.finish(errors);
+        if let (Some(device_id), Some((product_id, _)), Some((device_num, _))) =
+            (device_id, product_id, device_num)
+        {
+            devices.push(DeviceConfig {
+                device_id,
+                product_id,
+                device_num,
+                enabled,
+                tenant_id,
+                state_timeout_s,
+                pipeline,
+                channels,
+                pos: item.pos,
+            });
+        }
+    }
+    devices
+}
+
+/// A required `productId` or `deviceNum`: part of MQTT topic names, so not empty and
+/// free of `/`, `+`, `#` and spaces.
+fn topic_part(
+    f: &mut Fields<'_>,
+    key: &'static str,
+    errors: &mut Diagnostics,
+) -> Option<(String, Pos)> {
+    let (value, pos) = required_text(f, key, errors)?;
+    if value.is_empty() {
+        errors.push(pos, format!("`{key}`: must not be empty"));
+    } else if value.contains(['/', '+', '#']) || value.contains(char::is_whitespace) {
+        errors.push(
+            pos,
+            format!(
+                "`{key}`: `{value}` is part of MQTT topics, so it may not contain `/`, `+`, `#` \
+                 or spaces"
+            ),
+        );
+    }
+    Some((value, pos))
+}
+
+/// The device's `channels` (at least one) and the checks among them.
+fn read_channels(
+    device: &Node,
+    f: &mut Fields<'_>,
+    merge_gap: u32,
+    errors: &mut Diagnostics,
+) -> Vec<ChannelConfig> {
+    let Some(node) = f.node("channels") else {
+        errors.push(
+            device.pos,
+            "device has no channels: add at least one under `channels`",
+        );
+        return Vec::new();
+    };
+    let items = list(node, "channels", errors);
+    if items.is_empty() && node.as_seq().is_some() {
+        errors.push(node.pos, "`channels`: a device needs at least one channel");
+    }
+    let mut channel_ids = Unique::default();
+    let mut tag_keys = Unique::default();
+    items
+        .iter()
+        .filter_map(|item| channel::read(item, merge_gap, &mut channel_ids, &mut tag_keys, errors))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{errors_of, load_ok};
+
+    /// A device entry (list item at column 3) with one modbus channel and one tag.
+    fn device(id: &str, product: &str, num: &str, extra: &str) -> String {
+        format!(
+            "  - deviceId: {id}
+    productId: {product}
+    deviceNum: {num}
+{extra}    channels:
+      - channelId: c
+        protocol: modbus-tcp
+        host: plc
+        tags:
+          - {{key: t, address: '1', dataType: BOOL}}
+"
+        )
+    }
+
+    #[test]
+    fn device_defaults() {
+        let config = load_ok(&format!("devices:\n{}", device("d", "P", "D", "")));
+        let d = &config.devices[0];
+        assert!(d.enabled);
+        assert_eq!(d.tenant_id, 0);
+        assert_eq!(d.state_timeout_s, None);
+        assert_eq!(d.pipeline, "default");
+        assert_eq!(d.tags().count(), 1);
+        assert_eq!(d.pos.line, 2);
+    }
+
+    #[test]
+    fn device_options_and_disabled_device() {
+        let config = load_ok(&format!(
+            "tenants: [{{tenantId: 7, name: seven}}]\ndevices:\n{}",
+            device(
+                "d",
+                "P",
+                "D",
+                "    enabled: false\n    tenantId: 7\n    stateTimeout: 30\n    pipeline: fast\n"
+            )
+        ));
+        let d = &config.devices[0];
+        assert!(!d.enabled);
+        assert_eq!(d.tenant_id, 7);
+        assert_eq!(d.state_timeout_s, Some(30));
+        assert_eq!(d.pipeline, "fast");
+    }
+
+    #[test]
+    fn tags_iterate_across_channels_in_order() {
+        let config = load_ok(
+            "devices:
+  - deviceId: d
+    productId: P
+    deviceNum: D
+    channels:
+      - channelId: c1
+        protocol: modbus-tcp
+        host: plc1
+        tags:
+          - {key: a, address: '1', dataType: BOOL}
+          - {key: b, address: '2', dataType: BOOL}
+      - channelId: c2
+        protocol: s7
+        host: plc2
+        tags:
+          - {key: c, address: DB1.0, dataType: BOOL}
+",
+        );
+        let keys: Vec<_> = config.devices[0]
+            .tags()
+            .map(|t| t.spec.key.as_str())
+            .collect();
+        assert_eq!(keys, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn duplicate_device_id() {
+        let text = format!(
+            "devices:\n{}{}",
+            device("d", "P", "N1", ""),
+            device("d", "P", "N2", "")
+        );
+        assert_eq!(
+            errors_of(&text).to_string(),
+            "gw.yaml:11:15: duplicate deviceId `d` (first at 2:15)"
+        );
+    }
+
+    #[test]
+    fn duplicate_mqtt_identity() {
+        let text = format!(
+            "devices:\n{}{}",
+            device("d1", "P", "D", ""),
+            device("d2", "P", "D", "")
+        );
+        assert_eq!(
+            errors_of(&text).to_string(),
+            "gw.yaml:12:16: productId `P` with deviceNum `D` is already used by the device at \
+             3:16: both would publish to the same MQTT topic"
+        );
+    }
+
+    #[test]
+    fn duplicate_channel_id() {
+        let text = "devices:
+  - deviceId: d
+    productId: P
+    deviceNum: D
+    channels:
+      - {channelId: c, protocol: s7, host: a}
+      - {channelId: c, protocol: s7, host: b}
+";
+        assert_eq!(
+            errors_of(text).to_string(),
+            "gw.yaml:7:21: duplicate channelId `c` in this device (first at 6:21)"
+        );
+    }
+
+    #[test]
+    fn device_without_channels() {
+        let text = "devices:
+  - {deviceId: d1, productId: P, deviceNum: N1}
+  - {deviceId: d2, productId: P, deviceNum: N2, channels: []}
+";
+        assert_eq!(
+            errors_of(text).to_string(),
+            "gw.yaml:2:5: device has no channels: add at least one under `channels`\n\
+             gw.yaml:3:59: `channels`: a device needs at least one channel"
+        );
+    }
+
+    #[test]
+    fn unknown_tenant() {
+        let text = format!(
+            "tenants: [{{tenantId: 1, name: one}}]\ndevices:\n{}",
+            device("d", "P", "D", "    tenantId: 2\n")
+        );
+        assert_eq!(
+            errors_of(&text).to_string(),
+            "gw.yaml:6:15: `tenantId`: no tenant 2 is configured under `tenants`"
+        );
+    }
+
+    #[test]
+    fn identity_checks() {
+        let text = format!(
+            "devices:\n{}",
+            device(
+                "''",
+                "'P/1'",
+                "D",
+                "    stateTimeout: 0\n    pipeline: ''\n"
+            )
+        );
+        let text = errors_of(&text).to_string();
+        let expected = [
+            "gw.yaml:2:15: `deviceId`: must not be empty",
+            "gw.yaml:3:16: `productId`: `P/1` is part of MQTT topics",
+            "gw.yaml:5:19: `stateTimeout`: must be at least 1, found 0",
+            "gw.yaml:6:15: `pipeline`: must not be empty",
+        ];
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), expected.len(), "{text}");
+        for (line, want) in lines.iter().zip(expected) {
+            assert!(line.starts_with(want), "got  {line}\nwant {want}");
+        }
+    }
+
+    #[test]
+    fn missing_required_device_keys() {
+        let text = errors_of("devices:\n  - channels: [{channelId: c, protocol: s7, host: a}]\n")
+            .to_string();
+        assert_eq!(
+            text,
+            "gw.yaml:2:5: device: missing required key `deviceId`\n\
+             gw.yaml:2:5: device: missing required key `productId`\n\
+             gw.yaml:2:5: device: missing required key `deviceNum`"
+        );
+    }
+
+    #[test]
+    fn unquoted_yaml_booleans_and_numbers_get_a_hint() {
+        let text = format!(
+            "devices:\n{}",
+            device("d", "P", "N", "").replace("'1'", "00001")
+        );
+        let text = errors_of(&text).to_string();
+        assert_eq!(
+            text,
+            "gw.yaml:4:16: `deviceNum`: expected a string, found a boolean: write it in quotes \
+             (unquoted, YAML reads y, n, yes, no, on, off, true and false as booleans)\n\
+             gw.yaml:10:31: `address`: expected a string, found a number: write it in quotes \
+             so that it is kept exactly as written"
+        );
+    }
+}

@@ -1,0 +1,452 @@
+//! The gateway's device configuration file: which devices to collect from, over which
+//! channels, which tags to read, and how the collector itself behaves (MQTT uplink,
+//! write-ahead log, limits).
+//!
+//! The file is YAML in the users' existing camelCase format:
+//!
+//! ```yaml
+//! collector: { workerThreads: 32, mqtt: { brokerUrl: tcp://127.0.0.1:1883 } }
+//! tenants: [ { tenantId: 1, name: plant-a, tokens: [secret] } ]
+//! devices:
+//!   - deviceId: dev-1
+//!     productId: P1001
+//!     deviceNum: DEV0001
+//!     channels:
+//!       - { channelId: ch-1, protocol: modbus-tcp, host: 10.0.0.5, tags: [...] }
+//! ```
+//!
+//! Loading never stops at the first mistake: every problem (unknown key, bad value,
+//! missing key, duplicate name) is collected with its `LINE:COLUMN` and the whole list
+//! is returned as [`Diagnostics`], so a user fixes a file in one go.
+//!
+//! Only the three sections are allowed at the top level; all of them are optional (a
+//! missing `collector` means all defaults, missing `devices` means no devices).
+
+mod channel;
+mod collector;
+mod device;
+mod network;
+mod protocol;
+mod read;
+mod tag;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::yaml::{self, Diagnostics, Fields, FromNode, Kind, Node, Pos};
+use read::{Text, Unique, list, required_at, required_text};
+
+pub use channel::ChannelConfig;
+pub use collector::{
+    BackoffConfig, CollectorConfig, ConnectionLimits, LeaseConfig, OverflowPolicy, ReportMode,
+    WalConfig,
+};
+pub use device::DeviceConfig;
+pub use network::{HttpConfig, MqttConfig};
+pub use protocol::Protocol;
+pub use tag::TagConfig;
+
+/// Everything the configuration file says, checked and typed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GatewayConfig {
+    /// The `collector` section: how the engine itself runs.
+    pub collector: CollectorConfig,
+    /// The `tenants` section: who may use the gateway's HTTP API, and for which devices.
+    pub tenants: Vec<TenantConfig>,
+    /// The `devices` section, in file order (disabled devices included).
+    pub devices: Vec<DeviceConfig>,
+}
+
+impl GatewayConfig {
+    /// The device with this `deviceId`.
+    pub fn device(&self, device_id: &str) -> Option<&DeviceConfig> {
+        self.devices.iter().find(|d| d.device_id == device_id)
+    }
+
+    /// The tenant with this `tenantId`.
+    pub fn tenant(&self, tenant_id: u32) -> Option<&TenantConfig> {
+        self.tenants.iter().find(|t| t.tenant_id == tenant_id)
+    }
+}
+
+/// One entry of `tenants`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantConfig {
+    /// `tenantId`: the number devices name in their own `tenantId` (not 0, which means
+    /// "no tenant"); unique.
+    pub tenant_id: u32,
+    /// `name`: a label for people and logs.
+    pub name: String,
+    /// `tokens`: bearer tokens that act for this tenant; unique across all tenants.
+    pub tokens: Vec<String>,
+    /// Where the entry starts.
+    pub pos: Pos,
+}
+
+/// Reads and checks the configuration file at `path`.
+///
+/// # Errors
+/// Every problem found, each at its position; the file name in the diagnostics is
+/// `path` as given. A file that cannot be read gives one diagnostic at 0:0.
+pub fn load_file(path: &Path) -> Result<GatewayConfig, Diagnostics> {
+    let file = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => load_str(&file, &text),
+        Err(error) => {
+            let mut errors = Diagnostics::new(file);
+            errors.push(
+                Pos::default(),
+                format!("cannot read the configuration file: {error}"),
+            );
+            Err(errors)
+        }
+    }
+}
+
+/// Reads and checks a configuration document; `file` is the name used in diagnostics.
+///
+/// # Errors
+/// A YAML syntax error, or else every problem found in the document, in line order.
+pub fn load_str(file: &str, text: &str) -> Result<GatewayConfig, Diagnostics> {
+    let root = yaml::parse(file, text)?;
+    let mut errors = Diagnostics::new(file);
+    let config = read_gateway(&root, &mut errors);
+    errors.into_result(config)
+}
+
+fn read_gateway(root: &Node, errors: &mut Diagnostics) -> GatewayConfig {
+    // An empty file is a gateway with default settings and nothing to collect.
+    if root.kind == Kind::Null {
+        return GatewayConfig::default();
+    }
+    let Some(mut fields) = Fields::of(root, "configuration", errors) else {
+        return GatewayConfig::default();
+    };
+    // Order matters: devices refer to the collector's defaults and to the tenants.
+    let collector = fields
+        .node("collector")
+        .map_or_else(CollectorConfig::default, |node| {
+            collector::read(node, errors)
+        });
+    let tenants = fields
+        .node("tenants")
+        .map(|node| read_tenants(node, errors))
+        .unwrap_or_default();
+    let devices = fields
+        .node("devices")
+        .map(|node| device::read_all(node, &collector, &tenants, errors))
+        .unwrap_or_default();
+    fields.finish(errors);
+    GatewayConfig {
+        collector,
+        tenants,
+        devices,
+    }
+}
+
+fn read_tenants(node: &Node, errors: &mut Diagnostics) -> Vec<TenantConfig> {
+    let mut ids: HashMap<u32, Pos> = HashMap::new();
+    let mut tokens = Unique::default();
+    let mut tenants = Vec::new();
+    for item in list(node, "tenants", errors) {
+        let Some(mut fields) = Fields::of(item, "tenant", errors) else {
+            continue;
+        };
+        let tenant_id = required_at::<u32>(&mut fields, "tenantId", errors);
+        if let Some((id, pos)) = tenant_id {
+            if id == 0 {
+                errors.push(
+                    pos,
+                    "`tenantId`: 0 is reserved for devices without a tenant; use 1 or more",
+                );
+            } else if let Some(first) = ids.get(&id) {
+                errors.push(pos, format!("duplicate tenantId {id} (first at {first})"));
+            } else {
+                ids.insert(id, pos);
+            }
+        }
+        let name = required_text(&mut fields, "name", errors);
+        if let Some((name, pos)) = &name
+            && name.trim().is_empty()
+        {
+            errors.push(*pos, "`name`: must not be empty");
+        }
+        let mut tenant_tokens = Vec::new();
+        if let Some(list_node) = fields.node("tokens") {
+            for token_node in list(list_node, "tokens", errors) {
+                match Text::from_node(token_node).map(|token| token.0) {
+                    Ok(token) if token.trim().is_empty() => {
+                        errors.push(token_node.pos, "`tokens`: a token must not be empty");
+                    }
+                    Ok(token) => {
+                        if let Some(first) = tokens.first(&token, token_node.pos) {
+                            errors.push(
+                                token_node.pos,
+                                format!("`tokens`: this token is already given at {first}"),
+                            );
+                        }
+                        tenant_tokens.push(token);
+                    }
+                    Err(message) => errors.push(token_node.pos, format!("`tokens`: {message}")),
+                }
+            }
+        }
+        fields.finish(errors);
+        // Kept even when `name` is wrong, so devices naming the tenant are not also
+        // reported.
+        if let Some((tenant_id, _)) = tenant_id {
+            tenants.push(TenantConfig {
+                tenant_id,
+                name: name.map(|(name, _)| name).unwrap_or_default(),
+                tokens: tenant_tokens,
+                pos: item.pos,
+            });
+        }
+    }
+    tenants
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Access, ByteOrder, DataType, SettingValue};
+
+    const SEED: &str = include_str!("testdata/seed.yaml");
+
+    /// Loads `text`, expecting failure; returns the rendered diagnostics.
+    pub(super) fn errors_of(text: &str) -> Diagnostics {
+        match load_str("gw.yaml", text) {
+            Ok(config) => panic!("expected errors, loaded {config:#?}"),
+            Err(errors) => errors,
+        }
+    }
+
+    /// Loads `text`, expecting success.
+    pub(super) fn load_ok(text: &str) -> GatewayConfig {
+        match load_str("gw.yaml", text) {
+            Ok(config) => config,
+            Err(errors) => panic!("unexpected errors:\n{errors}"),
+        }
+    }
+
+    #[test]
+    fn seed_document_loads_unchanged() {
+        let config = load_ok(SEED);
+        let c = &config.collector;
+        assert_eq!(c.worker_threads, 32);
+        assert_eq!(c.per_device_timeout_ms, 3000);
+        assert_eq!(c.report_mode, ReportMode::Batch);
+        assert_eq!(c.mqtt.broker_host, "127.0.0.1");
+        assert_eq!(c.mqtt.broker_port, 1883);
+        assert_eq!(c.mqtt.client_id, "fastbee-collector-01");
+        assert_eq!(c.mqtt.username.as_deref(), Some("collector"));
+        assert_eq!(c.mqtt.password.as_deref(), Some("******"));
+        assert_eq!(c.mqtt.qos, 1);
+        assert_eq!(c.mqtt.keep_alive_sec, 60);
+        assert!(c.wal.enabled);
+        assert_eq!(c.wal.dir, std::path::PathBuf::from("./data/wal"));
+        assert_eq!(c.wal.max_file_size_mb, 64);
+        assert_eq!(c.wal.total_quota_mb, 1024);
+        assert_eq!(c.http, None);
+        assert!(config.tenants.is_empty());
+
+        let ids: Vec<_> = config
+            .devices
+            .iter()
+            .map(|d| d.device_id.as_str())
+            .collect();
+        assert_eq!(ids, ["dev-s7-1200-01", "dev-mc-q-01", "dev-modbus-01"]);
+
+        let s7 = &config.devices[0];
+        assert_eq!(
+            (s7.product_id.as_str(), s7.device_num.as_str()),
+            ("P1001", "DEV0001")
+        );
+        assert!(s7.enabled);
+        assert_eq!(s7.pipeline, "default");
+        let ch = &s7.channels[0];
+        assert_eq!(ch.protocol, Protocol::S7);
+        assert_eq!((ch.host.as_str(), ch.port), ("192.168.1.110", 102));
+        assert_eq!(ch.heartbeat_ms, 3000);
+        assert_eq!(
+            ch.setting("plcType"),
+            Some(&SettingValue::Text("S1200".into()))
+        );
+        assert_eq!(ch.setting("rack"), Some(&SettingValue::Int(0)));
+        assert_eq!(ch.setting("slot"), Some(&SettingValue::Int(1)));
+        let tags: Vec<_> = s7.tags().collect();
+        assert_eq!(tags.len(), 3);
+        assert_eq!(tags[0].spec.data_type, DataType::Float32);
+        assert_eq!(tags[0].spec.factor, 0.1);
+        assert_eq!(tags[0].spec.deadband, 0.5);
+        assert_eq!(tags[1].spec.address, "DB1.6.0");
+        assert_eq!(tags[1].period_ms, 500);
+        assert_eq!(tags[2].period_ms, 0);
+        assert_eq!(tags[2].spec.access, Access::ReadWrite);
+        assert!(tags[2].readback);
+
+        let mc = &config.devices[1].channels[0];
+        assert_eq!(mc.protocol, Protocol::Mc);
+        assert_eq!(mc.port, 6000);
+        assert_eq!(
+            mc.setting("series"),
+            Some(&SettingValue::Text("Q_L".into()))
+        );
+        assert_eq!(
+            mc.setting("frameType"),
+            Some(&SettingValue::Text("FRAME_3E".into()))
+        );
+        assert_eq!(mc.setting("monitorTimer"), Some(&SettingValue::Int(10)));
+        assert_eq!(mc.byte_order, None);
+        assert_eq!(mc.tags[0].spec.data_type, DataType::Int32);
+
+        let modbus = &config.devices[2];
+        let ch = &modbus.channels[0];
+        assert_eq!(ch.protocol, Protocol::ModbusTcp);
+        assert_eq!(ch.byte_order, Some(ByteOrder::Cdab));
+        assert_eq!(ch.setting("unitId"), Some(&SettingValue::Int(1)));
+        assert_eq!(
+            ch.setting("byteOrder"),
+            Some(&SettingValue::Text("CDAB".into()))
+        );
+        let flow = &ch.tags[0];
+        assert_eq!(flow.spec.key, "flow");
+        assert_eq!(flow.spec.address, "40001");
+        assert_eq!(flow.spec.factor, 0.01);
+        assert_eq!(flow.spec.byte_order, ByteOrder::Cdab);
+        assert!(!flow.byte_order_override);
+        assert_eq!(
+            flow.pos,
+            Pos {
+                line: 89,
+                column: 13
+            }
+        );
+        assert_eq!(
+            flow.address_pos,
+            Pos {
+                line: 90,
+                column: 22
+            }
+        );
+        let valve = &ch.tags[1];
+        assert_eq!(valve.spec.address, "00001");
+        assert!(valve.readback);
+        assert_eq!(valve.spec.access, Access::ReadWrite);
+    }
+
+    #[test]
+    fn two_mistakes_give_exactly_two_diagnostics() {
+        let text = "\
+devices:
+  - deviceId: d1
+    productId: P1
+    deviceNum: N1
+    colour: red
+    channels:
+      - channelId: c1
+        protocol: modbus-tcp
+        host: 10.0.0.1
+        tags:
+          - key: t1
+            address: '40001'
+            dataType: FLOAT
+";
+        let errors = errors_of(text);
+        assert_eq!(errors.len(), 2, "{errors}");
+        let lines: Vec<String> = errors.to_string().lines().map(str::to_owned).collect();
+        assert!(
+            lines[0].starts_with("gw.yaml:5:5: unknown key `colour` in device; expected one of:"),
+            "{}",
+            lines[0]
+        );
+        assert_eq!(
+            lines[1],
+            "gw.yaml:13:23: `dataType`: unknown value `FLOAT`: expected BOOL | INT16 | UINT16 \
+             | INT32 | UINT32 | INT64 | UINT64 | FLOAT32 | FLOAT64 | BCD16 | BCD32 | STRING"
+        );
+    }
+
+    #[test]
+    fn empty_document_is_all_defaults() {
+        let config = load_ok("");
+        assert_eq!(config, GatewayConfig::default());
+        assert_eq!(load_ok("collector:\n"), GatewayConfig::default());
+        assert_eq!(load_ok("devices: []\n"), GatewayConfig::default());
+    }
+
+    #[test]
+    fn unknown_top_level_key() {
+        let errors = errors_of("collecter: {}\n");
+        assert_eq!(
+            errors.to_string(),
+            "gw.yaml:1:1: unknown key `collecter` in configuration; expected one of: \
+             collector, devices, tenants"
+        );
+    }
+
+    #[test]
+    fn syntax_error_is_one_diagnostic() {
+        let errors = errors_of("devices: [\n");
+        assert_eq!(errors.len(), 1);
+        assert!(errors.to_string().contains("YAML syntax"), "{errors}");
+    }
+
+    #[test]
+    fn unreadable_file_is_one_diagnostic_at_0_0() {
+        let path = Path::new("/nonexistent/sluice/devices.yaml");
+        let errors = match load_file(path) {
+            Ok(_) => panic!("a missing file loaded"),
+            Err(errors) => errors,
+        };
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors.items()[0].pos, Pos::default());
+        assert!(
+            errors
+                .to_string()
+                .starts_with("/nonexistent/sluice/devices.yaml:0:0: cannot read"),
+            "{errors}"
+        );
+    }
+
+    #[test]
+    fn load_file_reads_a_file() {
+        let path = std::env::temp_dir().join(format!("sluice-config-{}.yaml", std::process::id()));
+        std::fs::write(&path, SEED).expect("write the seed");
+        let loaded = load_file(&path);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(loaded.map(|c| c.devices.len()), Ok(3));
+    }
+
+    #[test]
+    fn tenants_load_and_are_checked() {
+        let config = load_ok(
+            "tenants:\n  - {tenantId: 1, name: a, tokens: [t1, t2]}\n  - {tenantId: 2, name: b}\n",
+        );
+        assert_eq!(config.tenants.len(), 2);
+        assert_eq!(config.tenant(1).map(|t| t.tokens.len()), Some(2));
+        assert_eq!(config.tenant(2).map(|t| t.name.as_str()), Some("b"));
+
+        let errors = errors_of(
+            "tenants:\n  - {tenantId: 1, name: a, tokens: [t1]}\n  - {tenantId: 1, name: b, tokens: [t1, '']}\n  - {tenantId: 0, name: c}\n",
+        );
+        let text = errors.to_string();
+        assert_eq!(errors.len(), 4, "{text}");
+        assert!(
+            text.contains("gw.yaml:3:16: duplicate tenantId 1 (first at 2:16)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gw.yaml:3:37: `tokens`: this token is already given at 2:37"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gw.yaml:3:41: `tokens`: a token must not be empty"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gw.yaml:4:16: `tenantId`: 0 is reserved"),
+            "{text}"
+        );
+    }
+}

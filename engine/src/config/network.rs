@@ -1,0 +1,264 @@
+//! The collector's network endpoints: the MQTT broker samples are published to
+//! (`collector.mqtt`) and the local HTTP API (`collector.http`).
+
+use std::net::SocketAddr;
+
+use super::read::{at_least, read_at, text, text_at};
+use crate::yaml::{Diagnostics, Fields, Kind, Node};
+
+/// `collector.mqtt`: the broker samples are published to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MqttConfig {
+    /// Host part of `brokerUrl` (`tcp://HOST:PORT` or `mqtt://HOST:PORT`; default
+    /// `tcp://127.0.0.1:1883`). An IPv6 address is written in brackets and kept without.
+    pub broker_host: String,
+    /// Port part of `brokerUrl` (default 1883).
+    pub broker_port: u16,
+    /// `clientId`: the MQTT client identifier (default `sluice-gateway`).
+    pub client_id: String,
+    /// `username`, if the broker wants one.
+    pub username: Option<String>,
+    /// `password`, if the broker wants one.
+    pub password: Option<String>,
+    /// `qos`: 0 (at most once) or 1 (at least once, the default); 2 is not supported.
+    pub qos: u8,
+    /// `keepAliveSec`: MQTT keep-alive interval (at least 1; default 60).
+    pub keep_alive_sec: u16,
+    /// `topicPrefix`: put in front of every topic (default empty; no `+` or `#`).
+    pub topic_prefix: String,
+}
+
+impl Default for MqttConfig {
+    fn default() -> Self {
+        Self {
+            broker_host: "127.0.0.1".to_owned(),
+            broker_port: DEFAULT_MQTT_PORT,
+            client_id: "sluice-gateway".to_owned(),
+            username: None,
+            password: None,
+            qos: 1,
+            keep_alive_sec: 60,
+            topic_prefix: String::new(),
+        }
+    }
+}
+
+/// The MQTT port when `brokerUrl` names none.
+const DEFAULT_MQTT_PORT: u16 = 1883;
+
+/// `collector.http`: the local HTTP API.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpConfig {
+    /// `listen`: the `IP:PORT` to listen on (default `127.0.0.1:8080`).
+    pub listen: SocketAddr,
+    /// `adminToken`: bearer token with access to everything; none when absent.
+    pub admin_token: Option<String>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            admin_token: None,
+        }
+    }
+}
+
+/// Reads `collector.mqtt`.
+pub(super) fn read_mqtt(node: &Node, errors: &mut Diagnostics) -> MqttConfig {
+    let d = MqttConfig::default();
+    let Some(mut f) = Fields::of(node, "collector.mqtt", errors) else {
+        return d;
+    };
+    let (broker_host, broker_port) = f
+        .optional_with("brokerUrl", errors, |node| match &node.kind {
+            Kind::Str(url) => parse_broker_url(url),
+            other => Err(format!("expected a URL, found {}", other.describe())),
+        })
+        .unwrap_or((d.broker_host, d.broker_port));
+    let client_id = text(&mut f, "clientId", errors).unwrap_or(d.client_id);
+    let username = text_at(&mut f, "username", errors).map(|(v, _)| v);
+    let password = text_at(&mut f, "password", errors).map(|(v, _)| v);
+    let qos = match read_at::<u8>(&mut f, "qos", errors) {
+        Some((qos @ (0 | 1), _)) => qos,
+        Some((2, pos)) => {
+            errors.push(
+                pos,
+                "`qos`: QoS 2 (exactly once) is not supported; use 0 (at most once) or 1 (at least once)",
+            );
+            d.qos
+        }
+        Some((other, pos)) => {
+            errors.push(
+                pos,
+                format!("`qos`: {other} is not an MQTT QoS level; use 0 or 1"),
+            );
+            d.qos
+        }
+        None => d.qos,
+    };
+    let keep_alive_sec = at_least(&mut f, "keepAliveSec", 1, d.keep_alive_sec, errors);
+    let topic_prefix = match text_at(&mut f, "topicPrefix", errors) {
+        Some((prefix, pos)) if prefix.contains(['+', '#']) => {
+            errors.push(
+                pos,
+                "`topicPrefix`: must not contain the MQTT wildcards `+` or `#`",
+            );
+            d.topic_prefix
+        }
+        Some((prefix, _)) => prefix,
+        None => d.topic_prefix,
+    };
+    f.finish(errors);
+    MqttConfig {
+        broker_host,
+        broker_port,
+        client_id,
+        username,
+        password,
+        qos,
+        keep_alive_sec,
+        topic_prefix,
+    }
+}
+
+/// Splits `tcp://HOST[:PORT]` or `mqtt://HOST[:PORT]` into host and port.
+fn parse_broker_url(url: &str) -> Result<(String, u16), String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(format!(
+            "`{url}` is not a broker URL: expected tcp://HOST:PORT or mqtt://HOST:PORT"
+        ));
+    };
+    if scheme != "tcp" && scheme != "mqtt" {
+        return Err(format!(
+            "scheme `{scheme}://` is not supported: expected tcp:// or mqtt://"
+        ));
+    }
+    if rest.contains('@') {
+        return Err(
+            "put the user name and password under `username` and `password`, not in the URL"
+                .to_owned(),
+        );
+    }
+    if rest.contains(['/', '?', '#']) {
+        return Err(format!(
+            "`{url}` has a path; a broker URL is only tcp://HOST:PORT"
+        ));
+    }
+    let (host, port) = if let Some(bracketed) = rest.strip_prefix('[') {
+        // IPv6: tcp://[::1]:1883
+        let Some((host, tail)) = bracketed.split_once(']') else {
+            return Err(format!("`{url}`: missing `]` after the IPv6 address"));
+        };
+        let port = match tail {
+            "" => None,
+            _ => match tail.strip_prefix(':') {
+                Some(port) => Some(port),
+                None => return Err(format!("`{url}`: expected `:PORT` after `]`")),
+            },
+        };
+        (host, port)
+    } else {
+        match rest.split_once(':') {
+            Some((_, port)) if port.contains(':') => {
+                return Err(format!(
+                    "`{url}`: write an IPv6 address in brackets, e.g. tcp://[::1]:1883"
+                ));
+            }
+            Some((host, port)) => (host, Some(port)),
+            None => (rest, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(format!("`{url}` names no host"));
+    }
+    let port = match port {
+        None => DEFAULT_MQTT_PORT,
+        Some(port) => match port.parse::<u16>() {
+            Ok(port) if port != 0 => port,
+            _ => return Err(format!("`{port}` is not a port number (1 to 65535)")),
+        },
+    };
+    Ok((host.to_owned(), port))
+}
+
+/// Reads `collector.http`.
+pub(super) fn read_http(node: &Node, errors: &mut Diagnostics) -> HttpConfig {
+    let d = HttpConfig::default();
+    let Some(mut f) = Fields::of(node, "collector.http", errors) else {
+        return d;
+    };
+    let listen = f
+        .optional_with("listen", errors, |node| match &node.kind {
+            Kind::Str(addr) => addr.parse::<SocketAddr>().map_err(|_| {
+                format!("`{addr}` is not a socket address: expected IP:PORT, e.g. 127.0.0.1:8080")
+            }),
+            other => Err(format!("expected IP:PORT, found {}", other.describe())),
+        })
+        .unwrap_or(d.listen);
+    let admin_token = text(&mut f, "adminToken", errors);
+    f.finish(errors);
+    HttpConfig {
+        listen,
+        admin_token,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::errors_of;
+    use super::super::tests::load_ok;
+    use super::*;
+
+    #[test]
+    fn empty_http_block_listens_on_the_default() {
+        let c = load_ok("collector:\n  http: {}\n").collector;
+        assert_eq!(c.http, Some(HttpConfig::default()));
+    }
+
+    #[test]
+    fn broker_urls() {
+        let ok = |url: &str| parse_broker_url(url).expect(url);
+        assert_eq!(ok("tcp://127.0.0.1:1883"), ("127.0.0.1".to_owned(), 1883));
+        assert_eq!(ok("mqtt://broker:8883"), ("broker".to_owned(), 8883));
+        assert_eq!(ok("tcp://broker"), ("broker".to_owned(), 1883));
+        assert_eq!(ok("tcp://[::1]:1884"), ("::1".to_owned(), 1884));
+        assert_eq!(ok("tcp://[fe80::1]"), ("fe80::1".to_owned(), 1883));
+
+        let err = |url: &str| parse_broker_url(url).expect_err(url);
+        assert!(err("127.0.0.1:1883").contains("is not a broker URL"));
+        assert!(err("ssl://broker:8883").contains("scheme `ssl://` is not supported"));
+        assert!(err("tcp://:1883").contains("names no host"));
+        assert!(err("tcp://broker:http").contains("`http` is not a port number"));
+        assert!(err("tcp://broker:0").contains("`0` is not a port number"));
+        assert!(err("tcp://broker:70000").contains("is not a port number"));
+        assert!(err("tcp://broker:1883/x").contains("has a path"));
+        assert!(err("tcp://u:p@broker").contains("`username`"));
+        assert!(err("tcp://::1:1883").contains("brackets"));
+        assert!(err("tcp://[::1").contains("missing `]`"));
+    }
+
+    #[test]
+    fn broker_url_error_is_at_the_value() {
+        let errors = errors_of("collector:\n  mqtt:\n    brokerUrl: ssl://broker:8883\n");
+        assert_eq!(
+            errors.to_string(),
+            "gw.yaml:3:16: `brokerUrl`: scheme `ssl://` is not supported: expected tcp:// or mqtt://"
+        );
+    }
+
+    #[test]
+    fn qos_2_is_refused_with_a_reason() {
+        let errors = errors_of("collector:\n  mqtt: {qos: 2}\n");
+        assert_eq!(
+            errors.to_string(),
+            "gw.yaml:2:15: `qos`: QoS 2 (exactly once) is not supported; use 0 (at most once) \
+             or 1 (at least once)"
+        );
+        let errors = errors_of("collector:\n  mqtt: {qos: 7}\n");
+        assert!(
+            errors.to_string().contains("7 is not an MQTT QoS level"),
+            "{errors}"
+        );
+    }
+}

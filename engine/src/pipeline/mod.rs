@@ -1,0 +1,219 @@
+//! Declarative pipelines: an ordered list of stage components with their settings,
+//! read from YAML, resolved against the component registry, and run per device.
+
+mod settings;
+mod spec;
+
+use std::sync::Arc;
+
+pub use settings::{PositionedSettings, flatten};
+pub use spec::{ComponentRef, PipelineSpec, StageSpec, load_file, load_str};
+
+use crate::model::{Batch, TagSpec};
+use crate::runtime::{
+    CallError, ComponentKind, Limits, LoadedComponent, Processor, Registry, StagePool,
+};
+use crate::yaml::Diagnostics;
+
+/// The built-in default pipeline (`pipelines/default.yaml`).
+pub const DEFAULT_PIPELINE: &str = include_str!("../../../pipelines/default.yaml");
+
+/// A pipeline whose components are resolved and instantiated for one tenant.
+#[derive(Debug)]
+pub struct Pipeline {
+    name: String,
+    stages: Vec<Stage>,
+}
+
+#[derive(Debug)]
+struct Stage {
+    pool: Arc<StagePool>,
+    settings: PositionedSettings,
+}
+
+/// A stage failed for a batch: the device's values of that round are lost (BAD).
+/// The error names the component; `index` is the stage's place in the pipeline.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("stage {} of the pipeline: {error}", .index + 1)]
+pub struct StageFailure {
+    pub index: usize,
+    pub error: CallError,
+}
+
+impl Pipeline {
+    /// Resolves each stage's component and lets the component check its settings.
+    ///
+    /// # Errors
+    /// Every problem, at the position of the stage or setting it concerns: an
+    /// unknown component, a component of another kind, settings it refuses.
+    pub fn build(
+        spec: &PipelineSpec,
+        registry: &Registry,
+        limits: Limits,
+    ) -> Result<Self, Diagnostics> {
+        let mut errors = Diagnostics::new(&spec.file);
+        let mut stages = Vec::new();
+        for stage in &spec.stages {
+            let Some(component) = resolve(stage, registry, &mut errors) else {
+                continue;
+            };
+            if component.kind() != ComponentKind::Stage {
+                errors.push(
+                    stage.pos,
+                    format!(
+                        "component `{}` is a {} component; a pipeline stage needs a stage component",
+                        component.name(),
+                        component.kind()
+                    ),
+                );
+                continue;
+            }
+            let pool = match registry.runtime().stage_pool(&component, limits) {
+                Ok(pool) => pool,
+                Err(error) => {
+                    errors.push(stage.pos, error.to_string());
+                    continue;
+                }
+            };
+            // The component checks its own settings; no tags are involved yet.
+            if let Err(error) = pool.processor(&stage.settings.settings, &[]) {
+                report(&error, stage, &mut errors);
+                continue;
+            }
+            stages.push(Stage {
+                pool,
+                settings: stage.settings.clone(),
+            });
+        }
+        errors.into_result(Self {
+            name: spec.name.clone(),
+            stages,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Names of the stage components, in order.
+    pub fn stage_names(&self) -> Vec<&str> {
+        self.stages.iter().map(|s| s.pool.name()).collect()
+    }
+
+    /// Processors of every stage for one device's tags.
+    ///
+    /// # Errors
+    /// When a stage refuses the device's tags (for example a tag its decoder cannot handle).
+    pub fn for_device(&self, tags: &[TagSpec]) -> Result<DevicePipeline, StageFailure> {
+        let processors = self
+            .stages
+            .iter()
+            .enumerate()
+            .map(|(index, stage)| {
+                stage
+                    .pool
+                    .processor(&stage.settings.settings, tags)
+                    .map_err(|error| StageFailure { index, error })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(DevicePipeline { processors })
+    }
+}
+
+/// The stages of a pipeline, configured for one device.
+#[derive(Debug)]
+pub struct DevicePipeline {
+    processors: Vec<Processor>,
+}
+
+impl DevicePipeline {
+    /// Runs one round's batch through every stage in order.
+    ///
+    /// # Errors
+    /// The first stage that failed; the batch is lost for this round.
+    pub fn run(&self, mut batch: Batch) -> Result<Batch, StageFailure> {
+        for (index, processor) in self.processors.iter().enumerate() {
+            batch = processor
+                .process(batch)
+                .map_err(|error| StageFailure { index, error })?;
+        }
+        Ok(batch)
+    }
+
+    /// Clears the memory every stage keeps between batches (after a reconnect).
+    ///
+    /// # Errors
+    /// The first stage whose reset failed; the others are still reset.
+    pub fn reset(&self) -> Result<(), CallError> {
+        let mut first = Ok(());
+        for processor in &self.processors {
+            if let Err(error) = processor.reset()
+                && first.is_ok()
+            {
+                first = Err(error);
+            }
+        }
+        first
+    }
+}
+
+fn resolve(
+    stage: &StageSpec,
+    registry: &Registry,
+    errors: &mut Diagnostics,
+) -> Option<Arc<LoadedComponent>> {
+    match &stage.component {
+        ComponentRef::Named {
+            name,
+            version: None,
+        } => registry.active(name).or_else(|| {
+            errors.push(stage.pos, format!("unknown component `{name}`"));
+            None
+        }),
+        ComponentRef::Named {
+            name,
+            version: Some(version),
+        } => match registry.version(name, version) {
+            Some(component) => Some(component),
+            None => {
+                errors.push(
+                    stage.pos,
+                    format!("component `{name}` has no version `{version}`"),
+                );
+                None
+            }
+        },
+        ComponentRef::File(path) => {
+            let name = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("component");
+            let bytes = std::fs::read(path)
+                .map_err(|e| {
+                    errors.push(
+                        stage.pos,
+                        format!("cannot read component {}: {e}", path.display()),
+                    )
+                })
+                .ok()?;
+            registry
+                .runtime()
+                .load(ComponentKind::Stage, name, &bytes)
+                .map_err(|e| errors.push(stage.pos, e.to_string()))
+                .ok()
+        }
+    }
+}
+
+/// Reports a component's refusal at the settings it names.
+fn report(error: &CallError, stage: &StageSpec, errors: &mut Diagnostics) {
+    match error {
+        CallError::Config { component, issues } => {
+            for issue in issues {
+                let pos = stage.settings.position_of(&issue.key).unwrap_or(stage.pos);
+                errors.push(pos, format!("stage `{component}`: {}", issue.message));
+            }
+        }
+        other => errors.push(stage.pos, other.to_string()),
+    }
+}

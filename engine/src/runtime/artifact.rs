@@ -1,0 +1,91 @@
+//! Compiling components, with precompiled artifacts cached on disk by content hash.
+//!
+//! The cache file name joins the SHA-256 of the component's bytes with a hash of
+//! the engine's compilation settings, so a new engine build never loads an
+//! artifact compiled for another one. A cache file that cannot be read or
+//! deserialized is recompiled and rewritten; the cache is an optimisation only.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use super::LoadError;
+
+/// SHA-256 of `bytes` as lowercase hex.
+pub(super) fn content_hash(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        hex.push_str(&format!("{byte:02x}"));
+    }
+    hex
+}
+
+/// Compiles `bytes`, or loads the artifact cached for them. Returns the component
+/// and its content hash.
+pub(super) fn compile(
+    engine: &Engine,
+    cache_dir: Option<&Path>,
+    name: &str,
+    bytes: &[u8],
+) -> Result<(Component, String), LoadError> {
+    let hash = content_hash(bytes);
+    let cached = cache_dir.map(|dir| artifact_path(engine, dir, &hash));
+    if let Some(path) = &cached
+        && let Some(component) = load_cached(engine, path)
+    {
+        return Ok((component, hash));
+    }
+    let component = Component::new(engine, bytes).map_err(|e| LoadError::Invalid {
+        name: name.to_owned(),
+        detail: format!("{e:#}"),
+    })?;
+    if let Some(path) = &cached {
+        store_cached(&component, path);
+    }
+    Ok((component, hash))
+}
+
+fn artifact_path(engine: &Engine, dir: &Path, hash: &str) -> PathBuf {
+    let mut hasher = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    dir.join(format!("{hash}-{:016x}.cwasm", hasher.finish()))
+}
+
+#[allow(unsafe_code)]
+fn load_cached(engine: &Engine, path: &Path) -> Option<Component> {
+    if !path.is_file() {
+        return None;
+    }
+    // SAFETY: files in the cache directory are written only by `store_cached`, from
+    // this engine's own compiler output, under a name bound to this engine's
+    // settings; the directory belongs to the engine and is not an input.
+    match unsafe { Component::deserialize_file(engine, path) } {
+        Ok(component) => Some(component),
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "unusable cached artifact; recompiling");
+            None
+        }
+    }
+}
+
+fn store_cached(component: &Component, path: &Path) {
+    let written = component
+        .serialize()
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+            }
+            // Write beside, then rename: a reader never sees a half-written artifact.
+            let partial = path.with_extension("partial");
+            std::fs::write(&partial, bytes).map_err(|e| e.to_string())?;
+            std::fs::rename(&partial, path).map_err(|e| e.to_string())
+        });
+    if let Err(error) = written {
+        tracing::warn!(path = %path.display(), %error, "could not cache compiled component");
+    }
+}

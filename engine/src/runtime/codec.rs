@@ -1,0 +1,204 @@
+//! Codec sessions: one per device and channel, each a resource in its tenant's pool.
+//! Every call returns the codec's own answer inside the runtime's: the outer error
+//! is a failed call (trap, limit), the inner one what the codec said of the frame.
+
+use std::sync::Arc;
+
+use wasmtime::Store;
+use wasmtime::component::ResourceAny;
+
+use super::bindings::codec::Codec;
+use super::bindings::codec::exports::sluice::dataflow::protocol as wit_protocol;
+use super::bindings::wit;
+use super::convert::{batch_from_wit, settings_to_wit, tags_to_wit, value_to_wit};
+use super::pool::{Binding, Live, Pool};
+use super::{CallError, Sandbox};
+use crate::model::{Batch, FrameError, PlannedRead, Setting, TagSpec, Value};
+
+/// One tenant's instances of one codec component.
+pub type CodecPool = Pool<Codec>;
+
+impl Pool<Codec> {
+    /// Opens a session for one device's tags on one channel, checking the channel
+    /// settings and tags now.
+    ///
+    /// # Errors
+    /// [`CallError::Config`] with every issue the codec found, or a call failure.
+    pub fn session(
+        self: &Arc<Self>,
+        settings: &[Setting],
+        tags: &[TagSpec],
+    ) -> Result<CodecSession, CallError> {
+        let session = CodecSession {
+            binding: self.bind(),
+            settings: settings_to_wit(settings),
+            tags: tags_to_wit(tags),
+        };
+        session.reset()?;
+        Ok(session)
+    }
+}
+
+/// Protocol state of one device on one channel.
+pub struct CodecSession {
+    binding: Binding<Codec>,
+    settings: Vec<wit::Setting>,
+    tags: Vec<wit::TagSpec>,
+}
+
+impl std::fmt::Debug for CodecSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodecSession")
+            .field("component", &self.binding.pool().name())
+            .finish_non_exhaustive()
+    }
+}
+
+fn planned_from_wit(read: wit_protocol::PlannedRead) -> PlannedRead {
+    PlannedRead {
+        id: read.id,
+        tags: read.tags,
+    }
+}
+
+fn frame_error_from_wit(error: wit_protocol::FrameError) -> FrameError {
+    match error {
+        wit_protocol::FrameError::Malformed(message) => FrameError::Malformed(message),
+        wit_protocol::FrameError::Device(device) => FrameError::Device {
+            code: device.code,
+            message: device.message,
+            retry: device.retry.into_iter().map(planned_from_wit).collect(),
+        },
+    }
+}
+
+type Session<'a> = wit_protocol::GuestSession<'a>;
+type Outcome<T> = Result<Result<T, FrameError>, CallError>;
+
+impl CodecSession {
+    fn create(
+        &self,
+        live: &mut Live<Codec>,
+    ) -> wasmtime::Result<Result<ResourceAny, Vec<wit::ConfigError>>> {
+        live.bindings
+            .sluice_dataflow_protocol()
+            .session()
+            .call_open(&mut live.store, &self.settings, &self.tags)
+    }
+
+    fn call<R>(
+        &self,
+        function: &'static str,
+        call: impl FnOnce(Session<'_>, &mut Store<Sandbox>, ResourceAny) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        self.binding
+            .call(function, &|live| self.create(live), |live, resource| {
+                let Live { store, bindings } = live;
+                call(
+                    bindings.sluice_dataflow_protocol().session(),
+                    store,
+                    resource,
+                )
+            })
+    }
+
+    /// Bytes to read before [`CodecSession::frame_length`] can size a frame.
+    ///
+    /// # Errors
+    /// A failed call.
+    pub fn header_len(&self) -> Result<u32, CallError> {
+        self.call("header-len", |s, store, r| s.call_header_len(store, r))
+    }
+
+    /// Total size of the frame starting with `head`.
+    ///
+    /// # Errors
+    /// A failed call (outer) or a header the codec rejects (inner).
+    pub fn frame_length(&self, head: &[u8]) -> Outcome<u32> {
+        self.call("frame-length", |s, store, r| {
+            s.call_frame_length(store, r, head)
+        })
+        .map(|answer| answer.map_err(frame_error_from_wit))
+    }
+
+    /// Frame of handshake step `step`, none when the handshake is complete.
+    ///
+    /// # Errors
+    /// A failed call.
+    pub fn handshake(&self, step: u32) -> Result<Option<Vec<u8>>, CallError> {
+        self.call("handshake", |s, store, r| s.call_handshake(store, r, step))
+    }
+
+    /// Checks the answer to handshake step `step`.
+    ///
+    /// # Errors
+    /// A failed call (outer) or a refused answer (inner).
+    pub fn check_handshake(&self, step: u32, frame: &[u8]) -> Outcome<()> {
+        self.call("check-handshake", |s, store, r| {
+            s.call_check_handshake(store, r, step, frame)
+        })
+        .map(|answer| answer.map_err(frame_error_from_wit))
+    }
+
+    /// Requests that read the due tags.
+    ///
+    /// # Errors
+    /// A failed call.
+    pub fn plan(&self, due: &[u32]) -> Result<Vec<PlannedRead>, CallError> {
+        self.call("plan", |s, store, r| s.call_plan(store, r, due))
+            .map(|reads| reads.into_iter().map(planned_from_wit).collect())
+    }
+
+    /// Frame for a planned request.
+    ///
+    /// # Errors
+    /// A failed call (outer) or a request the codec does not know (inner).
+    pub fn encode_read(&self, request: u32) -> Outcome<Vec<u8>> {
+        self.call("encode-read", |s, store, r| {
+            s.call_encode_read(store, r, request)
+        })
+        .map(|answer| answer.map_err(frame_error_from_wit))
+    }
+
+    /// Raw samples from the answer to `request`.
+    ///
+    /// # Errors
+    /// A failed call (outer); a malformed frame or a device error (inner).
+    pub fn parse_read(&self, request: u32, frame: &[u8], ts_ms: i64) -> Outcome<Batch> {
+        self.call("parse-read", |s, store, r| {
+            s.call_parse_read(store, r, request, frame, ts_ms)
+        })
+        .map(|answer| answer.map(batch_from_wit).map_err(frame_error_from_wit))
+    }
+
+    /// Frame that writes `value` (in device units) to `tag`.
+    ///
+    /// # Errors
+    /// A failed call (outer) or a value the codec cannot write (inner).
+    pub fn encode_write(&self, tag: u32, value: Value) -> Outcome<Vec<u8>> {
+        let value = value_to_wit(value);
+        self.call("encode-write", |s, store, r| {
+            s.call_encode_write(store, r, tag, &value)
+        })
+        .map(|answer| answer.map_err(frame_error_from_wit))
+    }
+
+    /// Checks the answer to the last write.
+    ///
+    /// # Errors
+    /// A failed call (outer); a malformed frame or a device error (inner).
+    pub fn check_write(&self, frame: &[u8]) -> Outcome<()> {
+        self.call("check-write", |s, store, r| {
+            s.call_check_write(store, r, frame)
+        })
+        .map(|answer| answer.map_err(frame_error_from_wit))
+    }
+
+    /// Forgets in-flight state after a reconnect.
+    ///
+    /// # Errors
+    /// A failed call.
+    pub fn reset(&self) -> Result<(), CallError> {
+        self.call("reset", |s, store, r| s.call_reset(store, r))
+    }
+}

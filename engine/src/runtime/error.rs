@@ -1,0 +1,94 @@
+//! Errors of the component runtime. Each says which component, which limit and how much.
+
+use super::ComponentKind;
+use crate::model::ConfigIssue;
+
+/// A component could not be loaded; the running version (if any) stays in place.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    #[error("component `{name}` is not a valid WebAssembly component: {detail}")]
+    Invalid { name: String, detail: String },
+    #[error("component `{name}` does not fit the `{kind}` world: {detail}")]
+    WrongWorld {
+        name: String,
+        kind: ComponentKind,
+        detail: String,
+    },
+    #[error("component runtime setup failed: {0}")]
+    Engine(String),
+}
+
+/// Which sandbox limit stopped a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// The per-call CPU budget, in fuel units.
+    Cpu { budget: u64 },
+    /// The memory cap of the instance, in bytes.
+    Memory { cap: usize, requested: usize },
+}
+
+/// A call into a component failed. Only that call fails: the instance is rebuilt
+/// for the next one and every other instance carries on.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    #[error("component `{component}` stopped in `{function}`: {}", describe_limit(*.limit))]
+    LimitExceeded {
+        component: String,
+        function: &'static str,
+        limit: Limit,
+    },
+    #[error("component `{component}` trapped in `{function}`: {detail}")]
+    Trap {
+        component: String,
+        function: &'static str,
+        detail: String,
+    },
+    #[error("component `{component}` refused its configuration: {}", describe_issues(.issues))]
+    Config {
+        component: String,
+        issues: Vec<ConfigIssue>,
+    },
+    #[error("component `{component}` could not be instantiated: {detail}")]
+    Instantiate { component: String, detail: String },
+}
+
+fn describe_limit(limit: Limit) -> String {
+    match limit {
+        Limit::Cpu { budget } => format!("ran out of its CPU budget of {budget} fuel units"),
+        Limit::Memory { cap, requested } => format!(
+            "memory cap of {} reached (it asked for {})",
+            human_bytes(cap),
+            human_bytes(requested)
+        ),
+    }
+}
+
+fn describe_issues(issues: &[ConfigIssue]) -> String {
+    issues
+        .iter()
+        .map(|issue| match (issue.tag, issue.key.is_empty()) {
+            (Some(tag), _) => format!("tag #{tag} `{}`: {}", issue.key, issue.message),
+            (None, false) => format!("`{}`: {}", issue.key, issue.message),
+            (None, true) => issue.message.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `65536` -> `64 KiB`, for messages.
+pub fn human_bytes(bytes: usize) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value.fract() == 0.0 {
+        format!("{value} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}

@@ -1,0 +1,160 @@
+//! Component versions by name, with an atomic swap of the active version.
+//!
+//! A new version is compiled and checked against its world before the registry's
+//! lock is taken; only a component that passed replaces the active one, in one
+//! step. Users of a component pick up the active version at their next round
+//! boundary, never in the middle of one.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use super::{ComponentKind, LoadError, LoadedComponent, Runtime};
+
+/// What a caller may know of a registered version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComponentInfo {
+    pub name: String,
+    pub version: String,
+    pub kind: ComponentKind,
+    pub hash: String,
+    pub active: bool,
+}
+
+#[derive(Default)]
+struct Entry {
+    versions: BTreeMap<String, Arc<LoadedComponent>>,
+    active: String,
+}
+
+/// Every component the engine can use, by name.
+pub struct Registry {
+    runtime: Runtime,
+    entries: RwLock<BTreeMap<String, Entry>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// A registry holding the components built into the engine binary.
+    ///
+    /// # Errors
+    /// When a built-in component does not load (a broken build).
+    pub fn with_builtins(runtime: Runtime) -> Result<Self, LoadError> {
+        let registry = Self {
+            runtime,
+            entries: RwLock::default(),
+        };
+        for builtin in crate::components::BUILTIN {
+            registry.install(
+                builtin.kind,
+                builtin.name,
+                crate::components::BUILTIN_VERSION,
+                builtin.wasm,
+            )?;
+        }
+        Ok(registry)
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Compiles and checks `bytes`, then makes them the active version of `name`.
+    /// Installing the same version again replaces it.
+    ///
+    /// # Errors
+    /// When the component does not load or is of another kind than the versions
+    /// already registered under `name`; the active version is then unchanged.
+    pub fn install(
+        &self,
+        kind: ComponentKind,
+        name: &str,
+        version: &str,
+        bytes: &[u8],
+    ) -> Result<Arc<LoadedComponent>, LoadError> {
+        if let Some(existing) = self.active(name)
+            && existing.kind() != kind
+        {
+            return Err(LoadError::WrongWorld {
+                name: name.to_owned(),
+                kind,
+                detail: format!(
+                    "`{name}` is already registered as a {} component",
+                    existing.kind()
+                ),
+            });
+        }
+        // Compile and check outside the lock: readers are never held up.
+        let loaded = self.runtime.load(kind, name, bytes)?;
+        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        let entry = entries.entry(name.to_owned()).or_default();
+        entry
+            .versions
+            .insert(version.to_owned(), Arc::clone(&loaded));
+        entry.active = version.to_owned();
+        tracing::debug!(component = name, version, kind = %kind, hash = loaded.hash(), "component installed");
+        Ok(loaded)
+    }
+
+    /// Makes an earlier version of `name` active again.
+    ///
+    /// # Errors
+    /// When no such version is registered.
+    pub fn activate(&self, name: &str, version: &str) -> Result<Arc<LoadedComponent>, LoadError> {
+        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        let entry = entries
+            .get_mut(name)
+            .ok_or_else(|| unknown(name, version))?;
+        let loaded = entry
+            .versions
+            .get(version)
+            .cloned()
+            .ok_or_else(|| unknown(name, version))?;
+        entry.active = version.to_owned();
+        Ok(loaded)
+    }
+
+    /// The active version of `name`.
+    pub fn active(&self, name: &str) -> Option<Arc<LoadedComponent>> {
+        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        let entry = entries.get(name)?;
+        entry.versions.get(&entry.active).cloned()
+    }
+
+    /// A given version of `name`, active or not.
+    pub fn version(&self, name: &str, version: &str) -> Option<Arc<LoadedComponent>> {
+        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        entries.get(name)?.versions.get(version).cloned()
+    }
+
+    /// Every registered version, by name then version.
+    pub fn list(&self) -> Vec<ComponentInfo> {
+        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        entries
+            .iter()
+            .flat_map(|(name, entry)| {
+                entry
+                    .versions
+                    .iter()
+                    .map(move |(version, loaded)| ComponentInfo {
+                        name: name.clone(),
+                        version: version.clone(),
+                        kind: loaded.kind(),
+                        hash: loaded.hash().to_owned(),
+                        active: *version == entry.active,
+                    })
+            })
+            .collect()
+    }
+}
+
+fn unknown(name: &str, version: &str) -> LoadError {
+    LoadError::Invalid {
+        name: name.to_owned(),
+        detail: format!("no version `{version}` is registered"),
+    }
+}

@@ -1,0 +1,207 @@
+//! A YAML tree whose every node and key knows its position.
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_saphyr::Spanned;
+
+use super::Diagnostics;
+
+/// A 1-based line and column; 0:0 when unknown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Pos {
+    pub line: u32,
+    pub column: u32,
+}
+
+impl fmt::Display for Pos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+impl From<serde_saphyr::Location> for Pos {
+    fn from(location: serde_saphyr::Location) -> Self {
+        Self {
+            line: u32::try_from(location.line()).unwrap_or(u32::MAX),
+            column: u32::try_from(location.column()).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// A mapping key and where it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Key {
+    pub pos: Pos,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kind {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Seq(Vec<Node>),
+    Map(Vec<(Key, Node)>),
+}
+
+impl Kind {
+    /// What the node is, in words for error messages.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Kind::Null => "nothing",
+            Kind::Bool(_) => "a boolean",
+            Kind::Int(_) => "an integer",
+            Kind::Float(_) => "a number",
+            Kind::Str(_) => "a string",
+            Kind::Seq(_) => "a list",
+            Kind::Map(_) => "a mapping",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub pos: Pos,
+    pub kind: Kind,
+}
+
+impl Node {
+    pub fn as_map(&self) -> Option<&[(Key, Node)]> {
+        match &self.kind {
+            Kind::Map(entries) => Some(entries),
+            _ => None,
+        }
+    }
+
+    pub fn as_seq(&self) -> Option<&[Node]> {
+        match &self.kind {
+            Kind::Seq(items) => Some(items),
+            _ => None,
+        }
+    }
+}
+
+/// Parses one YAML document. An empty document is a null node.
+///
+/// # Errors
+/// A syntax error, at the position the parser reports (for bad indentation that is
+/// the line before or the parent mapping, which the message says).
+pub fn parse(file: &str, text: &str) -> Result<Node, Diagnostics> {
+    if text.trim().is_empty() {
+        return Ok(Node {
+            pos: Pos { line: 1, column: 1 },
+            kind: Kind::Null,
+        });
+    }
+    serde_saphyr::from_str::<Node>(text).map_err(|error| {
+        let pos = error.location().map(Pos::from).unwrap_or_default();
+        let mut diagnostics = Diagnostics::new(file);
+        let detail = first_line(&error.to_string());
+        diagnostics.push(
+            pos,
+            format!("YAML syntax: {detail} (for an indentation mistake, look at this line and the ones below it)"),
+        );
+        diagnostics
+    })
+}
+
+/// serde-saphyr renders a source snippet after the message; keep the message only.
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or(text).trim().to_owned()
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let spanned = Spanned::<Kind>::deserialize(deserializer)?;
+        Ok(Node {
+            pos: spanned.referenced.into(),
+            kind: spanned.value,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(KindVisitor)
+    }
+}
+
+struct KindVisitor;
+
+impl<'de> Visitor<'de> for KindVisitor {
+    type Value = Kind;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Kind, E> {
+        Ok(Kind::Bool(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Kind, E> {
+        Ok(Kind::Int(v))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Kind, E> {
+        Ok(i64::try_from(v).map_or(Kind::Float(v as f64), Kind::Int))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Kind, E> {
+        Ok(Kind::Float(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Kind, E> {
+        Ok(Kind::Str(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Kind, E> {
+        Ok(Kind::Str(v))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Kind, E> {
+        Ok(Kind::Null)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Kind, E> {
+        Ok(Kind::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Kind, D::Error> {
+        Kind::deserialize(deserializer)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Kind, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<Node>()? {
+            items.push(item);
+        }
+        Ok(Kind::Seq(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Kind, A::Error> {
+        let mut entries: Vec<(Key, Node)> = Vec::new();
+        while let Some(key) = map.next_key::<Node>()? {
+            let name = match key.kind {
+                Kind::Str(s) => s,
+                Kind::Int(i) => i.to_string(),
+                Kind::Bool(b) => b.to_string(),
+                other => {
+                    return Err(de::Error::custom(format!(
+                        "a mapping key must be a plain name, not {}",
+                        other.describe()
+                    )));
+                }
+            };
+            if entries.iter().any(|(k, _)| k.name == name) {
+                return Err(de::Error::custom(format!("duplicate key `{name}`")));
+            }
+            let value = map.next_value::<Node>()?;
+            entries.push((Key { pos: key.pos, name }, value));
+        }
+        Ok(Kind::Map(entries))
+    }
+}

@@ -1,0 +1,109 @@
+//! The `sluice` binary as a user runs it.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn sluice(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .expect("sluice runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn scratch(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+fn project_file(path: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn check_prints_every_mistake_with_line_and_column() {
+    let config = scratch(
+        "two-mistakes.yaml",
+        "devices:\n  - deviceId: d1\n    productId: P1\n    deviceNum: N1\n    colour: red\n    channels:\n      - channelId: c1\n        protocol: modbus-tcp\n        host: 127.0.0.1\n        tags:\n          - key: t\n            address: '40001'\n            dataType: FLOAT33\n",
+    );
+    let file = config.display().to_string();
+    let (code, stdout, _) = sluice(&["check", &file]);
+    assert_eq!(code, 1);
+    let lines: Vec<_> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(
+        lines[0].starts_with(&format!("{file}:5:5: unknown key `colour`")),
+        "{stdout}"
+    );
+    assert!(
+        lines[1].starts_with(&format!("{file}:13:23: ")) && lines[1].contains("FLOAT33"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn check_reports_pipeline_mistakes_found_by_the_components() {
+    let pipeline = scratch(
+        "pipeline.yaml",
+        "stages:\n  - use: scale\n    settings:\n      decimals: 99\n  - use: nosuch\n",
+    );
+    let file = pipeline.display().to_string();
+    let (code, stdout, _) = sluice(&["check", &file]);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains(&format!(
+            "{file}:4:7: stage `scale`: setting `decimals` must be from 0 to 12"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("{file}:5:5: unknown component `nosuch`")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_shipped_config_and_pipelines_are_valid() {
+    let (code, stdout, stderr) = sluice(&[
+        "check",
+        &project_file("config/collector-devices.yaml"),
+        &project_file("pipelines/default.yaml"),
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(stdout.matches(": ok").count(), 2, "{stdout}");
+}
+
+#[test]
+fn demo_prints_report_payloads() {
+    let (code, stdout, stderr) = sluice(&["demo", "--rounds", "2", "--period-ms", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    let reports: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is a JSON payload"))
+        .collect();
+    assert_eq!(reports.len(), 2);
+    assert_eq!(reports[1]["seq"], 2);
+    assert_eq!(reports[0]["values"][0]["key"], "temperature");
+    assert_eq!(reports[0]["values"][0]["value"], 21.5);
+}
+
+#[test]
+fn help_and_version() {
+    let (code, stdout, _) = sluice(&["--version"]);
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("sluice "));
+    let (code, stdout, _) = sluice(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("check") && stdout.contains("demo"));
+}

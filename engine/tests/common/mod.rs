@@ -1,0 +1,69 @@
+//! Helpers shared by the engine's integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use sluice::components::BUILTIN;
+use sluice::model::{
+    Access, Batch, ByteOrder, DataType, Quality, Sample, Setting, SettingValue, TagSpec, Value,
+};
+use sluice::runtime::{Runtime, RuntimeConfig};
+
+pub const TS: i64 = 1_700_000_000_000;
+
+pub fn runtime() -> Runtime {
+    Runtime::new(RuntimeConfig::default()).expect("runtime")
+}
+
+/// A guest built for the tests from `components/testing`.
+pub fn test_component(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("SLUICE_TEST_COMPONENTS")).join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+pub fn builtin(name: &str) -> &'static [u8] {
+    BUILTIN
+        .iter()
+        .find(|b| b.name == name)
+        .unwrap_or_else(|| panic!("no built-in component `{name}`"))
+        .wasm
+}
+
+pub fn tag(key: &str, address: &str, data_type: DataType) -> TagSpec {
+    TagSpec {
+        key: key.into(),
+        address: address.into(),
+        data_type,
+        length: 0,
+        byte_order: ByteOrder::Abcd,
+        factor: 1.0,
+        offset: 0.0,
+        deadband: 0.0,
+        access: Access::ReadWrite,
+        settings: Vec::new(),
+    }
+}
+
+pub fn setting(key: &str, value: SettingValue) -> Setting {
+    Setting {
+        key: key.into(),
+        value,
+    }
+}
+
+/// A batch with one GOOD sample per value, tag i for value i.
+pub fn batch(values: &[Value]) -> Batch {
+    Batch {
+        samples: values
+            .iter()
+            .enumerate()
+            .map(|(i, value)| Sample {
+                tag: i as u32,
+                value: value.clone(),
+                quality: Quality::Good,
+                ts_ms: TS,
+            })
+            .collect(),
+        bytes: Vec::new(),
+    }
+}

@@ -1,0 +1,304 @@
+//! The `modbus_tcp` codec through the runtime, against frames written out by hand.
+//! (Interoperability with real Modbus servers is tested in `modbus_peers.rs`.)
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{TS, builtin, runtime, setting, tag};
+use sluice::model::{ByteOrder, DataType, FrameError, Quality, SettingValue, TagSpec, Value};
+use sluice::runtime::{CallError, CodecPool, CodecSession, ComponentKind, Limits};
+
+fn pool() -> Arc<CodecPool> {
+    let runtime = runtime();
+    let component = runtime
+        .load(ComponentKind::Codec, "modbus_tcp", builtin("modbus_tcp"))
+        .expect("loads");
+    runtime
+        .codec_pool(&component, Limits::default())
+        .expect("pool")
+}
+
+fn session(tags: &[TagSpec]) -> CodecSession {
+    pool()
+        .session(&[setting("unitId", SettingValue::Int(7))], tags)
+        .expect("session")
+}
+
+/// An answer to `request` (whose frame was `sent`) carrying `pdu`.
+fn answer(sent: &[u8], pdu: &[u8]) -> Vec<u8> {
+    let mut frame = sent[..4].to_vec();
+    frame.extend_from_slice(&((pdu.len() + 1) as u16).to_be_bytes());
+    frame.push(sent[6]);
+    frame.extend_from_slice(pdu);
+    frame
+}
+
+#[test]
+fn nearby_registers_are_read_in_one_request_and_mapped_back_per_tag() {
+    let tags = [
+        tag("a", "40001", DataType::Int16),
+        tag("b", "40003", DataType::Float32),
+        tag("flag", "40002.1", DataType::Bool),
+        tag("coil", "00010", DataType::Bool),
+    ];
+    let session = session(&tags);
+    assert_eq!(session.header_len().expect("call"), 6);
+    let plan = session.plan(&[0, 1, 2, 3]).expect("plan");
+    assert_eq!(
+        plan.len(),
+        2,
+        "one register request, one coil request: {plan:?}"
+    );
+    let registers = plan
+        .iter()
+        .find(|r| r.tags.contains(&0))
+        .expect("register request");
+    assert_eq!(registers.tags, [0, 2, 1], "sorted by address");
+
+    let sent = session
+        .encode_read(registers.id)
+        .expect("call")
+        .expect("frame");
+    assert_eq!(
+        &sent[2..],
+        &[0, 0, 0, 6, 7, 0x03, 0, 0, 0, 4],
+        "FC03 from 0, 4 registers, unit 7"
+    );
+    let data = [0xFF, 0xFE, 0x00, 0x02, 0x3F, 0xC0, 0x00, 0x00];
+    let mut pdu = vec![0x03, 8];
+    pdu.extend_from_slice(&data);
+    let frame = answer(&sent, &pdu);
+    assert_eq!(
+        session.frame_length(&frame[..6]).expect("call"),
+        Ok(frame.len() as u32)
+    );
+    let batch = session
+        .parse_read(registers.id, &frame, TS)
+        .expect("call")
+        .expect("parsed");
+    let by_tag = |t: u32| batch.samples.iter().find(|s| s.tag == t).expect("sample");
+    assert_eq!(
+        batch.raw(match by_tag(0).value {
+            Value::Raw(s) => s,
+            ref v => panic!("{v:?}"),
+        }),
+        Some(&[0xFF, 0xFE][..])
+    );
+    assert_eq!(
+        batch.raw(match by_tag(1).value {
+            Value::Raw(s) => s,
+            ref v => panic!("{v:?}"),
+        }),
+        Some(&data[4..8])
+    );
+    assert_eq!(by_tag(2).value, Value::Bool(true), "bit 1 of 0x0002");
+    assert!(
+        batch
+            .samples
+            .iter()
+            .all(|s| s.ts_ms == TS && s.quality == Quality::Good)
+    );
+
+    let coils = plan.iter().find(|r| r.tags == [3]).expect("coil request");
+    let sent = session.encode_read(coils.id).expect("call").expect("frame");
+    assert_eq!(&sent[7..], &[0x01, 0, 9, 0, 1]);
+    let batch = session
+        .parse_read(coils.id, &answer(&sent, &[0x01, 1, 0x01]), TS)
+        .expect("call")
+        .expect("parsed");
+    assert_eq!(batch.samples[0].value, Value::Bool(true));
+}
+
+#[test]
+fn an_exception_on_a_merged_request_is_split_and_remembered() {
+    let tags: Vec<TagSpec> = (0..4)
+        .map(|i| tag(&format!("t{i}"), &format!("4000{}", i + 1), DataType::Int16))
+        .collect();
+    let session = session(&tags);
+    let plan = session.plan(&[0, 1, 2, 3]).expect("plan");
+    assert_eq!(plan.len(), 1);
+    let sent = session
+        .encode_read(plan[0].id)
+        .expect("call")
+        .expect("frame");
+    let error = session
+        .parse_read(plan[0].id, &answer(&sent, &[0x83, 0x02]), TS)
+        .expect("call")
+        .expect_err("exception");
+    let FrameError::Device {
+        code,
+        message,
+        retry,
+    } = error
+    else {
+        panic!("an exception is a device error, not a malformed frame: {error:?}");
+    };
+    assert_eq!(code, 2);
+    assert!(message.contains("illegal data address"), "{message}");
+    assert_eq!(
+        retry.iter().map(|r| r.tags.clone()).collect::<Vec<_>>(),
+        [vec![0, 1], vec![2, 3]]
+    );
+    let again = session.plan(&[0, 1, 2, 3]).expect("plan");
+    assert_eq!(again.len(), 2, "the split is kept for later rounds");
+
+    // The second half still holds two tags: it splits again.
+    let sent = session
+        .encode_read(again[1].id)
+        .expect("call")
+        .expect("frame");
+    let split_again = session
+        .parse_read(again[1].id, &answer(&sent, &[0x83, 0x02]), TS)
+        .expect("call");
+    let Err(FrameError::Device { retry, .. }) = split_again else {
+        panic!("{split_again:?}")
+    };
+    assert_eq!(retry.len(), 2);
+    // A busy device is not blamed on addresses: no split.
+    let plan = session.plan(&[0]).expect("plan");
+    let sent = session
+        .encode_read(plan[0].id)
+        .expect("call")
+        .expect("frame");
+    let busy = session
+        .parse_read(plan[0].id, &answer(&sent, &[0x83, 0x06]), TS)
+        .expect("call");
+    assert!(
+        matches!(busy, Err(FrameError::Device { code: 6, ref retry, .. }) if retry.is_empty()),
+        "{busy:?}"
+    );
+}
+
+#[test]
+fn frames_that_do_not_answer_the_request_are_malformed() {
+    let session = session(&[tag("a", "40001", DataType::Uint16)]);
+    let plan = session.plan(&[0]).expect("plan");
+    type Corrupt = fn(&[u8]) -> Vec<u8>;
+    let corruptions: [(&str, Corrupt); 4] = [
+        ("tid", |sent| {
+            let mut frame = answer(sent, &[0x03, 2, 0, 1]);
+            frame[1] ^= 0xFF;
+            frame
+        }),
+        ("unit", |sent| {
+            let mut frame = answer(sent, &[0x03, 2, 0, 1]);
+            frame[6] = 9;
+            frame
+        }),
+        ("count", |sent| answer(sent, &[0x03, 4, 0, 1])),
+        ("function", |sent| answer(sent, &[0x04, 2, 0, 1])),
+    ];
+    for (name, corrupt) in corruptions {
+        let sent = session
+            .encode_read(plan[0].id)
+            .expect("call")
+            .expect("frame");
+        let result = session
+            .parse_read(plan[0].id, &corrupt(&sent), TS)
+            .expect("call");
+        assert!(
+            matches!(result, Err(FrameError::Malformed(_))),
+            "{name}: {result:?}"
+        );
+    }
+    for head in [[0u8, 1, 0, 1, 0, 6], [0, 1, 0, 0, 0, 0], [0, 1, 0, 0, 1, 0]] {
+        let result = session.frame_length(&head).expect("call");
+        assert!(matches!(result, Err(FrameError::Malformed(_))), "{head:?}");
+    }
+    // Arbitrary bytes never trap the codec.
+    for len in 0..20u8 {
+        let junk: Vec<u8> = (0..len).map(|i| i.wrapping_mul(37)).collect();
+        assert!(
+            session.parse_read(plan[0].id, &junk, TS).is_ok(),
+            "a clean refusal, not a trap"
+        );
+        assert!(session.frame_length(&junk).is_ok());
+    }
+}
+
+#[test]
+fn writes_use_the_function_for_the_table_and_size() {
+    let tags = [
+        tag("coil", "00001", DataType::Bool),
+        tag("word", "40010", DataType::Int16),
+        TagSpec {
+            byte_order: ByteOrder::Cdab,
+            ..tag("float", "40020", DataType::Float32)
+        },
+        tag("input", "30001", DataType::Int16),
+    ];
+    let session = session(&tags);
+    let coil = session
+        .encode_write(0, Value::Bool(true))
+        .expect("call")
+        .expect("frame");
+    assert_eq!(&coil[7..], &[0x05, 0, 0, 0xFF, 0x00]);
+    assert_eq!(
+        session
+            .check_write(&answer(&coil, &coil[7..]))
+            .expect("call"),
+        Ok(())
+    );
+    let word = session
+        .encode_write(1, Value::Int(-2))
+        .expect("call")
+        .expect("frame");
+    assert_eq!(&word[7..], &[0x06, 0, 9, 0xFF, 0xFE]);
+    let rejected = session
+        .check_write(&answer(&word, &[0x86, 0x03]))
+        .expect("call");
+    assert!(
+        matches!(rejected, Err(FrameError::Device { code: 3, .. })),
+        "{rejected:?}"
+    );
+    let float = session
+        .encode_write(2, Value::Float(1.5))
+        .expect("call")
+        .expect("frame");
+    assert_eq!(
+        &float[7..],
+        &[0x10, 0, 19, 0, 2, 4, 0x00, 0x00, 0x3F, 0xC0],
+        "CDAB on the wire"
+    );
+    let input = session.encode_write(3, Value::Int(1)).expect("call");
+    assert!(
+        matches!(input, Err(FrameError::Device { ref message, .. }) if message.contains("read-only")),
+        "{input:?}"
+    );
+    let too_big = session.encode_write(1, Value::Int(70_000)).expect("call");
+    assert!(
+        matches!(too_big, Err(FrameError::Device { .. })),
+        "{too_big:?}"
+    );
+}
+
+#[test]
+fn bad_tags_and_settings_are_refused_with_their_tag() {
+    let error = pool()
+        .session(
+            &[
+                setting("unitId", SettingValue::Int(300)),
+                setting("colour", SettingValue::Text("red".into())),
+            ],
+            &[
+                tag("ok", "40001", DataType::Int16),
+                tag("bad", "D100", DataType::Int16),
+                tag("coil", "00001", DataType::Int16),
+            ],
+        )
+        .expect_err("refused");
+    let CallError::Config { issues, .. } = error else {
+        panic!("{error}")
+    };
+    let summary: Vec<_> = issues.iter().map(|i| (i.tag, i.key.as_str())).collect();
+    assert_eq!(
+        summary,
+        [
+            (None, "unitId"),
+            (None, "colour"),
+            (Some(1), "address"),
+            (Some(2), "dataType")
+        ]
+    );
+}

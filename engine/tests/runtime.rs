@@ -1,0 +1,344 @@
+//! The component runtime against real components: the embedded defaults and the
+//! hostile guests of `components/testing`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use common::{batch, builtin, runtime, setting, test_component};
+use sluice::components::BUILTIN;
+use sluice::model::{DataType, Quality, SettingValue, TagSpec, Value};
+use sluice::runtime::{
+    CallError, ComponentKind, Limit, Limits, LoadError, Registry, Runtime, RuntimeConfig, StagePool,
+};
+
+fn tag(key: &str, factor: f64, offset: f64) -> TagSpec {
+    TagSpec {
+        factor,
+        offset,
+        ..common::tag(key, "40001", DataType::Int16)
+    }
+}
+
+fn pool(runtime: &Runtime, name: &str, bytes: &[u8], limits: Limits) -> Arc<StagePool> {
+    let component = runtime
+        .load(ComponentKind::Stage, name, bytes)
+        .expect("loads");
+    runtime.stage_pool(&component, limits).expect("pool")
+}
+
+const SMALL: Limits = Limits {
+    memory_bytes: 4 << 20,
+    fuel_per_call: 2_000_000,
+    instances: 1,
+};
+
+/// Every built-in component must have host tests; add its name here with them
+/// (`scale`: this file; stages: `stages.rs`; `modbus_tcp`: `modbus_codec.rs`).
+#[test]
+fn every_builtin_component_is_tested() {
+    let tested = [
+        "check_range",
+        "deadband",
+        "decode",
+        "modbus_tcp",
+        "scale",
+        "swap_bytes",
+    ];
+    let mut names: Vec<_> = BUILTIN.iter().map(|b| b.name).collect();
+    names.sort_unstable();
+    assert_eq!(names, tested, "a built-in component has no host test");
+}
+
+#[test]
+fn scale_applies_factor_and_offset_per_tag() {
+    let runtime = runtime();
+    let pool = pool(&runtime, "scale", builtin("scale"), Limits::default());
+    let tags = [
+        tag("t", 0.1, 0.0),
+        tag("p", 2.0, -5.0),
+        tag("n", 1.0, 0.0),
+        tag("f", 0.5, 0.0),
+    ];
+    let processor = pool
+        .processor(&[setting("decimals", SettingValue::Int(3))], &tags)
+        .expect("processor");
+    let out = processor
+        .process(batch(&[
+            Value::Int(123),
+            Value::Uint(10),
+            Value::Int(-7),
+            Value::Bool(true),
+        ]))
+        .expect("process");
+    let values: Vec<_> = out.samples.iter().map(|s| s.value.clone()).collect();
+    assert_eq!(
+        values,
+        [
+            Value::Float(12.3),
+            Value::Float(15.0),
+            Value::Int(-7),
+            Value::Bool(true)
+        ],
+        "identity scaling keeps integers exact; booleans pass through"
+    );
+}
+
+#[test]
+fn scale_marks_non_finite_results_bad() {
+    let runtime = runtime();
+    let pool = pool(&runtime, "scale", builtin("scale"), Limits::default());
+    let processor = pool
+        .processor(&[], &[tag("x", 1e300, 0.0)])
+        .expect("processor");
+    let out = processor
+        .process(batch(&[Value::Float(1e300)]))
+        .expect("process");
+    assert_eq!(out.samples[0].quality, Quality::Bad);
+    assert_eq!(out.samples[0].value, Value::None);
+}
+
+#[test]
+fn scale_reports_every_bad_setting() {
+    let runtime = runtime();
+    let pool = pool(&runtime, "scale", builtin("scale"), Limits::default());
+    let error = pool
+        .processor(
+            &[
+                setting("decimals", SettingValue::Int(40)),
+                setting("rounding", SettingValue::Bool(true)),
+            ],
+            &[],
+        )
+        .expect_err("refused");
+    let CallError::Config { issues, .. } = error else {
+        panic!("expected a config error, got {error}");
+    };
+    let keys: Vec<_> = issues.iter().map(|i| i.key.as_str()).collect();
+    assert_eq!(keys, ["decimals", "rounding"]);
+    assert!(
+        issues[1].message.contains("expected one of: decimals"),
+        "{}",
+        issues[1].message
+    );
+}
+
+#[test]
+fn an_infinite_loop_is_stopped_by_the_cpu_budget() {
+    let runtime = runtime();
+    let pool = pool(&runtime, "hostile", &test_component("hostile"), SMALL);
+    let spinner = pool
+        .processor(&[setting("mode", SettingValue::Text("loop".into()))], &[])
+        .expect("processor");
+    let error = spinner
+        .process(batch(&[Value::Int(1)]))
+        .expect_err("stopped");
+    assert!(
+        matches!(
+            error,
+            CallError::LimitExceeded {
+                limit: Limit::Cpu { budget: 2_000_000 },
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("hostile") && error.to_string().contains("2000000 fuel"),
+        "{error}"
+    );
+    // The failed instance is rebuilt: a well-behaved processor of the same pool works.
+    let echo = pool.processor(&[], &[]).expect("processor after rebuild");
+    assert_eq!(
+        echo.process(batch(&[Value::Int(5)]))
+            .expect("echo")
+            .samples
+            .len(),
+        1
+    );
+    assert_eq!(pool.failures(), 1);
+}
+
+#[test]
+fn a_memory_bomb_is_refused_at_the_cap() {
+    let runtime = runtime();
+    let pool = pool(&runtime, "hostile", &test_component("hostile"), SMALL);
+    let bomb = pool
+        .processor(&[setting("mode", SettingValue::Text("memory".into()))], &[])
+        .expect("processor");
+    let error = bomb.process(batch(&[Value::Int(1)])).expect_err("refused");
+    match error {
+        CallError::LimitExceeded {
+            limit: Limit::Memory { cap, requested },
+            ..
+        } => {
+            assert_eq!(cap, 4 << 20);
+            assert!(requested > cap);
+        }
+        other => panic!("expected the memory cap, got {other}"),
+    }
+    assert!(
+        bomb.process(batch(&[Value::Int(1)])).is_err(),
+        "it misbehaves again, and is stopped again"
+    );
+}
+
+#[test]
+fn a_trap_fails_only_that_call_and_leaves_other_instances_working() {
+    let runtime = runtime();
+    let hostile = pool(&runtime, "hostile", &test_component("hostile"), SMALL);
+    let scale = pool(&runtime, "scale", builtin("scale"), SMALL);
+    let scaler = scale
+        .processor(&[], &[tag("x", 2.0, 0.0)])
+        .expect("processor");
+    // Traps only on a batch carrying 666: the same processor recovers afterwards.
+    let trapper = hostile
+        .processor(
+            &[
+                setting("mode", SettingValue::Text("trap".into())),
+                setting("trigger", SettingValue::Int(666)),
+            ],
+            &[],
+        )
+        .expect("processor");
+    let neighbour = hostile.processor(&[], &[]).expect("processor");
+    for round in 0..5 {
+        let error = trapper
+            .process(batch(&[Value::Int(666)]))
+            .expect_err("traps");
+        assert!(
+            matches!(
+                error,
+                CallError::Trap {
+                    function: "process",
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(
+            trapper.process(batch(&[Value::Int(round)])).is_ok(),
+            "rebuilt after the trap"
+        );
+        assert!(
+            neighbour.process(batch(&[Value::Int(round)])).is_ok(),
+            "same pool, other device"
+        );
+        let out = scaler
+            .process(batch(&[Value::Int(round)]))
+            .expect("other pool unaffected");
+        assert_eq!(out.samples[0].value, Value::Float(2.0 * round as f64));
+    }
+    assert_eq!(hostile.failures(), 5);
+    assert_eq!(scale.failures(), 0);
+}
+
+#[test]
+fn a_component_of_the_wrong_world_is_refused_at_load() {
+    let runtime = runtime();
+    for kind in [ComponentKind::Codec, ComponentKind::Rules] {
+        let error = runtime
+            .load(kind, "scale", builtin("scale"))
+            .expect_err("wrong world");
+        assert!(matches!(error, LoadError::WrongWorld { .. }), "{error}");
+        let text = error.to_string();
+        assert!(
+            text.contains("`scale`") && text.contains(kind.as_str()),
+            "{text}"
+        );
+    }
+    let error = runtime
+        .load(ComponentKind::Stage, "junk", b"\0asm not really")
+        .expect_err("junk");
+    assert!(matches!(error, LoadError::Invalid { .. }), "{error}");
+}
+
+#[test]
+fn a_failed_install_never_replaces_the_active_version() {
+    let registry = Registry::with_builtins(runtime()).expect("registry");
+    let before = registry.active("scale").expect("builtin scale");
+    let error = registry
+        .install(ComponentKind::Stage, "scale", "2.0.0", b"garbage")
+        .expect_err("refused");
+    assert!(matches!(error, LoadError::Invalid { .. }), "{error}");
+    assert!(Arc::ptr_eq(
+        &before,
+        &registry.active("scale").expect("still there")
+    ));
+    assert!(
+        registry
+            .install(ComponentKind::Codec, "scale", "2.0.0", builtin("scale"))
+            .is_err()
+    );
+
+    // A good new version takes over; rollback restores the earlier one.
+    let hostile = test_component("hostile");
+    let new = registry
+        .install(ComponentKind::Stage, "scale", "2.0.0", &hostile)
+        .expect("installs");
+    assert_eq!(registry.active("scale").expect("active").hash(), new.hash());
+    registry
+        .activate("scale", sluice::components::BUILTIN_VERSION)
+        .expect("rollback");
+    assert!(Arc::ptr_eq(
+        &before,
+        &registry.active("scale").expect("active")
+    ));
+    let listed = registry.list();
+    assert_eq!(listed.iter().filter(|c| c.name == "scale").count(), 2);
+}
+
+#[test]
+fn precompiled_artifacts_are_cached_by_content_hash() {
+    let dir = tempdir();
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.clone()),
+        ..RuntimeConfig::default()
+    };
+    let first = Runtime::new(config.clone()).expect("runtime");
+    let loaded = first
+        .load(ComponentKind::Stage, "scale", builtin("scale"))
+        .expect("loads");
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("cache dir")
+        .filter_map(Result::ok)
+        .collect();
+    assert_eq!(files.len(), 1);
+    let file = files[0].path();
+    assert!(
+        file.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(loaded.hash()))
+    );
+
+    // A second engine uses the artifact; a corrupt artifact is recompiled, not fatal.
+    let second = Runtime::new(config.clone()).expect("runtime");
+    second
+        .load(ComponentKind::Stage, "scale", builtin("scale"))
+        .expect("from cache");
+    std::fs::write(&file, b"corrupt").expect("write");
+    let third = Runtime::new(config).expect("runtime");
+    let reloaded = third
+        .load(ComponentKind::Stage, "scale", builtin("scale"))
+        .expect("recompiled");
+    let pool = third
+        .stage_pool(&reloaded, Limits::default())
+        .expect("pool");
+    assert!(pool.processor(&[], &[]).is_ok());
+    assert!(std::fs::read(&file).expect("rewritten").len() > 1000);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn tempdir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "sluice-test-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
