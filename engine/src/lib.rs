@@ -4,16 +4,34 @@
 //! (see `wit/`) own protocol bytes and decisions. Modules by responsibility:
 //! - [`yaml`]: YAML with positions, for `FILE:LINE:COL` errors;
 //! - [`config`]: the device/channel/tag configuration file;
+//! - [`io`]: connections to devices (budget, backoff, link state machine);
+//! - [`scheduler`]: the due-time queue that runs poll rounds;
+//! - [`collector`]: devices, links and pipelines built from the config, polled;
+//! - [`uplink`]: the MQTT client publishing reports and statuses;
+//! - [`store`]: the redb database (sequence numbers, ...);
+//! - [`clock`]: wall-clock timestamps;
+//! - [`api`]: the HTTP API (health, metrics);
+//! - [`gateway`]: everything `sluice run` starts, wired together;
 //! - [`model`]: samples, values and tags as they flow through the engine;
 //! - [`runtime`]: the sandboxed component runtime (the only user of wasmtime);
 //! - [`components`]: the default components embedded in the binary;
 //! - [`pipeline`]: declarative pipelines of stage components;
+//! - [`sim`]: a fast built-in Modbus TCP device simulator (demo, benchmarks, tests);
 //! - [`report`]: the payload published upstream.
 
+pub mod api;
+pub mod clock;
+pub mod collector;
 pub mod components;
 pub mod config;
+pub mod gateway;
+pub mod io;
 pub mod model;
 pub mod pipeline;
 pub mod report;
 pub mod runtime;
+pub mod scheduler;
+pub mod sim;
+pub mod store;
+pub mod uplink;
 pub mod yaml;

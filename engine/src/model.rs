@@ -60,6 +60,31 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// Moves `other`'s samples into this batch, renumbering their tags with
+    /// `tag_of` and moving their raw bytes (spans follow).
+    pub fn append(&mut self, other: Batch, tag_of: impl Fn(u32) -> u32) {
+        let base = u32::try_from(self.bytes.len()).unwrap_or(u32::MAX);
+        self.bytes.extend_from_slice(&other.bytes);
+        self.samples
+            .extend(other.samples.into_iter().map(|mut sample| {
+                sample.tag = tag_of(sample.tag);
+                if let Value::Raw(span) = &mut sample.value {
+                    span.start = span.start.saturating_add(base);
+                }
+                sample
+            }));
+    }
+
+    /// Adds a BAD sample (no value) for `tag`.
+    pub fn push_bad(&mut self, tag: u32, ts_ms: i64) {
+        self.samples.push(Sample {
+            tag,
+            value: Value::None,
+            quality: Quality::Bad,
+            ts_ms,
+        });
+    }
+
     /// The bytes a raw value points at, if the span is inside the buffer.
     pub fn raw(&self, span: Span) -> Option<&[u8]> {
         let start = span.start as usize;

@@ -1,6 +1,7 @@
 //! Project tasks: `cargo xtask <task>`.
 //!
-//! - `test`: everything a fresh machine needs, then every test (the README's test command);
+//! - `test`: everything a fresh machine needs (wasm target, protocol peers), then every
+//!   test (the README's test command);
 //! - `lint`: `cargo fmt --check` and `cargo clippy -D warnings` on both workspaces;
 //! - `ci`: `lint` then `test`, as `.ci/run` does.
 #![allow(clippy::print_stdout)]
@@ -56,6 +57,8 @@ fn ensure_wasm_target(root: &Path) -> Result<(), String> {
 
 fn test(root: &Path) -> Result<(), String> {
     ensure_wasm_target(root)?;
+    // The real protocol peers (pymodbus, libmodbus, mosquitto, ...) the tests talk to.
+    run(root, "bash", &["scripts/setup-peers.sh"])?;
     // The guests' pure logic (byte orders, address parsing, read planning) is unit
     // tested natively; the components themselves are tested through the engine.
     let host = host_triple()?;

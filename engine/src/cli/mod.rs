@@ -2,6 +2,7 @@
 
 mod check;
 mod demo;
+mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +28,15 @@ enum Command {
         /// Config or pipeline YAML files (a file with a top-level `stages` key is a pipeline).
         #[arg(required = true)]
         files: Vec<PathBuf>,
+    },
+    /// Run a gateway: poll the configured devices and publish their values.
+    Run {
+        /// The device configuration file.
+        #[arg(long, short)]
+        config: PathBuf,
+        /// A directory of pipeline files (the built-in `default` is always available).
+        #[arg(long)]
+        pipelines: Option<PathBuf>,
     },
     /// Run the built-in demo: sample data through the default pipeline.
     Demo {
@@ -62,6 +72,7 @@ pub fn init_logging(verbose: u8) {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check { files } => check::run(&files),
+        Command::Run { config, pipelines } => run::run(&config, pipelines),
         Command::Demo { rounds, period_ms } => demo::run(rounds, period_ms),
     }
 }

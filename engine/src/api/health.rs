@@ -1,0 +1,47 @@
+//! `GET /health`: the engine, the broker connection and devices by state.
+
+use axum::Json;
+use axum::extract::State;
+use serde_json::{Value, json};
+
+use super::ApiState;
+use crate::collector::Presence;
+use crate::io::LinkState;
+
+pub async fn health(State(state): State<ApiState>) -> Json<Value> {
+    let view = &state.collector;
+    let (mut online, mut offline, mut unknown) = (0, 0, 0);
+    for device in view.devices.iter() {
+        match device.presence() {
+            Presence::Online => online += 1,
+            Presence::Offline => offline += 1,
+            Presence::Unknown => unknown += 1,
+        }
+    }
+    let mut links = serde_json::Map::new();
+    for info in &view.links {
+        let state = match info.link.try_lock() {
+            Ok(link) => link.state().as_str(),
+            // Busy: a request is in flight, so it is connected.
+            Err(_) => LinkState::Online.as_str(),
+        };
+        let count = links.entry(state).or_insert(json!(0));
+        *count = json!(count.as_u64().unwrap_or(0) + 1);
+    }
+    let uplink = &state.uplink;
+    Json(json!({
+        "engine": "running",
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptimeSec": state.started.elapsed().as_secs(),
+        "broker": {
+            "connected": uplink.connected(),
+            "connects": uplink.connects(),
+            "published": uplink.published(),
+            "acked": uplink.acked(),
+            "dropped": uplink.dropped(),
+            "lastError": uplink.last_error(),
+        },
+        "devices": { "total": view.devices.len(), "online": online, "offline": offline, "unknown": unknown },
+        "connections": links,
+    }))
+}

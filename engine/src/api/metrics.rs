@@ -1,0 +1,189 @@
+//! `GET /metrics`: Prometheus text exposition of rounds, connections, the uplink
+//! and component failures.
+
+use std::fmt::Write;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+
+use super::ApiState;
+use crate::io::LinkState;
+use crate::scheduler::LATENCY_BUCKETS_MS;
+
+/// Escapes a label value.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+pub async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
+    let mut out = String::with_capacity(4096);
+    render(&state, &mut out);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn render(state: &ApiState, out: &mut String) {
+    let view = &state.collector;
+    let stats: Vec<_> = view.counters.iter().map(|c| c.snapshot()).collect();
+    for (name, help, pick) in [
+        (
+            "sluice_rounds_total",
+            "Poll rounds started.",
+            (|s: &crate::scheduler::RoundStats| s.total) as fn(&_) -> u64,
+        ),
+        (
+            "sluice_rounds_skipped_total",
+            "Rounds skipped because the device was busy.",
+            |s| s.skipped,
+        ),
+        (
+            "sluice_rounds_failed_total",
+            "Rounds that could not read the device.",
+            |s| s.failed,
+        ),
+    ] {
+        header(out, name, "counter", help);
+        for (device, stat) in view.devices.iter().zip(&stats) {
+            let _ = writeln!(
+                out,
+                "{name}{{device=\"{}\"}} {}",
+                label(&device.id),
+                pick(stat)
+            );
+        }
+    }
+    header(
+        out,
+        "sluice_round_seconds",
+        "histogram",
+        "Duration of poll rounds.",
+    );
+    for (device, stat) in view.devices.iter().zip(&stats) {
+        let id = label(&device.id);
+        for (bound, count) in LATENCY_BUCKETS_MS.iter().zip(&stat.latency_buckets) {
+            let _ = writeln!(
+                out,
+                "sluice_round_seconds_bucket{{device=\"{id}\",le=\"{}\"}} {count}",
+                *bound as f64 / 1000.0
+            );
+        }
+        let all = stat.latency_buckets.last().copied().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "sluice_round_seconds_bucket{{device=\"{id}\",le=\"+Inf\"}} {all}"
+        );
+        let _ = writeln!(
+            out,
+            "sluice_round_seconds_sum{{device=\"{id}\"}} {}",
+            stat.latency_sum_us as f64 / 1e6
+        );
+        let _ = writeln!(out, "sluice_round_seconds_count{{device=\"{id}\"}} {all}");
+    }
+    header(
+        out,
+        "sluice_device_online",
+        "gauge",
+        "1 when the device answered its last round.",
+    );
+    for device in view.devices.iter() {
+        let online = u8::from(device.presence() == crate::collector::Presence::Online);
+        let _ = writeln!(
+            out,
+            "sluice_device_online{{device=\"{}\"}} {online}",
+            label(&device.id)
+        );
+    }
+    header(
+        out,
+        "sluice_component_failures_total",
+        "counter",
+        "Failed component calls (traps, limits) per device.",
+    );
+    for device in view.devices.iter() {
+        let (codec, stages) = device.component_failures();
+        let id = label(&device.id);
+        let _ = writeln!(
+            out,
+            "sluice_component_failures_total{{device=\"{id}\",kind=\"codec\"}} {codec}"
+        );
+        let _ = writeln!(
+            out,
+            "sluice_component_failures_total{{device=\"{id}\",kind=\"stage\"}} {stages}"
+        );
+    }
+    header(
+        out,
+        "sluice_connection_state",
+        "gauge",
+        "1 for the state each connection is in.",
+    );
+    header(
+        out,
+        "sluice_connection_reconnects_total",
+        "counter",
+        "Reconnects per connection.",
+    );
+    for info in &view.links {
+        let Ok(link) = info.link.try_lock() else {
+            continue;
+        };
+        let address = label(&info.address);
+        for state in LinkState::ALL {
+            let value = u8::from(link.state() == state);
+            let _ = writeln!(
+                out,
+                "sluice_connection_state{{protocol=\"{}\",address=\"{address}\",state=\"{state}\"}} {value}",
+                info.protocol
+            );
+        }
+        let _ = writeln!(
+            out,
+            "sluice_connection_reconnects_total{{protocol=\"{}\",address=\"{address}\"}} {}",
+            info.protocol,
+            link.reconnects()
+        );
+    }
+    let uplink = &state.uplink;
+    for (name, kind, help, value) in [
+        (
+            "sluice_mqtt_connected",
+            "gauge",
+            "1 while connected to the broker.",
+            u64::from(uplink.connected()),
+        ),
+        (
+            "sluice_mqtt_published_total",
+            "counter",
+            "Messages handed to the MQTT client.",
+            uplink.published(),
+        ),
+        (
+            "sluice_mqtt_acked_total",
+            "counter",
+            "PUBACKs received.",
+            uplink.acked(),
+        ),
+        (
+            "sluice_mqtt_dropped_total",
+            "counter",
+            "Messages dropped (client queue full).",
+            uplink.dropped(),
+        ),
+        (
+            "sluice_mqtt_backlog",
+            "gauge",
+            "Messages published and not yet acknowledged.",
+            uplink.published().saturating_sub(uplink.acked()),
+        ),
+    ] {
+        header(out, name, kind, help);
+        let _ = writeln!(out, "{name} {value}");
+    }
+}

@@ -1,0 +1,395 @@
+//! Building the collector from a checked configuration: links (shared by
+//! protocol, host and port), codec sessions and pipelines in each tenant's pools,
+//! devices and their heartbeats. Everything a component refuses is reported with
+//! the position of the device, channel or tag it concerns.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Mutex as AsyncMutex;
+
+use super::device::{Channel, Device};
+use super::heartbeat::Heartbeat;
+use super::reporter::Reporter;
+use super::{Collector, LinkInfo};
+use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, Protocol, TagConfig};
+use crate::io::{Budget, Link, LinkSettings};
+use crate::model::{Setting, SettingValue, TagSpec};
+use crate::pipeline::{self, Pipeline, PipelineSpec};
+use crate::runtime::{CallError, CodecPool, Limits, Registry};
+use crate::scheduler::{DevicePlan, Scheduler};
+use crate::store::SeqAllocator;
+use crate::uplink::Uplink;
+use crate::yaml::{Diagnostics, Pos};
+
+/// Failed connection attempts in a row after which a link is reported FAILED.
+const FAILED_AFTER_ATTEMPTS: u32 = 10;
+
+/// Why the collector could not be built (in addition to config diagnostics).
+pub type BuildError = Diagnostics;
+
+/// Pipelines by name: the built-in `default` plus any loaded from files.
+#[derive(Debug, Clone)]
+pub struct PipelineSet {
+    specs: HashMap<String, PipelineSpec>,
+}
+
+impl PipelineSet {
+    /// Only the built-in default pipeline.
+    ///
+    /// # Errors
+    /// Never for a correct build (the embedded file is checked by the tests).
+    pub fn builtin() -> Result<Self, Diagnostics> {
+        let spec = pipeline::load_str(
+            "pipelines/default.yaml",
+            pipeline::DEFAULT_PIPELINE,
+            "default",
+            Path::new("."),
+        )?;
+        Ok(Self {
+            specs: HashMap::from([(spec.name.clone(), spec)]),
+        })
+    }
+
+    /// The built-in default plus every `*.yaml` in `dir` (a file may replace `default`).
+    ///
+    /// # Errors
+    /// Every problem of every file.
+    pub fn load_dir(dir: &Path) -> Result<Self, Diagnostics> {
+        let mut set = Self::builtin()?;
+        let mut errors = Diagnostics::new(dir.display().to_string());
+        let entries = std::fs::read_dir(dir).map_err(|e| {
+            let mut errors = Diagnostics::new(dir.display().to_string());
+            errors.push(
+                Pos::default(),
+                format!("cannot read the pipelines directory: {e}"),
+            );
+            errors
+        })?;
+        let mut files: Vec<_> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        files.sort();
+        for file in files {
+            match pipeline::load_file(&file) {
+                Ok(spec) => {
+                    set.specs.insert(spec.name.clone(), spec);
+                }
+                Err(problems) => errors.extend(problems),
+            }
+        }
+        errors.into_result(set)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&PipelineSpec> {
+        self.specs.get(name)
+    }
+}
+
+/// The codec component that speaks `protocol`.
+fn codec_name(protocol: Protocol) -> &'static str {
+    match protocol {
+        Protocol::ModbusTcp => "modbus_tcp",
+        Protocol::S7 => "s7",
+        Protocol::Mc => "mc",
+    }
+}
+
+/// The tag as components see it, with its valid range as settings.
+fn component_tag(tag: &TagConfig) -> TagSpec {
+    let mut spec = tag.spec.clone();
+    for (key, bound) in [("min", tag.min), ("max", tag.max)] {
+        if let Some(value) = bound {
+            spec.settings.push(Setting {
+                key: key.into(),
+                value: SettingValue::Float(value),
+            });
+        }
+    }
+    spec
+}
+
+/// Reports a component's refusal at the positions of the tags it names.
+fn report_call(errors: &mut Diagnostics, error: &CallError, at: Pos, tags: &[&TagConfig]) {
+    match error {
+        CallError::Config { component, issues } => {
+            for issue in issues {
+                let (pos, what) = match issue.tag.and_then(|t| tags.get(t as usize)) {
+                    Some(tag) if issue.key == "address" => {
+                        (tag.address_pos, format!("tag `{}`", tag.spec.key))
+                    }
+                    Some(tag) => (tag.pos, format!("tag `{}`", tag.spec.key)),
+                    None => (at, "channel".to_owned()),
+                };
+                errors.push(pos, format!("{what}: {component}: {}", issue.message));
+            }
+        }
+        other => errors.push(at, other.to_string()),
+    }
+}
+
+type LinkKey = (Protocol, String, u16);
+
+struct Builder<'a> {
+    config: &'a GatewayConfig,
+    registry: &'a Registry,
+    pipelines: &'a PipelineSet,
+    uplink: &'a Uplink,
+    budget: Budget,
+    errors: Diagnostics,
+    links: HashMap<LinkKey, usize>,
+    link_infos: Vec<LinkInfo>,
+    codecs: HashMap<(u32, Protocol), Arc<CodecPool>>,
+    built_pipelines: HashMap<(u32, String), Option<Pipeline>>,
+    heartbeats: Vec<Heartbeat>,
+}
+
+/// Builds the collector for the enabled devices of `config` (read from `file`).
+///
+/// # Errors
+/// Every problem found, with positions in `file`: protocols without a codec,
+/// unknown pipelines, tags or settings a component refuses.
+pub(super) fn build(
+    file: &str,
+    config: &GatewayConfig,
+    registry: &Registry,
+    pipelines: &PipelineSet,
+    uplink: Uplink,
+    seq: Arc<SeqAllocator>,
+) -> Result<Collector, BuildError> {
+    let mut builder = Builder {
+        config,
+        registry,
+        pipelines,
+        uplink: &uplink,
+        budget: Budget::new(&config.collector.connections),
+        errors: Diagnostics::new(file),
+        links: HashMap::new(),
+        link_infos: Vec::new(),
+        codecs: HashMap::new(),
+        built_pipelines: HashMap::new(),
+        heartbeats: Vec::new(),
+    };
+    let mut devices = Vec::new();
+    let mut plans = Vec::new();
+    for device in config.devices.iter().filter(|d| d.enabled) {
+        if let Some((built, plan)) = builder.device(device) {
+            devices.push(built);
+            plans.push(plan);
+        }
+    }
+    let Builder {
+        errors,
+        link_infos,
+        heartbeats,
+        ..
+    } = builder;
+    let scheduler = Scheduler::new(
+        &plans,
+        Duration::from_millis(config.collector.per_device_timeout_ms),
+    );
+    errors.into_result(Collector {
+        devices: devices.into(),
+        links: link_infos,
+        counters: scheduler.counters(),
+        scheduler: Some(scheduler),
+        heartbeats,
+        seq,
+        uplink,
+    })
+}
+
+impl Builder<'_> {
+    fn device(&mut self, device: &DeviceConfig) -> Option<(Arc<Device>, DevicePlan)> {
+        let tag_configs: Vec<&TagConfig> = device.tags().collect();
+        let tags: Vec<TagSpec> = tag_configs.iter().map(|t| component_tag(t)).collect();
+        let mut channels = Vec::new();
+        let mut heartbeat_channels = Vec::new();
+        let mut next_tag = 0u32;
+        for channel in &device.channels {
+            let indexes: Vec<u32> = (next_tag..next_tag + channel.tags.len() as u32).collect();
+            next_tag += channel.tags.len() as u32;
+            let (built, new_link) = self.channel(device, channel, &tags, &tag_configs, indexes)?;
+            if new_link && channel.heartbeat_ms > 0 {
+                heartbeat_channels.push((channels.len(), channel));
+            }
+            channels.push(built);
+        }
+        let pipeline = self.pipeline(device, &tags)?;
+        let reporter = Reporter::new(
+            self.config.collector.report_mode,
+            self.uplink
+                .device_topic(&device.product_id, &device.device_num, "property/post"),
+            tags.len(),
+        );
+        let status_topic =
+            self.uplink
+                .device_topic(&device.product_id, &device.device_num, "status/post");
+        let built = Arc::new(Device::new(
+            device.device_id.clone(),
+            device.product_id.clone(),
+            device.device_num.clone(),
+            tags,
+            channels,
+            pipeline,
+            reporter,
+            status_topic,
+        ));
+        for (index, channel) in heartbeat_channels {
+            // Probe the first polled tag of the channel (any tag if none is polled).
+            let tag = channel
+                .tags
+                .iter()
+                .position(|t| t.period_ms > 0)
+                .unwrap_or(0) as u32;
+            self.heartbeats.push(Heartbeat {
+                device: Arc::clone(&built),
+                channel: index,
+                tag,
+                every: Duration::from_millis(channel.heartbeat_ms),
+                failures_allowed: self.config.collector.heartbeat_failures.max(1),
+            });
+        }
+        let plan = DevicePlan {
+            tag_periods: tag_configs.iter().map(|t| t.period_ms).collect(),
+        };
+        Some((built, plan))
+    }
+
+    /// The channel and whether it got a link of its own (not shared with an
+    /// earlier channel).
+    fn channel(
+        &mut self,
+        device: &DeviceConfig,
+        channel: &ChannelConfig,
+        tags: &[TagSpec],
+        tag_configs: &[&TagConfig],
+        indexes: Vec<u32>,
+    ) -> Option<(Channel, bool)> {
+        let codec = self.codec(device, channel)?;
+        let channel_tags: Vec<TagSpec> =
+            indexes.iter().map(|i| tags[*i as usize].clone()).collect();
+        let channel_configs: Vec<&TagConfig> =
+            indexes.iter().map(|i| tag_configs[*i as usize]).collect();
+        let session = match codec.session(&channel.settings, &channel_tags) {
+            Ok(session) => session,
+            Err(error) => {
+                report_call(&mut self.errors, &error, channel.pos, &channel_configs);
+                return None;
+            }
+        };
+        let key = (channel.protocol, channel.host.clone(), channel.port);
+        let shared = channel
+            .shared_connection
+            .then(|| self.links.get(&key).copied())
+            .flatten();
+        let (index, new_link) = match shared {
+            Some(index) => (index, false),
+            None => {
+                let settings = LinkSettings {
+                    host: channel.host.clone(),
+                    port: channel.port,
+                    connect_timeout: Duration::from_millis(channel.connect_timeout_ms),
+                    read_timeout: Duration::from_millis(channel.read_timeout_ms),
+                    backoff: self.config.collector.backoff.clone(),
+                    failed_after: FAILED_AFTER_ATTEMPTS,
+                };
+                let seed = self.link_infos.len() as u64 * 0x9E37_79B9 + u64::from(channel.port);
+                let address = settings.address();
+                let link = Link::new(settings, self.budget.clone(), seed);
+                self.link_infos.push(LinkInfo {
+                    protocol: channel.protocol.name(),
+                    address,
+                    link: Arc::new(AsyncMutex::new(link)),
+                });
+                let index = self.link_infos.len() - 1;
+                if channel.shared_connection {
+                    self.links.insert(key, index);
+                }
+                (index, true)
+            }
+        };
+        let link = Arc::clone(&self.link_infos[index].link);
+        Some((
+            Channel::new(channel.channel_id.clone(), link, session, indexes),
+            new_link,
+        ))
+    }
+
+    fn codec(&mut self, device: &DeviceConfig, channel: &ChannelConfig) -> Option<Arc<CodecPool>> {
+        let key = (device.tenant_id, channel.protocol);
+        if let Some(pool) = self.codecs.get(&key) {
+            return Some(Arc::clone(pool));
+        }
+        let name = codec_name(channel.protocol);
+        let Some(component) = self.registry.active(name) else {
+            self.errors.push(
+                channel.pos,
+                format!(
+                    "no codec component `{name}` is installed for protocol {}",
+                    channel.protocol.name()
+                ),
+            );
+            return None;
+        };
+        match self
+            .registry
+            .runtime()
+            .codec_pool(&component, Limits::default())
+        {
+            Ok(pool) => {
+                self.codecs.insert(key, Arc::clone(&pool));
+                Some(pool)
+            }
+            Err(error) => {
+                self.errors.push(channel.pos, error.to_string());
+                None
+            }
+        }
+    }
+
+    fn pipeline(
+        &mut self,
+        device: &DeviceConfig,
+        tags: &[TagSpec],
+    ) -> Option<crate::pipeline::DevicePipeline> {
+        let key = (device.tenant_id, device.pipeline.clone());
+        if !self.built_pipelines.contains_key(&key) {
+            let built = match self.pipelines.get(&device.pipeline) {
+                None => {
+                    self.errors.push(
+                        device.pos,
+                        format!(
+                            "device `{}`: unknown pipeline `{}`",
+                            device.device_id, device.pipeline
+                        ),
+                    );
+                    None
+                }
+                Some(spec) => match Pipeline::build(spec, self.registry, Limits::default()) {
+                    Ok(pipeline) => Some(pipeline),
+                    Err(problems) => {
+                        self.errors.extend(problems);
+                        None
+                    }
+                },
+            };
+            self.built_pipelines.insert(key.clone(), built);
+        }
+        let pipeline = self.built_pipelines.get(&key)?.as_ref()?;
+        match pipeline.for_device(tags) {
+            Ok(device_pipeline) => Some(device_pipeline),
+            Err(failure) => {
+                self.errors.push(
+                    device.pos,
+                    format!("device `{}`: {failure}", device.device_id),
+                );
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! One device at run time: its channels (a link and a codec session each), its
+//! pipeline and its reporter, and the poll round that ties them together.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Mutex as AsyncMutex;
+
+use super::reporter::{Identity, Reporter};
+use crate::clock::now_ms;
+use crate::io::{Link, LinkError};
+use crate::model::{Batch, FrameError, PlannedRead, TagSpec};
+use crate::pipeline::DevicePipeline;
+use crate::runtime::CodecSession;
+use crate::scheduler::RoundOutcome;
+use crate::store::SeqAllocator;
+use crate::uplink::{Uplink, status_payload};
+
+/// A device's channel: the link it uses (maybe shared) and its codec session.
+#[derive(Debug)]
+pub struct Channel {
+    pub id: String,
+    pub link: Arc<AsyncMutex<Link>>,
+    pub session: CodecSession,
+    /// Device tag index of each of the channel's tags.
+    pub tags: Vec<u32>,
+    /// The link epoch this channel last saw; a new one means a reconnect.
+    epoch: AtomicU64,
+}
+
+impl Channel {
+    pub fn new(
+        id: String,
+        link: Arc<AsyncMutex<Link>>,
+        session: CodecSession,
+        tags: Vec<u32>,
+    ) -> Self {
+        Self {
+            id,
+            link,
+            session,
+            tags,
+            epoch: AtomicU64::new(0),
+        }
+    }
+
+    /// The channel-local index of device tag `tag`.
+    fn local(&self, tag: u32) -> Option<u32> {
+        self.tags.iter().position(|t| *t == tag).map(|i| i as u32)
+    }
+}
+
+/// Whether the device answered lately, as published on its status topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Presence {
+    Unknown = 0,
+    Online = 1,
+    Offline = 2,
+}
+
+/// A device and everything a round needs.
+#[derive(Debug)]
+pub struct Device {
+    pub id: String,
+    pub product_id: String,
+    pub device_num: String,
+    pub tags: Vec<TagSpec>,
+    pub channels: Vec<Channel>,
+    pub pipeline: DevicePipeline,
+    pub reporter: Reporter,
+    pub status_topic: String,
+    presence: AtomicU8,
+    last_error: Mutex<String>,
+    codec_failures: AtomicU64,
+    stage_failures: AtomicU64,
+}
+
+/// What the round learnt while reading one channel.
+#[derive(Debug, Default)]
+struct ChannelRead {
+    answered: bool,
+    unreachable: bool,
+}
+
+impl Device {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: String,
+        product_id: String,
+        device_num: String,
+        tags: Vec<TagSpec>,
+        channels: Vec<Channel>,
+        pipeline: DevicePipeline,
+        reporter: Reporter,
+        status_topic: String,
+    ) -> Self {
+        Self {
+            id,
+            product_id,
+            device_num,
+            tags,
+            channels,
+            pipeline,
+            reporter,
+            status_topic,
+            presence: AtomicU8::new(Presence::Unknown as u8),
+            last_error: Mutex::default(),
+            codec_failures: AtomicU64::new(0),
+            stage_failures: AtomicU64::new(0),
+        }
+    }
+
+    pub fn presence(&self) -> Presence {
+        match self.presence.load(Ordering::Relaxed) {
+            1 => Presence::Online,
+            2 => Presence::Offline,
+            _ => Presence::Unknown,
+        }
+    }
+
+    pub fn last_error(&self) -> String {
+        self.last_error
+            .lock()
+            .map(|e| e.clone())
+            .unwrap_or_default()
+    }
+
+    /// Component calls (codec, stages) that failed for this device.
+    pub fn component_failures(&self) -> (u64, u64) {
+        (
+            self.codec_failures.load(Ordering::Relaxed),
+            self.stage_failures.load(Ordering::Relaxed),
+        )
+    }
+
+    fn note_error(&self, error: impl std::fmt::Display) {
+        let text = error.to_string();
+        tracing::debug!(device = %self.id, error = %text, "round problem");
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = text;
+        }
+    }
+
+    /// One poll round over `due` (device tag indexes): read every channel, run the
+    /// pipeline, publish the reports.
+    pub async fn poll(&self, due: &[u32], seq: &SeqAllocator, uplink: &Uplink) -> RoundOutcome {
+        let mut batch = Batch::default();
+        let mut bad: Vec<u32> = Vec::new();
+        let mut answered = false;
+        let mut unreachable = false;
+        let mut reconnected = false;
+        for channel in &self.channels {
+            let local: Vec<u32> = due.iter().filter_map(|t| channel.local(*t)).collect();
+            if local.is_empty() {
+                continue;
+            }
+            let read = self
+                .read_channel(channel, &local, &mut batch, &mut bad, &mut reconnected)
+                .await;
+            answered |= read.answered;
+            unreachable |= read.unreachable;
+        }
+        if reconnected {
+            // Deadband memory and ON_CHANGE memory start over after a reconnect.
+            if let Err(error) = self.pipeline.reset() {
+                self.stage_failures.fetch_add(1, Ordering::Relaxed);
+                self.note_error(error);
+            }
+            self.reporter.forget();
+        }
+        let now = now_ms();
+        for tag in bad {
+            batch.push_bad(tag, now);
+        }
+        let samples = match self.pipeline.run(batch) {
+            Ok(processed) => processed.samples,
+            Err(failure) => {
+                // The stage's instance is rebuilt; this round's values are lost.
+                self.stage_failures.fetch_add(1, Ordering::Relaxed);
+                self.note_error(&failure);
+                let mut lost = Batch::default();
+                due.iter().for_each(|tag| lost.push_bad(*tag, now));
+                lost.samples
+            }
+        };
+        let who = Identity {
+            device_id: &self.id,
+            product_id: &self.product_id,
+            device_num: &self.device_num,
+        };
+        if let Err(error) = self
+            .reporter
+            .report(who, samples, &self.tags, seq, uplink, now)
+        {
+            self.note_error(format!("reports not published: {error}"));
+        }
+        let outcome = if answered || !unreachable {
+            RoundOutcome::Done
+        } else {
+            RoundOutcome::Failed
+        };
+        self.set_presence(
+            if outcome == RoundOutcome::Done {
+                Presence::Online
+            } else {
+                Presence::Offline
+            },
+            uplink,
+            now,
+        );
+        outcome
+    }
+
+    fn set_presence(&self, presence: Presence, uplink: &Uplink, now: i64) {
+        let previous = self.presence.swap(presence as u8, Ordering::Relaxed);
+        if previous != presence as u8 {
+            tracing::info!(device = %self.id, online = presence == Presence::Online, "device status");
+            uplink.publish(
+                self.status_topic.clone(),
+                status_payload(presence == Presence::Online, now),
+                true,
+            );
+        }
+    }
+
+    async fn read_channel(
+        &self,
+        channel: &Channel,
+        local_due: &[u32],
+        batch: &mut Batch,
+        bad: &mut Vec<u32>,
+        reconnected: &mut bool,
+    ) -> ChannelRead {
+        let to_device = |local: u32| {
+            channel
+                .tags
+                .get(local as usize)
+                .copied()
+                .unwrap_or(u32::MAX)
+        };
+        let mut read = ChannelRead::default();
+        let mut link = channel.link.lock().await;
+        let epoch = match link.ensure_online(&channel.session).await {
+            Ok(epoch) => epoch,
+            Err(error) => {
+                if !matches!(error, LinkError::Backoff { .. }) {
+                    self.note_error(format!("channel {}: {error}", channel.id));
+                }
+                bad.extend(local_due.iter().map(|t| to_device(*t)));
+                read.unreachable = true;
+                return read;
+            }
+        };
+        if channel.epoch.swap(epoch, Ordering::Relaxed) != epoch {
+            *reconnected = true;
+            if let Err(error) = channel.session.reset() {
+                self.codec_failures.fetch_add(1, Ordering::Relaxed);
+                self.note_error(error);
+            }
+        }
+        let mut queue: VecDeque<PlannedRead> = match channel.session.plan(local_due) {
+            Ok(plan) => plan.into(),
+            Err(error) => {
+                self.codec_failures.fetch_add(1, Ordering::Relaxed);
+                self.note_error(error);
+                bad.extend(local_due.iter().map(|t| to_device(*t)));
+                return read;
+            }
+        };
+        // Splits after exceptions add requests; this bound stops a codec that keeps
+        // splitting from looping forever.
+        let mut allowance = 4 * local_due.len() + 16;
+        while let Some(request) = queue.pop_front() {
+            if allowance == 0 {
+                self.note_error(format!(
+                    "channel {}: the codec kept splitting requests",
+                    channel.id
+                ));
+                bad.extend(request.tags.iter().map(|t| to_device(*t)));
+                continue;
+            }
+            allowance -= 1;
+            let frame = match channel.session.encode_read(request.id) {
+                Ok(Ok(frame)) => frame,
+                Ok(Err(error)) => {
+                    self.note_error(error);
+                    bad.extend(request.tags.iter().map(|t| to_device(*t)));
+                    continue;
+                }
+                Err(error) => {
+                    self.codec_failures.fetch_add(1, Ordering::Relaxed);
+                    self.note_error(error);
+                    bad.extend(request.tags.iter().map(|t| to_device(*t)));
+                    continue;
+                }
+            };
+            let answer = match link.exchange(&channel.session, &frame).await {
+                Ok(answer) => answer,
+                Err(error) => {
+                    self.note_error(format!("channel {}: {error}", channel.id));
+                    bad.extend(
+                        request
+                            .tags
+                            .iter()
+                            .chain(queue.iter().flat_map(|r| &r.tags))
+                            .map(|t| to_device(*t)),
+                    );
+                    read.unreachable = true;
+                    return read;
+                }
+            };
+            // The sample time is when the answer arrived, not when it was processed.
+            let arrived = now_ms();
+            match channel.session.parse_read(request.id, &answer, arrived) {
+                Ok(Ok(parsed)) => {
+                    read.answered = true;
+                    batch.append(parsed, to_device);
+                }
+                Ok(Err(FrameError::Device { retry, message, .. })) => {
+                    // The device answered: the connection is fine.
+                    read.answered = true;
+                    if retry.is_empty() {
+                        self.note_error(format!("channel {}: {message}", channel.id));
+                        bad.extend(request.tags.iter().map(|t| to_device(*t)));
+                    } else {
+                        for split in retry.into_iter().rev() {
+                            queue.push_front(split);
+                        }
+                    }
+                }
+                Ok(Err(FrameError::Malformed(message))) => {
+                    link.mark_offline(&message);
+                    self.note_error(format!(
+                        "channel {}: malformed answer: {message}",
+                        channel.id
+                    ));
+                    bad.extend(
+                        request
+                            .tags
+                            .iter()
+                            .chain(queue.iter().flat_map(|r| &r.tags))
+                            .map(|t| to_device(*t)),
+                    );
+                    read.unreachable = true;
+                    return read;
+                }
+                Err(error) => {
+                    self.codec_failures.fetch_add(1, Ordering::Relaxed);
+                    self.note_error(error);
+                    bad.extend(request.tags.iter().map(|t| to_device(*t)));
+                }
+            }
+        }
+        read
+    }
+}

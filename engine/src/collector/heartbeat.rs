@@ -1,0 +1,85 @@
+//! Application-level heartbeats: TCP alone does not notice a PLC that lost power
+//! (no FIN is sent), so an idle link sends a small read every `heartbeatMs`; after
+//! `heartbeatFailures` unanswered heartbeats in a row the link goes OFFLINE. A
+//! heartbeat is skipped while the link is busy or recently answered a round.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::device::Device;
+use crate::io::LinkState;
+use crate::model::FrameError;
+
+/// A heartbeat for one link, using one device's channel to build the probe.
+#[derive(Debug)]
+pub struct Heartbeat {
+    pub device: Arc<Device>,
+    pub channel: usize,
+    /// Channel-local tag the probe reads.
+    pub tag: u32,
+    pub every: Duration,
+    pub failures_allowed: u32,
+}
+
+impl Heartbeat {
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        let mut ticker = tokio::time::interval(self.every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => self.beat().await,
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn beat(&self) {
+        let Some(channel) = self.device.channels.get(self.channel) else {
+            return;
+        };
+        // A busy link is evidently alive.
+        let Ok(mut link) = channel.link.try_lock() else {
+            return;
+        };
+        let recent = link
+            .last_success()
+            .is_some_and(|at| Instant::now().duration_since(at) < self.every);
+        if link.state() != LinkState::Online || recent {
+            return;
+        }
+        let Ok(plan) = channel.session.plan(&[self.tag]) else {
+            return;
+        };
+        let Some(request) = plan.first() else {
+            return;
+        };
+        let Ok(Ok(frame)) = channel.session.encode_read(request.id) else {
+            return;
+        };
+        match link
+            .heartbeat(&channel.session, &frame, self.failures_allowed)
+            .await
+        {
+            Ok(answer) => {
+                // Any well-formed answer, an exception included, proves the device is there.
+                let parsed =
+                    channel
+                        .session
+                        .parse_read(request.id, &answer, crate::clock::now_ms());
+                if let Ok(Err(FrameError::Malformed(message))) = parsed {
+                    link.mark_offline(&message);
+                }
+            }
+            Err(error) => {
+                tracing::debug!(device = %self.device.id, %error, "heartbeat failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Turns a device's processed batch into published reports by report mode:
+//! BATCH (one report per round), SINGLE (one report per value) or ON_CHANGE (one
+//! report per round with only the values whose value or quality changed). Each
+//! report takes the device's next sequence number.
+
+use std::sync::Mutex;
+
+use crate::config::ReportMode;
+use crate::model::{Quality, Sample, TagSpec, Value};
+use crate::report::{ReportHeader, payload};
+use crate::store::{SeqAllocator, StoreError};
+use crate::uplink::Uplink;
+
+/// Reporting state of one device.
+#[derive(Debug)]
+pub struct Reporter {
+    mode: ReportMode,
+    topic: String,
+    /// Last published value and quality per tag (ON_CHANGE).
+    last: Mutex<Vec<Option<(Value, Quality)>>>,
+}
+
+/// Who the reports are about.
+#[derive(Debug, Clone, Copy)]
+pub struct Identity<'a> {
+    pub device_id: &'a str,
+    pub product_id: &'a str,
+    pub device_num: &'a str,
+}
+
+impl Reporter {
+    pub fn new(mode: ReportMode, topic: String, tags: usize) -> Self {
+        Self {
+            mode,
+            topic,
+            last: Mutex::new(vec![None; tags]),
+        }
+    }
+
+    /// Forgets what was published (after a reconnect every value is news again).
+    pub fn forget(&self) {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        last.iter_mut().for_each(|slot| *slot = None);
+    }
+
+    /// Publishes `samples`; returns how many reports were handed to the uplink.
+    ///
+    /// # Errors
+    /// When no sequence number could be reserved (the store failed).
+    pub fn report(
+        &self,
+        who: Identity<'_>,
+        samples: Vec<Sample>,
+        tags: &[TagSpec],
+        seq: &SeqAllocator,
+        uplink: &Uplink,
+        now_ms: i64,
+    ) -> Result<usize, StoreError> {
+        let samples = match self.mode {
+            ReportMode::OnChange => self.changed(samples),
+            ReportMode::Batch | ReportMode::Single => samples,
+        };
+        if samples.is_empty() {
+            return Ok(0);
+        }
+        let groups: Vec<Vec<Sample>> = match self.mode {
+            ReportMode::Single => samples.into_iter().map(|s| vec![s]).collect(),
+            ReportMode::Batch | ReportMode::OnChange => vec![samples],
+        };
+        let mut sent = 0;
+        for group in groups {
+            let header = ReportHeader {
+                product_id: who.product_id,
+                device_num: who.device_num,
+                timestamp_ms: now_ms,
+                seq: seq.next(who.device_id)?,
+            };
+            let body = payload(header, &group, tags).to_string().into_bytes();
+            if uplink.publish(self.topic.clone(), body, false) {
+                sent += 1;
+            }
+        }
+        Ok(sent)
+    }
+
+    fn changed(&self, samples: Vec<Sample>) -> Vec<Sample> {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        samples
+            .into_iter()
+            .filter(|sample| {
+                let Some(slot) = last.get_mut(sample.tag as usize) else {
+                    return true;
+                };
+                let now = (sample.value.clone(), sample.quality);
+                if slot.as_ref() == Some(&now) {
+                    return false;
+                }
+                *slot = Some(now);
+                true
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,132 @@
+//! Scheduler behaviour under a paused clock: every time below is virtual.
+
+use std::sync::Mutex as StdMutex;
+
+use super::*;
+
+/// Rounds that take a fixed time per device and record when they started.
+struct FakeRounds {
+    start: Instant,
+    durations: Vec<Duration>,
+    log: StdMutex<Vec<(usize, Vec<u32>, u64)>>,
+}
+
+impl FakeRounds {
+    fn new(durations: Vec<Duration>) -> Arc<Self> {
+        Arc::new(Self {
+            start: Instant::now(),
+            durations,
+            log: StdMutex::default(),
+        })
+    }
+
+    /// Start times (ms since the test began) of device `device`'s rounds.
+    fn starts(&self, device: usize) -> Vec<u64> {
+        let log = self.log.lock().expect("log");
+        log.iter()
+            .filter(|(d, _, _)| *d == device)
+            .map(|(_, _, at)| *at)
+            .collect()
+    }
+}
+
+impl Rounds for FakeRounds {
+    fn run(&self, device: usize, tags: Arc<[u32]>) -> RoundFuture {
+        let at = (Instant::now() - self.start).as_millis() as u64;
+        self.log
+            .lock()
+            .expect("log")
+            .push((device, tags.to_vec(), at));
+        let duration = self.durations[device];
+        Box::pin(async move {
+            tokio::time::sleep(duration).await;
+            RoundOutcome::Done
+        })
+    }
+}
+
+fn plan(periods: &[u64]) -> DevicePlan {
+    DevicePlan {
+        tag_periods: periods.to_vec(),
+    }
+}
+
+/// Runs the scheduler for `span` of virtual time.
+async fn run_for(scheduler: Scheduler, rounds: Arc<FakeRounds>, span: Duration) {
+    let (stop, stopped) = watch::channel(false);
+    let task = tokio::spawn(scheduler.run(rounds, stopped));
+    tokio::time::sleep(span).await;
+    stop.send(true).expect("scheduler alive");
+    task.await.expect("scheduler ends");
+}
+
+#[tokio::test(start_paused = true)]
+async fn first_rounds_are_spread_over_one_period() {
+    let rounds = FakeRounds::new(vec![Duration::ZERO; 4]);
+    let scheduler = Scheduler::new(&vec![plan(&[1000]); 4], Duration::from_secs(5));
+    run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(900)).await;
+    let firsts: Vec<u64> = (0..4).map(|d| rounds.starts(d)[0]).collect();
+    assert_eq!(firsts, [0, 250, 500, 750]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_next_round_is_due_one_period_after_completion() {
+    let rounds = FakeRounds::new(vec![Duration::from_millis(300)]);
+    let scheduler = Scheduler::new(&[plan(&[1000])], Duration::from_secs(5));
+    let counters = scheduler.counters();
+    run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(4000)).await;
+    assert_eq!(rounds.starts(0), [0, 1300, 2600, 3900]);
+    let stats = counters[0].snapshot();
+    assert_eq!((stats.total, stats.skipped, stats.failed), (4, 0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_round_that_finds_its_device_busy_is_skipped_and_counted() {
+    // Tags 0 and 1 poll every 100 ms, tag 2 every 1000 ms; each round takes 250 ms.
+    let rounds = FakeRounds::new(vec![Duration::from_millis(250)]);
+    let scheduler = Scheduler::new(&[plan(&[100, 100, 1000])], Duration::from_secs(5));
+    let counters = scheduler.counters();
+    run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(2000)).await;
+    let stats = counters[0].snapshot();
+    assert!(stats.skipped > 0, "{stats:?}");
+    let log = rounds.log.lock().expect("log");
+    assert!(log.iter().any(|(_, tags, _)| tags == &[0, 1]));
+    assert!(log.iter().any(|(_, tags, _)| tags == &[2]));
+    // Never two rounds of one device at once: starts are at least one round apart.
+    let starts: Vec<u64> = log.iter().map(|(_, _, at)| *at).collect();
+    assert!(starts.windows(2).all(|w| w[1] >= w[0] + 250), "{starts:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_round_over_the_device_timeout_fails_and_the_device_is_polled_again() {
+    let rounds = FakeRounds::new(vec![Duration::from_secs(3600)]);
+    let scheduler = Scheduler::new(&[plan(&[1000])], Duration::from_millis(500));
+    let counters = scheduler.counters();
+    run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(3200)).await;
+    assert_eq!(rounds.starts(0), [0, 1500, 3000]);
+    assert_eq!(counters[0].snapshot().failed, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_device_never_delays_another() {
+    let rounds = FakeRounds::new(vec![Duration::from_secs(5), Duration::ZERO]);
+    let scheduler = Scheduler::new(&[plan(&[100]), plan(&[100])], Duration::from_secs(10));
+    run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(1000)).await;
+    assert_eq!(rounds.starts(0).len(), 1);
+    let fast = rounds.starts(1);
+    assert_eq!(fast.len(), 10, "{fast:?}");
+    assert!(fast.windows(2).all(|w| w[1] - w[0] == 100), "{fast:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn write_only_tags_are_never_polled() {
+    let rounds = FakeRounds::new(vec![Duration::ZERO, Duration::ZERO]);
+    let scheduler = Scheduler::new(&[plan(&[0, 500]), plan(&[0])], Duration::from_secs(1));
+    run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(1200)).await;
+    let log = rounds.log.lock().expect("log");
+    assert!(
+        log.iter()
+            .all(|(device, tags, _)| *device == 0 && tags == &[1]),
+        "{log:?}"
+    );
+}

@@ -1,0 +1,118 @@
+//! The `sluice` binary as a process under test.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `sluice run`, killed on drop; its log goes to a file kept for messages.
+pub struct Engine {
+    child: Child,
+    pub dir: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let dir = std::env::temp_dir().join(format!("sluice-it-{name}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+impl Engine {
+    /// Writes `config` (YAML) into `dir` and runs `sluice run` on it.
+    pub fn start(dir: &PathBuf, config: &str) -> Self {
+        let config_path = dir.join("devices.yaml");
+        std::fs::write(&config_path, config).expect("write config");
+        Self::start_with(dir, &config_path)
+    }
+
+    /// Runs `sluice run` on an existing config file.
+    pub fn start_with(dir: &PathBuf, config_path: &PathBuf) -> Self {
+        let log = dir.join(format!(
+            "engine-{}.log",
+            Instant::now().elapsed().as_nanos()
+        ));
+        let log = if log.exists() {
+            dir.join("engine-2.log")
+        } else {
+            log
+        };
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", "--config"])
+            .arg(config_path)
+            .env("RUST_LOG", "info,sluice=debug")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .current_dir(dir)
+            .spawn()
+            .expect("sluice starts");
+        Self {
+            child,
+            dir: dir.clone(),
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The engine's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGKILL, no chance to clean up.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Fails the test if the engine exited.
+    pub fn assert_running(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("sluice exited with {status}; log:\n{}", self.log());
+        }
+    }
+
+    /// Open file descriptors of the engine process.
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+
+    /// Waits (bounded) for a GET on the engine's HTTP API to answer.
+    pub async fn http_get(port: u16, path: &str) -> Option<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                let request =
+                    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+                if stream.write_all(request.as_bytes()).await.is_ok() {
+                    let mut response = String::new();
+                    if stream.read_to_string(&mut response).await.is_ok() {
+                        return response
+                            .split_once("\r\n\r\n")
+                            .map(|(_, body)| body.to_owned());
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+}

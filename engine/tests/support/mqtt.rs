@@ -1,0 +1,115 @@
+//! An MQTT subscriber for tests: collects every message on a broker.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, QoS};
+
+/// One received message.
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub topic: String,
+    pub payload: Vec<u8>,
+    pub retain: bool,
+}
+
+impl Message {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.payload)
+            .unwrap_or_else(|e| panic!("payload on {} is not JSON: {e}", self.topic))
+    }
+}
+
+/// Subscribed to `#` on a broker; messages accumulate in the background.
+pub struct Subscriber {
+    messages: Arc<Mutex<Vec<Message>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Subscriber {
+    /// Connects to the broker on 127.0.0.1:`port` and subscribes to everything.
+    pub async fn connect(port: u16) -> Self {
+        let id = format!("test-sub-{}-{port}", std::process::id());
+        let mut options = MqttOptions::new(id, "127.0.0.1", port);
+        options.set_keep_alive(Duration::from_secs(5));
+        options.set_max_packet_size(1 << 20, 1 << 20);
+        let (client, mut eventloop) = AsyncClient::new(options, 100);
+        client
+            .subscribe("#", QoS::AtLeastOnce)
+            .await
+            .expect("subscribe queued");
+        let messages = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&messages);
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let mut ready = Some(ready_tx);
+        let task = tokio::spawn(async move {
+            let _client = client;
+            loop {
+                match eventloop.poll().await {
+                    Ok(Event::Incoming(Incoming::SubAck(_))) => {
+                        if let Some(ready) = ready.take() {
+                            let _ = ready.send(());
+                        }
+                    }
+                    Ok(Event::Incoming(Incoming::Publish(publish))) => {
+                        sink.lock().expect("messages").push(Message {
+                            topic: publish.topic.clone(),
+                            payload: publish.payload.to_vec(),
+                            retain: publish.retain,
+                        });
+                    }
+                    Ok(_) => {}
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(10), ready_rx)
+            .await
+            .expect("subscribed within 10 s")
+            .expect("subscriber alive");
+        Self { messages, task }
+    }
+
+    /// Every message received so far.
+    pub fn messages(&self) -> Vec<Message> {
+        self.messages.lock().expect("messages").clone()
+    }
+
+    /// Messages on `topic`.
+    pub fn on(&self, topic: &str) -> Vec<Message> {
+        self.messages()
+            .into_iter()
+            .filter(|m| m.topic == topic)
+            .collect()
+    }
+
+    /// Waits (bounded) until `check` holds for the messages received so far.
+    pub async fn wait_until(
+        &self,
+        timeout: Duration,
+        what: &str,
+        check: impl Fn(&[Message]) -> bool,
+    ) -> Vec<Message> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let messages = self.messages();
+            if check(&messages) {
+                return messages;
+            }
+            if Instant::now() > deadline {
+                let topics: Vec<_> = messages.iter().map(|m| m.topic.as_str()).collect();
+                panic!(
+                    "timed out after {timeout:?} waiting for {what}; received {} messages on {topics:?}",
+                    messages.len()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Installs the real protocol peers that the engine's integration tests talk to
+# (see engine/tests/support/peers.rs). Idempotent: every step checks first and
+# does nothing when its work is already done, so a second run takes well under
+# a second.
+#
+#   .peers/venv               Python venv with pymodbus, python-snap7, virtual-plc
+#   .peers/libmodbus_server   tests/peers/libmodbus_server.c compiled against libmodbus
+#   mosquitto, libmodbus-dev, gcc, pkg-config   Debian packages (installed, never started)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PEERS="$ROOT/.peers"
+VENV="$PEERS/venv"
+PY="$VENV/bin/python"
+
+# Pinned Python packages: "distribution requirement" pairs. The requirement is
+# what pip gets; the check below compares the installed version against it.
+PY_REQS=("pymodbus==3.16.1" "python-snap7<3" "virtual-plc==0.3.0")
+DEB_PKGS=(mosquitto libmodbus-dev gcc pkg-config)
+
+say() { printf 'setup-peers: %s\n' "$*"; }
+
+mkdir -p "$PEERS"
+
+# --- Debian packages ---------------------------------------------------------
+missing=()
+for pkg in "${DEB_PKGS[@]}"; do
+    # `dpkg -s` also succeeds for removed-but-configured packages, so look at
+    # the status line itself.
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+        missing+=("$pkg")
+    fi
+done
+if ((${#missing[@]})); then
+    say "apt: installing ${missing[*]}"
+    SUDO=()
+    if [[ $(id -u) -ne 0 ]]; then SUDO=(sudo); fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${SUDO[@]}" apt-get update -qq
+    "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+    say "apt: ${DEB_PKGS[*]} present"
+fi
+
+# --- Python venv ---------------------------------------------------------------
+if [[ ! -x "$PY" ]]; then
+    say "venv: creating $VENV"
+    # --clear repairs a half-made venv left by an interrupted run.
+    python3 -m venv --clear "$VENV"
+else
+    say "venv: present"
+fi
+
+# One interpreter start checks all pins: prints the requirements that are not
+# satisfied by what is installed (nothing when all are fine).
+unmet="$("$PY" - "${PY_REQS[@]}" <<'PYEOF'
+import sys
+from importlib.metadata import version, PackageNotFoundError
+
+def satisfied(req):
+    for op in ("==", "<"):
+        if op in req:
+            name, want = req.split(op, 1)
+            break
+    else:
+        name, op, want = req, None, None
+    try:
+        have = version(name)
+    except PackageNotFoundError:
+        return False
+    if op == "==":
+        return have == want
+    if op == "<":
+        # Compare the leading numeric components only (enough for "<3").
+        major = have.split(".")[0]
+        return major.isdigit() and int(major) < int(want)
+    return True
+
+print(" ".join(r for r in sys.argv[1:] if not satisfied(r)))
+PYEOF
+)"
+if [[ -n "$unmet" ]]; then
+    say "pip: installing $unmet"
+    # shellcheck disable=SC2086 # word splitting of the requirement list is intended
+    "$PY" -m pip install --quiet $unmet
+else
+    say "pip: ${PY_REQS[*]} present"
+fi
+
+# --- libmodbus server --------------------------------------------------------
+SRC="$ROOT/tests/peers/libmodbus_server.c"
+BIN="$PEERS/libmodbus_server"
+if [[ ! -x "$BIN" || "$SRC" -nt "$BIN" ]]; then
+    say "cc: building $BIN"
+    # Build to a temporary name so an interrupted compile never leaves a
+    # binary that looks up to date.
+    # shellcheck disable=SC2046 # pkg-config output is a list of flags
+    gcc -O2 -Wall -Wextra -Werror -o "$BIN.tmp" "$SRC" $(pkg-config --cflags --libs libmodbus)
+    mv -f "$BIN.tmp" "$BIN"
+else
+    say "cc: $BIN up to date"
+fi
+
+say "done"
