@@ -14,8 +14,8 @@ PEERS="$ROOT/.peers"
 VENV="$PEERS/venv"
 PY="$VENV/bin/python"
 
-# Pinned Python packages: "distribution requirement" pairs. The requirement is
-# what pip gets; the check below compares the installed version against it.
+# Pinned Python packages, as given to pip; the check below compares what is
+# installed against them.
 PY_REQS=("pymodbus==3.16.1" "python-snap7<3" "virtual-plc==0.3.0")
 DEB_PKGS=(mosquitto libmodbus-dev gcc pkg-config)
 
@@ -32,6 +32,11 @@ for pkg in "${DEB_PKGS[@]}"; do
         missing+=("$pkg")
     fi
 done
+# A Debian python3 (unlike pyenv's or python.org's) needs python3-venv to
+# make a venv with pip in it.
+if [[ ! -x "$PY" ]] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    missing+=(python3-venv)
+fi
 if ((${#missing[@]})); then
     say "apt: installing ${missing[*]}"
     SUDO=()
@@ -52,9 +57,9 @@ else
     say "venv: present"
 fi
 
-# One interpreter start checks all pins: prints the requirements that are not
-# satisfied by what is installed (nothing when all are fine).
-unmet="$("$PY" - "${PY_REQS[@]}" <<'PYEOF'
+# One interpreter start checks all pins: prints, one a line, the requirements
+# that what is installed does not satisfy (nothing when all are fine).
+mapfile -t unmet < <("$PY" - "${PY_REQS[@]}" <<'PYEOF'
 import sys
 from importlib.metadata import version, PackageNotFoundError
 
@@ -77,13 +82,14 @@ def satisfied(req):
         return major.isdigit() and int(major) < int(want)
     return True
 
-print(" ".join(r for r in sys.argv[1:] if not satisfied(r)))
+for req in sys.argv[1:]:
+    if not satisfied(req):
+        print(req)
 PYEOF
-)"
-if [[ -n "$unmet" ]]; then
-    say "pip: installing $unmet"
-    # shellcheck disable=SC2086 # word splitting of the requirement list is intended
-    "$PY" -m pip install --quiet $unmet
+)
+if ((${#unmet[@]})); then
+    say "pip: installing ${unmet[*]}"
+    "$PY" -m pip install --quiet "${unmet[@]}"
 else
     say "pip: ${PY_REQS[*]} present"
 fi
@@ -96,7 +102,7 @@ if [[ ! -x "$BIN" || "$SRC" -nt "$BIN" ]]; then
     # Build to a temporary name so an interrupted compile never leaves a
     # binary that looks up to date.
     # shellcheck disable=SC2046 # pkg-config output is a list of flags
-    gcc -O2 -Wall -Wextra -Werror -o "$BIN.tmp" "$SRC" $(pkg-config --cflags --libs libmodbus)
+    gcc -O2 -Wall -Wextra -o "$BIN.tmp" "$SRC" $(pkg-config --cflags --libs libmodbus)
     mv -f "$BIN.tmp" "$BIN"
 else
     say "cc: $BIN up to date"

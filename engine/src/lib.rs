@@ -10,6 +10,7 @@
 //! - [`uplink`]: the MQTT client publishing reports and statuses;
 //! - [`store`]: the redb database (sequence numbers, ...);
 //! - [`clock`]: wall-clock timestamps;
+//! - [`broker`]: an in-process MQTT broker for the demo and benchmarks;
 //! - [`api`]: the HTTP API (health, metrics);
 //! - [`gateway`]: everything `sluice run` starts, wired together;
 //! - [`model`]: samples, values and tags as they flow through the engine;
@@ -20,6 +21,7 @@
 //! - [`report`]: the payload published upstream.
 
 pub mod api;
+pub mod broker;
 pub mod clock;
 pub mod collector;
 pub mod components;

@@ -85,17 +85,42 @@ fn the_shipped_config_and_pipelines_are_valid() {
 }
 
 #[test]
-fn demo_prints_report_payloads() {
-    let (code, stdout, stderr) = sluice(&["demo", "--rounds", "2", "--period-ms", "1"]);
+fn demo_runs_a_gateway_against_its_simulator_and_broker() {
+    let (code, stdout, stderr) = sluice(&["demo", "--reports", "3"]);
     assert_eq!(code, 0, "{stderr}");
     let reports: Vec<serde_json::Value> = stdout
         .lines()
-        .map(|line| serde_json::from_str(line).expect("each line is a JSON payload"))
+        .filter_map(|line| line.strip_prefix("DEMO/METER01/property/post "))
+        .map(|payload| serde_json::from_str(payload).expect("each report is JSON"))
         .collect();
-    assert_eq!(reports.len(), 2);
-    assert_eq!(reports[1]["seq"], 2);
-    assert_eq!(reports[0]["values"][0]["key"], "temperature");
-    assert_eq!(reports[0]["values"][0]["value"], 21.5);
+    assert_eq!(reports.len(), 3, "{stdout}");
+    let seqs: Vec<_> = reports
+        .iter()
+        .map(|r| r["seq"].as_u64().expect("seq"))
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    let keys: Vec<&str> = reports
+        .iter()
+        .flat_map(|r| r["values"].as_array().expect("values"))
+        .map(|v| v["key"].as_str().expect("key"))
+        .collect();
+    for key in ["running", "flow"] {
+        assert!(keys.contains(&key), "{key} in {stdout}");
+    }
+    let flow = reports
+        .iter()
+        .flat_map(|r| r["values"].as_array().expect("values"))
+        .find(|v| v["key"] == "flow")
+        .expect("flow");
+    let flow = flow["value"].as_f64().expect("a number");
+    assert!(
+        (10.0..15.0).contains(&flow),
+        "flow in m3/h from hundredths: {flow}"
+    );
+    assert!(
+        stdout.contains("DEMO/METER01/status/post {\"status\":\"online\""),
+        "{stdout}"
+    );
 }
 
 #[test]

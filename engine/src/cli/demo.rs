@@ -1,89 +1,116 @@
-//! `sluice demo`: sample data from a built-in meter through the default pipeline,
-//! printed as the report payloads the uplink publishes.
+//! `sluice demo`: a complete gateway with nothing to install. A built-in Modbus
+//! simulator plays a meter, an in-process MQTT broker receives the reports, and
+//! the engine polls the meter through the default pipeline; every message the
+//! broker receives is printed as `TOPIC PAYLOAD`.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::process::ExitCode;
+use std::time::Duration;
 
-use sluice::model::{Access, Batch, ByteOrder, DataType, Quality, Sample, TagSpec, Value};
-use sluice::pipeline::{self, Pipeline};
-use sluice::report::{ReportHeader, payload};
-use sluice::runtime::{Limits, Registry, Runtime, RuntimeConfig};
+use anyhow::Context;
+use sluice::broker::EmbeddedBroker;
+use sluice::config;
+use sluice::gateway::{self, GatewayOptions};
+use sluice::sim::{SimConfig, Simulator, animate, demo_device};
+use tokio::sync::watch;
 
-fn tag(key: &str, data_type: DataType, factor: f64) -> TagSpec {
-    TagSpec {
-        key: key.to_owned(),
-        address: String::new(),
-        data_type,
-        length: 0,
-        byte_order: ByteOrder::Abcd,
-        factor,
-        offset: 0.0,
-        deadband: 0.0,
-        access: Access::Read,
-        settings: Vec::new(),
-    }
+/// The demo gateway: one meter laid out as `sim::demo_device` lays it out.
+fn demo_config(modbus: SocketAddr, mqtt: SocketAddr, http: SocketAddr, data: &str) -> String {
+    format!(
+        "collector:
+  workerThreads: 2
+  reportMode: BATCH
+  mqtt:
+    brokerUrl: tcp://{mqtt}
+    clientId: sluice-demo
+  http:
+    listen: {http}
+  wal:
+    dir: '{data}'
+devices:
+  - deviceId: demo-meter
+    productId: DEMO
+    deviceNum: METER01
+    channels:
+      - channelId: sim
+        protocol: modbus-tcp
+        host: {host}
+        port: {port}
+        unitId: 1
+        heartbeatMs: 5000
+        tags:
+          - {{ key: temperature, address: '40001', dataType: FLOAT32, periodMs: 1000, deadband: 0.05, unit: degC }}
+          - {{ key: pressure, address: '40003', dataType: INT16, periodMs: 1000, factor: 0.1, unit: hPa }}
+          - {{ key: counter, address: '40004', dataType: UINT32, periodMs: 1000 }}
+          - {{ key: running, address: '00001', dataType: BOOL, periodMs: 500 }}
+          - {{ key: flow, address: '30001', dataType: UINT16, periodMs: 500, factor: 0.01, unit: m3/h }}
+",
+        host = modbus.ip(),
+        port = modbus.port(),
+    )
 }
 
-/// Raw values of the demo meter for one round: a temperature in tenths of a
-/// degree, a flow in hundredths, a counter and a running flag.
-fn sample_round(round: u64, ts_ms: i64) -> Batch {
-    let phase = round as f64 / 10.0;
-    let raw = [
-        Value::Int(215 + (phase.sin() * 30.0) as i64),
-        Value::Int(1250 + (phase.cos() * 100.0) as i64),
-        Value::Uint(round * 7),
-        Value::Bool(round % 20 < 15),
-    ];
-    let samples = raw
-        .into_iter()
-        .enumerate()
-        .map(|(i, value)| Sample {
-            tag: i as u32,
-            value,
-            quality: Quality::Good,
-            ts_ms,
-        })
-        .collect();
-    Batch {
-        samples,
-        bytes: Vec::new(),
-    }
+/// A free loopback port (the OS picks it; it is released for the service to take).
+fn free_local_address() -> anyhow::Result<SocketAddr> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    Ok(listener.local_addr()?)
 }
 
-pub fn run(rounds: Option<u64>, period_ms: u64) -> anyhow::Result<std::process::ExitCode> {
-    let registry = Registry::with_builtins(Runtime::new(RuntimeConfig::default())?)?;
-    let spec = pipeline::load_str(
-        "pipelines/default.yaml",
-        pipeline::DEFAULT_PIPELINE,
-        "default",
-        std::path::Path::new("."),
-    )?;
-    let pipeline = Pipeline::build(&spec, &registry, Limits::default())?;
-    let tags = [
-        tag("temperature", DataType::Int16, 0.1),
-        tag("flow", DataType::Int16, 0.01),
-        tag("counter", DataType::Uint32, 1.0),
-        tag("running", DataType::Bool, 1.0),
-    ];
-    let device = pipeline.for_device(&tags)?;
-    tracing::info!(pipeline = pipeline.name(), stages = ?pipeline.stage_names(), "demo running");
-    let mut round = 0;
-    while rounds.is_none_or(|limit| round < limit) {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis() as i64;
-        let batch = device.run(sample_round(round, now))?;
-        let header = ReportHeader {
-            product_id: "DEMO",
-            device_num: "METER01",
-            timestamp_ms: now,
-            seq: round + 1,
-        };
-        println!("{}", payload(header, &batch.samples, &tags));
-        round += 1;
-        if rounds.is_none_or(|limit| round < limit) {
-            std::thread::sleep(Duration::from_millis(period_ms));
+pub fn run(reports: Option<u64>) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(demo(reports))
+}
+
+async fn demo(reports: Option<u64>) -> anyhow::Result<ExitCode> {
+    let sim = Simulator::new(SimConfig::default());
+    demo_device(&sim);
+    let sim_handle = sim.serve((Ipv4Addr::LOCALHOST, 0).into()).await?;
+    tokio::spawn(animate(sim.clone(), Duration::from_millis(500)));
+
+    let broker = EmbeddedBroker::start(free_local_address()?).map_err(anyhow::Error::msg)?;
+    let http = free_local_address()?;
+    let data = std::env::temp_dir().join(format!("sluice-demo-{}", std::process::id()));
+    let text = demo_config(
+        sim_handle.local_addr(),
+        broker.address(),
+        http,
+        &data.display().to_string(),
+    );
+    let config =
+        config::load_str("demo", &text).map_err(|problems| anyhow::anyhow!("{problems}"))?;
+    eprintln!(
+        "demo: simulator on {}, MQTT broker on {}, HTTP API on http://{http}/health",
+        sim_handle.local_addr(),
+        broker.address()
+    );
+
+    let (stop, stopped) = watch::channel(false);
+    let options = GatewayOptions {
+        config_file: "demo".into(),
+        pipelines_dir: None,
+    };
+    let engine = tokio::spawn(gateway::run(config, options, stopped));
+    let printer = tokio::task::spawn_blocking(move || {
+        let mut seen = 0;
+        while let Ok((topic, payload)) = broker.messages().recv() {
+            println!("{topic} {}", String::from_utf8_lossy(&payload));
+            if topic.ends_with("/property/post") {
+                seen += 1;
+                if reports.is_some_and(|limit| seen >= limit) {
+                    return;
+                }
+            }
         }
+    });
+    tokio::select! {
+        _ = printer => {}
+        _ = tokio::signal::ctrl_c() => {}
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    let _ = stop.send(true);
+    engine.await.context("the engine task")??;
+    let _ = std::fs::remove_dir_all(&data);
+    Ok(ExitCode::SUCCESS)
 }

@@ -38,22 +38,21 @@ enum Command {
         #[arg(long)]
         pipelines: Option<PathBuf>,
     },
-    /// Run the built-in demo: sample data through the default pipeline.
+    /// Run the self-contained demo: a simulated meter, an in-process MQTT broker and
+    /// the engine; prints every MQTT message as `TOPIC PAYLOAD`.
     Demo {
-        /// Stop after this many rounds (default: run until interrupted).
+        /// Stop after this many property reports (default: run until interrupted).
         #[arg(long)]
-        rounds: Option<u64>,
-        /// Milliseconds between rounds.
-        #[arg(long, default_value_t = 1000)]
-        period_ms: u64,
+        reports: Option<u64>,
     },
 }
 
 /// Logs go to stderr; stdout carries command output only.
 pub fn init_logging(verbose: u8) {
+    // The embedded broker (demo) logs every connection at info: keep it quieter.
     let default = match verbose {
-        0 => "info",
-        1 => "debug",
+        0 => "info,rumqttd=warn",
+        1 => "debug,rumqttd=info",
         _ => "trace",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -73,6 +72,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check { files } => check::run(&files),
         Command::Run { config, pipelines } => run::run(&config, pipelines),
-        Command::Demo { rounds, period_ms } => demo::run(rounds, period_ms),
+        Command::Demo { reports } => demo::run(reports),
     }
 }
