@@ -327,6 +327,14 @@ async fn pymodbus_registers_in_every_type_and_byte_order_arrive_decoded() {
         metrics.contains("sluice_round_seconds_bucket{device=\"meter-1\",le=\"+Inf\"}"),
         "{metrics}"
     );
+    for name in [
+        "sluice_mqtt_publish_seconds_count",
+        "sluice_mqtt_backlog",
+        "sluice_component_seconds_total{device=\"meter-1\"}",
+        "sluice_component_failures_total{device=\"meter-1\",kind=\"stage\"} 0",
+    ] {
+        assert!(metrics.contains(name), "{name} in {metrics}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

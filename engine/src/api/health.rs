@@ -39,6 +39,7 @@ pub async fn health(State(state): State<ApiState>) -> Json<Value> {
             "published": uplink.published(),
             "acked": uplink.acked(),
             "dropped": uplink.dropped(),
+            "backlog": uplink.backlog(),
             "lastError": uplink.last_error(),
         },
         "devices": { "total": view.devices.len(), "online": online, "offline": offline, "unknown": unknown },

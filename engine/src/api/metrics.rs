@@ -120,6 +120,20 @@ fn render(state: &ApiState, out: &mut String) {
     }
     header(
         out,
+        "sluice_component_seconds_total",
+        "counter",
+        "Time spent in component calls (codec and pipeline) per device.",
+    );
+    for device in view.devices.iter() {
+        let seconds = device.component_time().as_secs_f64();
+        let _ = writeln!(
+            out,
+            "sluice_component_seconds_total{{device=\"{}\"}} {seconds}",
+            label(&device.id)
+        );
+    }
+    header(
+        out,
         "sluice_connection_state",
         "gauge",
         "1 for the state each connection is in.",
@@ -179,11 +193,20 @@ fn render(state: &ApiState, out: &mut String) {
         (
             "sluice_mqtt_backlog",
             "gauge",
-            "Messages published and not yet acknowledged.",
-            uplink.published().saturating_sub(uplink.acked()),
+            "QoS 1 messages queued and not yet acknowledged.",
+            uplink.backlog() as u64,
         ),
     ] {
         header(out, name, kind, help);
         let _ = writeln!(out, "{name} {value}");
     }
+    let (sum, count) = uplink.publish_latency();
+    header(
+        out,
+        "sluice_mqtt_publish_seconds",
+        "summary",
+        "Time from queueing a QoS 1 publish to its PUBACK.",
+    );
+    let _ = writeln!(out, "sluice_mqtt_publish_seconds_sum {sum}");
+    let _ = writeln!(out, "sluice_mqtt_publish_seconds_count {count}");
 }

@@ -75,6 +75,8 @@ pub struct Device {
     last_error: Mutex<String>,
     codec_failures: AtomicU64,
     stage_failures: AtomicU64,
+    /// Microseconds spent in component calls (codec parsing, pipeline).
+    component_us: AtomicU64,
 }
 
 /// What the round learnt while reading one channel.
@@ -109,6 +111,7 @@ impl Device {
             last_error: Mutex::default(),
             codec_failures: AtomicU64::new(0),
             stage_failures: AtomicU64::new(0),
+            component_us: AtomicU64::new(0),
         }
     }
 
@@ -133,6 +136,20 @@ impl Device {
             self.codec_failures.load(Ordering::Relaxed),
             self.stage_failures.load(Ordering::Relaxed),
         )
+    }
+
+    /// Time spent in component calls for this device.
+    pub fn component_time(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(self.component_us.load(Ordering::Relaxed))
+    }
+
+    /// Runs a component call, adding its duration to the device's component time.
+    fn timed<T>(&self, call: impl FnOnce() -> T) -> T {
+        let started = std::time::Instant::now();
+        let result = call();
+        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.component_us.fetch_add(us, Ordering::Relaxed);
+        result
     }
 
     fn note_error(&self, error: impl std::fmt::Display) {
@@ -174,7 +191,7 @@ impl Device {
         for tag in bad {
             batch.push_bad(tag, now);
         }
-        let samples = match self.pipeline.run(batch) {
+        let samples = match self.timed(|| self.pipeline.run(batch)) {
             Ok(processed) => processed.samples,
             Err(failure) => {
                 // The stage's instance is rebuilt; this round's values are lost.
@@ -313,7 +330,7 @@ impl Device {
             };
             // The sample time is when the answer arrived, not when it was processed.
             let arrived = now_ms();
-            match channel.session.parse_read(request.id, &answer, arrived) {
+            match self.timed(|| channel.session.parse_read(request.id, &answer, arrived)) {
                 Ok(Ok(parsed)) => {
                     read.answered = true;
                     batch.append(parsed, to_device);

@@ -10,9 +10,10 @@
 //! Publishing never blocks a poll round: a publish that finds the client's queue
 //! full is dropped and counted.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rumqttc::{AsyncClient, Event, Incoming, LastWill, MqttOptions, QoS};
 use serde_json::json;
@@ -53,6 +54,11 @@ pub struct UplinkStats {
     acked: AtomicU64,
     dropped: AtomicU64,
     last_error: Mutex<String>,
+    /// When each QoS 1 publish awaiting its PUBACK was queued, oldest first (a
+    /// broker acknowledges QoS 1 publishes of one connection in order).
+    pending: Mutex<VecDeque<Instant>>,
+    latency_sum_us: AtomicU64,
+    latency_count: AtomicU64,
 }
 
 impl UplinkStats {
@@ -85,6 +91,35 @@ impl UplinkStats {
             .lock()
             .map(|e| e.clone())
             .unwrap_or_default()
+    }
+
+    /// Total seconds from queueing to PUBACK, and the number of PUBACKs timed.
+    pub fn publish_latency(&self) -> (f64, u64) {
+        (
+            self.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6,
+            self.latency_count.load(Ordering::Relaxed),
+        )
+    }
+
+    /// QoS 1 publishes queued and not yet acknowledged.
+    pub fn backlog(&self) -> usize {
+        self.pending.lock().map(|p| p.len()).unwrap_or(0)
+    }
+
+    fn queued(&self) {
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.push_back(Instant::now());
+        }
+    }
+
+    fn acknowledged(&self) {
+        self.acked.fetch_add(1, Ordering::Relaxed);
+        let queued = self.pending.lock().ok().and_then(|mut p| p.pop_front());
+        if let Some(at) = queued {
+            let us = u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
+            self.latency_count.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -149,13 +184,15 @@ impl Uplink {
                         delay = Duration::from_millis(100);
                         driver.stats.connected.store(true, Ordering::Relaxed);
                         driver.stats.connects.fetch_add(1, Ordering::Relaxed);
+                        // A clean session starts with nothing in flight.
+                        if let Ok(mut pending) = driver.stats.pending.lock() {
+                            pending.clear();
+                        }
                         tracing::info!("connected to the MQTT broker");
                         let online = status_payload(true, now_ms());
                         driver.send(driver.status_topic.clone(), online, true);
                     }
-                    Ok(Event::Incoming(Incoming::PubAck(_))) => {
-                        driver.stats.acked.fetch_add(1, Ordering::Relaxed);
-                    }
+                    Ok(Event::Incoming(Incoming::PubAck(_))) => driver.stats.acknowledged(),
                     Ok(_) => {}
                     Err(error) => {
                         if driver.stats.connected.swap(false, Ordering::Relaxed) {
@@ -191,6 +228,9 @@ impl Uplink {
         match self.client.try_publish(topic, self.qos, retain, payload) {
             Ok(()) => {
                 self.stats.published.fetch_add(1, Ordering::Relaxed);
+                if self.qos == QoS::AtLeastOnce {
+                    self.stats.queued();
+                }
                 true
             }
             Err(error) => {
