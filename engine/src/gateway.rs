@@ -13,6 +13,7 @@ use crate::config::GatewayConfig;
 use crate::runtime::{Registry, Runtime, RuntimeConfig};
 use crate::store::{SeqAllocator, Store};
 use crate::uplink::Uplink;
+use crate::wal::Outbox;
 
 /// Sub-directory of the data directory holding precompiled components.
 const COMPONENT_CACHE: &str = "component-cache";
@@ -48,7 +49,13 @@ pub async fn run(
     };
     let store = Store::open(data_dir)?;
     let seq = Arc::new(SeqAllocator::open(&store)?);
-    let (uplink, uplink_task) = Uplink::start(&config.collector.mqtt);
+    let outbox = Outbox::open(&config.collector.wal, &store)?;
+    let committer = tokio::spawn(Arc::clone(&outbox).run_committer(shutdown.clone()));
+    let (uplink, publisher) = Uplink::start(
+        &config.collector.mqtt,
+        Arc::clone(&outbox),
+        shutdown.clone(),
+    );
     let mut collector = Collector::build(
         &options.config_file,
         &config,
@@ -80,10 +87,12 @@ pub async fn run(
         None => None,
     };
     collector.run(shutdown).await;
-    uplink.shutdown().await;
+    // Reports of the last rounds are committed before the process ends (they are
+    // published at the next start if the broker does not take them now).
+    let _ = committer.await;
+    let _ = publisher.await;
     if let Some(task) = api_task {
         let _ = task.await;
     }
-    uplink_task.abort();
     Ok(())
 }

@@ -8,6 +8,7 @@
 //! - [`scheduler`]: the due-time queue that runs poll rounds;
 //! - [`collector`]: devices, links and pipelines built from the config, polled;
 //! - [`uplink`]: the MQTT client publishing reports and statuses;
+//! - [`wal`]: store and forward: the write-ahead log reports wait in for their PUBACK;
 //! - [`store`]: the redb database (sequence numbers, ...);
 //! - [`clock`]: wall-clock timestamps;
 //! - [`broker`]: an in-process MQTT broker for the demo and benchmarks;
@@ -36,4 +37,5 @@ pub mod scheduler;
 pub mod sim;
 pub mod store;
 pub mod uplink;
+pub mod wal;
 pub mod yaml;

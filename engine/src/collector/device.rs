@@ -234,10 +234,9 @@ impl Device {
         let previous = self.presence.swap(presence as u8, Ordering::Relaxed);
         if previous != presence as u8 {
             tracing::info!(device = %self.id, online = presence == Presence::Online, "device status");
-            uplink.publish(
+            uplink.status(
                 self.status_topic.clone(),
                 status_payload(presence == Presence::Online, now),
-                true,
             );
         }
     }

@@ -10,6 +10,7 @@ use crate::model::{Quality, Sample, TagSpec, Value};
 use crate::report::{ReportHeader, payload};
 use crate::store::{SeqAllocator, StoreError};
 use crate::uplink::Uplink;
+use crate::wal::Message;
 
 /// Reporting state of one device.
 #[derive(Debug)]
@@ -43,7 +44,7 @@ impl Reporter {
         last.iter_mut().for_each(|slot| *slot = None);
     }
 
-    /// Publishes `samples`; returns how many reports were handed to the uplink.
+    /// Queues the reports for `samples` in the outbox; returns how many.
     ///
     /// # Errors
     /// When no sequence number could be reserved (the store failed).
@@ -76,9 +77,14 @@ impl Reporter {
                 seq: seq.next(who.device_id)?,
             };
             let body = payload(header, &group, tags).to_string().into_bytes();
-            if uplink.publish(self.topic.clone(), body, false) {
-                sent += 1;
-            }
+            uplink.report(Message {
+                device: who.device_id.to_owned(),
+                seq: header.seq,
+                topic: self.topic.clone(),
+                payload: body,
+                retain: false,
+            });
+            sent += 1;
         }
         Ok(sent)
     }

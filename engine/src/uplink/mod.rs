@@ -7,26 +7,25 @@
 //! (`{"status":"offline"}`, retained) there when the engine dies or loses its
 //! connection for longer than the keep-alive.
 //!
-//! Publishing never blocks a poll round: a publish that finds the client's queue
-//! full is dropped and counted.
+//! Reports are never published straight from a poll round: they go through the
+//! outbox (write-ahead log) and the publisher sends them from there, releasing each
+//! on its PUBACK. Publishing never blocks a poll round.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use rumqttc::{AsyncClient, Event, Incoming, LastWill, MqttOptions, QoS};
 use serde_json::json;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::config::MqttConfig;
+mod publisher;
 
-/// Requests the client queues while the connection is busy or down.
-const QUEUE_CAPACITY: usize = 10_000;
-/// QoS 1 publishes awaiting their PUBACK at once.
-const INFLIGHT: u16 = 100;
-/// Longest wait between reconnect attempts to the broker.
-const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
+use publisher::Publisher;
+
+use crate::config::MqttConfig;
+use crate::wal::{Message, Outbox};
 
 /// `{prefix}/{product}/{device}/{suffix}`, or without the prefix when it is empty.
 pub fn topic(prefix: &str, product: &str, device: &str, suffix: &str) -> String {
@@ -71,7 +70,7 @@ impl UplinkStats {
         self.connects.load(Ordering::Relaxed)
     }
 
-    /// Messages handed to the client.
+    /// Messages handed to the client (replays included).
     pub fn published(&self) -> u64 {
         self.published.load(Ordering::Relaxed)
     }
@@ -81,7 +80,7 @@ impl UplinkStats {
         self.acked.load(Ordering::Relaxed)
     }
 
-    /// Messages dropped because the client's queue was full.
+    /// Publishes the client refused (its queue was full); they stay in the log.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
@@ -123,90 +122,34 @@ impl UplinkStats {
     }
 }
 
-/// A connected (or connecting) MQTT client.
+/// The uplink as the rest of the engine sees it: reports go through the outbox
+/// (WAL), statuses straight to the publisher.
 #[derive(Debug, Clone)]
 pub struct Uplink {
-    client: AsyncClient,
+    outbox: Arc<Outbox>,
+    statuses: mpsc::UnboundedSender<(String, Vec<u8>)>,
     prefix: String,
-    qos: QoS,
-    status_topic: String,
     stats: Arc<UplinkStats>,
 }
 
-fn now_ms() -> i64 {
-    crate::clock::now_ms()
-}
-
 impl Uplink {
-    /// Connects in the background; the returned task drives the connection and
-    /// reconnects until the uplink is dropped.
-    pub fn start(config: &MqttConfig) -> (Self, JoinHandle<()>) {
-        let status_topic = topic(
-            &config.topic_prefix,
-            "collector",
-            &config.client_id,
-            "status/post",
-        );
-        let mut options =
-            MqttOptions::new(&config.client_id, &config.broker_host, config.broker_port);
-        options
-            .set_keep_alive(Duration::from_secs(u64::from(config.keep_alive_sec.max(1))))
-            .set_clean_session(true)
-            .set_inflight(INFLIGHT)
-            .set_request_channel_capacity(QUEUE_CAPACITY)
-            .set_last_will(LastWill::new(
-                &status_topic,
-                status_payload(false, 0),
-                QoS::AtLeastOnce,
-                true,
-            ));
-        if let Some(username) = &config.username {
-            options.set_credentials(username, config.password.clone().unwrap_or_default());
-        }
-        let (client, mut eventloop) = AsyncClient::new(options, QUEUE_CAPACITY);
+    /// Starts the publisher in the background; it connects, reconnects, publishes
+    /// the outbox's records and releases them on PUBACK until `shutdown`.
+    pub fn start(
+        config: &MqttConfig,
+        outbox: Arc<Outbox>,
+        shutdown: watch::Receiver<bool>,
+    ) -> (Self, JoinHandle<()>) {
+        let (statuses, status_rx) = mpsc::unbounded_channel();
+        let stats = Arc::<UplinkStats>::default();
         let uplink = Self {
-            client,
+            outbox: Arc::clone(&outbox),
+            statuses,
             prefix: config.topic_prefix.clone(),
-            qos: if config.qos == 0 {
-                QoS::AtMostOnce
-            } else {
-                QoS::AtLeastOnce
-            },
-            status_topic,
-            stats: Arc::default(),
+            stats: Arc::clone(&stats),
         };
-        let driver = uplink.clone();
-        let task = tokio::spawn(async move {
-            let mut delay = Duration::from_millis(100);
-            loop {
-                match eventloop.poll().await {
-                    Ok(Event::Incoming(Incoming::ConnAck(_))) => {
-                        delay = Duration::from_millis(100);
-                        driver.stats.connected.store(true, Ordering::Relaxed);
-                        driver.stats.connects.fetch_add(1, Ordering::Relaxed);
-                        // A clean session starts with nothing in flight.
-                        if let Ok(mut pending) = driver.stats.pending.lock() {
-                            pending.clear();
-                        }
-                        tracing::info!("connected to the MQTT broker");
-                        let online = status_payload(true, now_ms());
-                        driver.send(driver.status_topic.clone(), online, true);
-                    }
-                    Ok(Event::Incoming(Incoming::PubAck(_))) => driver.stats.acknowledged(),
-                    Ok(_) => {}
-                    Err(error) => {
-                        if driver.stats.connected.swap(false, Ordering::Relaxed) {
-                            tracing::warn!(%error, "lost the MQTT broker");
-                        }
-                        if let Ok(mut last) = driver.stats.last_error.lock() {
-                            *last = error.to_string();
-                        }
-                        tokio::time::sleep(delay).await;
-                        delay = (delay * 2).min(MAX_RECONNECT_DELAY);
-                    }
-                }
-            }
-        });
+        let publisher = Publisher::new(config, outbox, stats);
+        let task = tokio::spawn(publisher.run(status_rx, shutdown));
         (uplink, task)
     }
 
@@ -214,44 +157,25 @@ impl Uplink {
         &self.stats
     }
 
+    pub fn outbox(&self) -> &Arc<Outbox> {
+        &self.outbox
+    }
+
     /// A device topic under this uplink's prefix.
     pub fn device_topic(&self, product: &str, device: &str, suffix: &str) -> String {
         topic(&self.prefix, product, device, suffix)
     }
 
-    /// Queues a message at the configured QoS; false when it had to be dropped.
-    pub fn publish(&self, topic: String, payload: Vec<u8>, retain: bool) -> bool {
-        self.send(topic, payload, retain)
+    /// Queues a report: it is published once durably in the log (invariant 1).
+    pub fn report(&self, message: Message) {
+        self.outbox.push(message);
     }
 
-    fn send(&self, topic: String, payload: Vec<u8>, retain: bool) -> bool {
-        match self.client.try_publish(topic, self.qos, retain, payload) {
-            Ok(()) => {
-                self.stats.published.fetch_add(1, Ordering::Relaxed);
-                if self.qos == QoS::AtLeastOnce {
-                    self.stats.queued();
-                }
-                true
-            }
-            Err(error) => {
-                self.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%error, "MQTT publish dropped");
-                false
-            }
-        }
-    }
-
-    /// Publishes the collector's offline status and disconnects cleanly (the broker
-    /// then does not publish the Last Will).
-    pub async fn shutdown(&self) {
-        self.send(
-            self.status_topic.clone(),
-            status_payload(false, now_ms()),
-            true,
-        );
-        if let Err(error) = self.client.disconnect().await {
-            tracing::debug!(%error, "MQTT disconnect");
-        }
+    /// Publishes a retained status; while disconnected only the latest per topic is
+    /// kept, and sent on the next connection.
+    pub fn status(&self, topic: String, payload: Vec<u8>) {
+        // The publisher only stops at shutdown, when statuses no longer matter.
+        let _ = self.statuses.send((topic, payload));
     }
 }
 

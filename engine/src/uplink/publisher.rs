@@ -1,0 +1,309 @@
+//! The publisher: owns the MQTT connection, publishes the outbox's records in log
+//! order, maps each PUBACK back to its record and releases it.
+//!
+//! Each connection gets a fresh client and event loop, so the client never
+//! retransmits on its own: after a reconnect the publisher starts again from the
+//! oldest record in the log (invariant 3 of `docs/wal.md`), which resends exactly
+//! what was not acknowledged, in order, before newer records.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rumqttc::{AsyncClient, Event, EventLoop, Incoming, LastWill, MqttOptions, Outgoing, QoS};
+use tokio::sync::{mpsc, watch};
+
+use super::{UplinkStats, status_payload, topic};
+use crate::clock::now_ms;
+use crate::config::MqttConfig;
+use crate::wal::Outbox;
+
+/// Publishes awaiting their PUBACK at once.
+const INFLIGHT: u16 = 100;
+/// Room kept in the window for statuses.
+const REPORT_WINDOW: usize = INFLIGHT as usize - 10;
+/// Requests the client queues.
+const QUEUE_CAPACITY: usize = 1000;
+/// How often acknowledged records are released in one batch.
+const RELEASE_EVERY: Duration = Duration::from_millis(50);
+/// Longest wait between reconnect attempts to the broker.
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
+
+pub(super) struct Publisher {
+    options: MqttOptions,
+    qos: QoS,
+    status_topic: String,
+    outbox: Arc<Outbox>,
+    stats: Arc<UplinkStats>,
+}
+
+/// One connection's bookkeeping.
+struct Session {
+    client: AsyncClient,
+    connected: bool,
+    /// The last record handed to the client.
+    cursor: Option<u64>,
+    /// Per publish handed to the client, in order: the record it carries (None for
+    /// a status). The event loop reports outgoing publishes in the same order.
+    queued: VecDeque<Option<u64>>,
+    /// Packet id -> record, for publishes awaiting their PUBACK.
+    inflight: HashMap<u16, u64>,
+    acked: Vec<u64>,
+}
+
+impl Publisher {
+    pub(super) fn new(config: &MqttConfig, outbox: Arc<Outbox>, stats: Arc<UplinkStats>) -> Self {
+        let status_topic = topic(
+            &config.topic_prefix,
+            "collector",
+            &config.client_id,
+            "status/post",
+        );
+        let mut options =
+            MqttOptions::new(&config.client_id, &config.broker_host, config.broker_port);
+        options
+            .set_keep_alive(Duration::from_secs(u64::from(config.keep_alive_sec.max(1))))
+            .set_clean_session(true)
+            .set_inflight(INFLIGHT)
+            .set_request_channel_capacity(QUEUE_CAPACITY)
+            .set_max_packet_size(1 << 20, 1 << 20)
+            .set_last_will(LastWill::new(
+                &status_topic,
+                status_payload(false, 0),
+                QoS::AtLeastOnce,
+                true,
+            ));
+        if let Some(username) = &config.username {
+            options.set_credentials(username, config.password.clone().unwrap_or_default());
+        }
+        Self {
+            options,
+            qos: if config.qos == 0 {
+                QoS::AtMostOnce
+            } else {
+                QoS::AtLeastOnce
+            },
+            status_topic,
+            outbox,
+            stats,
+        }
+    }
+
+    pub(super) async fn run(
+        self,
+        mut statuses: mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        // Latest status per topic, sent on (re)connect.
+        let mut latest: HashMap<String, Vec<u8>> = HashMap::new();
+        let mut delay = Duration::from_millis(100);
+        loop {
+            let (client, eventloop) = AsyncClient::new(self.options.clone(), QUEUE_CAPACITY);
+            let mut session = Session {
+                client,
+                connected: false,
+                cursor: None,
+                queued: VecDeque::new(),
+                inflight: HashMap::new(),
+                acked: Vec::new(),
+            };
+            let stop = self
+                .connection(
+                    &mut session,
+                    eventloop,
+                    &mut statuses,
+                    &mut latest,
+                    &mut shutdown,
+                )
+                .await;
+            self.release(&mut session).await;
+            if stop {
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = shutdown.changed() => return,
+            }
+            delay = (delay * 2).min(MAX_RECONNECT_DELAY);
+            if session.connected {
+                delay = Duration::from_millis(100);
+            }
+        }
+    }
+
+    /// Drives one connection until it fails (false) or shutdown (true).
+    async fn connection(
+        &self,
+        session: &mut Session,
+        mut eventloop: EventLoop,
+        statuses: &mut mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+        latest: &mut HashMap<String, Vec<u8>>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> bool {
+        let mut committed = self.outbox.subscribe();
+        let mut release = tokio::time::interval(RELEASE_EVERY);
+        loop {
+            tokio::select! {
+                event = eventloop.poll() => match event {
+                    Ok(Event::Incoming(Incoming::ConnAck(_))) => {
+                        session.connected = true;
+                        self.stats.connected.store(true, Ordering::Relaxed);
+                        self.stats.connects.fetch_add(1, Ordering::Relaxed);
+                        tracing::info!("connected to the MQTT broker");
+                        self.send_status(session, self.status_topic.clone(), status_payload(true, now_ms()));
+                        for (topic, payload) in latest.drain() {
+                            self.send_status(session, topic, payload);
+                        }
+                        // Invariant 3: every connection starts from the oldest record.
+                        session.cursor = None;
+                        self.fill(session);
+                    }
+                    Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
+                        if let Some(Some(id)) = session.queued.pop_front() {
+                            if self.qos == QoS::AtMostOnce {
+                                session.acked.push(id);
+                            } else {
+                                session.inflight.insert(pkid, id);
+                            }
+                        }
+                    }
+                    Ok(Event::Incoming(Incoming::PubAck(ack))) => {
+                        self.stats.acknowledged();
+                        // Invariant 2: a record is released only after its PUBACK.
+                        if let Some(id) = session.inflight.remove(&ack.pkid) {
+                            session.acked.push(id);
+                        }
+                        self.fill(session);
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        if self.stats.connected.swap(false, Ordering::Relaxed) {
+                            tracing::warn!(%error, "lost the MQTT broker");
+                        }
+                        if let Ok(mut last) = self.stats.last_error.lock() {
+                            *last = error.to_string();
+                        }
+                        return false;
+                    }
+                },
+                _ = committed.changed() => self.fill(session),
+                Some((topic, payload)) = statuses.recv() => {
+                    if session.connected {
+                        self.send_status(session, topic, payload);
+                    } else {
+                        latest.insert(topic, payload);
+                    }
+                }
+                _ = release.tick() => self.release(session).await,
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        self.goodbye(session, eventloop).await;
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hands records after the cursor to the client while the window has room.
+    fn fill(&self, session: &mut Session) {
+        if !session.connected {
+            return;
+        }
+        loop {
+            let used = session.queued.len() + session.inflight.len();
+            if used >= REPORT_WINDOW {
+                return;
+            }
+            let records = match self
+                .outbox
+                .log()
+                .read_after(session.cursor, REPORT_WINDOW - used)
+            {
+                Ok(records) => records,
+                Err(error) => {
+                    tracing::error!(%error, "cannot read the WAL");
+                    return;
+                }
+            };
+            if records.is_empty() {
+                return;
+            }
+            for record in records {
+                let message = record.message;
+                match session.client.try_publish(
+                    message.topic,
+                    self.qos,
+                    message.retain,
+                    message.payload,
+                ) {
+                    Ok(()) => {
+                        session.queued.push_back(Some(record.id));
+                        session.cursor = Some(record.id);
+                        self.stats.published.fetch_add(1, Ordering::Relaxed);
+                        if self.qos == QoS::AtLeastOnce {
+                            self.stats.queued();
+                        }
+                    }
+                    Err(_) => {
+                        // The record stays in the log and goes out later.
+                        self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn send_status(&self, session: &mut Session, topic: String, payload: Vec<u8>) {
+        if session
+            .client
+            .try_publish(topic, QoS::AtLeastOnce, true, payload)
+            .is_ok()
+        {
+            session.queued.push_back(None);
+        }
+    }
+
+    async fn release(&self, session: &mut Session) {
+        if session.acked.is_empty() {
+            return;
+        }
+        let ids = std::mem::take(&mut session.acked);
+        let log = Arc::clone(self.outbox.log());
+        let released = tokio::task::spawn_blocking(move || log.release(&ids)).await;
+        if !matches!(released, Ok(Ok(()))) {
+            // The records stay in the log and are published again later (duplicates
+            // are allowed: consumers drop them by seq).
+            tracing::error!("releasing acknowledged WAL records failed");
+        }
+    }
+
+    /// Publishes the offline status and disconnects cleanly, so the broker does not
+    /// send the Last Will.
+    async fn goodbye(&self, session: &mut Session, mut eventloop: EventLoop) {
+        if !session.connected {
+            return;
+        }
+        let _ = session.client.try_publish(
+            &self.status_topic,
+            QoS::AtLeastOnce,
+            true,
+            status_payload(false, now_ms()),
+        );
+        let _ = session.client.try_disconnect();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while tokio::time::Instant::now() < deadline {
+            match tokio::time::timeout_at(deadline, eventloop.poll()).await {
+                Ok(Ok(Event::Incoming(Incoming::PubAck(ack)))) => {
+                    if let Some(id) = session.inflight.remove(&ack.pkid) {
+                        session.acked.push(id);
+                    }
+                }
+                Ok(Ok(Event::Outgoing(Outgoing::Disconnect))) | Ok(Err(_)) | Err(_) => break,
+                Ok(Ok(_)) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! Store and forward: every report is appended to a write-ahead log before it is
+//! published, and leaves the log only after the broker acknowledged it.
+//!
+//! Reports enter an in-memory ring ([`Outbox::push`]); a committer task drains the
+//! ring in batches, one durable redb commit per batch (group commit), so throughput
+//! does not fall to the disk's fsync rate. The publisher (`uplink`) reads committed
+//! records in id order, publishes them, and releases each on its PUBACK. After a
+//! reconnect it publishes the whole log again from its oldest record, so the
+//! backlog goes out in order per device, ahead of newer data. The numbered
+//! invariants are in `docs/wal.md`; the code cites them.
+
+mod log;
+mod memory_log;
+mod record;
+mod redb_log;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+
+pub use log::{Appended, MessageLog};
+pub use memory_log::MemoryLog;
+pub use record::{Message, Record, RecordError, decode, encode};
+pub use redb_log::{FORMAT_VERSION, RedbLog, count};
+
+use crate::config::{OverflowPolicy, WalConfig};
+use crate::store::Store;
+
+/// Why the WAL failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum WalError {
+    #[error(
+        "the WAL in {path} has format version {found}, newer than this engine's {supported}: run a newer engine, or move the file aside to start with an empty log"
+    )]
+    NewerFormat {
+        found: u64,
+        supported: u64,
+        path: String,
+    },
+    #[error("WAL database error: {0}")]
+    Database(String),
+}
+
+/// Counters of the outbox, for `/health` and `/metrics`.
+#[derive(Debug, Default)]
+pub struct OutboxStats {
+    pub appended: AtomicU64,
+    pub dropped_oldest: AtomicU64,
+    pub dropped_newest: AtomicU64,
+    pub commits: AtomicU64,
+    pub commit_errors: AtomicU64,
+}
+
+/// The ring in front of the log, and the log.
+#[derive(Debug)]
+pub struct Outbox {
+    log: Arc<dyn MessageLog>,
+    policy: OverflowPolicy,
+    ring: Mutex<VecDeque<Message>>,
+    ring_capacity: usize,
+    group_commit: Duration,
+    wake: Notify,
+    committed: watch::Sender<u64>,
+    stats: OutboxStats,
+}
+
+/// Wait before retrying a commit that failed.
+const COMMIT_RETRY: Duration = Duration::from_secs(1);
+
+impl Outbox {
+    /// The outbox for `config`: the redb log in `store` when the WAL is enabled, a
+    /// memory ring otherwise.
+    ///
+    /// # Errors
+    /// When the log cannot be opened (see [`RedbLog::open`]).
+    pub fn open(config: &WalConfig, store: &Store) -> Result<Arc<Self>, WalError> {
+        let log: Arc<dyn MessageLog> = if config.enabled {
+            Arc::new(RedbLog::open(
+                store,
+                config.total_quota_mb.saturating_mul(1 << 20),
+            )?)
+        } else {
+            Arc::new(MemoryLog::new(config.ring_capacity as usize))
+        };
+        Ok(Self::with_log(
+            log,
+            config.overflow_policy,
+            config.ring_capacity as usize,
+            Duration::from_millis(config.group_commit_ms),
+        ))
+    }
+
+    pub fn with_log(
+        log: Arc<dyn MessageLog>,
+        policy: OverflowPolicy,
+        ring_capacity: usize,
+        group_commit: Duration,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            log,
+            policy,
+            ring: Mutex::new(VecDeque::new()),
+            ring_capacity: ring_capacity.max(1),
+            group_commit,
+            wake: Notify::new(),
+            committed: watch::channel(0).0,
+            stats: OutboxStats::default(),
+        })
+    }
+
+    pub fn log(&self) -> &Arc<dyn MessageLog> {
+        &self.log
+    }
+
+    pub fn stats(&self) -> &OutboxStats {
+        &self.stats
+    }
+
+    /// Messages waiting in the ring for the next commit.
+    pub fn ring_len(&self) -> usize {
+        self.ring().len()
+    }
+
+    /// Bumped after every commit that stored something.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.committed.subscribe()
+    }
+
+    fn ring(&self) -> std::sync::MutexGuard<'_, VecDeque<Message>> {
+        self.ring.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues a message for the next commit. Never blocks: when the ring is full
+    /// (the disk cannot keep up), the overflow policy drops a message and counts it.
+    pub fn push(&self, message: Message) {
+        {
+            let mut ring = self.ring();
+            if ring.len() >= self.ring_capacity {
+                let counter = match self.policy {
+                    OverflowPolicy::DropOldest => {
+                        ring.pop_front();
+                        ring.push_back(message);
+                        &self.stats.dropped_oldest
+                    }
+                    OverflowPolicy::DropNewest => &self.stats.dropped_newest,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(policy = ?self.policy, "outbox ring full: a report was dropped");
+            } else {
+                ring.push_back(message);
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    /// Commits what the ring holds, in batches, until `shutdown` turns true; then
+    /// commits what is left.
+    pub async fn run_committer(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                _ = self.wake.notified() => {
+                    // Let the batch grow for a moment: one commit for many reports.
+                    tokio::time::sleep(self.group_commit).await;
+                    self.commit_pending().await;
+                }
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        self.commit_pending().await;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn commit_pending(self: &Arc<Self>) {
+        loop {
+            let batch: Vec<Message> = self.ring().drain(..).collect();
+            if batch.is_empty() {
+                return;
+            }
+            let count = batch.len();
+            let this = Arc::clone(self);
+            let kept = batch.clone();
+            let result =
+                tokio::task::spawn_blocking(move || this.log.append(batch, this.policy)).await;
+            match result {
+                Ok(Ok(outcome)) => {
+                    self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                    self.stats
+                        .appended
+                        .fetch_add(outcome.stored, Ordering::Relaxed);
+                    self.stats
+                        .dropped_oldest
+                        .fetch_add(outcome.dropped_oldest, Ordering::Relaxed);
+                    self.stats
+                        .dropped_newest
+                        .fetch_add(outcome.dropped_newest, Ordering::Relaxed);
+                    if outcome.dropped_oldest + outcome.dropped_newest > 0 {
+                        tracing::warn!(
+                            dropped_oldest = outcome.dropped_oldest,
+                            dropped_newest = outcome.dropped_newest,
+                            "WAL quota reached: reports dropped by the overflow policy"
+                        );
+                    }
+                    self.committed.send_modify(|n| *n = n.wrapping_add(1));
+                }
+                Ok(Err(error)) => {
+                    self.failed(kept, &error.to_string()).await;
+                    return;
+                }
+                Err(error) => {
+                    self.failed(kept, &error.to_string()).await;
+                    return;
+                }
+            }
+            tracing::trace!(count, "WAL batch committed");
+        }
+    }
+
+    /// Puts a batch whose commit failed back at the front of the ring and waits
+    /// before the next try; the ring's policy bounds memory meanwhile.
+    async fn failed(&self, batch: Vec<Message>, error: &str) {
+        self.stats.commit_errors.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(%error, "WAL commit failed; retrying");
+        {
+            let mut ring = self.ring();
+            for message in batch.into_iter().rev() {
+                ring.push_front(message);
+            }
+            while ring.len() > self.ring_capacity {
+                match self.policy {
+                    OverflowPolicy::DropOldest => ring.pop_front(),
+                    OverflowPolicy::DropNewest => ring.pop_back(),
+                };
+                let counter = match self.policy {
+                    OverflowPolicy::DropOldest => &self.stats.dropped_oldest,
+                    OverflowPolicy::DropNewest => &self.stats.dropped_newest,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        tokio::time::sleep(COMMIT_RETRY).await;
+        self.wake.notify_one();
+    }
+}

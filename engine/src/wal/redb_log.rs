@@ -1,0 +1,234 @@
+//! The durable log in redb (table layout and invariants: `docs/wal.md`).
+
+use std::sync::Mutex;
+
+use redb::{Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+
+use super::WalError;
+use super::log::{Appended, MessageLog};
+use super::record::{Message, Record, decode, encode};
+use crate::config::OverflowPolicy;
+use crate::store::Store;
+
+/// Record id -> encoded record.
+const RECORDS: TableDefinition<u64, &[u8]> = TableDefinition::new("wal_records");
+/// Format version and counters.
+const META: TableDefinition<&str, u64> = TableDefinition::new("wal_meta");
+/// The format this engine writes (invariant 6).
+pub const FORMAT_VERSION: u64 = 1;
+
+#[derive(Debug, Default)]
+struct Counters {
+    next_id: u64,
+    records: u64,
+    bytes: u64,
+    corrupt: u64,
+}
+
+/// The WAL in the engine's redb file.
+#[derive(Debug)]
+pub struct RedbLog {
+    store: Store,
+    quota_bytes: u64,
+    counters: Mutex<Counters>,
+}
+
+fn db<E: std::fmt::Display>(error: E) -> WalError {
+    WalError::Database(error.to_string())
+}
+
+impl RedbLog {
+    /// Opens the log, checking its format version and every record's checksum.
+    ///
+    /// # Errors
+    /// A log written in a newer format (refused with a message saying what to do),
+    /// or a database error.
+    pub fn open(store: &Store, quota_bytes: u64) -> Result<Self, WalError> {
+        let write = store.db().begin_write().map_err(db)?;
+        let mut counters = Counters::default();
+        let mut damaged = Vec::new();
+        {
+            let mut meta = write.open_table(META).map_err(db)?;
+            let records = write.open_table(RECORDS).map_err(db)?;
+            let format = meta.get("format").map_err(db)?.map(|v| v.value());
+            match format {
+                None => {
+                    meta.insert("format", FORMAT_VERSION).map_err(db)?;
+                }
+                Some(version) if version > FORMAT_VERSION => {
+                    return Err(WalError::NewerFormat {
+                        found: version,
+                        supported: FORMAT_VERSION,
+                        path: store.path().display().to_string(),
+                    });
+                }
+                Some(_) => {}
+            }
+            counters.next_id = meta
+                .get("next_id")
+                .map_err(db)?
+                .map(|v| v.value())
+                .unwrap_or(1);
+            for entry in records.iter().map_err(db)? {
+                let (id, value) = entry.map_err(db)?;
+                let (id, value) = (id.value(), value.value());
+                counters.next_id = counters.next_id.max(id + 1);
+                if decode(value).is_ok() {
+                    counters.records += 1;
+                    counters.bytes += value.len() as u64;
+                } else {
+                    damaged.push(id);
+                }
+            }
+        }
+        if !damaged.is_empty() {
+            tracing::error!(
+                records = damaged.len(),
+                "damaged WAL records skipped and removed"
+            );
+            let mut records = write.open_table(RECORDS).map_err(db)?;
+            for id in &damaged {
+                records.remove(id).map_err(db)?;
+            }
+            counters.corrupt = damaged.len() as u64;
+        }
+        write.commit().map_err(db)?;
+        Ok(Self {
+            store: store.clone(),
+            quota_bytes,
+            counters: Mutex::new(counters),
+        })
+    }
+
+    fn counters(&self) -> std::sync::MutexGuard<'_, Counters> {
+        self.counters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl MessageLog for RedbLog {
+    fn append(&self, messages: Vec<Message>, policy: OverflowPolicy) -> Result<Appended, WalError> {
+        let mut counters = self.counters();
+        let mut outcome = Appended::default();
+        let (mut next_id, mut records_held, mut bytes) =
+            (counters.next_id, counters.records, counters.bytes);
+        let write = self.store.db().begin_write().map_err(db)?;
+        {
+            let mut records = write.open_table(RECORDS).map_err(db)?;
+            for message in messages {
+                let encoded = encode(&message);
+                let size = encoded.len() as u64;
+                if bytes + size > self.quota_bytes && policy == OverflowPolicy::DropOldest {
+                    while bytes + size > self.quota_bytes {
+                        let Some((_, value)) = records.pop_first().map_err(db)? else {
+                            break;
+                        };
+                        bytes -= value.value().len() as u64;
+                        records_held -= 1;
+                        outcome.dropped_oldest += 1;
+                    }
+                }
+                if bytes + size > self.quota_bytes {
+                    outcome.dropped_newest += 1;
+                    continue;
+                }
+                records.insert(next_id, encoded.as_slice()).map_err(db)?;
+                next_id += 1;
+                records_held += 1;
+                bytes += size;
+                outcome.stored += 1;
+            }
+            let mut meta = write.open_table(META).map_err(db)?;
+            meta.insert("next_id", next_id).map_err(db)?;
+        }
+        // Invariant 1: the batch is durable before any of it is published.
+        write.commit().map_err(db)?;
+        counters.next_id = next_id;
+        counters.records = records_held;
+        counters.bytes = bytes;
+        Ok(outcome)
+    }
+
+    fn read_after(&self, after: Option<u64>, limit: usize) -> Result<Vec<Record>, WalError> {
+        let start = after.map_or(0, |id| id.saturating_add(1));
+        let mut out = Vec::new();
+        let mut damaged = Vec::new();
+        {
+            let read = self.store.db().begin_read().map_err(db)?;
+            let records = match read.open_table(RECORDS) {
+                Ok(table) => table,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(out),
+                Err(error) => return Err(db(error)),
+            };
+            for entry in records.range(start..).map_err(db)? {
+                if out.len() >= limit {
+                    break;
+                }
+                let (id, value) = entry.map_err(db)?;
+                match decode(value.value()) {
+                    Ok(message) => out.push(Record {
+                        id: id.value(),
+                        message,
+                    }),
+                    Err(_) => damaged.push((id.value(), value.value().len() as u64)),
+                }
+            }
+        }
+        if !damaged.is_empty() {
+            tracing::error!(
+                records = damaged.len(),
+                "damaged WAL records skipped and removed"
+            );
+            let ids: Vec<u64> = damaged.iter().map(|(id, _)| *id).collect();
+            self.release(&ids)?;
+            self.counters().corrupt += ids.len() as u64;
+        }
+        Ok(out)
+    }
+
+    fn release(&self, ids: &[u64]) -> Result<(), WalError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut counters = self.counters();
+        let mut write = self.store.db().begin_write().map_err(db)?;
+        // A lost release only means a duplicate publish after a crash (at-least-once),
+        // so releases need not wait for the disk; the next durable commit carries them.
+        write.set_durability(Durability::None).map_err(db)?;
+        let (mut records_held, mut bytes) = (counters.records, counters.bytes);
+        {
+            let mut records = write.open_table(RECORDS).map_err(db)?;
+            for id in ids {
+                if let Some(value) = records.remove(id).map_err(db)? {
+                    bytes = bytes.saturating_sub(value.value().len() as u64);
+                    records_held = records_held.saturating_sub(1);
+                }
+            }
+        }
+        write.commit().map_err(db)?;
+        counters.records = records_held;
+        counters.bytes = bytes;
+        Ok(())
+    }
+
+    fn size(&self) -> (u64, u64) {
+        let counters = self.counters();
+        (counters.records, counters.bytes)
+    }
+
+    fn corrupt(&self) -> u64 {
+        self.counters().corrupt
+    }
+}
+
+/// How many records a log file holds (for tests and tools).
+///
+/// # Errors
+/// A database error.
+pub fn count(store: &Store) -> Result<u64, WalError> {
+    let read = store.db().begin_read().map_err(db)?;
+    match read.open_table(RECORDS) {
+        Ok(table) => table.len().map_err(db),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
+        Err(error) => Err(db(error)),
+    }
+}
