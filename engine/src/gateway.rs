@@ -11,12 +11,46 @@ use crate::api::{self, ApiState, CollectorView};
 use crate::collector::{Collector, PipelineSet};
 use crate::config::GatewayConfig;
 use crate::runtime::{Registry, Runtime, RuntimeConfig};
-use crate::store::{SeqAllocator, Store};
+use crate::store::{SeqAllocator, Store, StoreError};
 use crate::uplink::Uplink;
-use crate::wal::Outbox;
+use crate::wal::{Outbox, WalError};
 
 /// Sub-directory of the data directory holding precompiled components.
 const COMPONENT_CACHE: &str = "component-cache";
+
+enum StateError {
+    /// The database file is unreadable: set it aside and start afresh.
+    Damaged(String),
+    /// Anything else (a lock held by another engine, a newer WAL format): stop.
+    Fatal(anyhow::Error),
+}
+
+impl std::fmt::Display for StateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StateError::Damaged(error) => f.write_str(error),
+            StateError::Fatal(error) => write!(f, "{error:#}"),
+        }
+    }
+}
+
+type State = (Store, Arc<SeqAllocator>, Arc<Outbox>);
+
+/// Opens the database, the sequence numbers and the outbox.
+fn open_state(config: &GatewayConfig) -> Result<State, StateError> {
+    let dir = &config.collector.wal.dir;
+    let store = Store::open(dir).map_err(|e| match e {
+        StoreError::Open { .. } | StoreError::Database(_) => StateError::Damaged(e.to_string()),
+        other => StateError::Fatal(other.into()),
+    })?;
+    let seq = SeqAllocator::open(&store, config.collector.wal.enabled)
+        .map_err(|e| StateError::Damaged(e.to_string()))?;
+    let outbox = Outbox::open(&config.collector.wal, &store).map_err(|e| match e {
+        WalError::Database(detail) => StateError::Damaged(detail),
+        other => StateError::Fatal(other.into()),
+    })?;
+    Ok((store, Arc::new(seq), outbox))
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -47,9 +81,20 @@ pub async fn run(
         Some(dir) => PipelineSet::load_dir(dir)?,
         None => PipelineSet::builtin()?,
     };
-    let store = Store::open(data_dir)?;
-    let seq = Arc::new(SeqAllocator::open(&store)?);
-    let outbox = Outbox::open(&config.collector.wal, &store)?;
+    let (store, seq, outbox) = match open_state(&config) {
+        Ok(state) => state,
+        Err(StateError::Damaged(error)) => {
+            // Invariant 5: a damaged file never stops the gateway; it is kept aside.
+            let aside = Store::set_aside(data_dir)?;
+            tracing::error!(
+                %error,
+                aside = %aside.display(),
+                "the database was damaged and has been set aside; starting with an empty one"
+            );
+            open_state(&config).map_err(|e| anyhow::anyhow!("{e}"))?
+        }
+        Err(StateError::Fatal(error)) => return Err(error),
+    };
     let committer = tokio::spawn(Arc::clone(&outbox).run_committer(shutdown.clone()));
     let (uplink, publisher) = Uplink::start(
         &config.collector.mqtt,
@@ -77,6 +122,7 @@ pub async fn run(
             let state = ApiState {
                 collector: Arc::new(CollectorView::of(&collector)),
                 uplink: Arc::clone(uplink.stats()),
+                outbox: Arc::clone(&outbox),
                 started: Instant::now(),
             };
             let listener = tokio::net::TcpListener::bind(http.listen)

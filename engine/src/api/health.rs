@@ -42,7 +42,26 @@ pub async fn health(State(state): State<ApiState>) -> Json<Value> {
             "backlog": uplink.backlog(),
             "lastError": uplink.last_error(),
         },
+        "wal": wal(&state),
         "devices": { "total": view.devices.len(), "online": online, "offline": offline, "unknown": unknown },
         "connections": links,
     }))
+}
+
+fn wal(state: &ApiState) -> Value {
+    let outbox = &state.outbox;
+    let stats = outbox.stats();
+    let (records, bytes) = outbox.log().size();
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    json!({
+        "records": records,
+        "bytes": bytes,
+        "ring": outbox.ring_len(),
+        "appended": load(&stats.appended),
+        "commits": load(&stats.commits),
+        "commitErrors": load(&stats.commit_errors),
+        "droppedOldest": load(&stats.dropped_oldest),
+        "droppedNewest": load(&stats.dropped_newest),
+        "corrupt": outbox.log().corrupt(),
+    })
 }

@@ -200,6 +200,62 @@ fn render(state: &ApiState, out: &mut String) {
         header(out, name, kind, help);
         let _ = writeln!(out, "{name} {value}");
     }
+    let stats = state.outbox.stats();
+    let (records, bytes) = state.outbox.log().size();
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    for (name, kind, help, value) in [
+        (
+            "sluice_wal_records",
+            "gauge",
+            "Reports in the WAL awaiting their PUBACK.",
+            records,
+        ),
+        (
+            "sluice_wal_bytes",
+            "gauge",
+            "Bytes of reports in the WAL.",
+            bytes,
+        ),
+        (
+            "sluice_wal_appended_total",
+            "counter",
+            "Reports appended to the WAL.",
+            load(&stats.appended),
+        ),
+        (
+            "sluice_wal_commits_total",
+            "counter",
+            "Durable WAL commits (group commits).",
+            load(&stats.commits),
+        ),
+        (
+            "sluice_wal_commit_errors_total",
+            "counter",
+            "WAL commits that failed and were retried.",
+            load(&stats.commit_errors),
+        ),
+        (
+            "sluice_wal_dropped_oldest_total",
+            "counter",
+            "Old reports dropped by DROP_OLDEST at the quota.",
+            load(&stats.dropped_oldest),
+        ),
+        (
+            "sluice_wal_dropped_newest_total",
+            "counter",
+            "New reports refused by DROP_NEWEST at the quota.",
+            load(&stats.dropped_newest),
+        ),
+        (
+            "sluice_wal_corrupt_total",
+            "counter",
+            "Damaged WAL records skipped.",
+            state.outbox.log().corrupt(),
+        ),
+    ] {
+        header(out, name, kind, help);
+        let _ = writeln!(out, "{name} {value}");
+    }
     let (sum, count) = uplink.publish_latency();
     header(
         out,

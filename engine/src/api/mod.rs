@@ -19,6 +19,7 @@ use crate::uplink::UplinkStats;
 pub struct ApiState {
     pub collector: Arc<CollectorView>,
     pub uplink: Arc<UplinkStats>,
+    pub outbox: Arc<crate::wal::Outbox>,
     pub started: Instant,
 }
 

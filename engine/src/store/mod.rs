@@ -7,7 +7,7 @@ mod seq;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use seq::SeqAllocator;
+pub use seq::{LAST_COMMITTED, SeqAllocator};
 
 /// File name of the database inside the data directory.
 pub const FILE_NAME: &str = "sluice.redb";
@@ -23,6 +23,10 @@ pub enum StoreError {
     },
     #[error("cannot open the database {path}: {detail}")]
     Open { path: PathBuf, detail: String },
+    #[error(
+        "the database {0} is in use by another process (is another engine running on this data directory?)"
+    )]
+    Locked(PathBuf),
     #[error("database error: {0}")]
     Database(String),
 }
@@ -52,14 +56,33 @@ impl Store {
             source,
         })?;
         let path = dir.join(FILE_NAME);
-        let db = redb::Database::create(&path).map_err(|e| StoreError::Open {
-            path: path.clone(),
-            detail: e.to_string(),
+        let db = redb::Database::create(&path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked(path.clone()),
+            other => StoreError::Open {
+                path: path.clone(),
+                detail: other.to_string(),
+            },
         })?;
         Ok(Self {
             db: Arc::new(db),
             path,
         })
+    }
+
+    /// Moves a damaged database file aside (`sluice.redb.damaged-<ms>`) so a new one
+    /// can be created, and returns where it went. Nothing is deleted: the file stays
+    /// for inspection or recovery.
+    ///
+    /// # Errors
+    /// When the file cannot be renamed.
+    pub fn set_aside(dir: &Path) -> Result<PathBuf, StoreError> {
+        let path = dir.join(FILE_NAME);
+        let aside = dir.join(format!("{FILE_NAME}.damaged-{}", crate::clock::now_ms()));
+        std::fs::rename(&path, &aside).map_err(|source| StoreError::Directory {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(aside)
     }
 
     pub fn path(&self) -> &Path {

@@ -1,11 +1,16 @@
 //! Per-device report sequence numbers that only ever go up, across restarts and
 //! crashes.
 //!
-//! Numbers are reserved in blocks: before handing out a number above the durable
-//! ceiling, the allocator raises the ceiling by a block in one committed write. A
-//! restart continues above the last ceiling, so a crash can skip numbers (never
-//! more than a block) but never repeat one. One commit per block keeps the cost to
-//! a durable write every [`BLOCK`] reports.
+//! With the WAL on, the WAL's commit records each device's last committed number
+//! in the same transaction as the reports ([`LAST_COMMITTED`]); a restart continues
+//! right after it. A report lost in a crash was never committed, hence never
+//! published, so its number is given again: consumers see no gap and no number
+//! with two different contents (invariant 4 of `docs/wal.md`).
+//!
+//! With the WAL off, numbers are reserved in blocks: before handing out a number
+//! above the durable ceiling, the allocator raises the ceiling by a block in one
+//! committed write. A restart continues above the last ceiling, so a crash can skip
+//! numbers (never more than a block) but never repeat one.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,8 +19,11 @@ use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{Store, StoreError};
 
-/// Device id -> highest reserved sequence number.
+/// Device id -> highest reserved sequence number (WAL off).
 const CEILINGS: TableDefinition<&str, u64> = TableDefinition::new("seq_ceilings");
+/// Device id -> last sequence number committed to the WAL (WAL on); written by
+/// the WAL in its append transaction.
+pub const LAST_COMMITTED: TableDefinition<&str, u64> = TableDefinition::new("seq_last_committed");
 /// Numbers reserved per durable write.
 pub const BLOCK: u64 = 1000;
 
@@ -30,23 +38,34 @@ struct Range {
 pub struct SeqAllocator {
     store: Store,
     ranges: Mutex<HashMap<String, Range>>,
+    wal_enabled: bool,
 }
 
 impl SeqAllocator {
+    /// Numbers continuing from what the WAL committed (`wal_enabled`), or from
+    /// durable block reservations.
+    ///
     /// # Errors
     /// When the table cannot be read.
-    pub fn open(store: &Store) -> Result<Self, StoreError> {
+    pub fn open(store: &Store, wal_enabled: bool) -> Result<Self, StoreError> {
         let mut ranges = HashMap::new();
         let read = store.db().begin_read().map_err(StoreError::db)?;
-        match read.open_table(CEILINGS) {
+        let table = if wal_enabled {
+            LAST_COMMITTED
+        } else {
+            CEILINGS
+        };
+        match read.open_table(table) {
             Ok(table) => {
                 for entry in table.iter().map_err(StoreError::db)? {
-                    let (device, ceiling) = entry.map_err(StoreError::db)?;
-                    let ceiling = ceiling.value();
+                    let (device, last) = entry.map_err(StoreError::db)?;
+                    let last = last.value();
+                    // With the WAL there is nothing to reserve: the ceiling is unlimited.
+                    let ceiling = if wal_enabled { u64::MAX } else { last };
                     ranges.insert(
                         device.value().to_owned(),
                         Range {
-                            next: ceiling + 1,
+                            next: last + 1,
                             ceiling,
                         },
                     );
@@ -58,6 +77,7 @@ impl SeqAllocator {
         Ok(Self {
             store: store.clone(),
             ranges: Mutex::new(ranges),
+            wal_enabled,
         })
     }
 
@@ -67,10 +87,10 @@ impl SeqAllocator {
     /// When a new block cannot be reserved durably; no number is handed out then.
     pub fn next(&self, device: &str) -> Result<u64, StoreError> {
         let mut ranges = self.ranges.lock().unwrap_or_else(|p| p.into_inner());
-        let range = ranges.entry(device.to_owned()).or_insert(Range {
-            next: 1,
-            ceiling: 0,
-        });
+        let ceiling = if self.wal_enabled { u64::MAX } else { 0 };
+        let range = ranges
+            .entry(device.to_owned())
+            .or_insert(Range { next: 1, ceiling });
         if range.next > range.ceiling {
             let ceiling = range.next + BLOCK - 1;
             let write = self.store.db().begin_write().map_err(StoreError::db)?;
@@ -96,7 +116,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sluice-seq-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let store = Store::open(&dir).expect("store");
-        let seq = SeqAllocator::open(&store).expect("seq");
+        let seq = SeqAllocator::open(&store, false).expect("seq");
         assert_eq!(
             (
                 seq.next("a").expect("1"),
@@ -108,7 +128,7 @@ mod tests {
         drop(seq);
         drop(store);
         let store = Store::open(&dir).expect("reopen");
-        let seq = SeqAllocator::open(&store).expect("seq");
+        let seq = SeqAllocator::open(&store, false).expect("seq");
         let after = seq.next("a").expect("next");
         assert!(
             after > 2,

@@ -8,7 +8,7 @@ use super::WalError;
 use super::log::{Appended, MessageLog};
 use super::record::{Message, Record, decode, encode};
 use crate::config::OverflowPolicy;
-use crate::store::Store;
+use crate::store::{LAST_COMMITTED, Store};
 
 /// Record id -> encoded record.
 const RECORDS: TableDefinition<u64, &[u8]> = TableDefinition::new("wal_records");
@@ -114,6 +114,7 @@ impl MessageLog for RedbLog {
         let write = self.store.db().begin_write().map_err(db)?;
         {
             let mut records = write.open_table(RECORDS).map_err(db)?;
+            let mut last_seq = write.open_table(LAST_COMMITTED).map_err(db)?;
             for message in messages {
                 let encoded = encode(&message);
                 let size = encoded.len() as u64;
@@ -129,9 +130,21 @@ impl MessageLog for RedbLog {
                 }
                 if bytes + size > self.quota_bytes {
                     outcome.dropped_newest += 1;
+                    if message.seq > 0 {
+                        // A refused report keeps its number used: consumers see the gap.
+                        last_seq
+                            .insert(message.device.as_str(), message.seq)
+                            .map_err(db)?;
+                    }
                     continue;
                 }
                 records.insert(next_id, encoded.as_slice()).map_err(db)?;
+                if message.seq > 0 {
+                    // Invariant 4: the device's last number commits with its report.
+                    last_seq
+                        .insert(message.device.as_str(), message.seq)
+                        .map_err(db)?;
+                }
                 next_id += 1;
                 records_held += 1;
                 bytes += size;

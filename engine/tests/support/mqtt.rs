@@ -35,23 +35,35 @@ impl Drop for Subscriber {
 impl Subscriber {
     /// Connects to the broker on 127.0.0.1:`port` and subscribes to everything.
     pub async fn connect(port: u16) -> Self {
+        Self::connect_with(port, true).await
+    }
+
+    /// Like [`Subscriber::connect`], with a persistent session: the broker keeps the
+    /// subscription and queues messages while the subscriber (or the broker, if it
+    /// saved its state) is away, so nothing published meanwhile is missed.
+    pub async fn connect_persistent(port: u16) -> Self {
+        Self::connect_with(port, false).await
+    }
+
+    async fn connect_with(port: u16, clean: bool) -> Self {
         let id = format!("test-sub-{}-{port}", std::process::id());
         let mut options = MqttOptions::new(id, "127.0.0.1", port);
         options.set_keep_alive(Duration::from_secs(5));
+        options.set_clean_session(clean);
         options.set_max_packet_size(1 << 20, 1 << 20);
-        let (client, mut eventloop) = AsyncClient::new(options, 100);
-        client
-            .subscribe("#", QoS::AtLeastOnce)
-            .await
-            .expect("subscribe queued");
+        let (client, mut eventloop) = AsyncClient::new(options, 1000);
         let messages = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&messages);
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let mut ready = Some(ready_tx);
         let task = tokio::spawn(async move {
-            let _client = client;
             loop {
                 match eventloop.poll().await {
+                    Ok(Event::Incoming(Incoming::ConnAck(ack))) => {
+                        if !ack.session_present {
+                            let _ = client.try_subscribe("#", QoS::AtLeastOnce);
+                        }
+                    }
                     Ok(Event::Incoming(Incoming::SubAck(_))) => {
                         if let Some(ready) = ready.take() {
                             let _ = ready.send(());
