@@ -139,6 +139,7 @@ impl Outbox {
     pub fn push(&self, message: Message) {
         {
             let mut ring = self.ring();
+            // Invariant 7: only a full ring drops, and every drop is counted.
             if ring.len() >= self.ring_capacity {
                 let counter = match self.policy {
                     OverflowPolicy::DropOldest => {

@@ -118,6 +118,7 @@ impl MessageLog for RedbLog {
             for message in messages {
                 let encoded = encode(&message);
                 let size = encoded.len() as u64;
+                // Invariant 7: the policy applies only when the quota is reached.
                 if bytes + size > self.quota_bytes && policy == OverflowPolicy::DropOldest {
                     while bytes + size > self.quota_bytes {
                         let Some((_, value)) = records.pop_first().map_err(db)? else {
@@ -243,5 +244,181 @@ pub fn count(store: &Store) -> Result<u64, WalError> {
         Ok(table) => table.len().map_err(db),
         Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
         Err(error) => Err(db(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wal::MemoryLog;
+
+    fn store(name: &str) -> (Store, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("sluice-wal-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        (Store::open(&dir).expect("store"), dir)
+    }
+
+    fn message(device: &str, seq: u64, size: usize) -> Message {
+        Message {
+            device: device.into(),
+            seq,
+            topic: format!("P/{device}/property/post"),
+            payload: vec![b'x'; size],
+            retain: false,
+        }
+    }
+
+    fn seqs(log: &dyn MessageLog) -> Vec<u64> {
+        log.read_after(None, usize::MAX)
+            .expect("read")
+            .into_iter()
+            .map(|r| r.message.seq)
+            .collect()
+    }
+
+    #[test]
+    fn records_keep_order_survive_reopen_and_leave_on_release() {
+        let (store, dir) = store("order");
+        let log = RedbLog::open(&store, u64::MAX).expect("open");
+        let batch = (1..=5).map(|s| message("a", s, 10)).collect();
+        assert_eq!(
+            log.append(batch, OverflowPolicy::DropOldest)
+                .expect("append")
+                .stored,
+            5
+        );
+        let records = log.read_after(None, 10).expect("read");
+        assert_eq!(
+            records.iter().map(|r| r.message.seq).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5]
+        );
+        let after_second = log.read_after(Some(records[1].id), 2).expect("read");
+        assert_eq!(
+            after_second
+                .iter()
+                .map(|r| r.message.seq)
+                .collect::<Vec<_>>(),
+            [3, 4]
+        );
+        log.release(&[records[0].id, records[2].id, 9999])
+            .expect("release");
+        drop(log);
+        let log = RedbLog::open(&store, u64::MAX).expect("reopen");
+        assert_eq!(seqs(&log), [2, 4, 5]);
+        assert_eq!(log.size().0, 3);
+        // Ids keep growing after a reopen: new records come after the old ones.
+        log.append(vec![message("a", 6, 10)], OverflowPolicy::DropOldest)
+            .expect("append");
+        assert_eq!(seqs(&log), [2, 4, 5, 6]);
+        drop(store);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_quota_applies_each_policy() {
+        let (store, dir) = store("quota");
+        let one = encode(&message("a", 1, 100)).len() as u64;
+        let log = RedbLog::open(&store, one * 3).expect("open");
+        let batch = |from: u64| {
+            (from..from + 5)
+                .map(|s| message("a", s, 100))
+                .collect::<Vec<_>>()
+        };
+        let newest = log
+            .append(batch(1), OverflowPolicy::DropNewest)
+            .expect("append");
+        assert_eq!((newest.stored, newest.dropped_newest), (3, 2));
+        assert_eq!(seqs(&log), [1, 2, 3]);
+        let oldest = log
+            .append(batch(6), OverflowPolicy::DropOldest)
+            .expect("append");
+        assert_eq!((oldest.stored, oldest.dropped_oldest), (5, 5));
+        assert_eq!(seqs(&log), [8, 9, 10]);
+        assert!(log.size().1 <= one * 3);
+        drop(store);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_newer_format_is_refused_and_damaged_records_are_skipped() {
+        let (store, dir) = store("format");
+        let log = RedbLog::open(&store, u64::MAX).expect("open");
+        log.append(
+            (1..=3).map(|s| message("a", s, 10)).collect(),
+            OverflowPolicy::DropOldest,
+        )
+        .expect("append");
+        drop(log);
+        // Damage record 2's payload behind redb's back.
+        let write = store.db().begin_write().expect("write");
+        {
+            let mut records = write.open_table(RECORDS).expect("table");
+            let mut bytes = records
+                .get(2)
+                .expect("get")
+                .expect("record 2")
+                .value()
+                .to_vec();
+            let last = bytes.len() - 1;
+            bytes[last] ^= 0xFF;
+            records.insert(2, bytes.as_slice()).expect("insert");
+        }
+        write.commit().expect("commit");
+        let log = RedbLog::open(&store, u64::MAX).expect("open with damage");
+        assert_eq!(seqs(&log), [1, 3]);
+        assert_eq!(log.corrupt(), 1);
+        drop(log);
+
+        let write = store.db().begin_write().expect("write");
+        {
+            let mut meta = write.open_table(META).expect("meta");
+            meta.insert("format", FORMAT_VERSION + 1).expect("insert");
+        }
+        write.commit().expect("commit");
+        let refused = RedbLog::open(&store, u64::MAX).expect_err("newer format");
+        assert!(
+            matches!(
+                refused,
+                WalError::NewerFormat {
+                    found: 2,
+                    supported: 1,
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        assert!(
+            refused.to_string().contains("run a newer engine"),
+            "{refused}"
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_memory_ring_applies_each_policy() {
+        let ring = MemoryLog::new(3);
+        let five = |from: u64| {
+            (from..from + 5)
+                .map(|s| message("a", s, 1))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ring.append(five(1), OverflowPolicy::DropNewest)
+                .expect("append")
+                .dropped_newest,
+            2
+        );
+        assert_eq!(seqs(&ring), [1, 2, 3]);
+        assert_eq!(
+            ring.append(five(6), OverflowPolicy::DropOldest)
+                .expect("append")
+                .dropped_oldest,
+            5
+        );
+        assert_eq!(seqs(&ring), [8, 9, 10]);
+        let first = ring.read_after(None, 1).expect("read")[0].id;
+        ring.release(&[first]).expect("release");
+        assert_eq!(seqs(&ring), [9, 10]);
     }
 }
