@@ -239,3 +239,75 @@ async fn report_modes_sequence_numbers_across_a_crash_and_the_last_will() {
         "{new:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unanswered_heartbeats_take_an_idle_connection_offline() {
+    let (sim, handle) = simulator(Duration::ZERO).await;
+    let broker = Mosquitto::start();
+    let http = free_port();
+    // One slow-period tag: the first round connects, then the link is idle and
+    // only heartbeats (every 200 ms, two failures allowed) talk to the device.
+    let mut config = collector(broker.port(), http, "BATCH", 5)
+        .replace("devices:\n", "  heartbeatFailures: 2\ndevices:\n");
+    config.push_str(&format!(
+        "  - deviceId: quiet
+    productId: P
+    deviceNum: quiet
+    channels:
+      - channelId: main
+        protocol: modbus-tcp
+        host: 127.0.0.1
+        port: {}
+        readTimeoutMs: 300
+        heartbeatMs: 200
+        tags:
+          - {{ key: a, address: '40001', dataType: UINT16, periodMs: 60000 }}
+",
+        handle.local_addr().port()
+    ));
+    let dir = scratch_dir("heartbeat");
+    let mut engine = Engine::start(&dir, &config);
+    let connections =
+        |health: &Value, state: &str| health["connections"][state].as_u64().unwrap_or(0);
+    let mut health = Value::Null;
+    for _ in 0..100 {
+        health = serde_json::from_str(&Engine::http_get(http, "/health").await.expect("health"))
+            .expect("JSON");
+        if connections(&health, "ONLINE") == 1 && sim.requests() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        connections(&health, "ONLINE"),
+        1,
+        "connected by the first round: {health}"
+    );
+    assert!(
+        sim.requests() >= 3,
+        "heartbeats reach the idle device: {} requests",
+        sim.requests()
+    );
+    // The device stops answering (the socket stays open, as with a PLC that lost power).
+    sim.set_response_delay(Duration::from_secs(30));
+    let mut went_offline = false;
+    for _ in 0..50 {
+        health = serde_json::from_str(&Engine::http_get(http, "/health").await.expect("health"))
+            .expect("JSON");
+        if connections(&health, "ONLINE") == 0 {
+            went_offline = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    engine.assert_running();
+    assert!(
+        went_offline,
+        "two unanswered heartbeats take the link down: {health}"
+    );
+    let metrics = Engine::http_get(http, "/metrics").await.expect("metrics");
+    assert!(
+        metrics.contains("state=\"RECOVERING\"} 1") || metrics.contains("state=\"OFFLINE\"} 1"),
+        "{metrics}"
+    );
+}
