@@ -4,27 +4,13 @@
 
 mod support;
 
-use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use serde_json::Value;
-use sluice::sim::{SimConfig, SimHandle, Simulator};
 use support::engine::{Engine, scratch_dir};
 use support::mqtt::Subscriber;
 use support::peers::{Mosquitto, free_port};
-
-async fn simulator(delay: Duration) -> (Simulator, SimHandle) {
-    let sim = Simulator::new(SimConfig {
-        registers: 100,
-        response_delay: delay,
-        ..SimConfig::default()
-    });
-    let handle = sim
-        .serve(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-        .await
-        .expect("simulator serves");
-    (sim, handle)
-}
+use support::sim::simulator;
 
 fn collector(mqtt: u16, http: u16, mode: &str, keep_alive: u16) -> String {
     format!(
@@ -74,8 +60,8 @@ fn metric(metrics: &str, line_start: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_device_is_skipped_and_never_delays_the_others_which_share_a_connection() {
-    let (_slow_sim, slow) = simulator(Duration::from_millis(300)).await;
-    let (fast_sim, fast) = simulator(Duration::ZERO).await;
+    let (_slow_sim, slow) = simulator(100, Duration::from_millis(300)).await;
+    let (fast_sim, fast) = simulator(100, Duration::ZERO).await;
     let broker = Mosquitto::start();
     let subscriber = Subscriber::connect(broker.port()).await;
     let http = free_port();
@@ -139,7 +125,7 @@ async fn a_slow_device_is_skipped_and_never_delays_the_others_which_share_a_conn
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn report_modes_sequence_numbers_across_a_crash_and_the_last_will() {
-    let (sim, handle) = simulator(Duration::ZERO).await;
+    let (sim, handle) = simulator(100, Duration::ZERO).await;
     sim.set_holding(0, &[10, 20, 30]);
     let port = handle.local_addr().port();
     let broker = Mosquitto::start();
@@ -242,7 +228,7 @@ async fn report_modes_sequence_numbers_across_a_crash_and_the_last_will() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unanswered_heartbeats_take_an_idle_connection_offline() {
-    let (sim, handle) = simulator(Duration::ZERO).await;
+    let (sim, handle) = simulator(100, Duration::ZERO).await;
     let broker = Mosquitto::start();
     let http = free_port();
     // One slow-period tag: the first round connects, then the link is idle and

@@ -6,29 +6,16 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use sluice::sim::{SimConfig, SimHandle, Simulator};
 use support::engine::{Engine, scratch_dir};
 use support::mqtt::{Message, Subscriber};
 use support::peers::{Mosquitto, Peer, free_port};
+use support::sim::simulator;
 
 const DEVICES: [&str; 3] = ["d1", "d2", "d3"];
-
-async fn simulator() -> (Simulator, SimHandle) {
-    let sim = Simulator::new(SimConfig {
-        registers: 200,
-        ..SimConfig::default()
-    });
-    let handle = sim
-        .serve(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-        .await
-        .expect("simulator serves");
-    (sim, handle)
-}
 
 fn config(mqtt: u16, http: u16, modbus: u16, wal: &str, tags: usize, period: u64) -> String {
     let mut text = format!(
@@ -161,7 +148,7 @@ fn device_messages(subscriber: &Subscriber) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_outage_of_tens_of_seconds_loses_nothing() {
-    let (_sim, modbus) = simulator().await;
+    let (_sim, modbus) = simulator(200, Duration::ZERO).await;
     let mut broker = Mosquitto::start();
     let subscriber = Subscriber::connect_persistent(broker.port()).await;
     let http = free_port();
@@ -194,7 +181,7 @@ async fn a_broker_outage_of_tens_of_seconds_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_the_outage_and_during_the_replay_loses_nothing() {
-    let (_sim, modbus) = simulator().await;
+    let (_sim, modbus) = simulator(200, Duration::ZERO).await;
     let mut broker = Mosquitto::start();
     let subscriber = Subscriber::connect_persistent(broker.port()).await;
     let http = free_port();
@@ -227,7 +214,7 @@ async fn sigkill_during_the_outage_and_during_the_replay_loses_nothing() {
 }
 
 async fn fill_quota(policy: &str) -> (BTreeMap<String, Vec<u64>>, Value, Peer) {
-    let (_sim, modbus) = simulator().await;
+    let (_sim, modbus) = simulator(200, Duration::ZERO).await;
     let mut broker = Mosquitto::start();
     let subscriber = Subscriber::connect_persistent(broker.port()).await;
     let http = free_port();
@@ -319,7 +306,7 @@ fn database(dir: &Path) -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_wal_file_is_detected_and_never_crashes_the_engine() {
-    let (_sim, modbus) = simulator().await;
+    let (_sim, modbus) = simulator(200, Duration::ZERO).await;
     let mut broker = Mosquitto::start();
     let http = free_port();
     let dir = scratch_dir("damaged");

@@ -148,59 +148,61 @@ struct Builder<'a> {
     heartbeats: Vec<Heartbeat>,
 }
 
-/// Builds the collector for the enabled devices of `config` (read from `file`).
-///
-/// # Errors
-/// Every problem found, with positions in `file`: protocols without a codec,
-/// unknown pipelines, tags or settings a component refuses.
-pub(super) fn build(
-    file: &str,
-    config: &GatewayConfig,
-    registry: &Registry,
-    pipelines: &PipelineSet,
-    uplink: Uplink,
-    seq: Arc<SeqAllocator>,
-) -> Result<Collector, BuildError> {
-    let mut builder = Builder {
-        config,
-        registry,
-        pipelines,
-        uplink: &uplink,
-        budget: Budget::new(&config.collector.connections),
-        errors: Diagnostics::new(file),
-        links: HashMap::new(),
-        link_infos: Vec::new(),
-        codecs: HashMap::new(),
-        built_pipelines: HashMap::new(),
-        heartbeats: Vec::new(),
-    };
-    let mut devices = Vec::new();
-    let mut plans = Vec::new();
-    for device in config.devices.iter().filter(|d| d.enabled) {
-        if let Some((built, plan)) = builder.device(device) {
-            devices.push(built);
-            plans.push(plan);
+impl Collector {
+    /// Builds the collector for the enabled devices of `config` (read from `file`).
+    ///
+    /// # Errors
+    /// Every problem found, with positions in `file`: protocols without a codec,
+    /// unknown pipelines, tags or settings a component refuses.
+    pub fn build(
+        file: &str,
+        config: &GatewayConfig,
+        registry: &Registry,
+        pipelines: &PipelineSet,
+        uplink: Uplink,
+        seq: Arc<SeqAllocator>,
+    ) -> Result<Collector, BuildError> {
+        let mut builder = Builder {
+            config,
+            registry,
+            pipelines,
+            uplink: &uplink,
+            budget: Budget::new(&config.collector.connections),
+            errors: Diagnostics::new(file),
+            links: HashMap::new(),
+            link_infos: Vec::new(),
+            codecs: HashMap::new(),
+            built_pipelines: HashMap::new(),
+            heartbeats: Vec::new(),
+        };
+        let mut devices = Vec::new();
+        let mut plans = Vec::new();
+        for device in config.devices.iter().filter(|d| d.enabled) {
+            if let Some((built, plan)) = builder.device(device) {
+                devices.push(built);
+                plans.push(plan);
+            }
         }
+        let Builder {
+            errors,
+            link_infos,
+            heartbeats,
+            ..
+        } = builder;
+        let scheduler = Scheduler::new(
+            &plans,
+            Duration::from_millis(config.collector.per_device_timeout_ms),
+        );
+        errors.into_result(Collector {
+            devices: devices.into(),
+            links: link_infos,
+            counters: scheduler.counters(),
+            scheduler: Some(scheduler),
+            heartbeats,
+            seq,
+            uplink,
+        })
     }
-    let Builder {
-        errors,
-        link_infos,
-        heartbeats,
-        ..
-    } = builder;
-    let scheduler = Scheduler::new(
-        &plans,
-        Duration::from_millis(config.collector.per_device_timeout_ms),
-    );
-    errors.into_result(Collector {
-        devices: devices.into(),
-        links: link_infos,
-        counters: scheduler.counters(),
-        scheduler: Some(scheduler),
-        heartbeats,
-        seq,
-        uplink,
-    })
 }
 
 impl Builder<'_> {

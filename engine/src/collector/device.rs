@@ -312,61 +312,53 @@ impl Device {
                     continue;
                 }
             };
-            let answer = match link.exchange(&channel.session, &frame).await {
-                Ok(answer) => answer,
-                Err(error) => {
-                    self.note_error(format!("channel {}: {error}", channel.id));
-                    bad.extend(
-                        request
-                            .tags
-                            .iter()
-                            .chain(queue.iter().flat_map(|r| &r.tags))
-                            .map(|t| to_device(*t)),
-                    );
-                    read.unreachable = true;
-                    return read;
-                }
-            };
-            // The sample time is when the answer arrived, not when it was processed.
-            let arrived = now_ms();
-            match self.timed(|| channel.session.parse_read(request.id, &answer, arrived)) {
-                Ok(Ok(parsed)) => {
-                    read.answered = true;
-                    batch.append(parsed, to_device);
-                }
-                Ok(Err(FrameError::Device { retry, message, .. })) => {
-                    // The device answered: the connection is fine.
-                    read.answered = true;
-                    if retry.is_empty() {
-                        self.note_error(format!("channel {}: {message}", channel.id));
-                        bad.extend(request.tags.iter().map(|t| to_device(*t)));
-                    } else {
-                        for split in retry.into_iter().rev() {
-                            queue.push_front(split);
+            // A lost connection or a malformed answer ends the channel's round.
+            let lost = match link.exchange(&channel.session, &frame).await {
+                Err(error) => Some(error.to_string()),
+                Ok(answer) => {
+                    // The sample time is when the answer arrived, not when it was processed.
+                    let arrived = now_ms();
+                    match self.timed(|| channel.session.parse_read(request.id, &answer, arrived)) {
+                        Ok(Ok(parsed)) => {
+                            read.answered = true;
+                            batch.append(parsed, to_device);
+                            None
+                        }
+                        Ok(Err(FrameError::Device { retry, message, .. })) => {
+                            // The device answered: the connection is fine.
+                            read.answered = true;
+                            if retry.is_empty() {
+                                self.note_error(format!("channel {}: {message}", channel.id));
+                                bad.extend(request.tags.iter().map(|t| to_device(*t)));
+                            } else {
+                                for split in retry.into_iter().rev() {
+                                    queue.push_front(split);
+                                }
+                            }
+                            None
+                        }
+                        Ok(Err(FrameError::Malformed(message))) => {
+                            link.mark_offline(&message);
+                            Some(format!("malformed answer: {message}"))
+                        }
+                        Err(error) => {
+                            self.codec_failures.fetch_add(1, Ordering::Relaxed);
+                            self.note_error(error);
+                            bad.extend(request.tags.iter().map(|t| to_device(*t)));
+                            None
                         }
                     }
                 }
-                Ok(Err(FrameError::Malformed(message))) => {
-                    link.mark_offline(&message);
-                    self.note_error(format!(
-                        "channel {}: malformed answer: {message}",
-                        channel.id
-                    ));
-                    bad.extend(
-                        request
-                            .tags
-                            .iter()
-                            .chain(queue.iter().flat_map(|r| &r.tags))
-                            .map(|t| to_device(*t)),
-                    );
-                    read.unreachable = true;
-                    return read;
-                }
-                Err(error) => {
-                    self.codec_failures.fetch_add(1, Ordering::Relaxed);
-                    self.note_error(error);
-                    bad.extend(request.tags.iter().map(|t| to_device(*t)));
-                }
+            };
+            if let Some(reason) = lost {
+                self.note_error(format!("channel {}: {reason}", channel.id));
+                let rest = request
+                    .tags
+                    .iter()
+                    .chain(queue.iter().flat_map(|r| &r.tags));
+                bad.extend(rest.map(|t| to_device(*t)));
+                read.unreachable = true;
+                return read;
             }
         }
         read

@@ -17,8 +17,6 @@ use tokio::sync::{Mutex as AsyncMutex, watch};
 
 pub use build::{BuildError, PipelineSet};
 
-use crate::config::GatewayConfig;
-use crate::runtime::Registry;
 pub use device::{Channel, Device, Presence};
 
 use crate::io::Link;
@@ -66,21 +64,6 @@ impl Rounds for DeviceRounds {
 }
 
 impl Collector {
-    /// Builds the collector for the enabled devices of `config` (read from `file`).
-    ///
-    /// # Errors
-    /// Every problem found, with positions in `file`.
-    pub fn build(
-        file: &str,
-        config: &GatewayConfig,
-        registry: &Registry,
-        pipelines: &PipelineSet,
-        uplink: Uplink,
-        seq: Arc<SeqAllocator>,
-    ) -> Result<Self, BuildError> {
-        build::build(file, config, registry, pipelines, uplink, seq)
-    }
-
     /// Runs rounds (and heartbeats) until `shutdown` turns true. Can run once.
     pub async fn run(&mut self, shutdown: watch::Receiver<bool>) {
         let Some(scheduler) = self.scheduler.take() else {

@@ -74,18 +74,24 @@ fn check(table: &Table, start: u16, quantity: u16, max: u16) -> Result<(), u8> {
     Ok(())
 }
 
+/// Reads the range a read request (`start`, `quantity`) names into `scratch`.
+fn read_range(table: &Table, data: &[u8], max: u16, scratch: &mut Vec<u16>) -> Result<(), u8> {
+    let &[s0, s1, q0, q1] = data else {
+        return Err(ILLEGAL_DATA_VALUE);
+    };
+    let (start, quantity) = (u16::from_be_bytes([s0, s1]), u16::from_be_bytes([q0, q1]));
+    check(table, start, quantity, max)?;
+    table.read_into(start, quantity, scratch);
+    Ok(())
+}
+
 fn read_bits(
     table: &Table,
     data: &[u8],
     scratch: &mut Vec<u16>,
     out: &mut Vec<u8>,
 ) -> Result<(), u8> {
-    let &[s0, s1, q0, q1] = data else {
-        return Err(ILLEGAL_DATA_VALUE);
-    };
-    let (start, quantity) = (u16::from_be_bytes([s0, s1]), u16::from_be_bytes([q0, q1]));
-    check(table, start, quantity, MAX_READ_BITS)?;
-    table.read_into(start, quantity, scratch);
+    read_range(table, data, MAX_READ_BITS, scratch)?;
     // At most 2000 bits: 250 bytes, which fits the byte count.
     let bytes = scratch.len().div_ceil(8);
     out.push(u8::try_from(bytes).map_err(|_| ILLEGAL_DATA_VALUE)?);
@@ -105,12 +111,7 @@ fn read_registers(
     scratch: &mut Vec<u16>,
     out: &mut Vec<u8>,
 ) -> Result<(), u8> {
-    let &[s0, s1, q0, q1] = data else {
-        return Err(ILLEGAL_DATA_VALUE);
-    };
-    let (start, quantity) = (u16::from_be_bytes([s0, s1]), u16::from_be_bytes([q0, q1]));
-    check(table, start, quantity, MAX_READ_REGISTERS)?;
-    table.read_into(start, quantity, scratch);
+    read_range(table, data, MAX_READ_REGISTERS, scratch)?;
     // At most 125 registers: 250 bytes.
     out.push(u8::try_from(scratch.len() * 2).map_err(|_| ILLEGAL_DATA_VALUE)?);
     for value in scratch.iter() {

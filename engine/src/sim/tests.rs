@@ -374,34 +374,3 @@ async fn survives_random_bytes() {
     drop((c, fresh));
     wait_for_connections(&sim, 0).await;
 }
-
-/// Throughput on one connection, one request at a time, then pipelined.
-/// Run with `cargo test --release -p sluice --lib sim::tests::throughput -- --ignored --nocapture`.
-#[tokio::test]
-#[ignore = "measurement, not a test"]
-async fn throughput() {
-    let (sim, handle) = start(1000).await;
-    let mut c = TcpStream::connect(handle.local_addr())
-        .await
-        .expect("connect");
-    c.set_nodelay(true).expect("nodelay");
-    let request = frame(1, &[3, 0, 0, 0, 10]);
-    let mut response = [0u8; 29];
-    let n = 50_000u32;
-    let t = Instant::now();
-    for _ in 0..n {
-        c.write_all(&request).await.expect("write");
-        c.read_exact(&mut response).await.expect("read");
-    }
-    let serial = f64::from(n) / t.elapsed().as_secs_f64();
-    let batch: Vec<u8> = (0..100).flat_map(|_| request.clone()).collect();
-    let mut responses = vec![0u8; 29 * 100];
-    let t = Instant::now();
-    for _ in 0..n / 100 {
-        c.write_all(&batch).await.expect("write");
-        c.read_exact(&mut responses).await.expect("read");
-    }
-    let pipelined = f64::from(n) / t.elapsed().as_secs_f64();
-    eprintln!("one connection: {serial:.0} req/s serial, {pipelined:.0} req/s pipelined by 100");
-    assert_eq!(sim.requests(), u64::from(n) * 2);
-}

@@ -9,3 +9,4 @@
 pub mod engine;
 pub mod mqtt;
 pub mod peers;
+pub mod sim;
