@@ -10,6 +10,7 @@
 //! - [`uplink`]: the MQTT client publishing reports and statuses;
 //! - [`wal`]: store and forward: the write-ahead log reports wait in for their PUBACK;
 //! - [`store`]: the redb database (sequence numbers, ...);
+//! - [`lease`]: lease-based online/offline state of drivers and devices;
 //! - [`clock`]: wall-clock timestamps;
 //! - [`broker`]: an in-process MQTT broker for the demo and benchmarks;
 //! - [`api`]: the HTTP API (health, metrics);
@@ -29,6 +30,7 @@ pub mod components;
 pub mod config;
 pub mod gateway;
 pub mod io;
+pub mod lease;
 pub mod model;
 pub mod pipeline;
 pub mod report;

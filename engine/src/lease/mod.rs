@@ -1,0 +1,211 @@
+//! Lease-based state of drivers and devices.
+//!
+//! A heartbeat renews an entity's lease (a device's heartbeat is a round that
+//! reached it; each protocol driver heartbeats itself every 15 s with a 45 s lease).
+//! A scanner wakes every `collector.lease.scanIntervalMs`, claims the rows whose
+//! lease ran out in batches, re-checks each, and sets it offline. Every change of
+//! state is announced: a retained status on the device's status topic and an event
+//! (`device-offline`, `device-online`, `driver-offline`, ...) on its event topic,
+//! for the alarm rules. Rows live in the store, so a restart keeps them: a lease
+//! that ran out while the engine was down expires at the first scan, and a lease
+//! still running stays online until its device answers again.
+
+mod model;
+mod store;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::{Notify, watch};
+
+pub use model::{EntityState, EntityType, StateRow, TimeoutSource, Transition};
+pub use store::{LeaseError, RedbStateStore, Renewal, StateFilter, StateStore};
+
+use crate::clock::now_ms;
+use crate::uplink::Uplink;
+use crate::wal::Message;
+
+/// Rows claimed per scanner transaction.
+const EXPIRE_BATCH: usize = 500;
+/// How often queued heartbeats are applied (one transaction for all of them).
+const RENEW_EVERY: Duration = Duration::from_millis(100);
+/// A driver's own heartbeat period and lease, as the seed sets them.
+pub const DRIVER_HEARTBEAT: Duration = Duration::from_secs(15);
+pub const DRIVER_LEASE_SECONDS: u64 = 45;
+
+/// Where a device's state changes are announced.
+#[derive(Debug, Clone)]
+pub struct Announce {
+    pub status_topic: String,
+    /// `{prefix}/{productId}/{deviceNum}/event/post`; the event name is appended.
+    pub event_topic: String,
+}
+
+/// The lease service: queued heartbeats, the scanner, the announcements.
+#[derive(Debug)]
+pub struct Leases {
+    store: Arc<dyn StateStore>,
+    queue: Mutex<Vec<Renewal>>,
+    wake: Notify,
+    scan_interval: Duration,
+    announce: HashMap<(EntityType, String), Announce>,
+    uplink: Uplink,
+}
+
+impl Leases {
+    pub fn new(
+        store: Arc<dyn StateStore>,
+        scan_interval: Duration,
+        announce: HashMap<(EntityType, String), Announce>,
+        uplink: Uplink,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            queue: Mutex::default(),
+            wake: Notify::new(),
+            scan_interval,
+            announce,
+            uplink,
+        })
+    }
+
+    pub fn store(&self) -> &Arc<dyn StateStore> {
+        &self.store
+    }
+
+    /// Queues a heartbeat; applied within [`RENEW_EVERY`]. Never blocks a round.
+    pub fn renew(&self, renewal: Renewal) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(renewal);
+        self.wake.notify_one();
+    }
+
+    /// An operator's change of state (maintain, back online), announced at once.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn set_state(
+        &self,
+        entity_type: EntityType,
+        entity_id: &str,
+        state: EntityState,
+    ) -> Result<Option<StateRow>, LeaseError> {
+        let transition = self
+            .store
+            .set_state(entity_type, entity_id, state, now_ms())?;
+        Ok(transition.map(|t| {
+            let row = t.row.clone();
+            self.publish(&[t]);
+            row
+        }))
+    }
+
+    /// Applies heartbeats and scans for expired leases until `shutdown`.
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut scan = tokio::time::interval(self.scan_interval);
+        scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = self.wake.notified() => {
+                    tokio::time::sleep(RENEW_EVERY).await;
+                    self.apply_renewals().await;
+                }
+                _ = scan.tick() => self.scan().await,
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        self.apply_renewals().await;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn apply_renewals(self: &Arc<Self>) {
+        let batch = std::mem::take(&mut *self.queue.lock().unwrap_or_else(|p| p.into_inner()));
+        if batch.is_empty() {
+            return;
+        }
+        let store = Arc::clone(&self.store);
+        match tokio::task::spawn_blocking(move || store.renew(&batch, now_ms())).await {
+            Ok(Ok(transitions)) => self.publish(&transitions),
+            Ok(Err(error)) => tracing::error!(%error, "lease renewals failed"),
+            Err(error) => tracing::error!(%error, "lease renewals failed"),
+        }
+    }
+
+    /// Claims expired leases in batches until none is left.
+    async fn scan(self: &Arc<Self>) {
+        loop {
+            let store = Arc::clone(&self.store);
+            let claimed =
+                tokio::task::spawn_blocking(move || store.expire(now_ms(), EXPIRE_BATCH)).await;
+            match claimed {
+                Ok(Ok(transitions)) => {
+                    let more = transitions.len() == EXPIRE_BATCH;
+                    self.publish(&transitions);
+                    if !more {
+                        return;
+                    }
+                }
+                Ok(Err(error)) => {
+                    tracing::error!(%error, "lease scan failed");
+                    return;
+                }
+                Err(error) => {
+                    tracing::error!(%error, "lease scan failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Announces state changes: retained status and an event for the rules.
+    fn publish(&self, transitions: &[Transition]) {
+        let now = now_ms();
+        for transition in transitions {
+            let row = &transition.row;
+            tracing::info!(
+                entity = row.entity_type.as_str(),
+                id = %row.entity_id,
+                from = transition.from.as_str(),
+                to = row.state.as_str(),
+                "state change"
+            );
+            let Some(announce) = self.announce.get(&(row.entity_type, row.entity_id.clone()))
+            else {
+                continue;
+            };
+            let status = json!({ "status": row.state.as_str(), "ts": now })
+                .to_string()
+                .into_bytes();
+            self.uplink.status(announce.status_topic.clone(), status);
+            let event = transition.event();
+            let payload = json!({
+                "event": event,
+                "entityType": row.entity_type.as_str(),
+                "id": row.entity_id,
+                "state": row.state.as_str(),
+                "lastState": transition.from.as_str(),
+                "lastHeartbeat": row.last_heartbeat,
+                "expireTime": row.expire_time,
+                "ts": now,
+            });
+            // Events go through the outbox: durable, like reports.
+            self.uplink.report(Message {
+                device: String::new(),
+                seq: 0,
+                topic: format!("{}/{event}", announce.event_topic),
+                payload: payload.to_string().into_bytes(),
+                retain: false,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,139 @@
+//! Entity state rows: what the lease table holds for each driver and device.
+
+use serde::{Deserialize, Serialize};
+
+/// What kind of entity a row is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntityType {
+    Driver,
+    Device,
+}
+
+impl EntityType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntityType::Driver => "driver",
+            EntityType::Device => "device",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "driver" => Some(EntityType::Driver),
+            "device" => Some(EntityType::Device),
+            _ => None,
+        }
+    }
+
+    pub(super) fn code(self) -> u8 {
+        match self {
+            EntityType::Driver => 3,
+            EntityType::Device => 6,
+        }
+    }
+}
+
+/// The state of a driver or device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntityState {
+    Online,
+    Offline,
+    /// Put aside by an operator; still expected to heartbeat.
+    Maintain,
+    /// Reporting a problem (for example a failing codec health check).
+    Fault,
+}
+
+impl EntityState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntityState::Online => "online",
+            EntityState::Offline => "offline",
+            EntityState::Maintain => "maintain",
+            EntityState::Fault => "fault",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "online" => Some(EntityState::Online),
+            "offline" => Some(EntityState::Offline),
+            "maintain" => Some(EntityState::Maintain),
+            "fault" => Some(EntityState::Fault),
+            _ => None,
+        }
+    }
+
+    /// Live states are held by a lease: when it expires they end offline.
+    pub fn is_live(self) -> bool {
+        !matches!(self, EntityState::Offline)
+    }
+}
+
+/// Where a lease length came from, in priority order (device config first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimeoutSource {
+    System,
+    Driver,
+    Device,
+    Profile,
+}
+
+/// One row of the entity state table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateRow {
+    #[serde(rename = "type")]
+    pub entity_type: EntityType,
+    #[serde(rename = "id")]
+    pub entity_id: String,
+    #[serde(rename = "parent")]
+    pub parent_id: String,
+    pub state: EntityState,
+    pub last_state: EntityState,
+    /// Last renewal, ms since the Unix epoch.
+    pub last_heartbeat: i64,
+    /// When the lease runs out, ms since the Unix epoch.
+    pub expire_time: i64,
+    /// Bumped by every renewal and every expiry; a change this row did not see is
+    /// a reason to leave it alone.
+    pub lease_version: u64,
+    pub timeout_seconds: u64,
+    pub timeout_source: TimeoutSource,
+    /// Free-form details (last error, protocol, node).
+    pub extension: serde_json::Value,
+    pub tenant_id: u32,
+}
+
+impl StateRow {
+    /// The state as a reader should see it at `now`: a live row whose lease ran out
+    /// reads offline even before the scanner reached it.
+    pub fn effective_state(&self, now_ms: i64) -> EntityState {
+        if self.state.is_live() && self.expire_time <= now_ms {
+            EntityState::Offline
+        } else {
+            self.state
+        }
+    }
+}
+
+/// A change of state the engine must announce (status topic, event for the rules).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub row: StateRow,
+    pub from: EntityState,
+}
+
+impl Transition {
+    /// The event name for the rules: `device-offline`, `driver-online`, ...
+    pub fn event(&self) -> String {
+        format!(
+            "{}-{}",
+            self.row.entity_type.as_str(),
+            self.row.state.as_str()
+        )
+    }
+}

@@ -1,0 +1,329 @@
+//! The lease store: an interface a SQL backend can implement (the seed's
+//! `FOR UPDATE SKIP LOCKED` claim maps onto [`StateStore::expire`]), and its redb
+//! implementation.
+
+use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::model::{EntityState, EntityType, StateRow, TimeoutSource, Transition};
+use crate::store::Store;
+
+/// Why the lease store failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("lease store: {0}")]
+pub struct LeaseError(pub String);
+
+fn db<E: std::fmt::Display>(error: E) -> LeaseError {
+    LeaseError(error.to_string())
+}
+
+/// A heartbeat: the entity is alive (or reports a fault) for `timeout_seconds`.
+#[derive(Debug, Clone)]
+pub struct Renewal {
+    pub entity_type: EntityType,
+    pub entity_id: String,
+    pub parent_id: String,
+    pub tenant_id: u32,
+    /// Online or Fault; an operator's Maintain is kept while heartbeats go on.
+    pub state: EntityState,
+    pub timeout_seconds: u64,
+    pub timeout_source: TimeoutSource,
+    pub extension: serde_json::Value,
+}
+
+/// Which rows a list wants (by state: callers filter on the effective state).
+#[derive(Debug, Clone, Default)]
+pub struct StateFilter {
+    pub entity_type: Option<EntityType>,
+    pub parent: Option<String>,
+}
+
+/// Storage of entity states and leases.
+pub trait StateStore: Send + Sync + std::fmt::Debug {
+    /// Applies heartbeats in one transaction; returns the state changes they made.
+    ///
+    /// # Errors
+    /// A storage failure; none of the batch is applied.
+    fn renew(&self, renewals: &[Renewal], now_ms: i64) -> Result<Vec<Transition>, LeaseError>;
+
+    /// An operator's change (maintain, or back online); keeps the lease.
+    ///
+    /// # Errors
+    /// A storage failure, or no such entity (`Ok(None)` is returned for that).
+    fn set_state(
+        &self,
+        entity_type: EntityType,
+        entity_id: &str,
+        state: EntityState,
+        now_ms: i64,
+    ) -> Result<Option<Transition>, LeaseError>;
+
+    /// Claims up to `batch` live rows whose lease ran out at `now`, re-checking each
+    /// (lease version, expiry, live state) before setting it offline.
+    ///
+    /// # Errors
+    /// A storage failure; nothing of the batch is applied.
+    fn expire(&self, now_ms: i64, batch: usize) -> Result<Vec<Transition>, LeaseError>;
+
+    /// One row, as stored (readers apply [`StateRow::effective_state`]).
+    ///
+    /// # Errors
+    /// A storage failure.
+    fn get(&self, entity_type: EntityType, entity_id: &str)
+    -> Result<Option<StateRow>, LeaseError>;
+
+    /// Rows matching `filter`.
+    ///
+    /// # Errors
+    /// A storage failure.
+    fn list(&self, filter: &StateFilter) -> Result<Vec<StateRow>, LeaseError>;
+}
+
+/// Key -> row (JSON).
+const STATES: TableDefinition<&str, &[u8]> = TableDefinition::new("entity_state");
+/// (expire time, key) -> lease version, for live rows only: the expiry index.
+const EXPIRY: TableDefinition<(i64, &str), u64> = TableDefinition::new("entity_expiry");
+
+fn key(entity_type: EntityType, entity_id: &str) -> String {
+    format!("{}:{entity_id}", entity_type.code())
+}
+
+fn encode(row: &StateRow) -> Result<Vec<u8>, LeaseError> {
+    serde_json::to_vec(row).map_err(db)
+}
+
+fn decode(bytes: &[u8]) -> Result<StateRow, LeaseError> {
+    serde_json::from_slice(bytes).map_err(db)
+}
+
+/// The lease table in the engine's redb file.
+#[derive(Debug, Clone)]
+pub struct RedbStateStore {
+    store: Store,
+}
+
+impl RedbStateStore {
+    pub fn new(store: &Store) -> Self {
+        Self {
+            store: store.clone(),
+        }
+    }
+}
+
+type Tables<'t> = (
+    redb::Table<'t, &'static str, &'static [u8]>,
+    redb::Table<'t, (i64, &'static str), u64>,
+);
+
+fn write_row(
+    tables: &mut Tables<'_>,
+    old: Option<&StateRow>,
+    row: &StateRow,
+) -> Result<(), LeaseError> {
+    let key = key(row.entity_type, &row.entity_id);
+    if let Some(old) = old
+        && old.state.is_live()
+    {
+        tables
+            .1
+            .remove((old.expire_time, key.as_str()))
+            .map_err(db)?;
+    }
+    if row.state.is_live() {
+        tables
+            .1
+            .insert((row.expire_time, key.as_str()), row.lease_version)
+            .map_err(db)?;
+    }
+    tables
+        .0
+        .insert(key.as_str(), encode(row)?.as_slice())
+        .map_err(db)?;
+    Ok(())
+}
+
+impl StateStore for RedbStateStore {
+    fn renew(&self, renewals: &[Renewal], now_ms: i64) -> Result<Vec<Transition>, LeaseError> {
+        let mut transitions = Vec::new();
+        let mut write = self.store.db().begin_write().map_err(db)?;
+        // Renewals are frequent; the next durable commit in this file (the WAL's
+        // group commits, or a state change below) carries them to disk.
+        write.set_durability(Durability::None).map_err(db)?;
+        {
+            let mut tables = (
+                write.open_table(STATES).map_err(db)?,
+                write.open_table(EXPIRY).map_err(db)?,
+            );
+            for renewal in renewals {
+                let key = key(renewal.entity_type, &renewal.entity_id);
+                let old = tables
+                    .0
+                    .get(key.as_str())
+                    .map_err(db)?
+                    .map(|v| decode(v.value()))
+                    .transpose()?;
+                let before = old
+                    .as_ref()
+                    .map_or(EntityState::Offline, |o| o.effective_state(now_ms));
+                let state = match (old.as_ref().map(|o| o.state), renewal.state) {
+                    // An operator's maintenance outlives heartbeats.
+                    (Some(EntityState::Maintain), EntityState::Online) => EntityState::Maintain,
+                    (_, state) => state,
+                };
+                let row = StateRow {
+                    entity_type: renewal.entity_type,
+                    entity_id: renewal.entity_id.clone(),
+                    parent_id: renewal.parent_id.clone(),
+                    state,
+                    last_state: if before == state {
+                        old.as_ref().map_or(before, |o| o.last_state)
+                    } else {
+                        before
+                    },
+                    last_heartbeat: now_ms,
+                    expire_time: now_ms
+                        .saturating_add((renewal.timeout_seconds as i64).saturating_mul(1000)),
+                    lease_version: old.as_ref().map_or(0, |o| o.lease_version) + 1,
+                    timeout_seconds: renewal.timeout_seconds,
+                    timeout_source: renewal.timeout_source,
+                    extension: renewal.extension.clone(),
+                    tenant_id: renewal.tenant_id,
+                };
+                write_row(&mut tables, old.as_ref(), &row)?;
+                if before != state {
+                    transitions.push(Transition { row, from: before });
+                }
+            }
+        }
+        if !transitions.is_empty() {
+            write.set_durability(Durability::Immediate).map_err(db)?;
+        }
+        write.commit().map_err(db)?;
+        Ok(transitions)
+    }
+
+    fn set_state(
+        &self,
+        entity_type: EntityType,
+        entity_id: &str,
+        state: EntityState,
+        now_ms: i64,
+    ) -> Result<Option<Transition>, LeaseError> {
+        let write = self.store.db().begin_write().map_err(db)?;
+        let transition = {
+            let mut tables = (
+                write.open_table(STATES).map_err(db)?,
+                write.open_table(EXPIRY).map_err(db)?,
+            );
+            let key = key(entity_type, entity_id);
+            let Some(old) = tables
+                .0
+                .get(key.as_str())
+                .map_err(db)?
+                .map(|v| decode(v.value()))
+                .transpose()?
+            else {
+                return Ok(None);
+            };
+            let before = old.effective_state(now_ms);
+            let mut row = old.clone();
+            row.state = state;
+            row.last_state = before;
+            row.lease_version += 1;
+            write_row(&mut tables, Some(&old), &row)?;
+            Transition { row, from: before }
+        };
+        write.commit().map_err(db)?;
+        Ok(Some(transition))
+    }
+
+    fn expire(&self, now_ms: i64, batch: usize) -> Result<Vec<Transition>, LeaseError> {
+        let write = self.store.db().begin_write().map_err(db)?;
+        let mut transitions = Vec::new();
+        {
+            let mut tables = (
+                write.open_table(STATES).map_err(db)?,
+                write.open_table(EXPIRY).map_err(db)?,
+            );
+            let due: Vec<(i64, String, u64)> = tables
+                .1
+                .range::<(i64, &str)>(..=(now_ms, "\u{10FFFF}"))
+                .map_err(db)?
+                .take(batch)
+                .map(|entry| entry.map(|(k, v)| (k.value().0, k.value().1.to_owned(), v.value())))
+                .collect::<Result<_, _>>()
+                .map_err(db)?;
+            for (expire_time, key, version) in due {
+                tables.1.remove((expire_time, key.as_str())).map_err(db)?;
+                let Some(old) = tables
+                    .0
+                    .get(key.as_str())
+                    .map_err(db)?
+                    .map(|v| decode(v.value()))
+                    .transpose()?
+                else {
+                    continue;
+                };
+                // The second check: the row must still be the one the index saw.
+                if old.lease_version != version || old.expire_time > now_ms || !old.state.is_live()
+                {
+                    continue;
+                }
+                let row = StateRow {
+                    state: EntityState::Offline,
+                    last_state: old.state,
+                    lease_version: old.lease_version + 1,
+                    ..old.clone()
+                };
+                tables
+                    .0
+                    .insert(key.as_str(), encode(&row)?.as_slice())
+                    .map_err(db)?;
+                transitions.push(Transition {
+                    row,
+                    from: old.state,
+                });
+            }
+        }
+        write.commit().map_err(db)?;
+        Ok(transitions)
+    }
+
+    fn get(
+        &self,
+        entity_type: EntityType,
+        entity_id: &str,
+    ) -> Result<Option<StateRow>, LeaseError> {
+        let read = self.store.db().begin_read().map_err(db)?;
+        let table = match read.open_table(STATES) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(error) => return Err(db(error)),
+        };
+        let key = key(entity_type, entity_id);
+        table
+            .get(key.as_str())
+            .map_err(db)?
+            .map(|v| decode(v.value()))
+            .transpose()
+    }
+
+    fn list(&self, filter: &StateFilter) -> Result<Vec<StateRow>, LeaseError> {
+        let read = self.store.db().begin_read().map_err(db)?;
+        let table = match read.open_table(STATES) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(error) => return Err(db(error)),
+        };
+        let mut rows = Vec::new();
+        for entry in table.iter().map_err(db)? {
+            let (_, value) = entry.map_err(db)?;
+            let row = decode(value.value())?;
+            let wanted = filter.entity_type.is_none_or(|t| t == row.entity_type)
+                && filter.parent.as_ref().is_none_or(|p| *p == row.parent_id);
+            if wanted {
+                rows.push(row);
+            }
+        }
+        Ok(rows)
+    }
+}
