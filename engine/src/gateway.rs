@@ -1,15 +1,17 @@
 //! One gateway: everything `sluice run` starts, wired together.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tokio::sync::watch;
 
 use crate::api::{self, ApiState, CollectorView};
 use crate::collector::{Collector, PipelineSet};
-use crate::config::GatewayConfig;
+use crate::config::{GatewayConfig, Protocol};
+use crate::lease::{Announce, EntityType, Leases, RedbStateStore};
 use crate::runtime::{Registry, Runtime, RuntimeConfig};
 use crate::store::{SeqAllocator, Store, StoreError};
 use crate::uplink::Uplink;
@@ -50,6 +52,42 @@ fn open_state(config: &GatewayConfig) -> Result<State, StateError> {
         other => StateError::Fatal(other.into()),
     })?;
     Ok((store, Arc::new(seq), outbox))
+}
+
+/// Where each device's and driver's state changes are announced.
+fn announcements(
+    config: &GatewayConfig,
+    uplink: &Uplink,
+) -> HashMap<(EntityType, String), Announce> {
+    let mut announce = HashMap::new();
+    for device in &config.devices {
+        announce.insert(
+            (EntityType::Device, device.device_id.clone()),
+            Announce {
+                status_topic: uplink.device_topic(
+                    &device.product_id,
+                    &device.device_num,
+                    "status/post",
+                ),
+                event_topic: uplink.device_topic(
+                    &device.product_id,
+                    &device.device_num,
+                    "event/post",
+                ),
+            },
+        );
+    }
+    for protocol in Protocol::NAMES {
+        let driver = crate::collector::codec_name(protocol.1);
+        announce.insert(
+            (EntityType::Driver, driver.to_owned()),
+            Announce {
+                status_topic: uplink.device_topic("driver", driver, "status/post"),
+                event_topic: uplink.device_topic("driver", driver, "event/post"),
+            },
+        );
+    }
+    announce
 }
 
 /// What to run.
@@ -101,6 +139,13 @@ pub async fn run(
         Arc::clone(&outbox),
         shutdown.clone(),
     );
+    let leases = Leases::new(
+        Arc::new(RedbStateStore::new(&store)),
+        Duration::from_millis(config.collector.lease.scan_interval_ms),
+        announcements(&config, &uplink),
+        uplink.clone(),
+    );
+    let lease_task = tokio::spawn(Arc::clone(&leases).run(shutdown.clone()));
     let mut collector = Collector::build(
         &options.config_file,
         &config,
@@ -108,6 +153,7 @@ pub async fn run(
         &pipelines,
         uplink.clone(),
         seq,
+        &leases,
     )
     .map_err(|problems| anyhow::anyhow!("{problems}"))
     .context("the configuration cannot run")?;
@@ -123,6 +169,8 @@ pub async fn run(
                 collector: Arc::new(CollectorView::of(&collector)),
                 uplink: Arc::clone(uplink.stats()),
                 outbox: Arc::clone(&outbox),
+                leases: Arc::clone(&leases),
+                admin_token: http.admin_token.clone(),
                 started: Instant::now(),
             };
             let listener = tokio::net::TcpListener::bind(http.listen)
@@ -135,6 +183,7 @@ pub async fn run(
     collector.run(shutdown).await;
     // Reports of the last rounds are committed before the process ends (they are
     // published at the next start if the broker does not take them now).
+    let _ = lease_task.await;
     let _ = committer.await;
     let _ = publisher.await;
     if let Some(task) = api_task {

@@ -47,6 +47,8 @@ fn config(
   backoff:
     baseMs: 100
     maxMs: 400
+  lease:
+    scanIntervalMs: 200
 {extra_collector}devices:
 {devices}"
     )

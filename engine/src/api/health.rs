@@ -5,19 +5,32 @@ use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::ApiState;
-use crate::collector::Presence;
 use crate::io::LinkState;
+use crate::lease::{EntityState, EntityType, StateFilter};
 
 pub async fn health(State(state): State<ApiState>) -> Json<Value> {
     let view = &state.collector;
-    let (mut online, mut offline, mut unknown) = (0, 0, 0);
-    for device in view.devices.iter() {
-        match device.presence() {
-            Presence::Online => online += 1,
-            Presence::Offline => offline += 1,
-            Presence::Unknown => unknown += 1,
-        }
-    }
+    let now = crate::clock::now_ms();
+    let rows = state
+        .leases
+        .store()
+        .list(&StateFilter {
+            entity_type: Some(EntityType::Device),
+            parent: None,
+        })
+        .unwrap_or_default();
+    let count = |wanted: EntityState| {
+        rows.iter()
+            .filter(|r| r.effective_state(now) == wanted)
+            .count()
+    };
+    let unknown = view.devices.len().saturating_sub(rows.len());
+    let (online, offline, maintain, fault) = (
+        count(EntityState::Online),
+        count(EntityState::Offline),
+        count(EntityState::Maintain),
+        count(EntityState::Fault),
+    );
     let mut links = serde_json::Map::new();
     for info in &view.links {
         let state = match info.link.try_lock() {
@@ -43,7 +56,14 @@ pub async fn health(State(state): State<ApiState>) -> Json<Value> {
             "lastError": uplink.last_error(),
         },
         "wal": wal(&state),
-        "devices": { "total": view.devices.len(), "online": online, "offline": offline, "unknown": unknown },
+        "devices": {
+            "total": view.devices.len(),
+            "online": online,
+            "offline": offline,
+            "maintain": maintain,
+            "fault": fault,
+            "unknown": unknown,
+        },
         "connections": links,
     }))
 }

@@ -9,6 +9,7 @@ use axum::response::IntoResponse;
 
 use super::ApiState;
 use crate::io::LinkState;
+use crate::lease::{EntityState, EntityType};
 use crate::scheduler::LATENCY_BUCKETS_MS;
 
 /// Escapes a label value.
@@ -92,8 +93,15 @@ fn render(state: &ApiState, out: &mut String) {
         "gauge",
         "1 when the device answered its last round.",
     );
+    let now = crate::clock::now_ms();
     for device in view.devices.iter() {
-        let online = u8::from(device.presence() == crate::collector::Presence::Online);
+        let row = state
+            .leases
+            .store()
+            .get(EntityType::Device, &device.id)
+            .ok()
+            .flatten();
+        let online = u8::from(row.is_some_and(|r| r.effective_state(now) == EntityState::Online));
         let _ = writeln!(
             out,
             "sluice_device_online{{device=\"{}\"}} {online}",

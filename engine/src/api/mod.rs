@@ -1,7 +1,9 @@
-//! The HTTP API: `GET /health` (JSON) and `GET /metrics` (Prometheus text).
+//! The HTTP API: `GET /health` (JSON), `GET /metrics` (Prometheus text), and the
+//! lease states of devices and drivers.
 
 mod health;
 mod metrics;
+mod states;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,6 +22,9 @@ pub struct ApiState {
     pub collector: Arc<CollectorView>,
     pub uplink: Arc<UplinkStats>,
     pub outbox: Arc<crate::wal::Outbox>,
+    pub leases: Arc<crate::lease::Leases>,
+    /// The operator's token for changes (`collector.http.adminToken`), if set.
+    pub admin_token: Option<String>,
     pub started: Instant,
 }
 
@@ -64,6 +69,12 @@ pub async fn serve(
     let app = Router::new()
         .route("/health", get(health::health))
         .route("/metrics", get(metrics::metrics))
+        .route("/states", get(states::list))
+        .route(
+            "/devices/{id}/state",
+            get(states::device).put(states::set_device),
+        )
+        .route("/drivers/{id}/state", get(states::driver))
         .with_state(state);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {

@@ -10,12 +10,13 @@ use std::time::Duration;
 
 use tokio::sync::Mutex as AsyncMutex;
 
-use super::device::{Channel, Device};
+use super::device::{Channel, Device, DeviceParts, LeaseTerms};
 use super::heartbeat::Heartbeat;
 use super::reporter::Reporter;
 use super::{Collector, LinkInfo};
 use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, Protocol, TagConfig};
 use crate::io::{Budget, Link, LinkSettings};
+use crate::lease::{Leases, TimeoutSource};
 use crate::model::{Setting, SettingValue, TagSpec};
 use crate::pipeline::{self, Pipeline, PipelineSpec};
 use crate::runtime::{CallError, CodecPool, Limits, Registry};
@@ -91,11 +92,34 @@ impl PipelineSet {
 }
 
 /// The codec component that speaks `protocol`.
-fn codec_name(protocol: Protocol) -> &'static str {
+pub fn codec_name(protocol: Protocol) -> &'static str {
     match protocol {
         Protocol::ModbusTcp => "modbus_tcp",
         Protocol::S7 => "s7",
         Protocol::Mc => "mc",
+    }
+}
+
+/// Lease of a device with no `stateTimeout` and nothing polled.
+const UNPOLLED_LEASE_SECONDS: u64 = 900;
+
+/// A device's lease length and where it came from: its `stateTimeout`, else three
+/// polling periods of its fastest tag plus one round's timeout (the seed's 3-5
+/// periods for polled devices, with room for a slow round), else 15 minutes.
+pub fn lease_length(
+    device: &DeviceConfig,
+    tags: &[&TagConfig],
+    round_timeout_ms: u64,
+) -> (u64, TimeoutSource) {
+    if let Some(seconds) = device.state_timeout_s {
+        return (seconds, TimeoutSource::Device);
+    }
+    match tags.iter().map(|t| t.period_ms).filter(|p| *p > 0).min() {
+        Some(period) => (
+            (3 * period + round_timeout_ms).div_ceil(1000),
+            TimeoutSource::System,
+        ),
+        None => (UNPOLLED_LEASE_SECONDS, TimeoutSource::System),
     }
 }
 
@@ -146,6 +170,7 @@ struct Builder<'a> {
     codecs: HashMap<(u32, Protocol), Arc<CodecPool>>,
     built_pipelines: HashMap<(u32, String), Option<Pipeline>>,
     heartbeats: Vec<Heartbeat>,
+    leases: &'a Arc<Leases>,
 }
 
 impl Collector {
@@ -161,6 +186,7 @@ impl Collector {
         pipelines: &PipelineSet,
         uplink: Uplink,
         seq: Arc<SeqAllocator>,
+        leases: &Arc<Leases>,
     ) -> Result<Collector, BuildError> {
         let mut builder = Builder {
             config,
@@ -174,6 +200,7 @@ impl Collector {
             codecs: HashMap::new(),
             built_pipelines: HashMap::new(),
             heartbeats: Vec::new(),
+            leases,
         };
         let mut devices = Vec::new();
         let mut plans = Vec::new();
@@ -187,8 +214,13 @@ impl Collector {
             errors,
             link_infos,
             heartbeats,
+            codecs,
             ..
         } = builder;
+        let drivers = codecs
+            .into_iter()
+            .map(|((tenant, protocol), pool)| (tenant, codec_name(protocol).to_owned(), pool))
+            .collect();
         let scheduler = Scheduler::new(
             &plans,
             Duration::from_millis(config.collector.per_device_timeout_ms),
@@ -199,6 +231,8 @@ impl Collector {
             counters: scheduler.counters(),
             scheduler: Some(scheduler),
             heartbeats,
+            drivers,
+            leases: Arc::clone(leases),
             seq,
             uplink,
         })
@@ -228,19 +262,31 @@ impl Builder<'_> {
                 .device_topic(&device.product_id, &device.device_num, "property/post"),
             tags.len(),
         );
-        let status_topic =
-            self.uplink
-                .device_topic(&device.product_id, &device.device_num, "status/post");
-        let built = Arc::new(Device::new(
-            device.device_id.clone(),
-            device.product_id.clone(),
-            device.device_num.clone(),
+        let (timeout_seconds, timeout_source) = lease_length(
+            device,
+            &tag_configs,
+            self.config.collector.per_device_timeout_ms,
+        );
+        let driver = device
+            .channels
+            .first()
+            .map_or_else(String::new, |c| codec_name(c.protocol).to_owned());
+        let built = Arc::new(Device::new(DeviceParts {
+            id: device.device_id.clone(),
+            product_id: device.product_id.clone(),
+            device_num: device.device_num.clone(),
             tags,
             channels,
             pipeline,
             reporter,
-            status_topic,
-        ));
+            lease: LeaseTerms {
+                leases: Arc::clone(self.leases),
+                tenant_id: device.tenant_id,
+                driver,
+                timeout_seconds,
+                timeout_source,
+            },
+        }));
         for (index, channel) in heartbeat_channels {
             // Probe the first polled tag of the channel (any tag if none is polled).
             let tag = channel

@@ -2,7 +2,7 @@
 //! pipeline and its reporter, and the poll round that ties them together.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Mutex as AsyncMutex;
@@ -10,12 +10,13 @@ use tokio::sync::Mutex as AsyncMutex;
 use super::reporter::{Identity, Reporter};
 use crate::clock::now_ms;
 use crate::io::{Link, LinkError};
+use crate::lease::{EntityState, EntityType, Leases, Renewal, TimeoutSource};
 use crate::model::{Batch, FrameError, PlannedRead, TagSpec};
 use crate::pipeline::DevicePipeline;
 use crate::runtime::CodecSession;
 use crate::scheduler::RoundOutcome;
 use crate::store::SeqAllocator;
-use crate::uplink::{Uplink, status_payload};
+use crate::uplink::Uplink;
 
 /// A device's channel: the link it uses (maybe shared) and its codec session.
 #[derive(Debug)]
@@ -51,13 +52,28 @@ impl Channel {
     }
 }
 
-/// Whether the device answered lately, as published on its status topic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Presence {
-    Unknown = 0,
-    Online = 1,
-    Offline = 2,
+/// How a device's heartbeats renew its lease.
+#[derive(Debug, Clone)]
+pub struct LeaseTerms {
+    pub leases: Arc<Leases>,
+    pub tenant_id: u32,
+    /// The driver (codec) the device is read through.
+    pub driver: String,
+    pub timeout_seconds: u64,
+    pub timeout_source: TimeoutSource,
+}
+
+/// What a device is made of.
+#[derive(Debug)]
+pub struct DeviceParts {
+    pub id: String,
+    pub product_id: String,
+    pub device_num: String,
+    pub tags: Vec<TagSpec>,
+    pub channels: Vec<Channel>,
+    pub pipeline: DevicePipeline,
+    pub reporter: Reporter,
+    pub lease: LeaseTerms,
 }
 
 /// A device and everything a round needs.
@@ -70,8 +86,7 @@ pub struct Device {
     pub channels: Vec<Channel>,
     pub pipeline: DevicePipeline,
     pub reporter: Reporter,
-    pub status_topic: String,
-    presence: AtomicU8,
+    lease: LeaseTerms,
     last_error: Mutex<String>,
     codec_failures: AtomicU64,
     stage_failures: AtomicU64,
@@ -87,39 +102,20 @@ struct ChannelRead {
 }
 
 impl Device {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        id: String,
-        product_id: String,
-        device_num: String,
-        tags: Vec<TagSpec>,
-        channels: Vec<Channel>,
-        pipeline: DevicePipeline,
-        reporter: Reporter,
-        status_topic: String,
-    ) -> Self {
+    pub fn new(parts: DeviceParts) -> Self {
         Self {
-            id,
-            product_id,
-            device_num,
-            tags,
-            channels,
-            pipeline,
-            reporter,
-            status_topic,
-            presence: AtomicU8::new(Presence::Unknown as u8),
+            id: parts.id,
+            product_id: parts.product_id,
+            device_num: parts.device_num,
+            tags: parts.tags,
+            channels: parts.channels,
+            pipeline: parts.pipeline,
+            reporter: parts.reporter,
+            lease: parts.lease,
             last_error: Mutex::default(),
             codec_failures: AtomicU64::new(0),
             stage_failures: AtomicU64::new(0),
             component_us: AtomicU64::new(0),
-        }
-    }
-
-    pub fn presence(&self) -> Presence {
-        match self.presence.load(Ordering::Relaxed) {
-            1 => Presence::Online,
-            2 => Presence::Offline,
-            _ => Presence::Unknown,
         }
     }
 
@@ -163,6 +159,7 @@ impl Device {
     /// One poll round over `due` (device tag indexes): read every channel, run the
     /// pipeline, publish the reports.
     pub async fn poll(&self, due: &[u32], seq: &SeqAllocator, uplink: &Uplink) -> RoundOutcome {
+        let codec_failures_before = self.codec_failures.load(Ordering::Relaxed);
         let mut batch = Batch::default();
         let mut bad: Vec<u32> = Vec::new();
         let mut answered = false;
@@ -213,32 +210,35 @@ impl Device {
         {
             self.note_error(format!("reports not published: {error}"));
         }
-        let outcome = if answered || !unreachable {
+        let codec_failed = self.codec_failures.load(Ordering::Relaxed) > codec_failures_before;
+        self.heartbeat(answered, codec_failed);
+        if answered || !unreachable {
             RoundOutcome::Done
         } else {
             RoundOutcome::Failed
-        };
-        self.set_presence(
-            if outcome == RoundOutcome::Done {
-                Presence::Online
-            } else {
-                Presence::Offline
-            },
-            uplink,
-            now,
-        );
-        outcome
+        }
     }
 
-    fn set_presence(&self, presence: Presence, uplink: &Uplink, now: i64) {
-        let previous = self.presence.swap(presence as u8, Ordering::Relaxed);
-        if previous != presence as u8 {
-            tracing::info!(device = %self.id, online = presence == Presence::Online, "device status");
-            uplink.status(
-                self.status_topic.clone(),
-                status_payload(presence == Presence::Online, now),
-            );
-        }
+    /// A round that reached the device renews its lease; a codec that failed
+    /// without any answer getting through reports a fault. Nothing renews a device
+    /// that did not answer: its lease runs out and the scanner sets it offline.
+    fn heartbeat(&self, answered: bool, codec_failed: bool) {
+        let state = match (answered, codec_failed) {
+            (true, _) => EntityState::Online,
+            (false, true) => EntityState::Fault,
+            (false, false) => return,
+        };
+        let terms = &self.lease;
+        terms.leases.renew(Renewal {
+            entity_type: EntityType::Device,
+            entity_id: self.id.clone(),
+            parent_id: terms.driver.clone(),
+            tenant_id: terms.tenant_id,
+            state,
+            timeout_seconds: terms.timeout_seconds,
+            timeout_source: terms.timeout_source,
+            extension: serde_json::json!({ "lastError": self.last_error() }),
+        });
     }
 
     async fn read_channel(

@@ -15,11 +15,15 @@ use std::sync::Arc;
 
 use tokio::sync::{Mutex as AsyncMutex, watch};
 
-pub use build::{BuildError, PipelineSet};
+pub use build::{BuildError, PipelineSet, codec_name};
 
-pub use device::{Channel, Device, Presence};
+pub use device::{Channel, Device, DeviceParts, LeaseTerms};
 
 use crate::io::Link;
+use crate::lease::{
+    DRIVER_HEARTBEAT, DRIVER_LEASE_SECONDS, EntityState, EntityType, Leases, Renewal, TimeoutSource,
+};
+use crate::runtime::CodecPool;
 use crate::scheduler::{RoundCounters, RoundFuture, Rounds, Scheduler};
 use crate::store::SeqAllocator;
 use crate::uplink::Uplink;
@@ -40,6 +44,9 @@ pub struct Collector {
     pub counters: Arc<[RoundCounters]>,
     scheduler: Option<Scheduler>,
     heartbeats: Vec<heartbeat::Heartbeat>,
+    /// Codec pools in use, by tenant: the drivers that heartbeat themselves.
+    drivers: Vec<(u32, String, Arc<CodecPool>)>,
+    leases: Arc<Leases>,
     seq: Arc<SeqAllocator>,
     uplink: Uplink,
 }
@@ -79,9 +86,52 @@ impl Collector {
             .drain(..)
             .map(|beat| tokio::spawn(beat.run(shutdown.clone())))
             .collect();
+        let drivers = tokio::spawn(drivers_heartbeat(
+            std::mem::take(&mut self.drivers),
+            Arc::clone(&self.leases),
+            shutdown.clone(),
+        ));
         scheduler.run(rounds, shutdown).await;
         for beat in beats {
             beat.abort();
+        }
+        drivers.abort();
+    }
+}
+
+/// Each protocol driver heartbeats itself: online while its codec calls succeed,
+/// fault when some failed since the last heartbeat.
+async fn drivers_heartbeat(
+    drivers: Vec<(u32, String, Arc<CodecPool>)>,
+    leases: Arc<Leases>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut failures: Vec<u64> = drivers.iter().map(|(_, _, pool)| pool.failures()).collect();
+    let mut ticker = tokio::time::interval(DRIVER_HEARTBEAT);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {
+                for ((tenant, name, pool), seen) in drivers.iter().zip(failures.iter_mut()) {
+                    let now = pool.failures();
+                    let state = if now > *seen { EntityState::Fault } else { EntityState::Online };
+                    *seen = now;
+                    leases.renew(Renewal {
+                        entity_type: EntityType::Driver,
+                        entity_id: name.clone(),
+                        parent_id: String::new(),
+                        tenant_id: *tenant,
+                        state,
+                        timeout_seconds: DRIVER_LEASE_SECONDS,
+                        timeout_source: TimeoutSource::System,
+                        extension: serde_json::json!({ "componentFailures": now }),
+                    });
+                }
+            }
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    return;
+                }
+            }
         }
     }
 }
