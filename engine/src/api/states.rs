@@ -21,12 +21,19 @@ fn error(status: StatusCode, message: impl Into<String>) -> Reply {
 
 /// A row as the API shows it, with its effective state.
 fn view(row: &StateRow, now: i64) -> Value {
+    let state = row.effective_state(now);
+    // A lease that ran out before the scanner came reads as the scanner will leave it.
+    let last_state = if state == row.state {
+        row.last_state
+    } else {
+        row.state
+    };
     json!({
         "type": row.entity_type.as_str(),
         "id": row.entity_id,
         "parent": row.parent_id,
-        "state": row.effective_state(now).as_str(),
-        "lastState": row.last_state.as_str(),
+        "state": state.as_str(),
+        "lastState": last_state.as_str(),
         "lastHeartbeat": row.last_heartbeat,
         "expireTime": row.expire_time,
         "leaseVersion": row.lease_version,
