@@ -25,8 +25,11 @@
 //! Part 3, size: the log's own byte count (encoded records) and the redb file on
 //! disk, per value, after part 1's redb runs and after the replay emptied the log.
 //!
+//! Every figure is the median of `SLUICE_BENCH_RUNS` runs, the variants interleaved.
+//!
 //! Environment (all optional): `SLUICE_BENCH_REPORTS` (200000),
-//! `SLUICE_BENCH_DEVICES` (100), `SLUICE_BENCH_REPLAY_REPORTS` (50000).
+//! `SLUICE_BENCH_DEVICES` (100), `SLUICE_BENCH_REPLAY_REPORTS` (50000),
+//! `SLUICE_BENCH_RUNS` (3).
 #![allow(clippy::print_stdout)]
 
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
@@ -529,6 +532,12 @@ fn replay(rt: &Runtime, stream: &Stream) -> Replay {
     }
 }
 
+/// The run with the median time.
+fn median(mut runs: Vec<Append>) -> Append {
+    runs.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+    runs.swap_remove(runs.len() / 2)
+}
+
 fn per_second(count: usize, seconds: f64) -> f64 {
     count as f64 / seconds
 }
@@ -541,6 +550,7 @@ fn main() {
     let reports = env_usize("SLUICE_BENCH_REPORTS", 200_000).max(10);
     let devices = env_usize("SLUICE_BENCH_DEVICES", 100).max(1);
     let replay_reports = env_usize("SLUICE_BENCH_REPLAY_REPORTS", 50_000).max(10);
+    let runs = env_usize("SLUICE_BENCH_RUNS", 3).max(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -558,37 +568,39 @@ fn main() {
     for (values, count) in [(10usize, reports), (100, reports / 10)] {
         let stream = Stream::new(devices, count, values);
         let n_values = (count * values) as f64;
+        let mut direct = Vec::new();
+        let mut variants: [Vec<Append>; 4] = Default::default();
+        for _ in 0..runs {
+            direct.push(publish_direct(&rt, broker.port, &stream));
+            variants[0].push(append_redb(&rt, &stream, twenty));
+            variants[1].push(append_redb(&rt, &stream, zero));
+            variants[2].push(append_memory(&rt, &stream, twenty));
+            variants[3].push(append_memory(&rt, &stream, zero));
+        }
+        direct.sort_by(f64::total_cmp);
+        let direct = direct[direct.len() / 2];
+        let direct_rate = per_second(count, direct);
+        direct_rates.push((values, direct_rate));
+        let names = [
+            "redb WAL, group commit 20 ms",
+            "redb WAL, group commit 0 ms",
+            "memory ring, group commit 20 ms",
+            "memory ring, group commit 0 ms",
+        ];
+        let medians: Vec<(&str, Append)> = names
+            .into_iter()
+            .zip(variants.into_iter().map(median))
+            .collect();
         println!();
         println!(
-            "== Part 1: durable append, {count} reports x {values} FLOAT values (payload {:.0} B mean)",
+            "== Part 1: append, {count} reports x {values} FLOAT values (payload {:.0} B mean), median of {runs}",
             stream.mean_payload()
         );
         println!(
             "{:<34} {:>11} {:>12} {:>8} {:>14} {:>10}",
             "path", "reports/s", "values/s", "commits", "reports/commit", "vs MQTT"
         );
-        let direct = publish_direct(&rt, broker.port, &stream);
-        let direct_rate = per_second(count, direct);
-        direct_rates.push((values, direct_rate));
-        let runs = [
-            (
-                "redb WAL, group commit 20 ms",
-                append_redb(&rt, &stream, twenty),
-            ),
-            (
-                "redb WAL, group commit 0 ms",
-                append_redb(&rt, &stream, zero),
-            ),
-            (
-                "memory ring, group commit 20 ms",
-                append_memory(&rt, &stream, twenty),
-            ),
-            (
-                "memory ring, group commit 0 ms",
-                append_memory(&rt, &stream, zero),
-            ),
-        ];
-        for (name, run) in &runs {
+        for (name, run) in &medians {
             let rate = per_second(count, run.seconds);
             println!(
                 "{name:<34} {rate:>11.0} {:>12.0} {:>8} {:>14.0} {:>9.2}x",
@@ -606,14 +618,14 @@ fn main() {
             "-",
             1.0
         );
-        let memory = per_second(count, runs[3].1.seconds);
+        let memory = per_second(count, medians[3].1.seconds);
         println!(
             "ratios: redb 20 ms / memory ring 0 ms {:.2}, redb 0 ms / memory ring 0 ms {:.2}",
-            per_second(count, runs[0].1.seconds) / memory,
-            per_second(count, runs[1].1.seconds) / memory
+            per_second(count, medians[0].1.seconds) / memory,
+            per_second(count, medians[1].1.seconds) / memory
         );
         println!("== Part 3: size, {values} values per report");
-        for (name, run) in &runs[..2] {
+        for (name, run) in &medians[..2] {
             println!(
                 "{name:<34} log {:.1} B/value ({:.1} MiB), redb file {:.1} B/value ({:.1} MiB, {:.1} MiB allocated)",
                 run.log_bytes as f64 / n_values,
@@ -629,7 +641,9 @@ fn main() {
     for (values, count) in [(10usize, replay_reports), (100, replay_reports / 10)] {
         let stream = Stream::new(devices, count, values);
         let n_values = (count * values) as f64;
-        let result = replay(&rt, &stream);
+        let mut results: Vec<Replay> = (0..runs).map(|_| replay(&rt, &stream)).collect();
+        results.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+        let result = results.swap_remove(results.len() / 2);
         let rate = per_second(count, result.seconds);
         let direct = direct_rates
             .iter()
@@ -637,7 +651,7 @@ fn main() {
             .map_or(f64::NAN, |(_, r)| *r);
         println!();
         println!(
-            "== Part 2: replay after an outage, {count} reports x {values} values (no subscriber)"
+            "== Part 2: replay after an outage, {count} reports x {values} values (no subscriber), median of {runs}"
         );
         println!(
             "outage fill {:.2} s; backlog {:.1} MiB in the log, redb file {:.1} MiB",

@@ -103,16 +103,22 @@ pub fn codec_name(protocol: Protocol) -> &'static str {
 /// Lease of a device with no `stateTimeout` and nothing polled.
 const UNPOLLED_LEASE_SECONDS: u64 = 900;
 
-/// A device's lease length and where it came from: its `stateTimeout`, else three
-/// polling periods of its fastest tag plus one round's timeout (the seed's 3-5
-/// periods for polled devices, with room for a slow round), else 15 minutes.
+/// A device's lease length and where it came from, in priority order: its own
+/// `stateTimeout`; its product's `stateTimeout`; else (no codec reports a lease of
+/// its own yet) the system default: three polling periods of its fastest tag plus
+/// one round's timeout (the seed's 3-5 periods for polled devices, with room for a
+/// slow round), or 15 minutes for a device with nothing polled.
 pub fn lease_length(
     device: &DeviceConfig,
+    product_timeout_s: Option<u64>,
     tags: &[&TagConfig],
     round_timeout_ms: u64,
 ) -> (u64, TimeoutSource) {
     if let Some(seconds) = device.state_timeout_s {
         return (seconds, TimeoutSource::Device);
+    }
+    if let Some(seconds) = product_timeout_s {
+        return (seconds, TimeoutSource::Profile);
     }
     match tags.iter().map(|t| t.period_ms).filter(|p| *p > 0).min() {
         Some(period) => (
@@ -262,8 +268,13 @@ impl Builder<'_> {
                 .device_topic(&device.product_id, &device.device_num, "property/post"),
             tags.len(),
         );
+        let product_timeout = self
+            .config
+            .product(&device.product_id)
+            .and_then(|p| p.state_timeout_s);
         let (timeout_seconds, timeout_source) = lease_length(
             device,
+            product_timeout,
             &tag_configs,
             self.config.collector.per_device_timeout_ms,
         );
@@ -439,5 +450,39 @@ impl Builder<'_> {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::load_str;
+
+    #[test]
+    fn lease_length_priority_device_then_product_then_polling() {
+        let config = load_str(
+            "t.yaml",
+            "products:\n  - { productId: P, stateTimeout: 40 }\ndevices:\n  - deviceId: own\n    productId: P\n    deviceNum: A\n    stateTimeout: 7\n    channels:\n      - channelId: c\n        protocol: modbus-tcp\n        host: 127.0.0.1\n        tags: [{ key: t, address: '40001', dataType: INT16, periodMs: 1000 }]\n  - deviceId: product\n    productId: P\n    deviceNum: B\n    channels:\n      - channelId: c\n        protocol: modbus-tcp\n        host: 127.0.0.1\n        tags: [{ key: t, address: '40001', dataType: INT16, periodMs: 1000 }]\n  - deviceId: polled\n    productId: Q\n    deviceNum: C\n    channels:\n      - channelId: c\n        protocol: modbus-tcp\n        host: 127.0.0.1\n        tags: [{ key: t, address: '40001', dataType: INT16, periodMs: 500 }, { key: w, address: '40002', dataType: INT16, periodMs: 0, access: W }]\n  - deviceId: idle\n    productId: Q\n    deviceNum: D\n    channels:\n      - channelId: c\n        protocol: modbus-tcp\n        host: 127.0.0.1\n        tags: [{ key: w, address: '40002', dataType: INT16, periodMs: 0, access: W }]\n",
+        )
+        .expect("valid");
+        let length = |id: &str| {
+            let device = config.device(id).expect("device");
+            let tags: Vec<&TagConfig> = device.tags().collect();
+            let product = config
+                .product(&device.product_id)
+                .and_then(|p| p.state_timeout_s);
+            lease_length(device, product, &tags, 3000)
+        };
+        assert_eq!(length("own"), (7, TimeoutSource::Device));
+        assert_eq!(length("product"), (40, TimeoutSource::Profile));
+        assert_eq!(
+            length("polled"),
+            (5, TimeoutSource::System),
+            "3 x 500 ms + 3 s, rounded up"
+        );
+        assert_eq!(
+            length("idle"),
+            (UNPOLLED_LEASE_SECONDS, TimeoutSource::System)
+        );
     }
 }

@@ -26,6 +26,7 @@ mod channel;
 mod collector;
 mod device;
 mod network;
+mod product;
 mod protocol;
 mod read;
 mod tag;
@@ -43,6 +44,7 @@ pub use collector::{
 };
 pub use device::DeviceConfig;
 pub use network::{HttpConfig, MqttConfig};
+pub use product::ProductConfig;
 pub use protocol::Protocol;
 pub use tag::TagConfig;
 
@@ -53,6 +55,8 @@ pub struct GatewayConfig {
     pub collector: CollectorConfig,
     /// The `tenants` section: who may use the gateway's HTTP API, and for which devices.
     pub tenants: Vec<TenantConfig>,
+    /// The `products` section: defaults of each product's devices.
+    pub products: Vec<ProductConfig>,
     /// The `devices` section, in file order (disabled devices included).
     pub devices: Vec<DeviceConfig>,
 }
@@ -61,6 +65,11 @@ impl GatewayConfig {
     /// The device with this `deviceId`.
     pub fn device(&self, device_id: &str) -> Option<&DeviceConfig> {
         self.devices.iter().find(|d| d.device_id == device_id)
+    }
+
+    /// The product with this `productId`, if the `products` section lists it.
+    pub fn product(&self, product_id: &str) -> Option<&ProductConfig> {
+        self.products.iter().find(|p| p.product_id == product_id)
     }
 
     /// The tenant with this `tenantId`.
@@ -132,6 +141,10 @@ fn read_gateway(root: &Node, errors: &mut Diagnostics) -> GatewayConfig {
         .node("tenants")
         .map(|node| read_tenants(node, errors))
         .unwrap_or_default();
+    let products = fields
+        .node("products")
+        .map(|node| product::read_all(node, errors))
+        .unwrap_or_default();
     let devices = fields
         .node("devices")
         .map(|node| device::read_all(node, &collector, &tenants, errors))
@@ -140,6 +153,7 @@ fn read_gateway(root: &Node, errors: &mut Diagnostics) -> GatewayConfig {
     GatewayConfig {
         collector,
         tenants,
+        products,
         devices,
     }
 }
