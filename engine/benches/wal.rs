@@ -15,21 +15,28 @@
 //! dropped. References on the same stream: the `Outbox` over `MemoryLog` (no
 //! disk), and publishing without any WAL (one rumqttc `AsyncClient`, QoS 1,
 //! inflight 100, to Mosquitto, timed until the last PUBACK). Each at 10 values per
-//! report (N reports) and 100 values per report (N/10 reports).
+//! report (N reports) and 100 values per report (N/10 reports). The CPU column is
+//! this process's user + system time over wall time (200% = both cores; Mosquitto
+//! not included).
+//!
+//! Part 1b, commit latency: one device pushes one report at a time and waits for
+//! its commit before the next, at group commit 0 ms and 20 ms (up to 1000 reports
+//! or 3 s each): the rate the WAL allows when nothing can be batched.
 //!
 //! Part 2, replay after an outage: M reports are committed to a `RedbLog` while no
 //! broker runs; then Mosquitto starts and `Uplink::start` publishes the backlog;
 //! timed from `Uplink::start` until the log is empty (every record acknowledged
 //! and released). Nothing subscribes: Mosquitto only acknowledges.
 //!
-//! Part 3, size: the log's own byte count (encoded records) and the redb file on
-//! disk, per value, after part 1's redb runs and after the replay emptied the log.
+//! Part 3, size: the log's own byte count (encoded records) and the redb file's
+//! allocated blocks, per value, after part 1's redb runs (the log still full), and
+//! the file after the replay emptied the log.
 //!
 //! Every figure is the median of `SLUICE_BENCH_RUNS` runs, the variants interleaved.
 //!
 //! Environment (all optional): `SLUICE_BENCH_REPORTS` (200000),
-//! `SLUICE_BENCH_DEVICES` (100), `SLUICE_BENCH_REPLAY_REPORTS` (50000),
-//! `SLUICE_BENCH_RUNS` (3).
+//! `SLUICE_BENCH_DEVICES` (100), `SLUICE_BENCH_REPLAY_REPORTS` (100000; a tenth at
+//! 100 values), `SLUICE_BENCH_RUNS` (3).
 #![allow(clippy::print_stdout)]
 
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
@@ -63,6 +70,23 @@ const BROKER_START: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(1);
 const PRODUCT: &str = "P1";
 const TS_MS: i64 = 1_700_000_000_000;
+
+/// CPU seconds this process used so far (user + system, from `/proc/self/stat`,
+/// in clock ticks of 1/100 s); 0 where procfs is missing.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    ticks as f64 / 100.0
+}
 
 fn env_usize(name: &str, default: usize) -> usize {
     match std::env::var(name) {
@@ -269,13 +293,14 @@ impl Running {
     }
 
     /// Pushes `stream` from one task per device; returns the time until every
-    /// report was committed.
-    fn fill(&self, rt: &Runtime, stream: &Stream) -> Duration {
+    /// report was committed and the CPU seconds the process used meanwhile.
+    fn fill(&self, rt: &Runtime, stream: &Stream) -> (Duration, f64) {
         let before = self.outbox.stats().appended.load(Ordering::Relaxed);
         let target = before + stream.reports as u64;
         let inputs: Vec<Vec<Message>> = stream.per_device.clone();
         // Room for every producer to push once more without overflowing the ring.
         let room = RING_CAPACITY.saturating_sub(inputs.len()).max(1);
+        let cpu = cpu_seconds();
         let start = Instant::now();
         let producers: Vec<JoinHandle<()>> = inputs
             .into_iter()
@@ -298,7 +323,7 @@ impl Running {
         let elapsed = rt.block_on(async {
             loop {
                 if stats.appended.load(Ordering::Relaxed) >= target {
-                    return start.elapsed();
+                    return (start.elapsed(), cpu_seconds() - cpu);
                 }
                 assert!(
                     start.elapsed() < RUN_TIMEOUT,
@@ -346,6 +371,7 @@ impl Running {
 /// One durable (or memory) append run.
 struct Append {
     seconds: f64,
+    cpu_seconds: f64,
     commits: u64,
     log_bytes: u64,
     file_bytes: u64,
@@ -361,30 +387,33 @@ fn append_redb(rt: &Runtime, stream: &Stream, group_commit: Duration) -> Append 
     let store = Store::open(&scratch.0).expect("open the store");
     let log = Arc::new(RedbLog::open(&store, u64::MAX).expect("open the WAL"));
     let running = Running::start(rt, log, group_commit);
-    let elapsed = running.fill(rt, stream);
+    let (elapsed, cpu_seconds) = running.fill(rt, stream);
     let commits = running.commits();
     let log_bytes = running.outbox.log().size().1;
     assert_eq!(running.outbox.log().size().0, stream.reports as u64);
     running.stop(rt);
-    let meta = std::fs::metadata(scratch.0.join(FILE_NAME)).expect("the redb file");
+    let file = scratch.0.join(FILE_NAME);
+    let file_bytes = std::fs::metadata(&file).expect("the redb file").len();
     Append {
         seconds: elapsed.as_secs_f64(),
+        cpu_seconds,
         commits,
         log_bytes,
-        file_bytes: meta.len(),
-        file_allocated: meta.blocks() * 512,
+        file_bytes,
+        file_allocated: disk_bytes(&file),
     }
 }
 
 fn append_memory(rt: &Runtime, stream: &Stream, group_commit: Duration) -> Append {
     let log = Arc::new(MemoryLog::new(stream.reports));
     let running = Running::start(rt, log, group_commit);
-    let elapsed = running.fill(rt, stream);
+    let (elapsed, cpu_seconds) = running.fill(rt, stream);
     let commits = running.commits();
     let log_bytes = running.outbox.log().size().1;
     running.stop(rt);
     Append {
         seconds: elapsed.as_secs_f64(),
+        cpu_seconds,
         commits,
         log_bytes,
         file_bytes: 0,
@@ -455,6 +484,7 @@ fn publish_direct(rt: &Runtime, port: u16, stream: &Stream) -> f64 {
 struct Replay {
     fill_seconds: f64,
     seconds: f64,
+    cpu_seconds: f64,
     published: u64,
     acked: u64,
     log_bytes: u64,
@@ -468,10 +498,10 @@ fn replay(rt: &Runtime, stream: &Stream) -> Replay {
     let log = Arc::new(RedbLog::open(&store, u64::MAX).expect("open the WAL"));
     let running = Running::start(rt, log, Duration::from_millis(20));
     // The outage: reports are committed while no broker runs.
-    let fill_seconds = running.fill(rt, stream).as_secs_f64();
+    let fill_seconds = running.fill(rt, stream).0.as_secs_f64();
     let log_bytes = running.outbox.log().size().1;
     let file = scratch.0.join(FILE_NAME);
-    let file_bytes_full = std::fs::metadata(&file).expect("the redb file").len();
+    let file_bytes_full = disk_bytes(&file);
 
     let broker = Broker::start();
     let config = MqttConfig {
@@ -484,6 +514,7 @@ fn replay(rt: &Runtime, stream: &Stream) -> Replay {
         keep_alive_sec: 60,
         topic_prefix: String::new(),
     };
+    let cpu = cpu_seconds();
     let start = Instant::now();
     let (uplink, publisher) = {
         let _context = rt.enter();
@@ -494,10 +525,10 @@ fn replay(rt: &Runtime, stream: &Stream) -> Replay {
         )
     };
     let log = Arc::clone(running.outbox.log());
-    let seconds = rt.block_on(async {
+    let (seconds, cpu_seconds) = rt.block_on(async {
         loop {
             if log.size().0 == 0 {
-                return start.elapsed().as_secs_f64();
+                return (start.elapsed().as_secs_f64(), cpu_seconds() - cpu);
             }
             assert!(
                 start.elapsed() < RUN_TIMEOUT,
@@ -520,16 +551,65 @@ fn replay(rt: &Runtime, stream: &Stream) -> Replay {
             .expect("the publisher panicked");
     });
     drop(broker);
-    let file_bytes_empty = std::fs::metadata(&file).expect("the redb file").len();
+    let file_bytes_empty = disk_bytes(&file);
     Replay {
         fill_seconds,
         seconds,
+        cpu_seconds,
         published,
         acked,
         log_bytes,
         file_bytes_full,
         file_bytes_empty,
     }
+}
+
+/// Bytes a file occupies on disk (allocated blocks: redb grows its file in steps,
+/// and the file length counts space not yet written).
+fn disk_bytes(path: &Path) -> u64 {
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .blocks()
+        * 512
+}
+
+/// One report at a time from one device, each waiting for its commit before the
+/// next is pushed: the commit latency (about one fsync when the group commit is
+/// 0 ms). Returns reports and seconds; stops after `max` reports or `budget`.
+fn one_at_a_time(
+    rt: &Runtime,
+    stream: &Stream,
+    group_commit: Duration,
+    max: usize,
+    budget: Duration,
+) -> (usize, f64) {
+    let scratch = Scratch::new(&format!("latency-{}ms", group_commit.as_millis()));
+    let store = Store::open(&scratch.0).expect("open the store");
+    let log = Arc::new(RedbLog::open(&store, u64::MAX).expect("open the WAL"));
+    let running = Running::start(rt, log, group_commit);
+    let messages: Vec<Message> = stream.per_device[0].iter().take(max).cloned().collect();
+    let outbox = Arc::clone(&running.outbox);
+    let result = rt.block_on(async move {
+        let mut committed = outbox.subscribe();
+        let start = Instant::now();
+        let mut done = 0usize;
+        for message in messages {
+            outbox.push(message);
+            done += 1;
+            while outbox.stats().appended.load(Ordering::Relaxed) < done as u64 {
+                tokio::time::timeout(Duration::from_secs(10), committed.changed())
+                    .await
+                    .expect("no commit within 10 s")
+                    .expect("the outbox is alive");
+            }
+            if start.elapsed() >= budget {
+                break;
+            }
+        }
+        (done, start.elapsed().as_secs_f64())
+    });
+    running.stop(rt);
+    result
 }
 
 /// The run with the median time.
@@ -549,7 +629,7 @@ fn mib(bytes: u64) -> f64 {
 fn main() {
     let reports = env_usize("SLUICE_BENCH_REPORTS", 200_000).max(10);
     let devices = env_usize("SLUICE_BENCH_DEVICES", 100).max(1);
-    let replay_reports = env_usize("SLUICE_BENCH_REPLAY_REPORTS", 50_000).max(10);
+    let replay_reports = env_usize("SLUICE_BENCH_REPLAY_REPORTS", 100_000).max(10);
     let runs = env_usize("SLUICE_BENCH_RUNS", 3).max(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -597,21 +677,22 @@ fn main() {
             stream.mean_payload()
         );
         println!(
-            "{:<34} {:>11} {:>12} {:>8} {:>14} {:>10}",
-            "path", "reports/s", "values/s", "commits", "reports/commit", "vs MQTT"
+            "{:<34} {:>11} {:>12} {:>8} {:>14} {:>8} {:>6}",
+            "path", "reports/s", "values/s", "commits", "reports/commit", "vs MQTT", "CPU"
         );
         for (name, run) in &medians {
             let rate = per_second(count, run.seconds);
             println!(
-                "{name:<34} {rate:>11.0} {:>12.0} {:>8} {:>14.0} {:>9.2}x",
+                "{name:<34} {rate:>11.0} {:>12.0} {:>8} {:>14.0} {:>7.2}x {:>5.0}%",
                 n_values / run.seconds,
                 run.commits,
                 count as f64 / run.commits.max(1) as f64,
-                rate / direct_rate
+                rate / direct_rate,
+                100.0 * run.cpu_seconds / run.seconds
             );
         }
         println!(
-            "{:<34} {direct_rate:>11.0} {:>12.0} {:>8} {:>14} {:>9.2}x",
+            "{:<34} {direct_rate:>11.0} {:>12.0} {:>8} {:>14} {:>7.2}x",
             "MQTT QoS 1 publish, no WAL",
             n_values / direct,
             "-",
@@ -627,13 +708,26 @@ fn main() {
         println!("== Part 3: size, {values} values per report");
         for (name, run) in &medians[..2] {
             println!(
-                "{name:<34} log {:.1} B/value ({:.1} MiB), redb file {:.1} B/value ({:.1} MiB, {:.1} MiB allocated)",
+                "{name:<34} log {:.1} B/value ({:.1} MiB); redb file on disk {:.1} B/value ({:.1} MiB allocated, length {:.1} MiB)",
                 run.log_bytes as f64 / n_values,
                 mib(run.log_bytes),
-                run.file_bytes as f64 / n_values,
-                mib(run.file_bytes),
-                mib(run.file_allocated)
+                run.file_allocated as f64 / n_values,
+                mib(run.file_allocated),
+                mib(run.file_bytes)
             );
+        }
+        if values == 10 {
+            println!("== Part 1b: one report at a time (each waits for its commit), 10 values");
+            for group_commit in [zero, twenty] {
+                let (done, seconds) =
+                    one_at_a_time(&rt, &stream, group_commit, 1000, Duration::from_secs(3));
+                println!(
+                    "redb WAL, group commit {:>2} ms: {done} reports in {seconds:.2} s, {:.0} commits/s, {:.2} ms per report",
+                    group_commit.as_millis(),
+                    done as f64 / seconds,
+                    1000.0 * seconds / done as f64
+                );
+            }
         }
     }
     drop(broker);
@@ -654,21 +748,22 @@ fn main() {
             "== Part 2: replay after an outage, {count} reports x {values} values (no subscriber), median of {runs}"
         );
         println!(
-            "outage fill {:.2} s; backlog {:.1} MiB in the log, redb file {:.1} MiB",
+            "outage fill {:.2} s; backlog {:.1} MiB in the log, redb file {:.1} MiB on disk",
             result.fill_seconds,
             mib(result.log_bytes),
             mib(result.file_bytes_full)
         );
         println!(
-            "replay {:.2} s: {rate:.0} reports/s, {:.0} values/s ({:.2}x the no-WAL publish); published {}, PUBACKs {}",
+            "replay {:.2} s: {rate:.0} reports/s, {:.0} values/s ({:.2}x the no-WAL publish), engine CPU {:.0}%; published {}, PUBACKs {} (one is the online status)",
             result.seconds,
             n_values / result.seconds,
             rate / direct,
+            100.0 * result.cpu_seconds / result.seconds,
             result.published,
             result.acked
         );
         println!(
-            "redb file after the log emptied: {:.1} MiB (free pages are kept for reuse)",
+            "redb file after the log emptied: {:.1} MiB on disk (free pages are kept for reuse)",
             mib(result.file_bytes_empty)
         );
     }

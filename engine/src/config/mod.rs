@@ -395,7 +395,7 @@ devices:
         assert_eq!(
             errors.to_string(),
             "gw.yaml:1:1: unknown key `collecter` in configuration; expected one of: \
-             collector, devices, tenants"
+             collector, devices, products, tenants"
         );
     }
 
