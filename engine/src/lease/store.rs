@@ -107,6 +107,38 @@ impl RedbStateStore {
             store: store.clone(),
         }
     }
+
+    /// The state table for reading; `None` before the first heartbeat created it.
+    fn states(
+        &self,
+    ) -> Result<Option<redb::ReadOnlyTable<&'static str, &'static [u8]>>, LeaseError> {
+        let read = self.store.db().begin_read().map_err(db)?;
+        match read.open_table(STATES) {
+            Ok(table) => Ok(Some(table)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(error) => Err(db(error)),
+        }
+    }
+}
+
+/// The stored row under `key`, if any.
+fn read_row(
+    states: &impl ReadableTable<&'static str, &'static [u8]>,
+    key: &str,
+) -> Result<Option<StateRow>, LeaseError> {
+    states
+        .get(key)
+        .map_err(db)?
+        .map(|v| decode(v.value()))
+        .transpose()
+}
+
+/// Opens both tables of a write transaction.
+fn open_tables(write: &redb::WriteTransaction) -> Result<Tables<'_>, LeaseError> {
+    Ok((
+        write.open_table(STATES).map_err(db)?,
+        write.open_table(EXPIRY).map_err(db)?,
+    ))
 }
 
 type Tables<'t> = (
@@ -149,18 +181,10 @@ impl StateStore for RedbStateStore {
         // group commits, or a state change below) carries them to disk.
         write.set_durability(Durability::None).map_err(db)?;
         {
-            let mut tables = (
-                write.open_table(STATES).map_err(db)?,
-                write.open_table(EXPIRY).map_err(db)?,
-            );
+            let mut tables = open_tables(&write)?;
             for renewal in renewals {
                 let key = key(renewal.entity_type, &renewal.entity_id);
-                let old = tables
-                    .0
-                    .get(key.as_str())
-                    .map_err(db)?
-                    .map(|v| decode(v.value()))
-                    .transpose()?;
+                let old = read_row(&tables.0, key.as_str())?;
                 let before = old
                     .as_ref()
                     .map_or(EntityState::Offline, |o| o.effective_state(now_ms));
@@ -210,18 +234,9 @@ impl StateStore for RedbStateStore {
     ) -> Result<Option<Transition>, LeaseError> {
         let write = self.store.db().begin_write().map_err(db)?;
         let transition = {
-            let mut tables = (
-                write.open_table(STATES).map_err(db)?,
-                write.open_table(EXPIRY).map_err(db)?,
-            );
+            let mut tables = open_tables(&write)?;
             let key = key(entity_type, entity_id);
-            let Some(old) = tables
-                .0
-                .get(key.as_str())
-                .map_err(db)?
-                .map(|v| decode(v.value()))
-                .transpose()?
-            else {
+            let Some(old) = read_row(&tables.0, key.as_str())? else {
                 return Ok(None);
             };
             let before = old.effective_state(now_ms);
@@ -240,10 +255,7 @@ impl StateStore for RedbStateStore {
         let write = self.store.db().begin_write().map_err(db)?;
         let mut transitions = Vec::new();
         {
-            let mut tables = (
-                write.open_table(STATES).map_err(db)?,
-                write.open_table(EXPIRY).map_err(db)?,
-            );
+            let mut tables = open_tables(&write)?;
             let due: Vec<(i64, String, u64)> = tables
                 .1
                 .range::<(i64, &str)>(..=(now_ms, "\u{10FFFF}"))
@@ -254,13 +266,7 @@ impl StateStore for RedbStateStore {
                 .map_err(db)?;
             for (expire_time, key, version) in due {
                 tables.1.remove((expire_time, key.as_str())).map_err(db)?;
-                let Some(old) = tables
-                    .0
-                    .get(key.as_str())
-                    .map_err(db)?
-                    .map(|v| decode(v.value()))
-                    .transpose()?
-                else {
+                let Some(old) = read_row(&tables.0, key.as_str())? else {
                     continue;
                 };
                 // The second check: the row must still be the one the index saw.
@@ -293,11 +299,8 @@ impl StateStore for RedbStateStore {
         entity_type: EntityType,
         entity_id: &str,
     ) -> Result<Option<StateRow>, LeaseError> {
-        let read = self.store.db().begin_read().map_err(db)?;
-        let table = match read.open_table(STATES) {
-            Ok(table) => table,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(error) => return Err(db(error)),
+        let Some(table) = self.states()? else {
+            return Ok(None);
         };
         let key = key(entity_type, entity_id);
         table
@@ -308,11 +311,8 @@ impl StateStore for RedbStateStore {
     }
 
     fn list(&self, filter: &StateFilter) -> Result<Vec<StateRow>, LeaseError> {
-        let read = self.store.db().begin_read().map_err(db)?;
-        let table = match read.open_table(STATES) {
-            Ok(table) => table,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(error) => return Err(db(error)),
+        let Some(table) = self.states()? else {
+            return Ok(Vec::new());
         };
         let mut rows = Vec::new();
         for entry in table.iter().map_err(db)? {
