@@ -7,6 +7,9 @@ use serde_saphyr::Spanned;
 
 use super::Diagnostics;
 
+/// Nodes a document may hold: room for 10,000 devices of 100 tags.
+const MAX_NODES: usize = 20_000_000;
+
 /// A 1-based line and column; 0:0 when unknown.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Pos {
@@ -96,7 +99,15 @@ pub fn parse(file: &str, text: &str) -> Result<Node, Diagnostics> {
             kind: Kind::Null,
         });
     }
-    serde_saphyr::from_str::<Node>(text).map_err(|error| {
+    // The parser's default budget (250,000 nodes) is far below a gateway of 1,000
+    // devices x 100 tags; raise the size limits, keep the other protections.
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_nodes: MAX_NODES,
+            max_events: 4 * MAX_NODES,
+        },
+    };
+    serde_saphyr::from_str_with_options::<Node>(text, options).map_err(|error| {
         let pos = error.location().map(Pos::from).unwrap_or_default();
         let mut diagnostics = Diagnostics::new(file);
         let detail = first_line(&error.to_string());
@@ -203,5 +214,30 @@ impl<'de> Visitor<'de> for KindVisitor {
             entries.push((Key { pos: key.pos, name }, value));
         }
         Ok(Kind::Map(entries))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_gateway_config_parses() {
+        // 300 devices x 100 tags: about 270,000 nodes, above the parser's default budget.
+        let mut text = String::from("devices:\n");
+        for d in 0..300 {
+            text.push_str(&format!("  - deviceId: d{d}\n    tags:\n"));
+            for t in 0..100 {
+                text.push_str(&format!(
+                    "      - {{ key: t{t}, address: '4{t:04}', dataType: INT16, periodMs: 1000 }}\n"
+                ));
+            }
+        }
+        let root = parse("big.yaml", &text).expect("parses");
+        let devices = root
+            .as_map()
+            .and_then(|m| m[0].1.as_seq())
+            .map(<[Node]>::len);
+        assert_eq!(devices, Some(300));
     }
 }
