@@ -16,17 +16,14 @@
 //! the harder workload: the ratio shows what the period floor leaves of the raw
 //! capacity, and the CPU columns show what each poll costs.
 //!
-//! Part 2, footprint: a large fleet polled every 1000 ms, each device on its own
-//! simulator socket; CPU and memory of the engine process, rounds per second,
-//! skipped and failed rounds. 1000 devices x 100 tags is more than the config
-//! loader accepts in one file (see [`LOADER_MAX_NODES`]), so two fleets bracket
-//! it: 1000 x 32 and 300 x 100.
+//! Part 2, footprint: 1000 devices x 100 tags every 1000 ms, each device on its
+//! own simulator socket; CPU and memory of the engine process, rounds per second,
+//! skipped and failed rounds.
 //!
 //! Environment (all optional): `SLUICE_BENCH_DEVICES` (50), `SLUICE_BENCH_SECONDS`
-//! (10), `SLUICE_BENCH_FOOTPRINT_DEVICES` and `SLUICE_BENCH_FOOTPRINT_TAGS` (either
-//! one set: a single fleet, 1000 and 32 unless given), `SLUICE_BENCH_FOOTPRINT_PERIOD_MS`
-//! (1000), `SLUICE_BENCH_FOOTPRINT_SECONDS` (30), `SLUICE_BENCH_ENGINE_THREADS` (2,
-//! the engine's `workerThreads`).
+//! (10), `SLUICE_BENCH_FOOTPRINT_DEVICES` (1000), `SLUICE_BENCH_FOOTPRINT_TAGS`
+//! (100), `SLUICE_BENCH_FOOTPRINT_PERIOD_MS` (1000), `SLUICE_BENCH_FOOTPRINT_SECONDS`
+//! (30), `SLUICE_BENCH_ENGINE_THREADS` (2, the engine's `workerThreads`).
 #![allow(clippy::print_stdout)]
 
 use std::collections::HashMap;
@@ -54,11 +51,6 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(90);
 const WARMUP: Duration = Duration::from_secs(1);
 /// A tag's period when its config leaves `periodMs` out.
 const DEFAULT_PERIOD_MS: u64 = 1000;
-/// The config loader refuses a YAML file of more than 250 000 nodes (the
-/// serde-saphyr default budget). A tag written `{ key, address, dataType }` is 7
-/// nodes and a device with one channel about 21 more, so one file holds at most
-/// about 32 such tags on each of 1000 devices, or 100 tags on each of 346.
-const LOADER_MAX_NODES: usize = 250_000;
 
 fn env_u64(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
@@ -193,16 +185,10 @@ impl Engine {
     /// Panics (with the log) if the engine has exited.
     fn assert_running(&mut self) {
         if let Ok(Some(status)) = self.child.try_wait() {
-            let tail = self.log_tail();
-            let hint = if tail.contains("budget breached") {
-                format!(
-                    "\n(the config loader takes at most {LOADER_MAX_NODES} YAML nodes: \
-                     lower SLUICE_BENCH_FOOTPRINT_DEVICES or SLUICE_BENCH_FOOTPRINT_TAGS)"
-                )
-            } else {
-                String::new()
-            };
-            panic!("sluice exited with {status}; log tail:\n{tail}{hint}");
+            panic!(
+                "sluice exited with {status}; log tail:\n{}",
+                self.log_tail()
+            );
         }
     }
 
@@ -442,7 +428,7 @@ devices:
                 "          - {{ key: t{t}, address: '{}', dataType: UINT16",
                 40001 + u32::from(t)
             );
-            // The default period is left out: fewer YAML nodes (see `LOADER_MAX_NODES`).
+            // The default period is left out: a smaller file to parse.
             if period_ms == DEFAULT_PERIOD_MS {
                 out.push_str(" }\n");
             } else {
@@ -672,37 +658,13 @@ fn throughput(rt: &Runtime, sim: &Simulator, broker: &Broker, hz: f64, threads: 
     println!();
 }
 
-/// The fleets of part 2, as (devices, tags per device).
-///
-/// 1000 x 100 does not load (see [`LOADER_MAX_NODES`]), so by default two fleets
-/// that do bracket it: the device count (1000 x 32: 1000 connections and rounds
-/// per second) and the round size (300 x 100: 100-register reads and 100-value
-/// reports). Either environment variable set gives one fleet of that shape.
-fn footprint_fleets() -> Vec<(usize, u16)> {
-    let devices = std::env::var_os("SLUICE_BENCH_FOOTPRINT_DEVICES")
-        .map(|_| env_u64("SLUICE_BENCH_FOOTPRINT_DEVICES", 1000));
-    let tags = std::env::var_os("SLUICE_BENCH_FOOTPRINT_TAGS")
-        .map(|_| env_u64("SLUICE_BENCH_FOOTPRINT_TAGS", 32));
-    if devices.is_none() && tags.is_none() {
-        return vec![(1000, 32), (300, 100)];
-    }
-    let devices = usize::try_from(devices.unwrap_or(1000))
+fn footprint(rt: &Runtime, sim: &Simulator, broker: &Broker, hz: f64, threads: u64) {
+    let devices = usize::try_from(env_u64("SLUICE_BENCH_FOOTPRINT_DEVICES", 1000))
         .expect("SLUICE_BENCH_FOOTPRINT_DEVICES fits usize")
         .max(1);
-    let tags = u16::try_from(tags.unwrap_or(32))
+    let tags = u16::try_from(env_u64("SLUICE_BENCH_FOOTPRINT_TAGS", 100))
         .expect("SLUICE_BENCH_FOOTPRINT_TAGS fits u16")
         .clamp(1, sim_registers());
-    vec![(devices, tags)]
-}
-
-fn footprint(
-    rt: &Runtime,
-    sim: &Simulator,
-    broker: &Broker,
-    hz: f64,
-    threads: u64,
-    (devices, tags): (usize, u16),
-) {
     let period_ms =
         env_u64("SLUICE_BENCH_FOOTPRINT_PERIOD_MS", DEFAULT_PERIOD_MS).max(MIN_PERIOD_MS);
     let seconds = env_u64("SLUICE_BENCH_FOOTPRINT_SECONDS", 30).max(1);
@@ -791,7 +753,5 @@ fn main() {
         std::thread::available_parallelism().map_or(0, usize::from)
     );
     throughput(&rt, &sim, &broker, hz, threads);
-    for fleet in footprint_fleets() {
-        footprint(&rt, &sim, &broker, hz, threads, fleet);
-    }
+    footprint(&rt, &sim, &broker, hz, threads);
 }
