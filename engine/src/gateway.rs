@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
-use crate::api::{self, ApiState, CollectorView};
-use crate::collector::{Collector, PipelineSet};
+use crate::alarm::{self, Delivery, TableAudit};
+use crate::api::{self, ApiState, CollectorView, Tokens};
+use crate::collector::{Collector, PipelineSet, Services};
 use crate::config::{GatewayConfig, Protocol};
 use crate::lease::{Announce, EntityType, Leases, RedbStateStore};
 use crate::runtime::{Registry, Runtime, RuntimeConfig};
@@ -133,27 +134,49 @@ pub async fn run(
         }
         Err(StateError::Fatal(error)) => return Err(error),
     };
+    let alarms = alarm::build::build(
+        &options.config_file,
+        &config,
+        &registry,
+        &pipelines,
+        &store,
+        Arc::new(TableAudit),
+    )
+    .map_err(|problems| anyhow::anyhow!("{problems}"))
+    .context("the alarm rules cannot run")?;
     let committer = tokio::spawn(Arc::clone(&outbox).run_committer(shutdown.clone()));
     let (uplink, publisher) = Uplink::start(
         &config.collector.mqtt,
         Arc::clone(&outbox),
         shutdown.clone(),
     );
+    let (lease_changes, lease_events) = mpsc::unbounded_channel();
     let leases = Leases::new(
         Arc::new(RedbStateStore::new(&store)),
         Duration::from_millis(config.collector.lease.scan_interval_ms),
         announcements(&config, &uplink),
         uplink.clone(),
+        Some(lease_changes),
     );
     let lease_task = tokio::spawn(Arc::clone(&leases).run(shutdown.clone()));
+    let alarm_task = tokio::spawn(Arc::clone(&alarms).run(lease_events, shutdown.clone()));
+    let delivery = Delivery::new(
+        Arc::clone(alarms.store()),
+        Arc::new(uplink.clone()),
+        alarm::build::delivery_plan(&config, &uplink),
+    );
+    let delivery_task = tokio::spawn(delivery.run(Arc::clone(alarms.opened()), shutdown.clone()));
     let mut collector = Collector::build(
         &options.config_file,
         &config,
         &registry,
         &pipelines,
-        uplink.clone(),
-        seq,
-        &leases,
+        Services {
+            uplink: uplink.clone(),
+            seq,
+            leases: &leases,
+            alarms: Some(&alarms),
+        },
     )
     .map_err(|problems| anyhow::anyhow!("{problems}"))
     .context("the configuration cannot run")?;
@@ -170,7 +193,9 @@ pub async fn run(
                 uplink: Arc::clone(uplink.stats()),
                 outbox: Arc::clone(&outbox),
                 leases: Arc::clone(&leases),
-                admin_token: http.admin_token.clone(),
+                alarms: Arc::clone(&alarms),
+                tokens: Arc::new(Tokens::of(&config)),
+                utc_offset_min: config.collector.alarms.utc_offset_min,
                 started: Instant::now(),
             };
             let listener = tokio::net::TcpListener::bind(http.listen)
@@ -184,6 +209,8 @@ pub async fn run(
     // Reports of the last rounds are committed before the process ends (they are
     // published at the next start if the broker does not take them now).
     let _ = lease_task.await;
+    let _ = alarm_task.await;
+    let _ = delivery_task.await;
     let _ = committer.await;
     let _ = publisher.await;
     if let Some(task) = api_task {

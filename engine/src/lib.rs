@@ -2,6 +2,7 @@
 //!
 //! The native engine owns time, sockets and durable state; WebAssembly components
 //! (see `wit/`) own protocol bytes and decisions. Modules by responsibility:
+//! - [`alarm`]: the alarm lifecycle (rules, whitelist, supersede, audit, delivery);
 //! - [`yaml`]: YAML with positions, for `FILE:LINE:COL` errors;
 //! - [`config`]: the device/channel/tag configuration file;
 //! - [`io`]: connections to devices (budget, backoff, link state machine);
@@ -22,6 +23,7 @@
 //! - [`sim`]: a fast built-in Modbus TCP device simulator (demo, benchmarks, tests);
 //! - [`report`]: the payload published upstream.
 
+pub mod alarm;
 pub mod api;
 pub mod broker;
 pub mod clock;

@@ -65,6 +65,13 @@ pub async fn health(State(state): State<ApiState>) -> Json<Value> {
             "unknown": unknown,
         },
         "connections": links,
+        "auditFailures": state.alarms.store().audit_failures(),
+        "alarmRuleFailures": state
+            .alarms
+            .rule_failures()
+            .into_iter()
+            .map(|(tenant, count)| (tenant.to_string(), json!(count)))
+            .collect::<serde_json::Map<_, _>>(),
     }))
 }
 

@@ -110,6 +110,29 @@ fn render(state: &ApiState, out: &mut String) {
     }
     header(
         out,
+        "sluice_alarm_audit_failures_total",
+        "counter",
+        "Alarm changes rolled back because their audit record failed.",
+    );
+    let _ = writeln!(
+        out,
+        "sluice_alarm_audit_failures_total {}",
+        state.alarms.store().audit_failures()
+    );
+    header(
+        out,
+        "sluice_alarm_rule_failures_total",
+        "counter",
+        "Failed calls of a tenant's alarm rules component (traps, limits).",
+    );
+    for (tenant, count) in state.alarms.rule_failures() {
+        let _ = writeln!(
+            out,
+            "sluice_alarm_rule_failures_total{{tenant=\"{tenant}\"}} {count}"
+        );
+    }
+    header(
+        out,
         "sluice_component_failures_total",
         "counter",
         "Failed component calls (traps, limits) per device.",

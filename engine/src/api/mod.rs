@@ -1,6 +1,8 @@
-//! The HTTP API: `GET /health` (JSON), `GET /metrics` (Prometheus text), and the
-//! lease states of devices and drivers.
+//! The HTTP API: `GET /health` (JSON), `GET /metrics` (Prometheus text), the
+//! lease states of devices and drivers, alarms and device events.
 
+mod alarms;
+mod auth;
 mod health;
 mod metrics;
 mod states;
@@ -8,11 +10,16 @@ mod states;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::Router;
-use axum::routing::get;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub use auth::Tokens;
+
+use crate::alarm::Alarms;
 use crate::collector::Collector;
 use crate::uplink::UplinkStats;
 
@@ -23,9 +30,19 @@ pub struct ApiState {
     pub uplink: Arc<UplinkStats>,
     pub outbox: Arc<crate::wal::Outbox>,
     pub leases: Arc<crate::lease::Leases>,
-    /// The operator's token for changes (`collector.http.adminToken`), if set.
-    pub admin_token: Option<String>,
+    pub alarms: Arc<Alarms>,
+    /// The operator's and the tenants' tokens.
+    pub tokens: Arc<Tokens>,
+    /// The gateway's local time (`collector.alarms.utcOffset`), minutes east of UTC.
+    pub utc_offset_min: i16,
     pub started: Instant,
+}
+
+/// A JSON reply and its status.
+type Reply = (StatusCode, Json<Value>);
+
+fn error(status: StatusCode, message: impl Into<String>) -> Reply {
+    (status, Json(json!({ "error": message.into() })))
 }
 
 /// The parts of the collector the API reads (shared, never locked for long).
@@ -75,6 +92,13 @@ pub async fn serve(
             get(states::device).put(states::set_device),
         )
         .route("/drivers/{id}/state", get(states::driver))
+        .route("/alarms", get(alarms::list))
+        .route("/alarms/stats", get(alarms::stats))
+        .route("/alarms/{id}", get(alarms::get))
+        .route("/alarms/{id}/actions", get(alarms::actions))
+        .route("/alarms/{id}/chain", get(alarms::chain))
+        .route("/alarms/{id}/{action}", post(alarms::act))
+        .route("/events", post(alarms::post_event))
         .with_state(state);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {

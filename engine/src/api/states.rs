@@ -5,19 +5,14 @@
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::ApiState;
+use super::{ApiState, Reply, error};
+use crate::alarm::Scope;
 use crate::clock::now_ms;
 use crate::lease::{EntityState, EntityType, StateFilter, StateRow};
-
-type Reply = (StatusCode, Json<Value>);
-
-fn error(status: StatusCode, message: impl Into<String>) -> Reply {
-    (status, Json(json!({ "error": message.into() })))
-}
 
 /// A row as the API shows it, with its effective state.
 fn view(row: &StateRow, now: i64) -> Value {
@@ -125,21 +120,15 @@ pub struct SetState {
 
 /// `PUT /devices/{id}/state {"state":"maintain"|"online"}`: an operator puts a device
 /// into maintenance and back. Needs `Authorization: Bearer <adminToken>` when one is
-/// configured.
+/// configured (a tenant's token is not enough).
 pub async fn set_device(
     State(state): State<ApiState>,
     Path(id): Path<String>,
     headers: HeaderMap,
     Json(body): Json<SetState>,
 ) -> Reply {
-    if let Some(token) = &state.admin_token {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if given != Some(token.as_str()) {
-            return error(StatusCode::UNAUTHORIZED, "an admin token is required");
-        }
+    if state.tokens.has_admin() && state.tokens.scope(&headers) != Some(Scope::All) {
+        return error(StatusCode::UNAUTHORIZED, "an admin token is required");
     }
     let target = match EntityState::parse(&body.state) {
         Some(s @ (EntityState::Maintain | EntityState::Online)) => s,

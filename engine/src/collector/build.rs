@@ -14,6 +14,7 @@ use super::device::{Channel, Device, DeviceParts, LeaseTerms};
 use super::heartbeat::Heartbeat;
 use super::reporter::Reporter;
 use super::{Collector, LinkInfo};
+use crate::alarm::Alarms;
 use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, Protocol, TagConfig};
 use crate::io::{Budget, Link, LinkSettings};
 use crate::lease::{Leases, TimeoutSource};
@@ -130,7 +131,7 @@ pub fn lease_length(
 }
 
 /// The tag as components see it, with its valid range as settings.
-fn component_tag(tag: &TagConfig) -> TagSpec {
+pub fn component_tag(tag: &TagConfig) -> TagSpec {
     let mut spec = tag.spec.clone();
     for (key, bound) in [("min", tag.min), ("max", tag.max)] {
         if let Some(value) = bound {
@@ -177,6 +178,17 @@ struct Builder<'a> {
     built_pipelines: HashMap<(u32, String), Option<Pipeline>>,
     heartbeats: Vec<Heartbeat>,
     leases: &'a Arc<Leases>,
+    alarms: Option<&'a Arc<Alarms>>,
+}
+
+/// The engine services devices report to.
+#[derive(Debug)]
+pub struct Services<'a> {
+    pub uplink: Uplink,
+    pub seq: Arc<SeqAllocator>,
+    pub leases: &'a Arc<Leases>,
+    /// Runs each device's alarm rules over its samples.
+    pub alarms: Option<&'a Arc<Alarms>>,
 }
 
 impl Collector {
@@ -190,10 +202,14 @@ impl Collector {
         config: &GatewayConfig,
         registry: &Registry,
         pipelines: &PipelineSet,
-        uplink: Uplink,
-        seq: Arc<SeqAllocator>,
-        leases: &Arc<Leases>,
+        services: Services<'_>,
     ) -> Result<Collector, BuildError> {
+        let Services {
+            uplink,
+            seq,
+            leases,
+            alarms,
+        } = services;
         let mut builder = Builder {
             config,
             registry,
@@ -207,6 +223,7 @@ impl Collector {
             built_pipelines: HashMap::new(),
             heartbeats: Vec::new(),
             leases,
+            alarms,
         };
         let mut devices = Vec::new();
         let mut plans = Vec::new();
@@ -297,6 +314,7 @@ impl Builder<'_> {
                 timeout_seconds,
                 timeout_source,
             },
+            alarms: self.alarms.cloned(),
         }));
         for (index, channel) in heartbeat_channels {
             // Probe the first polled tag of the channel (any tag if none is polled).

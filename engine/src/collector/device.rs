@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::reporter::{Identity, Reporter};
+use crate::alarm::Alarms;
 use crate::clock::now_ms;
 use crate::io::{Link, LinkError};
 use crate::lease::{EntityState, EntityType, Leases, Renewal, TimeoutSource};
@@ -74,6 +75,8 @@ pub struct DeviceParts {
     pub pipeline: DevicePipeline,
     pub reporter: Reporter,
     pub lease: LeaseTerms,
+    /// The alarm service that runs the device's rules over its samples.
+    pub alarms: Option<Arc<Alarms>>,
 }
 
 /// A device and everything a round needs.
@@ -87,6 +90,7 @@ pub struct Device {
     pub pipeline: DevicePipeline,
     pub reporter: Reporter,
     lease: LeaseTerms,
+    alarms: Option<Arc<Alarms>>,
     last_error: Mutex<String>,
     codec_failures: AtomicU64,
     stage_failures: AtomicU64,
@@ -112,6 +116,7 @@ impl Device {
             pipeline: parts.pipeline,
             reporter: parts.reporter,
             lease: parts.lease,
+            alarms: parts.alarms,
             last_error: Mutex::default(),
             codec_failures: AtomicU64::new(0),
             stage_failures: AtomicU64::new(0),
@@ -199,6 +204,9 @@ impl Device {
                 lost.samples
             }
         };
+        if let Some(alarms) = &self.alarms {
+            self.timed(|| alarms.on_samples(&self.id, &samples));
+        }
         let who = Identity {
             device_id: &self.id,
             product_id: &self.product_id,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use tokio::sync::{Mutex as AsyncMutex, watch};
 
-pub use build::{BuildError, PipelineSet, codec_name};
+pub use build::{BuildError, PipelineSet, Services, codec_name, component_tag};
 
 pub use device::{Channel, Device, DeviceParts, LeaseTerms};
 

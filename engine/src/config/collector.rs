@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::alarms::{self, AlarmConfig};
 use super::network::{self, HttpConfig, MqttConfig};
 use super::read::{at_least, choice, ranged, read_at, text};
 use crate::yaml::{Diagnostics, Fields, Node};
@@ -32,6 +33,8 @@ pub struct CollectorConfig {
     pub heartbeat_failures: u32,
     /// `lease`: bookkeeping of device leases.
     pub lease: LeaseConfig,
+    /// `alarms`: alarm delivery, escalation and the local day.
+    pub alarms: AlarmConfig,
     /// `mergeGap`: largest gap of unused registers/addresses allowed between two tags
     /// read in one request (default 16; 0 merges only adjacent tags). A channel may
     /// override it where its protocol supports that.
@@ -51,6 +54,7 @@ impl Default for CollectorConfig {
             connections: ConnectionLimits::default(),
             heartbeat_failures: 3,
             lease: LeaseConfig::default(),
+            alarms: AlarmConfig::default(),
             merge_gap: 16,
         }
     }
@@ -227,6 +231,9 @@ pub(super) fn read(node: &Node, errors: &mut Diagnostics) -> CollectorConfig {
         lease: f
             .node("lease")
             .map_or_else(LeaseConfig::default, |n| read_lease(n, errors)),
+        alarms: f
+            .node("alarms")
+            .map_or_else(AlarmConfig::default, |n| alarms::read(n, errors)),
         merge_gap: at_least(&mut f, "mergeGap", 0, d.merge_gap, errors),
     };
     f.finish(errors);

@@ -22,6 +22,7 @@
 //! Only the three sections are allowed at the top level; all of them are optional (a
 //! missing `collector` means all defaults, missing `devices` means no devices).
 
+mod alarms;
 mod channel;
 mod collector;
 mod device;
@@ -30,13 +31,13 @@ mod product;
 mod protocol;
 mod read;
 mod tag;
+mod tenant;
 
-use std::collections::HashMap;
 use std::path::Path;
 
-use crate::yaml::{self, Diagnostics, Fields, FromNode, Kind, Node, Pos};
-use read::{Text, Unique, list, required_at, required_text};
+use crate::yaml::{self, Diagnostics, Fields, Kind, Node, Pos};
 
+pub use alarms::AlarmConfig;
 pub use channel::ChannelConfig;
 pub use collector::{
     BackoffConfig, CollectorConfig, ConnectionLimits, LeaseConfig, OverflowPolicy, ReportMode,
@@ -47,6 +48,7 @@ pub use network::{HttpConfig, MqttConfig};
 pub use product::ProductConfig;
 pub use protocol::Protocol;
 pub use tag::TagConfig;
+pub use tenant::{DEFAULT_RULES, RecipientConfig, TenantConfig};
 
 /// Everything the configuration file says, checked and typed.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -76,20 +78,6 @@ impl GatewayConfig {
     pub fn tenant(&self, tenant_id: u32) -> Option<&TenantConfig> {
         self.tenants.iter().find(|t| t.tenant_id == tenant_id)
     }
-}
-
-/// One entry of `tenants`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TenantConfig {
-    /// `tenantId`: the number devices name in their own `tenantId` (not 0, which means
-    /// "no tenant"); unique.
-    pub tenant_id: u32,
-    /// `name`: a label for people and logs.
-    pub name: String,
-    /// `tokens`: bearer tokens that act for this tenant; unique across all tenants.
-    pub tokens: Vec<String>,
-    /// Where the entry starts.
-    pub pos: Pos,
 }
 
 /// Reads and checks the configuration file at `path`.
@@ -139,7 +127,7 @@ fn read_gateway(root: &Node, errors: &mut Diagnostics) -> GatewayConfig {
         });
     let tenants = fields
         .node("tenants")
-        .map(|node| read_tenants(node, errors))
+        .map(|node| tenant::read_all(node, errors))
         .unwrap_or_default();
     let products = fields
         .node("products")
@@ -156,68 +144,6 @@ fn read_gateway(root: &Node, errors: &mut Diagnostics) -> GatewayConfig {
         products,
         devices,
     }
-}
-
-fn read_tenants(node: &Node, errors: &mut Diagnostics) -> Vec<TenantConfig> {
-    let mut ids: HashMap<u32, Pos> = HashMap::new();
-    let mut tokens = Unique::default();
-    let mut tenants = Vec::new();
-    for item in list(node, "tenants", errors) {
-        let Some(mut fields) = Fields::of(item, "tenant", errors) else {
-            continue;
-        };
-        let tenant_id = required_at::<u32>(&mut fields, "tenantId", errors);
-        if let Some((id, pos)) = tenant_id {
-            if id == 0 {
-                errors.push(
-                    pos,
-                    "`tenantId`: 0 is reserved for devices without a tenant; use 1 or more",
-                );
-            } else if let Some(first) = ids.get(&id) {
-                errors.push(pos, format!("duplicate tenantId {id} (first at {first})"));
-            } else {
-                ids.insert(id, pos);
-            }
-        }
-        let name = required_text(&mut fields, "name", errors);
-        if let Some((name, pos)) = &name
-            && name.trim().is_empty()
-        {
-            errors.push(*pos, "`name`: must not be empty");
-        }
-        let mut tenant_tokens = Vec::new();
-        if let Some(list_node) = fields.node("tokens") {
-            for token_node in list(list_node, "tokens", errors) {
-                match Text::from_node(token_node).map(|token| token.0) {
-                    Ok(token) if token.trim().is_empty() => {
-                        errors.push(token_node.pos, "`tokens`: a token must not be empty");
-                    }
-                    Ok(token) => {
-                        if let Some(first) = tokens.first(&token, token_node.pos) {
-                            errors.push(
-                                token_node.pos,
-                                format!("`tokens`: this token is already given at {first}"),
-                            );
-                        }
-                        tenant_tokens.push(token);
-                    }
-                    Err(message) => errors.push(token_node.pos, format!("`tokens`: {message}")),
-                }
-            }
-        }
-        fields.finish(errors);
-        // Kept even when `name` is wrong, so devices naming the tenant are not also
-        // reported.
-        if let Some((tenant_id, _)) = tenant_id {
-            tenants.push(TenantConfig {
-                tenant_id,
-                name: name.map(|(name, _)| name).unwrap_or_default(),
-                tokens: tenant_tokens,
-                pos: item.pos,
-            });
-        }
-    }
-    tenants
 }
 
 #[cfg(test)]

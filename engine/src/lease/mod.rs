@@ -6,7 +6,7 @@
 //! lease ran out in batches, re-checks each, and sets it offline. Every change of
 //! state is announced: a retained status on the device's status topic and an event
 //! (`device-offline`, `device-online`, `driver-offline`, ...) on its event topic,
-//! for the alarm rules. Rows live in the store, so a restart keeps them: a lease
+//! for the alarm rules (published, and handed to the engine's alarm service). Rows live in the store, so a restart keeps them: a lease
 //! that ran out while the engine was down expires at the first scan, and a lease
 //! still running stays online until its device answers again.
 
@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, mpsc, watch};
 
 pub use model::{EntityState, EntityType, StateRow, TimeoutSource, Transition};
 pub use store::{LeaseError, RedbStateStore, Renewal, StateFilter, StateStore};
@@ -52,6 +52,8 @@ pub struct Leases {
     scan_interval: Duration,
     announce: HashMap<(EntityType, String), Announce>,
     uplink: Uplink,
+    /// Where state changes go inside the engine (the alarm rules), if anywhere.
+    changes: Option<mpsc::UnboundedSender<Transition>>,
 }
 
 impl Leases {
@@ -60,6 +62,7 @@ impl Leases {
         scan_interval: Duration,
         announce: HashMap<(EntityType, String), Announce>,
         uplink: Uplink,
+        changes: Option<mpsc::UnboundedSender<Transition>>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
@@ -68,6 +71,7 @@ impl Leases {
             scan_interval,
             announce,
             uplink,
+            changes,
         })
     }
 
@@ -176,6 +180,10 @@ impl Leases {
                 to = row.state.as_str(),
                 "state change"
             );
+            if let Some(changes) = &self.changes {
+                // The receiver lives as long as the engine.
+                let _ = changes.send(transition.clone());
+            }
             let Some(announce) = self.announce.get(&(row.entity_type, row.entity_id.clone()))
             else {
                 continue;

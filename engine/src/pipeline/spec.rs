@@ -8,6 +8,9 @@
 //!     settings:
 //!       decimals: 3
 //!   - path: ./my_stage.wasm   # or a component file, relative to this file
+//! alarms:                  # optional: settings of the device tenant's rules component
+//!   thresholds:
+//!     - { tag: temperature, above: 80, clearAt: 75 }
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -39,6 +42,10 @@ pub struct PipelineSpec {
     pub name: String,
     pub description: Option<String>,
     pub stages: Vec<StageSpec>,
+    /// `alarms`: the settings of the rules component of each device's tenant
+    /// (empty when absent), and where the block starts.
+    pub alarms: PositionedSettings,
+    pub alarms_pos: Option<Pos>,
     /// The file it was read from, for messages.
     pub file: String,
 }
@@ -93,6 +100,7 @@ fn read_pipeline(
     let name = fields.optional::<String>("name", errors);
     let description = fields.optional::<String>("description", errors);
     let stages_node = fields.node("stages");
+    let alarms_node = fields.node("alarms");
     fields.node("tests");
     let stages_pos = fields.pos();
     fields.finish(errors);
@@ -116,6 +124,8 @@ fn read_pipeline(
         name: name.unwrap_or_else(|| default_name.to_owned()),
         description,
         stages,
+        alarms: alarms_node.map(|n| flatten(n, errors)).unwrap_or_default(),
+        alarms_pos: alarms_node.map(|n| n.pos),
         file: file.to_owned(),
     })
 }

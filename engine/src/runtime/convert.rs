@@ -21,7 +21,7 @@ pub(super) fn batch_from_wit(batch: wit::Batch) -> Batch {
     }
 }
 
-fn sample_to_wit(sample: Sample) -> wit::Sample {
+pub(super) fn sample_to_wit(sample: Sample) -> wit::Sample {
     wit::Sample {
         tag: sample.tag,
         value: value_to_wit(sample.value),

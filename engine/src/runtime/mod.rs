@@ -21,6 +21,7 @@ mod convert;
 mod error;
 mod pool;
 mod registry;
+mod rules;
 mod sandbox;
 mod stage;
 
@@ -34,8 +35,10 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 pub use codec::{CodecPool, CodecSession};
 pub use error::{CallError, Limit, LoadError, human_bytes};
 pub use registry::{ComponentInfo, Registry};
+pub use rules::{Evaluator, RulesPool};
 pub use stage::{Processor, StagePool};
 
+use pool::World as _;
 use sandbox::Sandbox;
 
 /// The three kinds of component, one WIT world each.
@@ -215,9 +218,9 @@ impl Runtime {
             .map_err(wrong_world)?;
         let pre = linker.instantiate_pre(&component).map_err(wrong_world)?;
         match kind {
-            ComponentKind::Stage => bindings::stage::StagePre::new(pre.clone()).map(drop),
-            ComponentKind::Codec => bindings::codec::CodecPre::new(pre.clone()).map(drop),
-            ComponentKind::Rules => bindings::rules::RulesPre::new(pre.clone()).map(drop),
+            ComponentKind::Stage => bindings::stage::Stage::prepare(pre.clone()).map(drop),
+            ComponentKind::Codec => bindings::codec::Codec::prepare(pre.clone()).map(drop),
+            ComponentKind::Rules => bindings::rules::Rules::prepare(pre.clone()).map(drop),
         }
         .map_err(wrong_world)?;
         Ok(Arc::new(LoadedComponent {
@@ -238,15 +241,7 @@ impl Runtime {
         component: &LoadedComponent,
         limits: Limits,
     ) -> Result<Arc<StagePool>, LoadError> {
-        self.check_limits(limits)?;
-        let pre = bindings::stage::StagePre::new(component.pre.clone())
-            .map_err(|e| component.wrong_world(e))?;
-        Ok(pool::Pool::new(
-            self.engine.clone(),
-            &component.name,
-            pre,
-            limits,
-        ))
+        self.pool(component, limits)
     }
 
     /// Instances of a codec component for one tenant.
@@ -258,9 +253,28 @@ impl Runtime {
         component: &LoadedComponent,
         limits: Limits,
     ) -> Result<Arc<CodecPool>, LoadError> {
+        self.pool(component, limits)
+    }
+
+    /// Instances of a rules component for one tenant.
+    ///
+    /// # Errors
+    /// As for [`Runtime::stage_pool`], for rules.
+    pub fn rules_pool(
+        &self,
+        component: &LoadedComponent,
+        limits: Limits,
+    ) -> Result<Arc<RulesPool>, LoadError> {
+        self.pool(component, limits)
+    }
+
+    fn pool<W: pool::World>(
+        &self,
+        component: &LoadedComponent,
+        limits: Limits,
+    ) -> Result<Arc<pool::Pool<W>>, LoadError> {
         self.check_limits(limits)?;
-        let pre = bindings::codec::CodecPre::new(component.pre.clone())
-            .map_err(|e| component.wrong_world(e))?;
+        let pre = W::prepare(component.pre.clone()).map_err(|e| component.wrong_world(e))?;
         Ok(pool::Pool::new(
             self.engine.clone(),
             &component.name,

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use wasmtime::component::ResourceAny;
+use wasmtime::component::{InstancePre, ResourceAny};
 use wasmtime::{Engine, Store, Trap};
 
 use super::bindings::wit;
@@ -19,24 +19,40 @@ use super::{CallError, Limit, Limits, Sandbox};
 pub trait World: Sized + Send + 'static {
     type Pre: Send + Sync;
 
+    /// Checks that a linked component exports this world.
+    fn prepare(pre: InstancePre<Sandbox>) -> wasmtime::Result<Self::Pre>;
+
     fn instantiate(pre: &Self::Pre, store: &mut Store<Sandbox>) -> wasmtime::Result<Self>;
 }
 
-impl World for super::bindings::stage::Stage {
-    type Pre = super::bindings::stage::StagePre<Sandbox>;
+macro_rules! world {
+    ($world:ty, $pre:ty) => {
+        impl World for $world {
+            type Pre = $pre;
 
-    fn instantiate(pre: &Self::Pre, store: &mut Store<Sandbox>) -> wasmtime::Result<Self> {
-        pre.instantiate(store)
-    }
+            fn prepare(pre: InstancePre<Sandbox>) -> wasmtime::Result<Self::Pre> {
+                <$pre>::new(pre)
+            }
+
+            fn instantiate(pre: &Self::Pre, store: &mut Store<Sandbox>) -> wasmtime::Result<Self> {
+                pre.instantiate(store)
+            }
+        }
+    };
 }
 
-impl World for super::bindings::codec::Codec {
-    type Pre = super::bindings::codec::CodecPre<Sandbox>;
-
-    fn instantiate(pre: &Self::Pre, store: &mut Store<Sandbox>) -> wasmtime::Result<Self> {
-        pre.instantiate(store)
-    }
-}
+world!(
+    super::bindings::stage::Stage,
+    super::bindings::stage::StagePre<Sandbox>
+);
+world!(
+    super::bindings::codec::Codec,
+    super::bindings::codec::CodecPre<Sandbox>
+);
+world!(
+    super::bindings::rules::Rules,
+    super::bindings::rules::RulesPre<Sandbox>
+);
 
 /// One tenant's instances of one component.
 pub struct Pool<W: World> {
@@ -140,6 +156,35 @@ impl<W: World> Pool<W> {
         }
     }
 
+    /// Runs `call` on an instance itself (a function of the world, no resource),
+    /// with a fresh CPU budget; the instances take such calls in turn.
+    pub(super) fn call_instance<R>(
+        &self,
+        function: &'static str,
+        call: impl FnOnce(&mut Live<W>) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let index = self.next_slot.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let mut slot = lock(&self.slots[index]);
+        if slot.live.is_none() {
+            self.instantiate(&mut slot)?;
+        }
+        self.budgeted(&mut slot, call)
+            .map_err(|error| self.fail(&mut slot, function, error))
+    }
+
+    fn budgeted<R>(
+        &self,
+        slot: &mut Slot<W>,
+        f: impl FnOnce(&mut Live<W>) -> wasmtime::Result<R>,
+    ) -> wasmtime::Result<R> {
+        let Some(live) = slot.live.as_mut() else {
+            return Err(wasmtime::Error::msg("instance missing"));
+        };
+        live.store.data_mut().begin_call();
+        live.store.set_fuel(self.limits.fuel_per_call)?;
+        f(live)
+    }
+
     /// Turns a failed call into an error naming the limit, and drops the instance.
     fn fail(
         &self,
@@ -213,24 +258,11 @@ impl<W: World> Binding<W> {
         let mut handle = lock(&self.handle);
         let mut slot = lock(&self.pool.slots[self.slot]);
         let resource = self.ensure(&mut handle, &mut slot, create)?;
-        let result = self.budgeted(&mut slot, |live| call(live, resource));
+        let result = self.pool.budgeted(&mut slot, |live| call(live, resource));
         result.map_err(|error| {
             *handle = None;
             self.pool.fail(&mut slot, function, error)
         })
-    }
-
-    fn budgeted<R>(
-        &self,
-        slot: &mut Slot<W>,
-        f: impl FnOnce(&mut Live<W>) -> wasmtime::Result<R>,
-    ) -> wasmtime::Result<R> {
-        let Some(live) = slot.live.as_mut() else {
-            return Err(wasmtime::Error::msg("instance missing"));
-        };
-        live.store.data_mut().begin_call();
-        live.store.set_fuel(self.pool.limits.fuel_per_call)?;
-        f(live)
     }
 
     fn ensure(
@@ -247,7 +279,7 @@ impl<W: World> Binding<W> {
         {
             return Ok(resource);
         }
-        match self.budgeted(slot, create) {
+        match self.pool.budgeted(slot, create) {
             Ok(Ok(resource)) => {
                 *handle = Some((slot.generation, resource));
                 Ok(resource)

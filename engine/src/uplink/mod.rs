@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::json;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 mod publisher;
@@ -122,12 +122,16 @@ impl UplinkStats {
     }
 }
 
+/// A message whose PUBACK someone waits for: topic, payload, whom to tell.
+type Tracked = (String, Vec<u8>, oneshot::Sender<()>);
+
 /// The uplink as the rest of the engine sees it: reports go through the outbox
-/// (WAL), statuses straight to the publisher.
+/// (WAL), statuses and tracked messages straight to the publisher.
 #[derive(Debug, Clone)]
 pub struct Uplink {
     outbox: Arc<Outbox>,
     statuses: mpsc::UnboundedSender<(String, Vec<u8>)>,
+    tracked: mpsc::UnboundedSender<Tracked>,
     prefix: String,
     stats: Arc<UplinkStats>,
 }
@@ -141,15 +145,17 @@ impl Uplink {
         shutdown: watch::Receiver<bool>,
     ) -> (Self, JoinHandle<()>) {
         let (statuses, status_rx) = mpsc::unbounded_channel();
+        let (tracked, tracked_rx) = mpsc::unbounded_channel();
         let stats = Arc::<UplinkStats>::default();
         let uplink = Self {
             outbox: Arc::clone(&outbox),
             statuses,
+            tracked,
             prefix: config.topic_prefix.clone(),
             stats: Arc::clone(&stats),
         };
         let publisher = Publisher::new(config, outbox, stats);
-        let task = tokio::spawn(publisher.run(status_rx, shutdown));
+        let task = tokio::spawn(publisher.run(status_rx, tracked_rx, shutdown));
         (uplink, task)
     }
 
@@ -159,6 +165,26 @@ impl Uplink {
 
     pub fn outbox(&self) -> &Arc<Outbox> {
         &self.outbox
+    }
+
+    /// `suffix` under this uplink's prefix.
+    pub fn topic(&self, suffix: &str) -> String {
+        let prefix = self.prefix.trim_end_matches('/');
+        if prefix.is_empty() {
+            suffix.to_owned()
+        } else {
+            format!("{prefix}/{suffix}")
+        }
+    }
+
+    /// Publishes with QoS 1 now (not through the outbox); the receiver resolves on
+    /// the broker's PUBACK and fails when the message did not go out (no
+    /// connection, a full queue, or the connection dropped before the PUBACK).
+    pub fn publish_tracked(&self, topic: String, payload: Vec<u8>) -> oneshot::Receiver<()> {
+        let (done, acked) = oneshot::channel();
+        // A publisher that stopped drops `done`, which the receiver sees.
+        let _ = self.tracked.send((topic, payload, done));
+        acked
     }
 
     /// A device topic under this uplink's prefix.

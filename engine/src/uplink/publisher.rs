@@ -12,9 +12,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rumqttc::{AsyncClient, Event, EventLoop, Incoming, LastWill, MqttOptions, Outgoing, QoS};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
-use super::{UplinkStats, status_payload, topic};
+use super::{Tracked, UplinkStats, status_payload, topic};
 use crate::clock::now_ms;
 use crate::config::MqttConfig;
 use crate::wal::Outbox;
@@ -44,12 +44,39 @@ struct Session {
     connected: bool,
     /// The last record handed to the client.
     cursor: Option<u64>,
-    /// Per publish handed to the client, in order: the record it carries (None for
-    /// a status). The event loop reports outgoing publishes in the same order.
-    queued: VecDeque<Option<u64>>,
-    /// Packet id -> record, for publishes awaiting their PUBACK.
-    inflight: HashMap<u16, u64>,
+    /// Per publish handed to the client, in order, what it carries. The event loop
+    /// reports outgoing publishes in the same order.
+    queued: VecDeque<Queued>,
+    /// Packet id -> what awaits its PUBACK.
+    inflight: HashMap<u16, Inflight>,
     acked: Vec<u64>,
+}
+
+/// What a publish handed to the client carries.
+enum Queued {
+    Record(u64),
+    Status,
+    /// A tracked message and whom to tell of its PUBACK.
+    Tracked(oneshot::Sender<()>),
+}
+
+/// A publish awaiting its PUBACK.
+enum Inflight {
+    Record(u64),
+    Tracked(oneshot::Sender<()>),
+}
+
+impl Inflight {
+    /// The PUBACK arrived: a record is released later, a tracked sender told now.
+    fn acknowledged(self, acked: &mut Vec<u64>) {
+        match self {
+            Inflight::Record(id) => acked.push(id),
+            Inflight::Tracked(done) => {
+                // The sender may have stopped waiting; the ack still happened.
+                let _ = done.send(());
+            }
+        }
+    }
 }
 
 impl Publisher {
@@ -93,6 +120,7 @@ impl Publisher {
     pub(super) async fn run(
         self,
         mut statuses: mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+        mut tracked: mpsc::UnboundedReceiver<Tracked>,
         mut shutdown: watch::Receiver<bool>,
     ) {
         // Latest status per topic, sent on (re)connect.
@@ -113,6 +141,7 @@ impl Publisher {
                     &mut session,
                     eventloop,
                     &mut statuses,
+                    &mut tracked,
                     &mut latest,
                     &mut shutdown,
                 )
@@ -138,6 +167,7 @@ impl Publisher {
         session: &mut Session,
         mut eventloop: EventLoop,
         statuses: &mut mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+        tracked: &mut mpsc::UnboundedReceiver<Tracked>,
         latest: &mut HashMap<String, Vec<u8>>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> bool {
@@ -160,19 +190,24 @@ impl Publisher {
                         self.fill(session);
                     }
                     Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
-                        if let Some(Some(id)) = session.queued.pop_front() {
-                            if self.qos == QoS::AtMostOnce {
+                        match session.queued.pop_front() {
+                            Some(Queued::Record(id)) if self.qos == QoS::AtMostOnce => {
                                 session.acked.push(id);
-                            } else {
-                                session.inflight.insert(pkid, id);
                             }
+                            Some(Queued::Record(id)) => {
+                                session.inflight.insert(pkid, Inflight::Record(id));
+                            }
+                            Some(Queued::Tracked(done)) => {
+                                session.inflight.insert(pkid, Inflight::Tracked(done));
+                            }
+                            Some(Queued::Status) | None => {}
                         }
                     }
                     Ok(Event::Incoming(Incoming::PubAck(ack))) => {
                         self.stats.acknowledged();
                         // Invariant 2: a record is released only after its PUBACK.
-                        if let Some(id) = session.inflight.remove(&ack.pkid) {
-                            session.acked.push(id);
+                        if let Some(inflight) = session.inflight.remove(&ack.pkid) {
+                            inflight.acknowledged(&mut session.acked);
                         }
                         self.fill(session);
                     }
@@ -194,6 +229,9 @@ impl Publisher {
                     } else {
                         latest.insert(topic, payload);
                     }
+                }
+                Some((topic, payload, done)) = tracked.recv() => {
+                    self.send_tracked(session, topic, payload, done);
                 }
                 _ = release.tick() => self.release(session).await,
                 changed = shutdown.changed() => {
@@ -239,7 +277,7 @@ impl Publisher {
                     message.payload,
                 ) {
                     Ok(()) => {
-                        session.queued.push_back(Some(record.id));
+                        session.queued.push_back(Queued::Record(record.id));
                         session.cursor = Some(record.id);
                         self.stats.published.fetch_add(1, Ordering::Relaxed);
                         if self.qos == QoS::AtLeastOnce {
@@ -262,7 +300,31 @@ impl Publisher {
             .try_publish(topic, QoS::AtLeastOnce, true, payload)
             .is_ok()
         {
-            session.queued.push_back(None);
+            session.queued.push_back(Queued::Status);
+        }
+    }
+
+    /// Publishes a tracked message with QoS 1; while disconnected (or when the
+    /// client's queue is full) `done` is dropped at once, which tells the sender
+    /// it was not delivered.
+    fn send_tracked(
+        &self,
+        session: &mut Session,
+        topic: String,
+        payload: Vec<u8>,
+        done: oneshot::Sender<()>,
+    ) {
+        if !session.connected {
+            return;
+        }
+        if session
+            .client
+            .try_publish(topic, QoS::AtLeastOnce, false, payload)
+            .is_ok()
+        {
+            session.queued.push_back(Queued::Tracked(done));
+            self.stats.published.fetch_add(1, Ordering::Relaxed);
+            self.stats.queued();
         }
     }
 
@@ -297,8 +359,8 @@ impl Publisher {
         while tokio::time::Instant::now() < deadline {
             match tokio::time::timeout_at(deadline, eventloop.poll()).await {
                 Ok(Ok(Event::Incoming(Incoming::PubAck(ack)))) => {
-                    if let Some(id) = session.inflight.remove(&ack.pkid) {
-                        session.acked.push(id);
+                    if let Some(inflight) = session.inflight.remove(&ack.pkid) {
+                        inflight.acknowledged(&mut session.acked);
                     }
                 }
                 Ok(Ok(Event::Outgoing(Outgoing::Disconnect))) | Ok(Err(_)) | Err(_) => break,

@@ -1,0 +1,332 @@
+//! The alarm service: runs each device's rules (its tenant's component) over
+//! samples, lease events and device events, and applies their signals to the store.
+//!
+//! Samples and lease events arrive on the engine's hot paths, so their signals are
+//! queued and applied by [`Alarms::run`]; a posted device event is applied before
+//! its request is answered. A rule that fails (trap, CPU or memory limit) fails for
+//! its own tenant only: the failure is counted per tenant, logged, and raises a
+//! `RULE_FAILURE` alarm on the device, cleared when its rules run again.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{Notify, mpsc, watch};
+
+use super::model::{Alarm, Source};
+use super::state::{Signal, SignalKind};
+use super::store::{AlarmError, AlarmStore, Raise, Raised, Scope};
+use crate::clock::now_ms;
+use crate::lease::{EntityType, Transition};
+use crate::model::Sample;
+use crate::runtime::{CallError, Evaluator};
+
+/// The rule key of the alarm a failing rule component raises.
+pub const RULE_FAILURE: &str = "RULE_FAILURE";
+
+/// One device's rules.
+#[derive(Debug)]
+pub struct DeviceRules {
+    pub tenant_id: u32,
+    pub evaluator: Evaluator,
+}
+
+/// Signals waiting to be applied.
+#[derive(Debug)]
+struct Queued {
+    tenant_id: u32,
+    device_id: String,
+    source: Source,
+    signals: Vec<Signal>,
+}
+
+/// What one signal did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    Raised(Raised),
+    /// The open alarm it cleared, or `None` when none of its key was open.
+    Cleared {
+        rule_key: String,
+        alarm: Option<Box<Alarm>>,
+    },
+}
+
+/// Why a posted device event was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    #[error("no device `{0}`")]
+    UnknownDevice(String),
+    #[error("no rule of device `{device}` knows the event type `{kind}`")]
+    NoRule { device: String, kind: String },
+    #[error("the device's rules failed: {0}")]
+    Rules(CallError),
+    #[error(transparent)]
+    Store(#[from] AlarmError),
+    #[error("the alarm worker stopped")]
+    Stopped,
+}
+
+/// The alarm service.
+#[derive(Debug)]
+pub struct Alarms {
+    store: Arc<AlarmStore>,
+    devices: HashMap<String, DeviceRules>,
+    /// Per tenant: the rules that see its drivers' lease events.
+    drivers: HashMap<u32, Evaluator>,
+    queue: mpsc::UnboundedSender<Queued>,
+    queued: Mutex<Option<mpsc::UnboundedReceiver<Queued>>>,
+    /// Devices whose rules failed on their last call.
+    failing: Mutex<HashSet<String>>,
+    /// Rule failures per tenant.
+    failures: Mutex<BTreeMap<u32, u64>>,
+    /// Told when an alarm was opened, so delivery need not wait for its timer.
+    opened: Arc<Notify>,
+}
+
+impl Alarms {
+    pub fn new(
+        store: Arc<AlarmStore>,
+        devices: HashMap<String, DeviceRules>,
+        drivers: HashMap<u32, Evaluator>,
+    ) -> Arc<Self> {
+        let (queue, queued) = mpsc::unbounded_channel();
+        Arc::new(Self {
+            store,
+            devices,
+            drivers,
+            queue,
+            queued: Mutex::new(Some(queued)),
+            failing: Mutex::default(),
+            failures: Mutex::default(),
+            opened: Arc::new(Notify::new()),
+        })
+    }
+
+    pub fn store(&self) -> &Arc<AlarmStore> {
+        &self.store
+    }
+
+    /// Notified whenever an alarm is opened.
+    pub fn opened(&self) -> &Arc<Notify> {
+        &self.opened
+    }
+
+    /// The tenant of a device that has rules.
+    pub fn tenant_of(&self, device_id: &str) -> Option<u32> {
+        self.devices.get(device_id).map(|d| d.tenant_id)
+    }
+
+    /// Rule failures so far, per tenant.
+    pub fn rule_failures(&self) -> BTreeMap<u32, u64> {
+        lock(&self.failures).clone()
+    }
+
+    /// Runs a device's rules over one round's samples; the signals are applied in
+    /// the background. Never blocks the round on storage.
+    pub fn on_samples(&self, device_id: &str, samples: &[Sample]) {
+        let Some(rules) = self.devices.get(device_id) else {
+            return;
+        };
+        let result = rules.evaluator.on_samples(samples);
+        if let Some(signals) = self.checked(rules.tenant_id, device_id, result) {
+            self.enqueue(rules.tenant_id, device_id, Source::Rule, signals);
+        }
+    }
+
+    /// Runs the rules over a lease state change (`device-offline`, ...).
+    pub fn on_lease(&self, transition: &Transition) {
+        let row = &transition.row;
+        let event = transition.event();
+        let now = now_ms();
+        let (tenant_id, evaluator) = match row.entity_type {
+            EntityType::Device => match self.devices.get(&row.entity_id) {
+                Some(rules) => (rules.tenant_id, &rules.evaluator),
+                None => return,
+            },
+            EntityType::Driver => match self.drivers.get(&row.tenant_id) {
+                Some(evaluator) => (row.tenant_id, evaluator),
+                None => return,
+            },
+        };
+        let result = evaluator.on_event(&event, now, None);
+        if let Some(signals) = self.checked(tenant_id, &row.entity_id, result) {
+            self.enqueue(tenant_id, &row.entity_id, Source::Lease, signals);
+        }
+    }
+
+    /// Applies a device event posted by a caller with `scope`, before answering.
+    ///
+    /// # Errors
+    /// An unknown device (or another tenant's), an event type no rule knows, a
+    /// failing rule component, or a store failure (nothing applied).
+    pub async fn post_event(
+        self: &Arc<Self>,
+        scope: Scope,
+        device_id: &str,
+        kind: &str,
+        ts_ms: i64,
+        event_id: Option<&str>,
+    ) -> Result<Vec<Applied>, EventError> {
+        let rules = self
+            .devices
+            .get(device_id)
+            .filter(|rules| scope.sees(rules.tenant_id))
+            .ok_or_else(|| EventError::UnknownDevice(device_id.to_owned()))?;
+        let result = rules.evaluator.on_event(kind, ts_ms, event_id);
+        if let Err(error) = &result {
+            let error = error.clone();
+            self.checked(rules.tenant_id, device_id, result);
+            return Err(EventError::Rules(error));
+        }
+        let signals = self
+            .checked(rules.tenant_id, device_id, result)
+            .unwrap_or_default();
+        if signals.is_empty() {
+            return Err(EventError::NoRule {
+                device: device_id.to_owned(),
+                kind: kind.to_owned(),
+            });
+        }
+        let queued = Queued {
+            tenant_id: rules.tenant_id,
+            device_id: device_id.to_owned(),
+            source: Source::Event,
+            signals,
+        };
+        let this = Arc::clone(self);
+        let applied = tokio::task::spawn_blocking(move || this.apply(&queued, now_ms()))
+            .await
+            .map_err(|_| EventError::Stopped)?;
+        applied
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .map_err(EventError::Store)
+    }
+
+    /// The signals of a successful call; on a failure, counts and logs it and
+    /// queues the device's `RULE_FAILURE` alarm. A device whose rules work again
+    /// gets that alarm cleared.
+    fn checked(
+        &self,
+        tenant_id: u32,
+        device_id: &str,
+        result: Result<Vec<Signal>, CallError>,
+    ) -> Option<Vec<Signal>> {
+        let now = now_ms();
+        match result {
+            Ok(signals) => {
+                if lock(&self.failing).remove(device_id) {
+                    let clear = engine_signal(SignalKind::Clear, "rules run again".into(), now);
+                    self.enqueue(tenant_id, device_id, Source::Engine, vec![clear]);
+                }
+                Some(signals)
+            }
+            Err(error) => {
+                *lock(&self.failures).entry(tenant_id).or_default() += 1;
+                tracing::warn!(tenant = tenant_id, device = device_id, %error, "alarm rules failed");
+                lock(&self.failing).insert(device_id.to_owned());
+                let raise = engine_signal(SignalKind::Raise, error.to_string(), now);
+                self.enqueue(tenant_id, device_id, Source::Engine, vec![raise]);
+                None
+            }
+        }
+    }
+
+    fn enqueue(&self, tenant_id: u32, device_id: &str, source: Source, signals: Vec<Signal>) {
+        if signals.is_empty() {
+            return;
+        }
+        // The receiver lives as long as the engine; after shutdown nothing is applied.
+        let _ = self.queue.send(Queued {
+            tenant_id,
+            device_id: device_id.to_owned(),
+            source,
+            signals,
+        });
+    }
+
+    /// Applies queued signals (and lease changes) until `shutdown`.
+    pub async fn run(
+        self: Arc<Self>,
+        mut lease_changes: mpsc::UnboundedReceiver<Transition>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let Some(mut queued) = lock(&self.queued).take() else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                Some(next) = queued.recv() => {
+                    let this = Arc::clone(&self);
+                    let applied = tokio::task::spawn_blocking(move || this.apply(&next, now_ms())).await;
+                    if let Err(error) = applied {
+                        tracing::error!(%error, "applying alarm signals failed");
+                    }
+                }
+                Some(change) = lease_changes.recv() => self.on_lease(&change),
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies one device's signals in order; each signal is its own transaction.
+    fn apply(&self, queued: &Queued, now: i64) -> Vec<Result<Applied, AlarmError>> {
+        let mut results = Vec::with_capacity(queued.signals.len());
+        for signal in &queued.signals {
+            let result = match signal.kind {
+                SignalKind::Raise => {
+                    let raise = Raise {
+                        tenant_id: queued.tenant_id,
+                        device_id: queued.device_id.clone(),
+                        rule_key: signal.rule_key.clone(),
+                        source: queued.source,
+                        message: signal.message.clone(),
+                        ts_ms: signal.ts_ms,
+                        event_id: signal.event_id.clone(),
+                    };
+                    self.store.raise(&raise, now).map(|raised| {
+                        if matches!(raised, Raised::Opened { .. }) {
+                            self.opened.notify_one();
+                        }
+                        Applied::Raised(raised)
+                    })
+                }
+                SignalKind::Clear => self
+                    .store
+                    .clear(
+                        &queued.device_id,
+                        &signal.rule_key,
+                        signal.ts_ms,
+                        signal.event_id.as_deref(),
+                        now,
+                    )
+                    .map(|alarm| Applied::Cleared {
+                        rule_key: signal.rule_key.clone(),
+                        alarm: alarm.map(Box::new),
+                    }),
+            };
+            if let Err(error) = &result {
+                tracing::error!(device = %queued.device_id, rule = %signal.rule_key, %error, "alarm signal not applied");
+            }
+            results.push(result);
+        }
+        results
+    }
+}
+
+fn engine_signal(kind: SignalKind, message: String, ts_ms: i64) -> Signal {
+    Signal {
+        kind,
+        rule_key: RULE_FAILURE.to_owned(),
+        ts_ms,
+        message,
+        event_id: None,
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,188 @@
+//! The `tenants` section: who may use the HTTP API for which devices, which rules
+//! component evaluates their alarms, and who is told of them (with quiet hours).
+//!
+//! ```yaml
+//! tenants:
+//!   - tenantId: 1
+//!     name: plant-a
+//!     tokens: [s3cret]
+//!     rules: alarm_rules          # default
+//!     recipients:
+//!       - { name: night-shift, quietHours: "22:00-07:00", utcOffset: "+08:00" }
+//! ```
+
+use std::collections::HashMap;
+
+use super::alarms::{parse_clock, parse_offset, text_of};
+use super::read::{Text, Unique, list, required_at, required_text, text};
+use crate::yaml::{Diagnostics, Fields, FromNode, Node, Pos};
+
+/// The rules component a tenant gets unless it names another.
+pub const DEFAULT_RULES: &str = "alarm_rules";
+
+/// One entry of `tenants`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantConfig {
+    /// `tenantId`: the number devices name in their own `tenantId` (not 0, which means
+    /// "no tenant"); unique.
+    pub tenant_id: u32,
+    /// `name`: a label for people and logs.
+    pub name: String,
+    /// `tokens`: bearer tokens that act for this tenant; unique across all tenants.
+    pub tokens: Vec<String>,
+    /// `rules`: the registered rules component that evaluates this tenant's alarm
+    /// rules, in the tenant's own sandbox (default `alarm_rules`).
+    pub rules: String,
+    /// `recipients`: who is told of the tenant's alarms.
+    pub recipients: Vec<RecipientConfig>,
+    /// Where the entry starts.
+    pub pos: Pos,
+}
+
+/// One entry of a tenant's `recipients`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecipientConfig {
+    /// `name`: who this is.
+    pub name: String,
+    /// `quietHours`: `"HH:MM-HH:MM"`, local time; may wrap midnight.
+    pub quiet_hours: Option<(u16, u16)>,
+    /// `utcOffset`: the recipient's local time (default `collector.alarms.utcOffset`).
+    pub utc_offset_min: Option<i16>,
+}
+
+pub(super) fn read_all(node: &Node, errors: &mut Diagnostics) -> Vec<TenantConfig> {
+    let mut ids: HashMap<u32, Pos> = HashMap::new();
+    let mut tokens = Unique::default();
+    let mut tenants = Vec::new();
+    for item in list(node, "tenants", errors) {
+        let Some(mut fields) = Fields::of(item, "tenant", errors) else {
+            continue;
+        };
+        let tenant_id = required_at::<u32>(&mut fields, "tenantId", errors);
+        if let Some((id, pos)) = tenant_id {
+            if id == 0 {
+                errors.push(
+                    pos,
+                    "`tenantId`: 0 is reserved for devices without a tenant; use 1 or more",
+                );
+            } else if let Some(first) = ids.get(&id) {
+                errors.push(pos, format!("duplicate tenantId {id} (first at {first})"));
+            } else {
+                ids.insert(id, pos);
+            }
+        }
+        let name = required_text(&mut fields, "name", errors);
+        if let Some((name, pos)) = &name
+            && name.trim().is_empty()
+        {
+            errors.push(*pos, "`name`: must not be empty");
+        }
+        let tenant_tokens = fields
+            .node("tokens")
+            .map(|node| read_tokens(node, &mut tokens, errors))
+            .unwrap_or_default();
+        let rules = text(&mut fields, "rules", errors).unwrap_or_else(|| DEFAULT_RULES.to_owned());
+        let recipients = fields
+            .node("recipients")
+            .map(|node| read_recipients(node, errors))
+            .unwrap_or_default();
+        fields.finish(errors);
+        // Kept even when `name` is wrong, so devices naming the tenant are not also
+        // reported.
+        if let Some((tenant_id, _)) = tenant_id {
+            tenants.push(TenantConfig {
+                tenant_id,
+                name: name.map(|(name, _)| name).unwrap_or_default(),
+                tokens: tenant_tokens,
+                rules,
+                recipients,
+                pos: item.pos,
+            });
+        }
+    }
+    tenants
+}
+
+fn read_tokens(node: &Node, seen: &mut Unique, errors: &mut Diagnostics) -> Vec<String> {
+    let mut tokens = Vec::new();
+    for token_node in list(node, "tokens", errors) {
+        match Text::from_node(token_node).map(|token| token.0) {
+            Ok(token) if token.trim().is_empty() => {
+                errors.push(token_node.pos, "`tokens`: a token must not be empty");
+            }
+            Ok(token) => {
+                if let Some(first) = seen.first(&token, token_node.pos) {
+                    errors.push(
+                        token_node.pos,
+                        format!("`tokens`: this token is already given at {first}"),
+                    );
+                }
+                tokens.push(token);
+            }
+            Err(message) => errors.push(token_node.pos, format!("`tokens`: {message}")),
+        }
+    }
+    tokens
+}
+
+fn read_recipients(node: &Node, errors: &mut Diagnostics) -> Vec<RecipientConfig> {
+    let mut recipients = Vec::new();
+    for item in list(node, "recipients", errors) {
+        let Some(mut f) = Fields::of(item, "recipient", errors) else {
+            continue;
+        };
+        let name = required_text(&mut f, "name", errors).map(|(name, _)| name);
+        let quiet_hours = f.optional_with("quietHours", errors, |n| parse_window(&text_of(n)?));
+        let utc_offset_min = f.optional_with("utcOffset", errors, |n| parse_offset(&text_of(n)?));
+        f.finish(errors);
+        if let Some(name) = name {
+            recipients.push(RecipientConfig {
+                name,
+                quiet_hours,
+                utc_offset_min,
+            });
+        }
+    }
+    recipients
+}
+
+/// `"22:00-07:00"` -> (start, end) in minutes after midnight.
+fn parse_window(text: &str) -> Result<(u16, u16), String> {
+    let (start, end) = text
+        .split_once('-')
+        .ok_or_else(|| format!("`{text}` is not a window: write it as HH:MM-HH:MM"))?;
+    let window = (parse_clock(start.trim())?, parse_clock(end.trim())?);
+    if window.0 == window.1 {
+        return Err(format!("`{text}`: the window is empty (start equals end)"));
+    }
+    Ok(window)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows() {
+        assert_eq!(parse_window("22:00-07:00"), Ok((1320, 420)));
+        assert_eq!(parse_window("12:00 - 13:30"), Ok((720, 810)));
+        assert!(parse_window("22:00").is_err());
+        assert!(parse_window("07:00-07:00").is_err());
+    }
+
+    #[test]
+    fn a_tenant_with_rules_and_recipients() {
+        let text = "tenants:\n  - tenantId: 3\n    name: t\n    rules: my_rules\n    recipients:\n      - { name: ops, quietHours: '22:00-06:00', utcOffset: '+01:00' }\n      - { name: bad, quietHours: '25:00-06:00' }\n";
+        let errors = crate::config::load_str("t.yaml", text).expect_err("bad window");
+        let rendered = errors.to_string();
+        assert!(rendered.contains("t.yaml:7:"), "{rendered}");
+        assert!(rendered.contains("not a time of day"), "{rendered}");
+        let good = text.replace("25:00", "23:00");
+        let config = crate::config::load_str("t.yaml", &good).expect("valid");
+        let tenant = &config.tenants[0];
+        assert_eq!(tenant.rules, "my_rules");
+        assert_eq!(tenant.recipients[0].quiet_hours, Some((1320, 360)));
+        assert_eq!(tenant.recipients[0].utc_offset_min, Some(60));
+        assert_eq!(tenant.recipients[1].utc_offset_min, None);
+    }
+}

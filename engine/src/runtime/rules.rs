@@ -1,0 +1,225 @@
+//! Rules components: the alarm whitelist, asked per transition, and evaluators
+//! (one per device) that turn samples and events into alarm signals.
+
+use std::sync::Arc;
+
+use wasmtime::component::ResourceAny;
+
+use super::CallError;
+use super::bindings::rules::Rules;
+use super::bindings::rules::exports::sluice::dataflow::alarm_rules as wit_rules;
+use super::bindings::rules::exports::sluice::dataflow::transitions as wit_transitions;
+use super::bindings::wit;
+use super::convert::{sample_to_wit, settings_to_wit, tags_to_wit};
+use super::pool::{Binding, Live, Pool};
+use crate::alarm::{AlarmAction, AlarmState, Signal, SignalKind};
+use crate::model::{Sample, Setting, TagSpec};
+
+/// One tenant's instances of one rules component.
+pub type RulesPool = Pool<Rules>;
+
+/// The next state, or the actions the state allows instead.
+pub type Transition = Result<AlarmState, Vec<AlarmAction>>;
+
+impl Pool<Rules> {
+    /// Where `action` takes an alarm in state `from`, by the component's whitelist.
+    ///
+    /// # Errors
+    /// A failed call (trap, limit).
+    pub fn alarm_transition(
+        &self,
+        from: AlarmState,
+        action: AlarmAction,
+    ) -> Result<Transition, CallError> {
+        self.call_instance("alarm-transition", |live| {
+            live.bindings
+                .sluice_dataflow_transitions()
+                .call_alarm_transition(&mut live.store, state_to_wit(from), action_to_wit(action))
+        })
+        .map(|next| {
+            next.map(state_from_wit)
+                .map_err(|allowed| allowed.into_iter().map(action_from_wit).collect())
+        })
+    }
+
+    /// The actions the whitelist allows in `state` (none for a terminal state).
+    ///
+    /// # Errors
+    /// A failed call.
+    pub fn alarm_actions(&self, state: AlarmState) -> Result<Vec<AlarmAction>, CallError> {
+        self.call_instance("alarm-actions", |live| {
+            live.bindings
+                .sluice_dataflow_transitions()
+                .call_alarm_actions(&mut live.store, state_to_wit(state))
+        })
+        .map(|actions| actions.into_iter().map(action_from_wit).collect())
+    }
+
+    /// An evaluator for one device, its settings and tags checked now.
+    ///
+    /// # Errors
+    /// [`CallError::Config`] with every issue the component found, or a failed call.
+    pub fn evaluator(
+        self: &Arc<Self>,
+        settings: &[Setting],
+        tags: &[TagSpec],
+    ) -> Result<Evaluator, CallError> {
+        let evaluator = Evaluator {
+            binding: self.bind(),
+            settings: settings_to_wit(settings),
+            tags: tags_to_wit(tags),
+        };
+        // An empty event kind matches no rule: the call only creates the resource,
+        // so a bad configuration is refused now rather than at the first signal.
+        evaluator.on_event("", 0, None)?;
+        Ok(evaluator)
+    }
+}
+
+/// One device's alarm rules, with the memory hysteresis needs.
+pub struct Evaluator {
+    binding: Binding<Rules>,
+    settings: Vec<wit::Setting>,
+    tags: Vec<wit::TagSpec>,
+}
+
+impl std::fmt::Debug for Evaluator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Evaluator")
+            .field("component", &self.binding.pool().name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Evaluator {
+    fn create(
+        &self,
+        live: &mut Live<Rules>,
+    ) -> wasmtime::Result<Result<ResourceAny, Vec<wit::ConfigError>>> {
+        live.bindings
+            .sluice_dataflow_alarm_rules()
+            .evaluator()
+            .call_create(&mut live.store, &self.settings, &self.tags)
+    }
+
+    /// The name of the component behind it.
+    pub fn component(&self) -> &str {
+        self.binding.pool().name()
+    }
+
+    /// Signals from one round's decoded samples (raw values carry no bytes here).
+    ///
+    /// # Errors
+    /// A trap or an exceeded limit; the instance is rebuilt (and the rules' memory
+    /// with it) for the next call.
+    pub fn on_samples(&self, samples: &[Sample]) -> Result<Vec<Signal>, CallError> {
+        let input = wit::Batch {
+            samples: samples.iter().cloned().map(sample_to_wit).collect(),
+            bytes: Vec::new(),
+        };
+        self.binding
+            .call("on-samples", &|live| self.create(live), |live, resource| {
+                live.bindings
+                    .sluice_dataflow_alarm_rules()
+                    .evaluator()
+                    .call_on_samples(&mut live.store, resource, &input)
+            })
+            .map(signals_from_wit)
+    }
+
+    /// Signals for a device or lease event (`DOOR_OPEN`, `device-offline`, ...).
+    ///
+    /// # Errors
+    /// As for [`Evaluator::on_samples`].
+    pub fn on_event(
+        &self,
+        kind: &str,
+        ts_ms: i64,
+        event_id: Option<&str>,
+    ) -> Result<Vec<Signal>, CallError> {
+        self.binding
+            .call("on-event", &|live| self.create(live), |live, resource| {
+                live.bindings
+                    .sluice_dataflow_alarm_rules()
+                    .evaluator()
+                    .call_on_event(&mut live.store, resource, kind, ts_ms, event_id)
+            })
+            .map(signals_from_wit)
+    }
+}
+
+fn signals_from_wit(signals: Vec<wit_rules::AlarmSignal>) -> Vec<Signal> {
+    signals
+        .into_iter()
+        .map(|signal| Signal {
+            kind: match signal.kind {
+                wit_rules::SignalKind::Raise => SignalKind::Raise,
+                wit_rules::SignalKind::Clear => SignalKind::Clear,
+            },
+            rule_key: signal.rule_key,
+            ts_ms: signal.ts_ms,
+            message: signal.message,
+            event_id: signal.event_id,
+        })
+        .collect()
+}
+
+fn state_to_wit(state: AlarmState) -> wit_transitions::AlarmState {
+    use wit_transitions::AlarmState as W;
+    match state {
+        AlarmState::New => W::New,
+        AlarmState::Pushed => W::Pushed,
+        AlarmState::Delayed => W::Delayed,
+        AlarmState::Confirmed => W::Confirmed,
+        AlarmState::Escalated => W::Escalated,
+        AlarmState::Handled => W::Handled,
+        AlarmState::Closed => W::Closed,
+        AlarmState::False => W::False,
+        AlarmState::Superseded => W::Superseded,
+    }
+}
+
+fn state_from_wit(state: wit_transitions::AlarmState) -> AlarmState {
+    use wit_transitions::AlarmState as W;
+    match state {
+        W::New => AlarmState::New,
+        W::Pushed => AlarmState::Pushed,
+        W::Delayed => AlarmState::Delayed,
+        W::Confirmed => AlarmState::Confirmed,
+        W::Escalated => AlarmState::Escalated,
+        W::Handled => AlarmState::Handled,
+        W::Closed => AlarmState::Closed,
+        W::False => AlarmState::False,
+        W::Superseded => AlarmState::Superseded,
+    }
+}
+
+fn action_to_wit(action: AlarmAction) -> wit_transitions::AlarmAction {
+    use wit_transitions::AlarmAction as W;
+    match action {
+        AlarmAction::Push => W::Push,
+        AlarmAction::Delay => W::Delay,
+        AlarmAction::Wake => W::Wake,
+        AlarmAction::Confirm => W::Confirm,
+        AlarmAction::Escalate => W::Escalate,
+        AlarmAction::Handle => W::Handle,
+        AlarmAction::Close => W::Close,
+        AlarmAction::False => W::MarkFalse,
+        AlarmAction::Supersede => W::Supersede,
+    }
+}
+
+fn action_from_wit(action: wit_transitions::AlarmAction) -> AlarmAction {
+    use wit_transitions::AlarmAction as W;
+    match action {
+        W::Push => AlarmAction::Push,
+        W::Delay => AlarmAction::Delay,
+        W::Wake => AlarmAction::Wake,
+        W::Confirm => AlarmAction::Confirm,
+        W::Escalate => AlarmAction::Escalate,
+        W::Handle => AlarmAction::Handle,
+        W::Close => AlarmAction::Close,
+        W::MarkFalse => AlarmAction::False,
+        W::Supersede => AlarmAction::Supersede,
+    }
+}
