@@ -35,10 +35,12 @@ const SMALL: Limits = Limits {
 };
 
 /// Every built-in component must have host tests; add its name here with them
-/// (`scale`: this file; stages: `stages.rs`; `modbus_tcp`: `modbus_codec.rs`).
+/// (`scale`: this file; stages: `stages.rs`; `modbus_tcp`: `modbus_codec.rs`;
+/// `alarm_rules`: `alarms.rs`).
 #[test]
 fn every_builtin_component_is_tested() {
     let tested = [
+        "alarm_rules",
         "check_range",
         "deadband",
         "decode",
