@@ -167,10 +167,7 @@ impl Delivery {
         for (id, acked) in waiting {
             match tokio::time::timeout(ACK_TIMEOUT, acked).await {
                 Ok(Ok(())) => {
-                    if self
-                        .engine_act(id, AlarmAction::Push, now_ms().max(now))
-                        .await?
-                    {
+                    if self.engine_act(id, AlarmAction::Push, now).await? {
                         report.pushed += 1;
                     }
                 }
