@@ -54,31 +54,7 @@ async fn get(http: u16, path: &str) -> Value {
 
 /// Sends a PUT with a JSON body; returns the status code and body.
 async fn put(http: u16, path: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let body = body.to_string();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    let request = format!(
-        "PUT {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", http))
-        .await
-        .expect("connect");
-    stream.write_all(request.as_bytes()).await.expect("write");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.expect("read");
-    let status = response
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status");
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b)
-        .unwrap_or_default();
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    Engine::request(http, "PUT", path, token, Some(body)).await
 }
 
 async fn wait_state(http: u16, want: &str, within: Duration) -> Value {

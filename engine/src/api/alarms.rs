@@ -254,7 +254,7 @@ pub async fn act(
     State(state): State<ApiState>,
     headers: HeaderMap,
     Path((id, action)): Path<(u64, String)>,
-    body: Option<Json<ActBody>>,
+    body: axum::body::Bytes,
 ) -> Reply {
     let scope = match caller(&state, &headers) {
         Ok(scope) => scope,
@@ -267,7 +267,20 @@ pub async fn act(
             format!("unknown action `{action}`; one of {}", names.join(", ")),
         );
     };
-    let body = body.map(|Json(b)| b).unwrap_or_default();
+    // The body is optional: no body (whatever the content type) means no details.
+    let body: ActBody = if body.iter().all(u8::is_ascii_whitespace) {
+        ActBody::default()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(body) => body,
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("the body must be {{\"by\"?: string, \"note\"?: string}}: {e}"),
+                );
+            }
+        }
+    };
     let who = match scope {
         Scope::All => "admin".to_owned(),
         Scope::Tenant(tenant) => format!("tenant:{tenant}"),

@@ -37,8 +37,24 @@ impl Engine {
         Self::start_with(dir, &config_path)
     }
 
+    /// Writes `config` into `dir` and runs `sluice run` with the pipeline files of
+    /// `pipelines` (a directory).
+    pub fn start_with_pipelines(dir: &PathBuf, config: &str, pipelines: &PathBuf) -> Self {
+        let config_path = dir.join("devices.yaml");
+        std::fs::write(&config_path, config).expect("write config");
+        Self::spawn(
+            dir,
+            &config_path,
+            &[std::ffi::OsStr::new("--pipelines"), pipelines.as_os_str()],
+        )
+    }
+
     /// Runs `sluice run` on an existing config file.
     pub fn start_with(dir: &PathBuf, config_path: &PathBuf) -> Self {
+        Self::spawn(dir, config_path, &[])
+    }
+
+    fn spawn(dir: &PathBuf, config_path: &PathBuf, extra: &[&std::ffi::OsStr]) -> Self {
         let log = dir.join(format!(
             "engine-{}.log",
             Instant::now().elapsed().as_nanos()
@@ -52,6 +68,7 @@ impl Engine {
         let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args(["run", "--config"])
             .arg(config_path)
+            .args(extra)
             .env("RUST_LOG", "info,sluice=debug")
             .stdout(Stdio::null())
             .stderr(file)
@@ -92,6 +109,52 @@ impl Engine {
         std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
             .map(|d| d.count())
             .unwrap_or(0)
+    }
+
+    /// Sends one request to the engine's HTTP API (bearer `token`, JSON `body`),
+    /// waiting up to 10 s for it to listen; returns the status code and the JSON
+    /// body (`null` when it is not JSON).
+    pub async fn request(
+        port: u16,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        // The engine may still be starting: retry the connection, bounded.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut stream = loop {
+            match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                Ok(stream) => break stream,
+                Err(e) if Instant::now() >= deadline => panic!("connect to {port}: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        };
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("read");
+        let status = response
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("status");
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        (
+            status,
+            serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+        )
     }
 
     /// Waits (bounded) for a GET on the engine's HTTP API to answer.
