@@ -39,7 +39,7 @@ impl Engine {
 
     /// Writes `config` into `dir` and runs `sluice run` with the pipeline files of
     /// `pipelines` (a directory).
-    pub fn start_with_pipelines(dir: &PathBuf, config: &str, pipelines: &PathBuf) -> Self {
+    pub fn start_with_pipelines(dir: &PathBuf, config: &str, pipelines: &std::path::Path) -> Self {
         let config_path = dir.join("devices.yaml");
         std::fs::write(&config_path, config).expect("write config");
         Self::spawn(
