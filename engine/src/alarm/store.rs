@@ -786,13 +786,3 @@ fn release(tables: &mut Tables<'_>, alarm: &mut Alarm) -> Result<(), AlarmError>
     }
     Ok(())
 }
-
-/// An alarm source the engine writes, for messages: `source/detail`.
-pub fn source_name(source: Source) -> &'static str {
-    match source {
-        Source::Rule => "rule",
-        Source::Lease => "lease",
-        Source::Event => "event",
-        Source::Engine => "engine",
-    }
-}
