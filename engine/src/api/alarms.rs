@@ -12,10 +12,11 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::{ApiState, Reply, error};
 use crate::alarm::{
     AlarmAction, AlarmError, AlarmFilter, AlarmState, AlarmStore, Applied, EventError, Raised,
@@ -67,11 +68,6 @@ fn by_people(allowed: &[AlarmAction]) -> Vec<&'static str> {
         .collect()
 }
 
-/// The caller's scope and the alarm store, or the reply that refuses the request.
-fn caller(state: &ApiState, headers: &HeaderMap) -> Result<Scope, Reply> {
-    state.tokens.require(headers)
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ListQuery {
@@ -87,13 +83,9 @@ pub struct ListQuery {
 
 pub async fn list(
     State(state): State<ApiState>,
-    headers: HeaderMap,
+    Caller(scope): Caller,
     Query(query): Query<ListQuery>,
 ) -> Reply {
-    let scope = match caller(&state, &headers) {
-        Ok(scope) => scope,
-        Err(reply) => return reply,
-    };
     let wanted = match query.state.as_deref().map(|s| (s, AlarmState::parse(s))) {
         None => None,
         Some((_, Some(s))) => Some(s),
@@ -128,11 +120,7 @@ fn day_start(now: i64, offset_min: i16) -> i64 {
     local - local.rem_euclid(DAY_MS) - offset
 }
 
-pub async fn stats(State(state): State<ApiState>, headers: HeaderMap) -> Reply {
-    let scope = match caller(&state, &headers) {
-        Ok(scope) => scope,
-        Err(reply) => return reply,
-    };
+pub async fn stats(State(state): State<ApiState>, Caller(scope): Caller) -> Reply {
     let since = day_start(now_ms(), state.utc_offset_min);
     match blocking(state.alarms.store(), move |s| s.stats(scope, since)).await {
         Ok(stats) => {
@@ -173,11 +161,11 @@ fn actions_view(
     Ok(view)
 }
 
-pub async fn get(State(state): State<ApiState>, headers: HeaderMap, Path(id): Path<u64>) -> Reply {
-    let scope = match caller(&state, &headers) {
-        Ok(scope) => scope,
-        Err(reply) => return reply,
-    };
+pub async fn get(
+    State(state): State<ApiState>,
+    Caller(scope): Caller,
+    Path(id): Path<u64>,
+) -> Reply {
     let found = blocking(state.alarms.store(), move |s| {
         let Some(alarm) = s.get(id, scope)? else {
             return Err(AlarmError::NotFound(id));
@@ -203,13 +191,9 @@ pub async fn get(State(state): State<ApiState>, headers: HeaderMap, Path(id): Pa
 
 pub async fn actions(
     State(state): State<ApiState>,
-    headers: HeaderMap,
+    Caller(scope): Caller,
     Path(id): Path<u64>,
 ) -> Reply {
-    let scope = match caller(&state, &headers) {
-        Ok(scope) => scope,
-        Err(reply) => return reply,
-    };
     let view = blocking(state.alarms.store(), move |s| {
         let alarm = s.get(id, scope)?.ok_or(AlarmError::NotFound(id))?;
         actions_view(s, id, alarm.state, alarm.superseded_by)
@@ -220,13 +204,9 @@ pub async fn actions(
 
 pub async fn chain(
     State(state): State<ApiState>,
-    headers: HeaderMap,
+    Caller(scope): Caller,
     Path(id): Path<u64>,
 ) -> Reply {
-    let scope = match caller(&state, &headers) {
-        Ok(scope) => scope,
-        Err(reply) => return reply,
-    };
     match blocking(state.alarms.store(), move |s| s.chain(id, scope)).await {
         Ok(Some(chain)) => {
             let mut view = json!({ "id": id, "alarms": chain.alarms });
@@ -252,14 +232,10 @@ pub struct ActBody {
 
 pub async fn act(
     State(state): State<ApiState>,
-    headers: HeaderMap,
+    Caller(scope): Caller,
     Path((id, action)): Path<(u64, String)>,
     body: axum::body::Bytes,
 ) -> Reply {
-    let scope = match caller(&state, &headers) {
-        Ok(scope) => scope,
-        Err(reply) => return reply,
-    };
     let Some(action) = AlarmAction::parse(&action).filter(|a| a.by_people()) else {
         let names: Vec<&str> = AlarmAction::BY_PEOPLE.iter().map(|a| a.as_str()).collect();
         return error(
@@ -312,13 +288,9 @@ pub struct EventBody {
 
 pub async fn post_event(
     State(state): State<ApiState>,
-    headers: HeaderMap,
+    Caller(scope): Caller,
     Json(body): Json<EventBody>,
 ) -> Reply {
-    let scope = match caller(&state, &headers) {
-        Ok(scope) => scope,
-        Err(reply) => return reply,
-    };
     let ts = body.ts.unwrap_or_else(now_ms);
     let applied = state
         .alarms

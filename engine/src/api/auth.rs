@@ -1,9 +1,11 @@
 //! Bearer tokens: the operator's `collector.http.adminToken` sees every tenant; a
 //! token of `tenants[].tokens` sees that tenant's devices and alarms only.
 
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 
-use super::{Reply, error};
+use super::{ApiState, Reply, error};
 use crate::alarm::Scope;
 use crate::config::GatewayConfig;
 
@@ -70,6 +72,19 @@ impl Tokens {
         }
         self.scope(headers)
             .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "unknown token"))
+    }
+}
+
+/// The scope of a request's bearer token; a request without a known token is
+/// answered 401 before the handler runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller(pub Scope);
+
+impl FromRequestParts<ApiState> for Caller {
+    type Rejection = Reply;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Reply> {
+        state.tokens.require(&parts.headers).map(Caller)
     }
 }
 
