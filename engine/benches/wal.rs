@@ -521,6 +521,7 @@ fn replay(rt: &Runtime, stream: &Stream) -> Replay {
         Uplink::start(
             &config,
             Arc::clone(&running.outbox),
+            None,
             running.shutdown.subscribe(),
         )
     };

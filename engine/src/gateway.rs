@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tokio::sync::{mpsc, watch};
 
-use crate::alarm::{self, Delivery, TableAudit};
+use crate::alarm::{self, Alarms, Delivery, TableAudit};
 use crate::api::{self, ApiState, CollectorView, Tokens};
 use crate::collector::{Collector, PipelineSet, Services};
+use crate::command::{self, CommandStore, Commands, Timings, WriteService};
 use crate::config::{GatewayConfig, Protocol};
 use crate::lease::{Announce, EntityType, Leases, RedbStateStore};
 use crate::runtime::{Registry, Runtime, RuntimeConfig};
@@ -91,6 +92,50 @@ fn announcements(
     announce
 }
 
+/// The command service over the collector's devices.
+fn commands(
+    config: &GatewayConfig,
+    store: &Store,
+    alarms: &Alarms,
+    collector: &Collector,
+    uplink: &Uplink,
+) -> Arc<Commands> {
+    let c = &config.collector.commands;
+    let ms = |seconds: u64| i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let timings = Timings {
+        lease_ms: ms(c.lease_sec),
+        sent_timeout_ms: ms(c.sent_timeout_sec),
+        expire_ms: ms(c.expire_sec),
+        max_retries: c.max_retries,
+        max_reclaims: c.max_reclaims,
+        retry_base_ms: i64::try_from(c.retry_base_ms).unwrap_or(i64::MAX),
+        retry_max_ms: i64::try_from(c.retry_max_ms).unwrap_or(i64::MAX),
+    };
+    let command_store = Arc::new(CommandStore::new(
+        store,
+        Arc::clone(alarms.store().whitelist()),
+        timings,
+    ));
+    let writes = Arc::new(WriteService::new(
+        &collector.devices,
+        store,
+        c.write_attempts,
+    ));
+    let devices: Vec<_> = collector
+        .devices
+        .iter()
+        .map(|d| {
+            let tenant = config.device(&d.id).map_or(0, |c| c.tenant_id);
+            (Arc::clone(d), tenant)
+        })
+        .collect();
+    let node_id = c
+        .node_id
+        .clone()
+        .unwrap_or_else(|| format!("engine-{}", config.collector.mqtt.client_id));
+    Commands::new(command_store, writes, &devices, uplink.clone(), node_id)
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct GatewayOptions {
@@ -145,9 +190,11 @@ pub async fn run(
     .map_err(|problems| anyhow::anyhow!("{problems}"))
     .context("the alarm rules cannot run")?;
     let committer = tokio::spawn(Arc::clone(&outbox).run_committer(shutdown.clone()));
+    let (downlink, downlink_messages) = mpsc::unbounded_channel();
     let (uplink, publisher) = Uplink::start(
         &config.collector.mqtt,
         Arc::clone(&outbox),
+        Some(downlink),
         shutdown.clone(),
     );
     let (lease_changes, lease_events) = mpsc::unbounded_channel();
@@ -180,6 +227,13 @@ pub async fn run(
     )
     .map_err(|problems| anyhow::anyhow!("{problems}"))
     .context("the configuration cannot run")?;
+    let commands = commands(&config, &store, &alarms, &collector, &uplink);
+    let node_task = tokio::spawn(command::node::run(
+        Arc::clone(&commands),
+        Arc::clone(alarms.store()),
+        downlink_messages,
+        shutdown.clone(),
+    ));
     tracing::info!(
         devices = collector.devices.len(),
         connections = collector.links.len(),
@@ -194,6 +248,7 @@ pub async fn run(
                 outbox: Arc::clone(&outbox),
                 leases: Arc::clone(&leases),
                 alarms: Arc::clone(&alarms),
+                commands: Arc::clone(&commands),
                 tokens: Arc::new(Tokens::of(&config)),
                 utc_offset_min: config.collector.alarms.utc_offset_min,
                 started: Instant::now(),
@@ -211,6 +266,7 @@ pub async fn run(
     let _ = lease_task.await;
     let _ = alarm_task.await;
     let _ = delivery_task.await;
+    let _ = node_task.await;
     let _ = committer.await;
     let _ = publisher.await;
     if let Some(task) = api_task {

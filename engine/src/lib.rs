@@ -2,6 +2,7 @@
 //!
 //! The native engine owns time, sockets and durable state; WebAssembly components
 //! (see `wit/`) own protocol bytes and decisions. Modules by responsibility:
+//! - [`command`]: downlink commands (claims, receipts) and safe writes;
 //! - [`alarm`]: the alarm lifecycle (rules, whitelist, supersede, audit, delivery);
 //! - [`yaml`]: YAML with positions, for `FILE:LINE:COL` errors;
 //! - [`config`]: the device/channel/tag configuration file;
@@ -28,6 +29,7 @@ pub mod api;
 pub mod broker;
 pub mod clock;
 pub mod collector;
+pub mod command;
 pub mod components;
 pub mod config;
 pub mod gateway;

@@ -271,6 +271,11 @@ impl AlarmStore {
         }
     }
 
+    /// The rules component whose whitelist the store follows.
+    pub fn whitelist(&self) -> &Arc<RulesPool> {
+        &self.whitelist
+    }
+
     /// Changes rolled back because their audit record could not be written.
     pub fn audit_failures(&self) -> u64 {
         self.audit_failures.load(Ordering::Relaxed)

@@ -14,6 +14,7 @@ use crate::config::GatewayConfig;
 pub struct Tokens {
     admin: Option<String>,
     tenants: Vec<(String, u32)>,
+    nodes: Vec<String>,
 }
 
 impl Tokens {
@@ -29,6 +30,12 @@ impl Tokens {
                 .iter()
                 .flat_map(|t| t.tokens.iter().map(|token| (token.clone(), t.tenant_id)))
                 .collect(),
+            nodes: config
+                .collector
+                .http
+                .as_ref()
+                .map(|http| http.node_tokens.clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -88,6 +95,43 @@ impl FromRequestParts<ApiState> for Caller {
     }
 }
 
+/// A request carrying a node token (`collector.http.nodeTokens`): it may claim
+/// commands and report receipts. The node id in the body proves only that the
+/// claim is consistent, not who the caller is: this token does.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeCaller;
+
+impl FromRequestParts<ApiState> for NodeCaller {
+    type Rejection = Reply;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Reply> {
+        let given = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let Some(given) = given else {
+            return Err(error(
+                StatusCode::UNAUTHORIZED,
+                "missing `Authorization: Bearer <node token>`",
+            ));
+        };
+        let mut known = false;
+        for token in &state.tokens.nodes {
+            known |= same(token, given);
+        }
+        if known {
+            Ok(NodeCaller)
+        } else {
+            Err(error(
+                StatusCode::UNAUTHORIZED,
+                "not a node token (`collector.http.nodeTokens`)",
+            ))
+        }
+    }
+}
+
 /// Equal strings, compared without stopping at the first difference.
 fn same(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
@@ -113,6 +157,7 @@ mod tests {
         let tokens = Tokens {
             admin: Some("root".into()),
             tenants: vec![("t1".into(), 1), ("t2".into(), 2)],
+            nodes: vec!["n1".into()],
         };
         assert_eq!(tokens.scope(&headers("Bearer root")), Some(Scope::All));
         assert_eq!(tokens.scope(&headers("Bearer t2")), Some(Scope::Tenant(2)));

@@ -1,8 +1,9 @@
 //! The HTTP API: `GET /health` (JSON), `GET /metrics` (Prometheus text), the
-//! lease states of devices and drivers, alarms and device events.
+//! lease states of devices and drivers, alarms and device events, commands.
 
 mod alarms;
 mod auth;
+mod commands;
 mod health;
 mod metrics;
 mod states;
@@ -31,6 +32,7 @@ pub struct ApiState {
     pub outbox: Arc<crate::wal::Outbox>,
     pub leases: Arc<crate::lease::Leases>,
     pub alarms: Arc<Alarms>,
+    pub commands: Arc<crate::command::Commands>,
     /// The operator's and the tenants' tokens.
     pub tokens: Arc<Tokens>,
     /// The gateway's local time (`collector.alarms.utcOffset`), minutes east of UTC.
@@ -99,6 +101,11 @@ pub async fn serve(
         .route("/alarms/{id}/chain", get(alarms::chain))
         .route("/alarms/{id}/{action}", post(alarms::act))
         .route("/events", post(alarms::post_event))
+        .route("/commands", post(commands::create))
+        .route("/commands/claim", post(commands::claim))
+        .route("/commands/{id}", get(commands::get))
+        .route("/commands/{id}/cancel", post(commands::cancel))
+        .route("/commands/{id}/receipt", post(commands::receipt))
         .with_state(state);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {

@@ -13,12 +13,13 @@ use tokio::sync::Mutex as AsyncMutex;
 use super::device::{Channel, Device, DeviceParts, LeaseTerms};
 use super::heartbeat::Heartbeat;
 use super::reporter::Reporter;
+use super::tag_io::Writable;
 use super::{Collector, LinkInfo};
 use crate::alarm::Alarms;
 use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, Protocol, TagConfig};
 use crate::io::{Budget, Link, LinkSettings};
 use crate::lease::{Leases, TimeoutSource};
-use crate::model::{Setting, SettingValue, TagSpec};
+use crate::model::{Access, Setting, SettingValue, TagSpec};
 use crate::pipeline::{self, Pipeline, PipelineSpec};
 use crate::runtime::{CallError, CodecPool, Limits, Registry};
 use crate::scheduler::{DevicePlan, Scheduler};
@@ -279,6 +280,14 @@ impl Builder<'_> {
             channels.push(built);
         }
         let pipeline = self.pipeline(device, &tags)?;
+        let writable = if tag_configs.iter().any(|t| t.spec.access != Access::Read) {
+            Some(Writable {
+                readback: tag_configs.iter().map(|t| t.readback).collect(),
+                decoder: self.pipeline(device, &tags)?,
+            })
+        } else {
+            None
+        };
         let reporter = Reporter::new(
             self.config.collector.report_mode,
             self.uplink
@@ -315,6 +324,7 @@ impl Builder<'_> {
                 timeout_source,
             },
             alarms: self.alarms.cloned(),
+            writable,
         }));
         for (index, channel) in heartbeat_channels {
             // Probe the first polled tag of the channel (any tag if none is polled).

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::reporter::{Identity, Reporter};
+use super::tag_io::Writable;
 use crate::alarm::Alarms;
 use crate::clock::now_ms;
 use crate::io::{Link, LinkError};
@@ -48,7 +49,7 @@ impl Channel {
     }
 
     /// The channel-local index of device tag `tag`.
-    fn local(&self, tag: u32) -> Option<u32> {
+    pub(super) fn local(&self, tag: u32) -> Option<u32> {
         self.tags.iter().position(|t| *t == tag).map(|i| i as u32)
     }
 }
@@ -77,6 +78,8 @@ pub struct DeviceParts {
     pub lease: LeaseTerms,
     /// The alarm service that runs the device's rules over its samples.
     pub alarms: Option<Arc<Alarms>>,
+    /// For a device with writable tags: read-back flags and a decoder.
+    pub writable: Option<Writable>,
 }
 
 /// A device and everything a round needs.
@@ -91,6 +94,7 @@ pub struct Device {
     pub reporter: Reporter,
     lease: LeaseTerms,
     alarms: Option<Arc<Alarms>>,
+    pub(super) writable: Option<Writable>,
     last_error: Mutex<String>,
     codec_failures: AtomicU64,
     stage_failures: AtomicU64,
@@ -117,6 +121,7 @@ impl Device {
             reporter: parts.reporter,
             lease: parts.lease,
             alarms: parts.alarms,
+            writable: parts.writable,
             last_error: Mutex::default(),
             codec_failures: AtomicU64::new(0),
             stage_failures: AtomicU64::new(0),

@@ -10,6 +10,7 @@ mod build;
 mod device;
 mod heartbeat;
 mod reporter;
+mod tag_io;
 
 use std::sync::Arc;
 
@@ -18,6 +19,7 @@ use tokio::sync::{Mutex as AsyncMutex, watch};
 pub use build::{BuildError, PipelineSet, Services, codec_name, component_tag};
 
 pub use device::{Channel, Device, DeviceParts, LeaseTerms};
+pub use tag_io::{TagIoError, Writable};
 
 use crate::io::Link;
 use crate::lease::{

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::alarms::{self, AlarmConfig};
+use super::commands::{self, CommandConfig};
 use super::network::{self, HttpConfig, MqttConfig};
 use super::read::{at_least, choice, ranged, read_at, text};
 use crate::yaml::{Diagnostics, Fields, Node};
@@ -35,6 +36,8 @@ pub struct CollectorConfig {
     pub lease: LeaseConfig,
     /// `alarms`: alarm delivery, escalation and the local day.
     pub alarms: AlarmConfig,
+    /// `commands`: downlink commands and writes.
+    pub commands: CommandConfig,
     /// `mergeGap`: largest gap of unused registers/addresses allowed between two tags
     /// read in one request (default 16; 0 merges only adjacent tags). A channel may
     /// override it where its protocol supports that.
@@ -55,6 +58,7 @@ impl Default for CollectorConfig {
             heartbeat_failures: 3,
             lease: LeaseConfig::default(),
             alarms: AlarmConfig::default(),
+            commands: CommandConfig::default(),
             merge_gap: 16,
         }
     }
@@ -234,6 +238,9 @@ pub(super) fn read(node: &Node, errors: &mut Diagnostics) -> CollectorConfig {
         alarms: f
             .node("alarms")
             .map_or_else(AlarmConfig::default, |n| alarms::read(n, errors)),
+        commands: f
+            .node("commands")
+            .map_or_else(CommandConfig::default, |n| commands::read(n, errors)),
         merge_gap: at_least(&mut f, "mergeGap", 0, d.merge_gap, errors),
     };
     f.finish(errors);

@@ -25,6 +25,7 @@
 mod alarms;
 mod channel;
 mod collector;
+mod commands;
 mod device;
 mod network;
 mod product;
@@ -43,6 +44,7 @@ pub use collector::{
     BackoffConfig, CollectorConfig, ConnectionLimits, LeaseConfig, OverflowPolicy, ReportMode,
     WalConfig,
 };
+pub use commands::CommandConfig;
 pub use device::DeviceConfig;
 pub use network::{HttpConfig, MqttConfig};
 pub use product::ProductConfig;

@@ -53,6 +53,9 @@ pub struct HttpConfig {
     pub listen: SocketAddr,
     /// `adminToken`: bearer token with access to everything; none when absent.
     pub admin_token: Option<String>,
+    /// `nodeTokens`: bearer tokens of nodes that claim commands and report their
+    /// receipts (`POST /commands/claim`, `POST /commands/{id}/receipt`).
+    pub node_tokens: Vec<String>,
 }
 
 impl Default for HttpConfig {
@@ -60,6 +63,7 @@ impl Default for HttpConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             admin_token: None,
+            node_tokens: Vec::new(),
         }
     }
 }
@@ -197,10 +201,15 @@ pub(super) fn read_http(node: &Node, errors: &mut Diagnostics) -> HttpConfig {
         })
         .unwrap_or(d.listen);
     let admin_token = text(&mut f, "adminToken", errors);
+    let node_tokens = f
+        .node("nodeTokens")
+        .map(|n| super::tenant::read_tokens(n, &mut super::read::Unique::default(), errors))
+        .unwrap_or_default();
     f.finish(errors);
     HttpConfig {
         listen,
         admin_token,
+        node_tokens,
     }
 }
 

@@ -103,7 +103,8 @@ pub(super) fn read_all(node: &Node, errors: &mut Diagnostics) -> Vec<TenantConfi
     tenants
 }
 
-fn read_tokens(node: &Node, seen: &mut Unique, errors: &mut Diagnostics) -> Vec<String> {
+/// A list of bearer tokens, each non-empty and not given before (in `seen`).
+pub(super) fn read_tokens(node: &Node, seen: &mut Unique, errors: &mut Diagnostics) -> Vec<String> {
     let mut tokens = Vec::new();
     for token_node in list(node, "tokens", errors) {
         match Text::from_node(token_node).map(|token| token.0) {

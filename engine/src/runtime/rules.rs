@@ -1,4 +1,4 @@
-//! Rules components: the alarm whitelist, asked per transition, and evaluators
+//! Rules components: the alarm and command whitelists, asked per transition, and evaluators
 //! (one per device) that turn samples and events into alarm signals.
 
 use std::sync::Arc;
@@ -13,6 +13,7 @@ use super::bindings::wit;
 use super::convert::{sample_to_wit, settings_to_wit, tags_to_wit};
 use super::pool::{Binding, Live, Pool};
 use crate::alarm::{AlarmAction, AlarmState, Signal, SignalKind};
+use crate::command::{CommandAction, CommandStatus};
 use crate::model::{Sample, Setting, TagSpec};
 
 /// One tenant's instances of one rules component.
@@ -53,6 +54,30 @@ impl Pool<Rules> {
                 .call_alarm_actions(&mut live.store, state_to_wit(state))
         })
         .map(|actions| actions.into_iter().map(action_from_wit).collect())
+    }
+
+    /// Where `action` takes a command in `from`, by the component's whitelist.
+    ///
+    /// # Errors
+    /// A failed call (trap, limit).
+    pub fn command_transition(
+        &self,
+        from: CommandStatus,
+        action: CommandAction,
+    ) -> Result<Result<CommandStatus, Vec<CommandAction>>, CallError> {
+        self.call_instance("command-transition", |live| {
+            live.bindings
+                .sluice_dataflow_transitions()
+                .call_command_transition(
+                    &mut live.store,
+                    status_to_wit(from),
+                    command_action_to_wit(action),
+                )
+        })
+        .map(|next| {
+            next.map(status_from_wit)
+                .map_err(|allowed| allowed.into_iter().map(command_action_from_wit).collect())
+        })
     }
 
     /// An evaluator for one device, its settings and tags checked now.
@@ -221,5 +246,57 @@ fn action_from_wit(action: wit_transitions::AlarmAction) -> AlarmAction {
         W::Close => AlarmAction::Close,
         W::MarkFalse => AlarmAction::False,
         W::Supersede => AlarmAction::Supersede,
+    }
+}
+
+fn status_to_wit(status: CommandStatus) -> wit_transitions::CommandState {
+    use wit_transitions::CommandState as W;
+    match status {
+        CommandStatus::Pending => W::Pending,
+        CommandStatus::Claimed => W::Claimed,
+        CommandStatus::Sent => W::Sent,
+        CommandStatus::Acked => W::Acked,
+        CommandStatus::Failed => W::Failed,
+        CommandStatus::Timeout => W::Timeout,
+        CommandStatus::Cancelled => W::Cancelled,
+    }
+}
+
+fn status_from_wit(status: wit_transitions::CommandState) -> CommandStatus {
+    use wit_transitions::CommandState as W;
+    match status {
+        W::Pending => CommandStatus::Pending,
+        W::Claimed => CommandStatus::Claimed,
+        W::Sent => CommandStatus::Sent,
+        W::Acked => CommandStatus::Acked,
+        W::Failed => CommandStatus::Failed,
+        W::Timeout => CommandStatus::Timeout,
+        W::Cancelled => CommandStatus::Cancelled,
+    }
+}
+
+fn command_action_to_wit(action: CommandAction) -> wit_transitions::CommandAction {
+    use wit_transitions::CommandAction as W;
+    match action {
+        CommandAction::Claim => W::Claim,
+        CommandAction::ReportSent => W::ReportSent,
+        CommandAction::Ack => W::Ack,
+        CommandAction::Fail => W::Fail,
+        CommandAction::Requeue => W::Requeue,
+        CommandAction::Expire => W::Expire,
+        CommandAction::Cancel => W::Cancel,
+    }
+}
+
+fn command_action_from_wit(action: wit_transitions::CommandAction) -> CommandAction {
+    use wit_transitions::CommandAction as W;
+    match action {
+        W::Claim => CommandAction::Claim,
+        W::ReportSent => CommandAction::ReportSent,
+        W::Ack => CommandAction::Ack,
+        W::Fail => CommandAction::Fail,
+        W::Requeue => CommandAction::Requeue,
+        W::Expire => CommandAction::Expire,
+        W::Cancel => CommandAction::Cancel,
     }
 }

@@ -125,6 +125,18 @@ impl UplinkStats {
 /// A message whose PUBACK someone waits for: topic, payload, whom to tell.
 type Tracked = (String, Vec<u8>, oneshot::Sender<()>);
 
+/// A message the broker delivered to the engine (a downlink command).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Downlink {
+    pub topic: String,
+    pub payload: Vec<u8>,
+}
+
+/// The downlink topics: `property/set` and `function/invoke` of every device.
+pub fn downlink_filters(prefix: &str) -> [String; 2] {
+    ["property/set", "function/invoke"].map(|suffix| topic(prefix, "+", "+", suffix))
+}
+
 /// The uplink as the rest of the engine sees it: reports go through the outbox
 /// (WAL), statuses and tracked messages straight to the publisher.
 #[derive(Debug, Clone)]
@@ -138,10 +150,13 @@ pub struct Uplink {
 
 impl Uplink {
     /// Starts the publisher in the background; it connects, reconnects, publishes
-    /// the outbox's records and releases them on PUBACK until `shutdown`.
+    /// the outbox's records and releases them on PUBACK until `shutdown`. With a
+    /// `downlink` sender it also subscribes to the downlink topics (see
+    /// [`downlink_filters`]) and hands every message it receives there.
     pub fn start(
         config: &MqttConfig,
         outbox: Arc<Outbox>,
+        downlink: Option<mpsc::UnboundedSender<Downlink>>,
         shutdown: watch::Receiver<bool>,
     ) -> (Self, JoinHandle<()>) {
         let (statuses, status_rx) = mpsc::unbounded_channel();
@@ -154,7 +169,7 @@ impl Uplink {
             prefix: config.topic_prefix.clone(),
             stats: Arc::clone(&stats),
         };
-        let publisher = Publisher::new(config, outbox, stats);
+        let publisher = Publisher::new(config, outbox, stats, downlink);
         let task = tokio::spawn(publisher.run(status_rx, tracked_rx, shutdown));
         (uplink, task)
     }

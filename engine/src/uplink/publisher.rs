@@ -14,7 +14,7 @@ use std::time::Duration;
 use rumqttc::{AsyncClient, Event, EventLoop, Incoming, LastWill, MqttOptions, Outgoing, QoS};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::{Tracked, UplinkStats, status_payload, topic};
+use super::{Downlink, Tracked, UplinkStats, downlink_filters, status_payload, topic};
 use crate::clock::now_ms;
 use crate::config::MqttConfig;
 use crate::wal::Outbox;
@@ -36,6 +36,8 @@ pub(super) struct Publisher {
     status_topic: String,
     outbox: Arc<Outbox>,
     stats: Arc<UplinkStats>,
+    /// Where downlink messages go, and the filters subscribed for them.
+    downlink: Option<(mpsc::UnboundedSender<Downlink>, [String; 2])>,
 }
 
 /// One connection's bookkeeping.
@@ -80,7 +82,12 @@ impl Inflight {
 }
 
 impl Publisher {
-    pub(super) fn new(config: &MqttConfig, outbox: Arc<Outbox>, stats: Arc<UplinkStats>) -> Self {
+    pub(super) fn new(
+        config: &MqttConfig,
+        outbox: Arc<Outbox>,
+        stats: Arc<UplinkStats>,
+        downlink: Option<mpsc::UnboundedSender<Downlink>>,
+    ) -> Self {
         let status_topic = topic(
             &config.topic_prefix,
             "collector",
@@ -114,6 +121,7 @@ impl Publisher {
             status_topic,
             outbox,
             stats,
+            downlink: downlink.map(|tx| (tx, downlink_filters(&config.topic_prefix))),
         }
     }
 
@@ -185,6 +193,14 @@ impl Publisher {
                         for (topic, payload) in latest.drain() {
                             self.send_status(session, topic, payload);
                         }
+                        // A clean session forgets subscriptions: subscribe on every connection.
+                        if let Some((_, filters)) = &self.downlink {
+                            for filter in filters {
+                                if let Err(error) = session.client.try_subscribe(filter, QoS::AtLeastOnce) {
+                                    tracing::warn!(%error, %filter, "cannot subscribe to the downlink");
+                                }
+                            }
+                        }
                         // Invariant 3: every connection starts from the oldest record.
                         session.cursor = None;
                         self.fill(session);
@@ -201,6 +217,15 @@ impl Publisher {
                                 session.inflight.insert(pkid, Inflight::Tracked(done));
                             }
                             Some(Queued::Status) | None => {}
+                        }
+                    }
+                    Ok(Event::Incoming(Incoming::Publish(message))) => {
+                        if let Some((downlink, _)) = &self.downlink {
+                            // The receiver lives as long as the engine.
+                            let _ = downlink.send(Downlink {
+                                topic: message.topic.clone(),
+                                payload: message.payload.to_vec(),
+                            });
                         }
                     }
                     Ok(Event::Incoming(Incoming::PubAck(ack))) => {

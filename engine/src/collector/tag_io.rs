@@ -1,0 +1,157 @@
+//! Writing one tag of a device and reading one back, on the connection of the
+//! tag's channel: the link's lock serialises them with polling, so a write never
+//! interleaves with a round's frames.
+
+use super::device::{Channel, Device};
+use crate::io::LinkError;
+use crate::model::{Batch, FrameError, Sample, Value};
+use crate::pipeline::DevicePipeline;
+
+/// What a device needs to be written: which tags are read back, and a pipeline of
+/// its own to decode what is read (the polling pipeline's memory, such as a
+/// deadband, must not see these reads).
+#[derive(Debug)]
+pub struct Writable {
+    pub readback: Vec<bool>,
+    pub decoder: DevicePipeline,
+}
+
+/// Why a tag could not be written or read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TagIoError {
+    /// The device (or the codec, for a value it cannot encode) said no: trying
+    /// again would get the same answer.
+    #[error("refused (code {code}): {message}")]
+    Refused { code: u32, message: String },
+    /// No connection, a timeout, a broken frame: another attempt may work.
+    #[error("{0}")]
+    Unreachable(String),
+    /// A component call failed.
+    #[error("{0}")]
+    Component(String),
+}
+
+impl From<LinkError> for TagIoError {
+    fn from(error: LinkError) -> Self {
+        match error {
+            LinkError::Codec(error) => TagIoError::Component(error.to_string()),
+            other => TagIoError::Unreachable(other.to_string()),
+        }
+    }
+}
+
+fn from_frame(error: FrameError) -> TagIoError {
+    match error {
+        FrameError::Device { code, message, .. } => TagIoError::Refused { code, message },
+        FrameError::Malformed(message) => {
+            TagIoError::Unreachable(format!("malformed answer: {message}"))
+        }
+    }
+}
+
+impl Device {
+    /// The index of the tag `key`.
+    pub fn tag_index(&self, key: &str) -> Option<u32> {
+        self.tags
+            .iter()
+            .position(|t| t.key == key)
+            .map(|i| i as u32)
+    }
+
+    /// Whether tag `tag` is read back after a write.
+    pub fn reads_back(&self, tag: u32) -> bool {
+        self.writable
+            .as_ref()
+            .is_some_and(|w| w.readback.get(tag as usize).copied().unwrap_or(false))
+    }
+
+    fn channel_of(&self, tag: u32) -> Result<(&Channel, u32), TagIoError> {
+        self.channels
+            .iter()
+            .find_map(|c| c.local(tag).map(|local| (c, local)))
+            .ok_or_else(|| TagIoError::Component(format!("no channel holds tag {tag}")))
+    }
+
+    /// Writes the raw (device-side) `value` to tag `tag`.
+    ///
+    /// # Errors
+    /// Refused by the device or codec, unreachable, or a component failure.
+    pub async fn write_tag(&self, tag: u32, value: Value) -> Result<(), TagIoError> {
+        let (channel, local) = self.channel_of(tag)?;
+        let mut link = channel.link.lock().await;
+        link.ensure_online(&channel.session).await?;
+        let frame = channel
+            .session
+            .encode_write(local, value)
+            .map_err(|e| TagIoError::Component(e.to_string()))?
+            .map_err(from_frame)?;
+        let answer = link.exchange(&channel.session, &frame).await?;
+        match channel.session.check_write(&answer) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error @ FrameError::Malformed(_))) => {
+                link.mark_offline(&error.to_string());
+                Err(from_frame(error))
+            }
+            Ok(Err(error)) => Err(from_frame(error)),
+            Err(error) => Err(TagIoError::Component(error.to_string())),
+        }
+    }
+
+    /// Reads tag `tag` now and decodes it (engineering value).
+    ///
+    /// # Errors
+    /// Refused by the device, unreachable, a component failure, or a device
+    /// without write access (nothing to decode with).
+    pub async fn read_tag(&self, tag: u32) -> Result<Sample, TagIoError> {
+        let Some(writable) = &self.writable else {
+            return Err(TagIoError::Component(format!(
+                "device `{}` has no writable tag",
+                self.id
+            )));
+        };
+        let (channel, local) = self.channel_of(tag)?;
+        let mut raw = Batch::default();
+        {
+            let mut link = channel.link.lock().await;
+            link.ensure_online(&channel.session).await?;
+            let plan = channel
+                .session
+                .plan(&[local])
+                .map_err(|e| TagIoError::Component(e.to_string()))?;
+            for request in plan {
+                let frame = channel
+                    .session
+                    .encode_read(request.id)
+                    .map_err(|e| TagIoError::Component(e.to_string()))?
+                    .map_err(from_frame)?;
+                let answer = link.exchange(&channel.session, &frame).await?;
+                let arrived = crate::clock::now_ms();
+                match channel.session.parse_read(request.id, &answer, arrived) {
+                    Ok(Ok(parsed)) => raw.append(parsed, |l| {
+                        channel.tags.get(l as usize).copied().unwrap_or(u32::MAX)
+                    }),
+                    Ok(Err(error @ FrameError::Malformed(_))) => {
+                        link.mark_offline(&error.to_string());
+                        return Err(from_frame(error));
+                    }
+                    Ok(Err(error)) => return Err(from_frame(error)),
+                    Err(error) => return Err(TagIoError::Component(error.to_string())),
+                }
+            }
+        }
+        // A fresh decode each time: reset first, so no memory of an earlier read.
+        writable
+            .decoder
+            .reset()
+            .map_err(|e| TagIoError::Component(e.to_string()))?;
+        let decoded = writable
+            .decoder
+            .run(raw)
+            .map_err(|e| TagIoError::Component(e.to_string()))?;
+        decoded
+            .samples
+            .into_iter()
+            .find(|s| s.tag == tag)
+            .ok_or_else(|| TagIoError::Component(format!("reading tag {tag} gave no value")))
+    }
+}

@@ -1,0 +1,26 @@
+//! Downlink commands: the seven-state machine (whitelist owned by the rules
+//! component), claims with leases, generation and node guards on receipts, and
+//! the write service that executes commands on the engine's own devices. Design
+//! and invariants: `docs/commands.md`.
+//!
+//! - [`state`]: statuses, actions, receipt results, result codes;
+//! - [`model`]: the command record, receipts and their outcomes;
+//! - [`store`]: the redb tables and every change, each one transaction;
+//! - [`service`]: creating, cancelling, receipts of nodes, replies, the downlink;
+//! - [`write`]: safe writes (checks, idempotency, read-back, audit);
+//! - [`node`]: the engine as a node: claims its devices' commands, writes, reports.
+
+pub mod model;
+pub mod node;
+pub mod service;
+pub mod state;
+pub mod store;
+pub mod write;
+
+pub use model::{
+    Command, CommandKind, CommandRecord, Delivery, NewCommand, Receipt, ReceiptOutcome, Rejection,
+};
+pub use service::{CommandRequest, Commands, CreateError};
+pub use state::{CommandAction, CommandStatus, ReceiptResult, result_code};
+pub use store::{CommandError, CommandStore, Created, Swept, Timings};
+pub use write::{WriteRecord, WriteRequest, WriteService, WriteStatus};

@@ -1,0 +1,158 @@
+//! The engine as a node: it claims the commands of its own devices through the
+//! same guarded path as any node, executes them with the write service, and
+//! reports each outcome as a receipt. Also runs the command timers and turns
+//! downlink messages into commands.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use super::model::{Command, Receipt};
+use super::service::Commands;
+use super::state::{ReceiptResult, result_code};
+use super::store::Swept;
+use super::write::{WriteRecord, WriteRequest, WriteStatus};
+use crate::alarm::{AlarmStore, Raise, Source};
+use crate::clock::now_ms;
+use crate::uplink::Downlink;
+
+/// How often the timers run and claims are made when nothing wakes the node.
+const PASS_EVERY: Duration = Duration::from_millis(500);
+/// Commands claimed per pass.
+const CLAIM_BATCH: usize = 16;
+/// The rule key of the alarm for a command reclaimed too often.
+pub const RECLAIMS_RULE: &str = "COMMAND_RECLAIMS";
+
+/// The receipt the engine's node reports for a write's outcome.
+pub fn receipt_for(record: &WriteRecord, node_id: &str, generation: u64) -> Receipt {
+    let (result, code) = match record.status {
+        WriteStatus::Written => (ReceiptResult::Acked, result_code::SUCCESS),
+        // The device answered, and said no (or kept the old value).
+        WriteStatus::Refused | WriteStatus::Mismatch => {
+            (ReceiptResult::Acked, result_code::EXECUTION_FAILED)
+        }
+        WriteStatus::Unreachable => (ReceiptResult::DeviceOffline, record.result_code),
+        WriteStatus::Invalid | WriteStatus::Failed | WriteStatus::InFlight => {
+            (ReceiptResult::Failed, record.result_code)
+        }
+    };
+    Receipt {
+        node_id: node_id.to_owned(),
+        claim_generation: Some(generation),
+        result,
+        result_code: Some(code),
+        raw_result_code: record.raw_code.map(serde_json::Value::from),
+        raw_ack: None,
+        message: Some(record.message.clone()),
+    }
+}
+
+/// Runs the node until `shutdown`.
+pub async fn run(
+    commands: Arc<Commands>,
+    alarms: Arc<AlarmStore>,
+    mut downlink: mpsc::UnboundedReceiver<Downlink>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    {
+        let commands = Arc::clone(&commands);
+        let _ = tokio::task::spawn_blocking(move || commands.cancel_orphans(now_ms())).await;
+    }
+    let mut timer = tokio::time::interval(PASS_EVERY);
+    timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = timer.tick() => {}
+            () = commands.wake().notified() => {}
+            Some(message) = downlink.recv() => {
+                let commands = Arc::clone(&commands);
+                let _ = tokio::task::spawn_blocking(move || commands.on_downlink(&message, now_ms())).await;
+            }
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    return;
+                }
+            }
+        }
+        pass(&commands, &alarms).await;
+    }
+}
+
+/// One pass: the timers, then claims of the engine's own devices' commands.
+async fn pass(commands: &Arc<Commands>, alarms: &Arc<AlarmStore>) {
+    let now = now_ms();
+    let store = Arc::clone(commands.store());
+    match tokio::task::spawn_blocking(move || store.sweep(now)).await {
+        Ok(Ok(swept)) => after_sweep(commands, alarms, swept, now).await,
+        Ok(Err(error)) => tracing::error!(%error, "command timers failed"),
+        Err(error) => tracing::error!(%error, "command timers failed"),
+    }
+    let store = Arc::clone(commands.store());
+    let node = commands.node_id().to_owned();
+    let own = commands.own_devices();
+    let claimed =
+        tokio::task::spawn_blocking(move || store.claim(&node, CLAIM_BATCH, Some(&own), now)).await;
+    match claimed {
+        Ok(Ok(claimed)) => {
+            for command in claimed {
+                tokio::spawn(execute(Arc::clone(commands), command));
+            }
+        }
+        Ok(Err(error)) => tracing::error!(%error, "claiming commands failed"),
+        Err(error) => tracing::error!(%error, "claiming commands failed"),
+    }
+}
+
+/// Replies for commands the timers finished; an alarm for each command
+/// reclaimed too often (its node keeps taking it and going silent).
+async fn after_sweep(commands: &Arc<Commands>, alarms: &Arc<AlarmStore>, swept: Swept, now: i64) {
+    for id in swept.unanswered.iter().chain(&swept.expired) {
+        if let Ok(Some(command)) = commands.store().get(*id, crate::alarm::Scope::All) {
+            commands.reply(&command);
+        }
+    }
+    for command in swept.too_many_reclaims {
+        let raise = Raise {
+            tenant_id: command.tenant_id,
+            device_id: command.device_id.clone(),
+            rule_key: RECLAIMS_RULE.to_owned(),
+            source: Source::Engine,
+            message: format!(
+                "command {} was claimed and dropped {} times (last node `{}`)",
+                command.id,
+                command.reclaim_count,
+                command.claimed_node_id.as_deref().unwrap_or("?")
+            ),
+            ts_ms: now,
+            event_id: Some(format!("command-{}-reclaims", command.id)),
+        };
+        let alarms = Arc::clone(alarms);
+        let raised = tokio::task::spawn_blocking(move || alarms.raise(&raise, now)).await;
+        if !matches!(raised, Ok(Ok(_))) {
+            tracing::error!(command = command.id, "cannot raise the reclaim alarm");
+        }
+    }
+}
+
+/// Writes one claimed command and reports the outcome through the receipt path.
+async fn execute(commands: Arc<Commands>, command: Command) {
+    let request = WriteRequest {
+        tenant_id: command.tenant_id,
+        request_id: command.request_id.clone(),
+        device_id: command.device_id.clone(),
+        key: command.key.clone(),
+        value: command.value.clone(),
+        actor: format!("node:{}", commands.node_id()),
+    };
+    let record = commands.writes().write(&request).await;
+    let receipt = receipt_for(&record, commands.node_id(), command.claim_generation);
+    let id = command.id;
+    let applied =
+        tokio::task::spawn_blocking(move || commands.receipt(id, &receipt, now_ms())).await;
+    match applied {
+        Ok(Ok(outcome)) => tracing::debug!(command = id, ?outcome, "command executed"),
+        Ok(Err(error)) => tracing::error!(command = id, %error, "the command's receipt failed"),
+        Err(error) => tracing::error!(command = id, %error, "the command's receipt failed"),
+    }
+}

@@ -1,0 +1,332 @@
+//! The command service: creating commands (HTTP, MQTT downlink) for the engine's
+//! devices, claims and receipts of outside nodes, cancellation, and the replies
+//! published when a command reaches its final status.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value as Json, json};
+use tokio::sync::Notify;
+
+use super::model::{Command, CommandKind, Delivery, NewCommand, Receipt, ReceiptOutcome};
+use super::state::{CommandStatus, result_code};
+use super::store::{CommandError, CommandStore, Created};
+use super::write::{WriteService, to_raw};
+use crate::alarm::Scope;
+use crate::collector::Device;
+use crate::model::Access;
+use crate::uplink::{Downlink, Uplink};
+use crate::wal::Message;
+
+/// What a caller asks for (HTTP body or MQTT payload).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandRequest {
+    pub device_id: Option<String>,
+    pub key: String,
+    pub value: Json,
+    pub request_id: Option<String>,
+    /// Fail at once on any failure (default) rather than retry later.
+    #[serde(default = "realtime_default")]
+    pub realtime: bool,
+    #[serde(default)]
+    pub function: bool,
+}
+
+fn realtime_default() -> bool {
+    true
+}
+
+/// Why a command was not created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error("no device `{0}`")]
+    UnknownDevice(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] CommandError),
+}
+
+/// Where a device's commands come from and its replies go.
+#[derive(Debug, Clone)]
+struct Target {
+    tenant_id: u32,
+    product_id: String,
+    device_num: String,
+}
+
+/// The command service of one engine.
+#[derive(Debug)]
+pub struct Commands {
+    store: Arc<CommandStore>,
+    writes: Arc<WriteService>,
+    devices: HashMap<String, Arc<Device>>,
+    targets: HashMap<String, Target>,
+    by_topic: HashMap<(String, String), String>,
+    uplink: Uplink,
+    /// This engine's node id, as it claims its own devices' commands.
+    node_id: String,
+    wake: Notify,
+}
+
+impl Commands {
+    pub fn new(
+        store: Arc<CommandStore>,
+        writes: Arc<WriteService>,
+        devices: &[(Arc<Device>, u32)],
+        uplink: Uplink,
+        node_id: String,
+    ) -> Arc<Self> {
+        let targets = devices
+            .iter()
+            .map(|(d, tenant)| {
+                let target = Target {
+                    tenant_id: *tenant,
+                    product_id: d.product_id.clone(),
+                    device_num: d.device_num.clone(),
+                };
+                (d.id.clone(), target)
+            })
+            .collect();
+        let by_topic = devices
+            .iter()
+            .map(|(d, _)| ((d.product_id.clone(), d.device_num.clone()), d.id.clone()))
+            .collect();
+        Arc::new(Self {
+            store,
+            writes,
+            devices: devices
+                .iter()
+                .map(|(d, _)| (d.id.clone(), Arc::clone(d)))
+                .collect(),
+            targets,
+            by_topic,
+            uplink,
+            node_id,
+            wake: Notify::new(),
+        })
+    }
+
+    pub fn store(&self) -> &Arc<CommandStore> {
+        &self.store
+    }
+
+    pub fn writes(&self) -> &Arc<WriteService> {
+        &self.writes
+    }
+
+    pub fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    pub(super) fn wake(&self) -> &Notify {
+        &self.wake
+    }
+
+    /// The engine's own devices.
+    pub fn own_devices(&self) -> HashSet<String> {
+        self.devices.keys().cloned().collect()
+    }
+
+    /// Creates a command for a device `scope` sees, after checking the tag and
+    /// value against the device's configuration.
+    ///
+    /// # Errors
+    /// An unknown device (or another tenant's), a tag or value the device cannot
+    /// take, or a storage failure.
+    pub fn create(
+        &self,
+        scope: Scope,
+        device_id: &str,
+        request: &CommandRequest,
+        origin: &str,
+        actor: &str,
+        now: i64,
+    ) -> Result<Created, CreateError> {
+        let (Some(device), Some(target)) =
+            (self.devices.get(device_id), self.targets.get(device_id))
+        else {
+            return Err(CreateError::UnknownDevice(device_id.to_owned()));
+        };
+        if !scope.sees(target.tenant_id) {
+            return Err(CreateError::UnknownDevice(device_id.to_owned()));
+        }
+        let Some(tag) = device.tag_index(&request.key) else {
+            return Err(CreateError::Invalid(format!(
+                "device `{device_id}` has no tag `{}`",
+                request.key
+            )));
+        };
+        let spec = &device.tags[tag as usize];
+        if spec.access == Access::Read {
+            return Err(CreateError::Invalid(format!(
+                "tag `{}` is read-only (access R)",
+                spec.key
+            )));
+        }
+        to_raw(spec, &request.value).map_err(CreateError::Invalid)?;
+        let new = NewCommand {
+            tenant_id: target.tenant_id,
+            device_id: device_id.to_owned(),
+            kind: if request.function {
+                CommandKind::FunctionInvoke
+            } else {
+                CommandKind::PropertySet
+            },
+            key: request.key.clone(),
+            value: request.value.clone(),
+            request_id: request.request_id.clone(),
+            delivery: if request.realtime {
+                Delivery::Realtime
+            } else {
+                Delivery::Deferrable
+            },
+            origin: origin.to_owned(),
+        };
+        let created = self.store.create(&new, actor, now)?;
+        self.wake.notify_one();
+        Ok(created)
+    }
+
+    /// Cancels a command for a user of `scope`, and publishes its reply.
+    ///
+    /// # Errors
+    /// As for [`CommandStore::cancel`].
+    pub fn cancel(
+        &self,
+        id: u64,
+        scope: Scope,
+        actor: &str,
+        now: i64,
+    ) -> Result<Command, CommandError> {
+        let command = self
+            .store
+            .cancel(id, scope, actor, "cancelled by the user", now)?;
+        self.reply(&command);
+        Ok(command)
+    }
+
+    /// Cancels every unfinished command of a device that is no longer configured.
+    pub fn cancel_orphans(&self, now: i64) {
+        let own = self.own_devices();
+        let orphans = match self.store.orphans(&own) {
+            Ok(orphans) => orphans,
+            Err(error) => {
+                tracing::error!(%error, "cannot look for commands of removed devices");
+                return;
+            }
+        };
+        for id in orphans {
+            if let Err(error) =
+                self.store
+                    .cancel(id, Scope::All, "engine", "the device was removed", now)
+            {
+                tracing::error!(command = id, %error, "cannot cancel a command of a removed device");
+            }
+        }
+    }
+
+    /// Applies a node's receipt and publishes the reply when the command is final.
+    ///
+    /// # Errors
+    /// As for [`CommandStore::receipt`].
+    pub fn receipt(
+        &self,
+        id: u64,
+        receipt: &Receipt,
+        now: i64,
+    ) -> Result<ReceiptOutcome, CommandError> {
+        let outcome = self.store.receipt(id, receipt, now)?;
+        if let ReceiptOutcome::Accepted(command) = &outcome {
+            if command.status.is_final() {
+                self.reply(command);
+            } else if command.status == CommandStatus::Pending {
+                self.wake.notify_one();
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Publishes `{requestId, commandId, status, resultCode, message, ts}` on the
+    /// command's reply topic, through the outbox (durable, like reports).
+    pub fn reply(&self, command: &Command) {
+        let Some(target) = self.targets.get(&command.device_id) else {
+            return;
+        };
+        let suffix = format!("{}/reply", command.kind.topic_suffix());
+        let payload = json!({
+            "requestId": command.request_id,
+            "commandId": command.id,
+            "key": command.key,
+            "status": command.status,
+            "resultCode": command.result_code,
+            "message": command.message,
+            "ts": command.updated_at,
+        });
+        self.uplink.report(Message {
+            device: String::new(),
+            seq: 0,
+            topic: self
+                .uplink
+                .device_topic(&target.product_id, &target.device_num, &suffix),
+            payload: payload.to_string().into_bytes(),
+            retain: false,
+        });
+    }
+
+    /// Turns a downlink message into a command; a message that cannot become one
+    /// is answered on its reply topic with status `REJECTED`.
+    pub fn on_downlink(&self, message: &Downlink, now: i64) {
+        let parts: Vec<&str> = message.topic.rsplitn(4, '/').collect();
+        // rsplitn: [suffix2, suffix1, deviceNum, rest-with-productId]
+        let (kind, device_num, product) = match parts.as_slice() {
+            ["set", "property", num, rest] => (CommandKind::PropertySet, *num, *rest),
+            ["invoke", "function", num, rest] => (CommandKind::FunctionInvoke, *num, *rest),
+            _ => return,
+        };
+        let product = product.rsplit('/').next().unwrap_or(product);
+        let Some(device_id) = self
+            .by_topic
+            .get(&(product.to_owned(), device_num.to_owned()))
+            .cloned()
+        else {
+            tracing::warn!(topic = %message.topic, "a downlink for an unknown device");
+            return;
+        };
+        let parsed = serde_json::from_slice::<CommandRequest>(&message.payload);
+        let result = match &parsed {
+            Ok(request) => {
+                let mut request = request.clone();
+                request.function = kind == CommandKind::FunctionInvoke;
+                self.create(Scope::All, &device_id, &request, "mqtt", "mqtt", now)
+                    .map_err(|e| e.to_string())
+            }
+            Err(error) => Err(format!(
+                "the payload must be {{\"requestId\", \"key\", \"value\"}}: {error}"
+            )),
+        };
+        if let Err(message_text) = result {
+            tracing::warn!(topic = %message.topic, error = %message_text, "downlink refused");
+            let request_id = serde_json::from_slice::<Json>(&message.payload)
+                .ok()
+                .and_then(|v| v.get("requestId").cloned())
+                .unwrap_or(Json::Null);
+            let payload = json!({
+                "requestId": request_id,
+                "status": "REJECTED",
+                "resultCode": result_code::INVALID_PARAMETER,
+                "message": message_text,
+                "ts": now,
+            });
+            self.uplink.report(Message {
+                device: String::new(),
+                seq: 0,
+                topic: format!("{}/reply", message.topic),
+                payload: payload.to_string().into_bytes(),
+                retain: false,
+            });
+        }
+    }
+}
