@@ -410,7 +410,11 @@ impl CommandStore {
     }
 
     /// Applies a receipt (I-05) if its four guards hold: the command, the claim
-    /// generation, the node, and a status of CLAIMED or SENT.
+    /// generation, the node, and a status of CLAIMED or SENT. A receipt without a
+    /// generation is rejected; one for a claim with no recorded node is rejected
+    /// (NODE_UNKNOWN); one of an older generation is a duplicate; one of the
+    /// current generation from another node is rejected (NODE_MISMATCH); one for
+    /// a command no longer CLAIMED or SENT is a duplicate.
     ///
     /// # Errors
     /// [`CommandError::NotFound`], or a storage or rules failure (nothing changed).
@@ -431,11 +435,15 @@ impl CommandStore {
             let Some(node) = &command.claimed_node_id else {
                 return Ok(ReceiptOutcome::Rejected(Rejection::NodeUnknown));
             };
+            // An older generation is a late receipt of an earlier claim, whichever
+            // node sends it: nothing to apply, and not an error.
+            if generation != command.claim_generation {
+                return Ok(ReceiptOutcome::Duplicated);
+            }
             if *node != receipt.node_id {
                 return Ok(ReceiptOutcome::Rejected(Rejection::NodeMismatch));
             }
-            let live = matches!(command.status, CommandStatus::Claimed | CommandStatus::Sent);
-            if generation != command.claim_generation || !live {
+            if !matches!(command.status, CommandStatus::Claimed | CommandStatus::Sent) {
                 return Ok(ReceiptOutcome::Duplicated);
             }
             command.result = Some(receipt.result);
