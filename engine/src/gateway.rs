@@ -231,6 +231,7 @@ pub async fn run(
     let node_task = tokio::spawn(command::node::run(
         Arc::clone(&commands),
         Arc::clone(alarms.store()),
+        config.collector.commands.execute_own,
         downlink_messages,
         shutdown.clone(),
     ));

@@ -48,10 +48,11 @@ pub fn receipt_for(record: &WriteRecord, node_id: &str, generation: u64) -> Rece
     }
 }
 
-/// Runs the node until `shutdown`.
+/// Runs the timers, the downlink and (when `execute_own`) the node until `shutdown`.
 pub async fn run(
     commands: Arc<Commands>,
     alarms: Arc<AlarmStore>,
+    execute_own: bool,
     mut downlink: mpsc::UnboundedReceiver<Downlink>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -75,18 +76,21 @@ pub async fn run(
                 }
             }
         }
-        pass(&commands, &alarms).await;
+        pass(&commands, &alarms, execute_own).await;
     }
 }
 
 /// One pass: the timers, then claims of the engine's own devices' commands.
-async fn pass(commands: &Arc<Commands>, alarms: &Arc<AlarmStore>) {
+async fn pass(commands: &Arc<Commands>, alarms: &Arc<AlarmStore>, execute_own: bool) {
     let now = now_ms();
     let store = Arc::clone(commands.store());
     match tokio::task::spawn_blocking(move || store.sweep(now)).await {
         Ok(Ok(swept)) => after_sweep(commands, alarms, swept, now).await,
         Ok(Err(error)) => tracing::error!(%error, "command timers failed"),
         Err(error) => tracing::error!(%error, "command timers failed"),
+    }
+    if !execute_own {
+        return;
     }
     let store = Arc::clone(commands.store());
     let node = commands.node_id().to_owned();

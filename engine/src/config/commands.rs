@@ -9,6 +9,9 @@ pub struct CommandConfig {
     /// `nodeId`: the node id under which this engine claims its own devices'
     /// commands (default `engine-{mqtt.clientId}`).
     pub node_id: Option<String>,
+    /// `executeOwn`: whether this engine claims and writes its own devices'
+    /// commands (default true); false leaves them to outside nodes.
+    pub execute_own: bool,
     /// `leaseSec`: how long a claim holds (default 60).
     pub lease_sec: u64,
     /// `sentTimeoutSec`: a SENT command without a receipt this long fails (default 86400).
@@ -31,6 +34,7 @@ impl Default for CommandConfig {
     fn default() -> Self {
         Self {
             node_id: None,
+            execute_own: true,
             lease_sec: 60,
             sent_timeout_sec: 86_400,
             expire_sec: 259_200,
@@ -50,6 +54,8 @@ pub(super) fn read(node: &Node, errors: &mut Diagnostics) -> CommandConfig {
     };
     let config = CommandConfig {
         node_id: text(&mut f, "nodeId", errors),
+        execute_own: super::read::read_at::<bool>(&mut f, "executeOwn", errors)
+            .map_or(d.execute_own, |(v, _)| v),
         lease_sec: at_least(&mut f, "leaseSec", 1, d.lease_sec, errors),
         sent_timeout_sec: at_least(&mut f, "sentTimeoutSec", 1, d.sent_timeout_sec, errors),
         expire_sec: at_least(&mut f, "expireSec", 1, d.expire_sec, errors),

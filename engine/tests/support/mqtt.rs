@@ -22,6 +22,7 @@ impl Message {
 
 /// Subscribed to `#` on a broker; messages accumulate in the background.
 pub struct Subscriber {
+    client: AsyncClient,
     messages: Arc<Mutex<Vec<Message>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -52,6 +53,7 @@ impl Subscriber {
         options.set_clean_session(clean);
         options.set_max_packet_size(1 << 20, 1 << 20);
         let (client, mut eventloop) = AsyncClient::new(options, 1000);
+        let publisher = client.clone();
         let messages = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&messages);
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
@@ -85,7 +87,19 @@ impl Subscriber {
             .await
             .expect("subscribed within 10 s")
             .expect("subscriber alive");
-        Self { messages, task }
+        Self {
+            client: publisher,
+            messages,
+            task,
+        }
+    }
+
+    /// Publishes `payload` on `topic` with QoS 1 (a platform sending a downlink).
+    pub async fn publish(&self, topic: &str, payload: &serde_json::Value) {
+        self.client
+            .publish(topic, QoS::AtLeastOnce, false, payload.to_string())
+            .await
+            .expect("publish");
     }
 
     /// Every message received so far.
