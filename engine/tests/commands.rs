@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use common::{TS, builtin, runtime};
 use serde_json::json;
-use sluice::alarm::Scope;
+use sluice::alarm::{AlarmStore, Raised, Scope, Source, TableAudit};
+use sluice::command::node::{RECLAIMS_RULE, reclaim_alarm};
 use sluice::command::{
     CommandAction, CommandError, CommandKind, CommandStatus, CommandStore, Created, Delivery,
     NewCommand, Receipt, ReceiptOutcome, ReceiptResult, Rejection, Timings,
@@ -30,17 +31,20 @@ fn pool() -> Arc<RulesPool> {
         .expect("pool")
 }
 
-fn store(name: &str) -> CommandStore {
-    let dir = std::env::temp_dir().join(format!(
+fn scratch(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
         "sluice-commands-{name}-{}-{}",
         std::process::id(),
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default()
-    ));
+    ))
+}
+
+fn store(name: &str) -> CommandStore {
     CommandStore::new(
-        &Store::open(&dir).expect("store"),
+        &Store::open(&scratch(name)).expect("store"),
         pool(),
         Timings::default(),
     )
@@ -399,6 +403,27 @@ fn leases_reclaims_sent_timeouts_and_expiry_follow_the_clock() {
         ),
         (6, 6, 0)
     );
+    // The engine raises that alarm in the alarm store.
+    let alarms = AlarmStore::new(
+        &Store::open(&scratch("reclaim-alarm")).expect("store"),
+        pool(),
+        Arc::new(TableAudit),
+    );
+    let raised = alarms
+        .raise(&reclaim_alarm(&command, now), now)
+        .expect("raise");
+    let Raised::Opened { alarm, .. } = raised else {
+        panic!("{raised:?}")
+    };
+    assert_eq!(
+        (
+            alarm.rule_key.as_str(),
+            alarm.source,
+            alarm.device_id.as_str()
+        ),
+        (RECLAIMS_RULE, Source::Engine, "d")
+    );
+    assert!(alarm.message.contains("flaky-6"), "{}", alarm.message);
 
     // SENT without a receipt for 24 h fails.
     let generation = store.claim("quiet", 1, None, now).expect("claim")[0].claim_generation;

@@ -117,25 +117,32 @@ async fn after_sweep(commands: &Arc<Commands>, alarms: &Arc<AlarmStore>, swept: 
         }
     }
     for command in swept.too_many_reclaims {
-        let raise = Raise {
-            tenant_id: command.tenant_id,
-            device_id: command.device_id.clone(),
-            rule_key: RECLAIMS_RULE.to_owned(),
-            source: Source::Engine,
-            message: format!(
-                "command {} was claimed and dropped {} times (last node `{}`)",
-                command.id,
-                command.reclaim_count,
-                command.claimed_node_id.as_deref().unwrap_or("?")
-            ),
-            ts_ms: now,
-            event_id: Some(format!("command-{}-reclaims", command.id)),
-        };
+        let raise = reclaim_alarm(&command, now);
         let alarms = Arc::clone(alarms);
         let raised = tokio::task::spawn_blocking(move || alarms.raise(&raise, now)).await;
         if !matches!(raised, Ok(Ok(_))) {
             tracing::error!(command = command.id, "cannot raise the reclaim alarm");
         }
+    }
+}
+
+/// The alarm for a person when a command was reclaimed too often: some node keeps
+/// claiming it and going silent.
+pub fn reclaim_alarm(command: &Command, now: i64) -> Raise {
+    Raise {
+        tenant_id: command.tenant_id,
+        device_id: command.device_id.clone(),
+        rule_key: RECLAIMS_RULE.to_owned(),
+        source: Source::Engine,
+        message: format!(
+            "command {} was claimed and dropped {} times (last node `{}`)",
+            command.id,
+            command.reclaim_count,
+            command.claimed_node_id.as_deref().unwrap_or("?")
+        ),
+        ts_ms: now,
+        // One alarm per command, however often the sweep sees it.
+        event_id: Some(format!("command-{}-reclaims", command.id)),
     }
 }
 
