@@ -467,3 +467,55 @@ async fn outside_nodes_claim_and_report_with_generation_and_node_guards() {
         .collect();
     assert_eq!(statuses, ["ACKED", "CANCELLED"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_reclaimed_during_its_slow_write_is_written_once() {
+    // Every answer takes 700 ms: value before, write and read-back outlast a 1 s lease.
+    let (_sim, device) = support::sim::simulator(100, Duration::from_millis(700)).await;
+    let broker = Mosquitto::start();
+    let http = free_port();
+    let text = format!(
+        "collector:
+  workerThreads: 2
+  perDeviceTimeoutMs: 3000
+  mqtt: {{ brokerUrl: tcp://127.0.0.1:{mqtt}, clientId: slow-{http} }}
+  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
+  wal: {{ dir: ./data }}
+  commands: {{ leaseSec: 1 }}
+devices:
+  - deviceId: slow
+    productId: P
+    deviceNum: S1
+    channels:
+      - channelId: main
+        protocol: modbus-tcp
+        host: 127.0.0.1
+        port: {port}
+        readTimeoutMs: 2000
+        tags:
+          - {{ key: setpoint, address: '40001', dataType: UINT16, periodMs: 0, access: RW, readback: true }}
+",
+        mqtt = broker.port(),
+        port = device.local_addr().port(),
+    );
+    let _engine = Engine::start(&scratch_dir("slow-write"), &text);
+    let (status, command) = create(
+        http,
+        json!({ "deviceId": "slow", "key": "setpoint", "value": 321 }),
+    )
+    .await;
+    assert_eq!(status, 201, "{command}");
+    let command = final_command(http, command["id"].as_u64().expect("id")).await;
+    assert_eq!(command["status"], "ACKED", "{command}");
+    assert!(
+        command["reclaimCount"].as_u64().expect("count") >= 1,
+        "the lease ran out: {command}"
+    );
+    assert!(command["claimGeneration"].as_u64().expect("generation") >= 2);
+    assert_eq!(
+        command["write"]["attempts"], 1,
+        "written once: {}",
+        command["write"]
+    );
+    assert_eq!(command["write"]["after"], 321);
+}

@@ -21,6 +21,9 @@ use crate::uplink::Downlink;
 const PASS_EVERY: Duration = Duration::from_millis(500);
 /// Commands claimed per pass.
 const CLAIM_BATCH: usize = 16;
+/// How long a re-execution waits for the write of an earlier claim to finish.
+const IN_FLIGHT_WAIT: Duration = Duration::from_secs(60);
+const IN_FLIGHT_POLL: Duration = Duration::from_millis(100);
 /// The rule key of the alarm for a command reclaimed too often.
 pub const RECLAIMS_RULE: &str = "COMMAND_RECLAIMS";
 
@@ -156,7 +159,14 @@ async fn execute(commands: Arc<Commands>, command: Command) {
         value: command.value.clone(),
         actor: format!("node:{}", commands.node_id()),
     };
-    let record = commands.writes().write(&request).await;
+    let mut record = commands.writes().write(&request).await;
+    // Reclaimed while the first execution still writes: wait for that write's
+    // result rather than write again (or report a busy failure).
+    let deadline = tokio::time::Instant::now() + IN_FLIGHT_WAIT;
+    while record.status == WriteStatus::InFlight && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(IN_FLIGHT_POLL).await;
+        record = commands.writes().write(&request).await;
+    }
     let receipt = receipt_for(&record, commands.node_id(), command.claim_generation);
     let id = command.id;
     let applied =
