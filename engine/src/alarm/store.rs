@@ -5,12 +5,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{ReadableTable, TableDefinition};
 
 use super::model::{ActionRecord, Alarm, Change, Source};
 use super::state::{AlarmAction, AlarmState};
 use crate::runtime::{CallError, RulesPool};
-use crate::store::Store;
+use crate::store::tables::{history, ids_under, next_seq, put_indexed, record};
+use crate::store::{Store, StoreError};
 
 /// id -> alarm (JSON).
 const ALARMS: TableDefinition<u64, &[u8]> = TableDefinition::new("alarm");
@@ -58,6 +59,12 @@ fn list(actions: &[AlarmAction]) -> String {
 
 fn db(error: impl std::fmt::Display) -> AlarmError {
     AlarmError::Store(error.to_string())
+}
+
+impl From<StoreError> for AlarmError {
+    fn from(error: StoreError) -> Self {
+        db(error)
+    }
 }
 
 /// An audit record could not be written.
@@ -208,46 +215,32 @@ fn decode(bytes: &[u8]) -> Result<Alarm, AlarmError> {
     serde_json::from_slice(bytes).map_err(db)
 }
 
-fn read_alarm(
-    table: &impl ReadableTable<u64, &'static [u8]>,
-    id: u64,
-) -> Result<Option<Alarm>, AlarmError> {
-    table
-        .get(id)
-        .map_err(db)?
-        .map(|bytes| decode(bytes.value()))
-        .transpose()
-}
+impl<'t> Tables<'t> {
+    fn open(write: &'t redb::WriteTransaction) -> Result<Self, AlarmError> {
+        Ok(Self {
+            alarms: write.open_table(ALARMS).map_err(db)?,
+            active: write.open_table(ACTIVE).map_err(db)?,
+            by_state: write.open_table(BY_STATE).map_err(db)?,
+            actions: write.open_table(ACTIONS).map_err(db)?,
+            events: write.open_table(EVENTS).map_err(db)?,
+            predecessor: write.open_table(PREDECESSOR).map_err(db)?,
+        })
+    }
 
-impl Tables<'_> {
     fn alarm(&self, id: u64) -> Result<Alarm, AlarmError> {
-        read_alarm(&self.alarms, id)?.ok_or(AlarmError::NotFound(id))
+        record(&self.alarms, id)?.ok_or(AlarmError::NotFound(id))
     }
 
     /// Stores `alarm`, moving it in the state index from `before`.
     fn put(&mut self, alarm: &Alarm, before: Option<AlarmState>) -> Result<(), AlarmError> {
-        if let Some(before) = before {
-            self.by_state
-                .remove((before.as_str(), alarm.id))
-                .map_err(db)?;
-        }
-        self.by_state
-            .insert((alarm.state.as_str(), alarm.id), ())
-            .map_err(db)?;
-        let bytes = serde_json::to_vec(alarm).map_err(db)?;
-        self.alarms.insert(alarm.id, bytes.as_slice()).map_err(db)?;
-        Ok(())
-    }
-
-    fn next_seq(&self, alarm_id: u64) -> Result<u32, AlarmError> {
-        let last = self
-            .actions
-            .range((alarm_id, 0)..=(alarm_id, u32::MAX))
-            .map_err(db)?
-            .next_back()
-            .transpose()
-            .map_err(db)?;
-        Ok(last.map_or(0, |(key, _)| key.value().1 + 1))
+        let states = (before.map(AlarmState::as_str), alarm.state.as_str());
+        Ok(put_indexed(
+            &mut self.alarms,
+            &mut self.by_state,
+            alarm.id,
+            states,
+            alarm,
+        )?)
     }
 }
 
@@ -294,33 +287,14 @@ impl AlarmStore {
         &self,
         change: impl FnOnce(&mut Tables<'_>) -> Result<R, AlarmError>,
     ) -> Result<R, AlarmError> {
-        let write = self.store.db().begin_write().map_err(db)?;
-        let result = {
-            let mut tables = Tables {
-                alarms: write.open_table(ALARMS).map_err(db)?,
-                active: write.open_table(ACTIVE).map_err(db)?,
-                by_state: write.open_table(BY_STATE).map_err(db)?,
-                actions: write.open_table(ACTIONS).map_err(db)?,
-                events: write.open_table(EVENTS).map_err(db)?,
-                predecessor: write.open_table(PREDECESSOR).map_err(db)?,
-            };
-            change(&mut tables)
-        };
-        match result {
-            Ok(value) => {
-                write.commit().map_err(db)?;
-                Ok(value)
-            }
-            Err(error) => {
-                // Dropping the transaction would abort it too; say so explicitly.
-                write.abort().map_err(db)?;
-                if let AlarmError::Audit(detail) = &error {
-                    self.audit_failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(%detail, "alarm change rolled back: its audit record failed");
-                }
-                Err(error)
-            }
+        let result = self
+            .store
+            .transaction(|write| change(&mut Tables::open(write)?));
+        if let Err(AlarmError::Audit(detail)) = &result {
+            self.audit_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(%detail, "alarm change rolled back: its audit record failed");
         }
+        result
     }
 
     fn audit(
@@ -332,7 +306,7 @@ impl AlarmStore {
     ) -> Result<(), AlarmError> {
         let record = ActionRecord {
             alarm_id: alarm.id,
-            seq: tables.next_seq(alarm.id)?,
+            seq: next_seq(&tables.actions, alarm.id)?,
             change: entry.change,
             action: entry.action,
             from: entry.from,
@@ -587,29 +561,15 @@ impl AlarmStore {
         })
     }
 
-    fn read<R>(
-        &self,
-        read: impl FnOnce(&redb::ReadTransaction) -> Result<R, redb::TableError>,
-        empty: R,
-    ) -> Result<R, AlarmError> {
-        let tx = self.store.db().begin_read().map_err(db)?;
-        match read(&tx) {
-            Ok(value) => Ok(value),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(empty),
-            Err(error) => Err(db(error)),
-        }
-    }
-
     /// Alarm `id`, if `scope` sees it.
     ///
     /// # Errors
     /// A storage failure.
     pub fn get(&self, id: u64, scope: Scope) -> Result<Option<Alarm>, AlarmError> {
-        let table = self.read(|tx| tx.open_table(ALARMS).map(Some), None)?;
-        let Some(table) = table else {
+        let Some(table) = self.store.read_table(ALARMS)? else {
             return Ok(None);
         };
-        Ok(read_alarm(&table, id)?.filter(|a| scope.sees(a.tenant_id)))
+        Ok(record::<Alarm>(&table, id)?.filter(|a| scope.sees(a.tenant_id)))
     }
 
     /// The audit trail of alarm `id`, oldest first.
@@ -617,15 +577,10 @@ impl AlarmStore {
     /// # Errors
     /// A storage failure.
     pub fn history(&self, id: u64) -> Result<Vec<ActionRecord>, AlarmError> {
-        let Some(table) = self.read(|tx| tx.open_table(ACTIONS).map(Some), None)? else {
-            return Ok(Vec::new());
-        };
-        let mut records = Vec::new();
-        for entry in table.range((id, 0)..=(id, u32::MAX)).map_err(db)? {
-            let (_, bytes) = entry.map_err(db)?;
-            records.push(serde_json::from_slice(bytes.value()).map_err(db)?);
+        match self.store.read_table(ACTIONS)? {
+            Some(table) => Ok(history(&table, id)?),
+            None => Ok(Vec::new()),
         }
-        Ok(records)
     }
 
     /// Alarms in `state`, oldest first, across tenants (for the engine's timers).
@@ -638,26 +593,19 @@ impl AlarmStore {
     }
 
     fn ids_in_state(&self, state: AlarmState) -> Result<Vec<u64>, AlarmError> {
-        let Some(index) = self.read(|tx| tx.open_table(BY_STATE).map(Some), None)? else {
-            return Ok(Vec::new());
-        };
-        let mut ids = Vec::new();
-        for entry in index
-            .range((state.as_str(), 0)..=(state.as_str(), u64::MAX))
-            .map_err(db)?
-        {
-            ids.push(entry.map_err(db)?.0.value().1);
+        match self.store.read_table(BY_STATE)? {
+            Some(index) => Ok(ids_under(&index, state.as_str())?),
+            None => Ok(Vec::new()),
         }
-        Ok(ids)
     }
 
     fn load(&self, ids: Vec<u64>) -> Result<Vec<Alarm>, AlarmError> {
-        let Some(table) = self.read(|tx| tx.open_table(ALARMS).map(Some), None)? else {
+        let Some(table) = self.store.read_table(ALARMS)? else {
             return Ok(Vec::new());
         };
         let mut alarms = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(alarm) = read_alarm(&table, id)? {
+            if let Some(alarm) = record(&table, id)? {
                 alarms.push(alarm);
             }
         }
@@ -687,7 +635,7 @@ impl AlarmStore {
             alarms.truncate(filter.limit);
             return Ok(alarms);
         }
-        let Some(table) = self.read(|tx| tx.open_table(ALARMS).map(Some), None)? else {
+        let Some(table) = self.store.read_table(ALARMS)? else {
             return Ok(Vec::new());
         };
         let mut alarms = Vec::new();
@@ -723,7 +671,7 @@ impl AlarmStore {
                 superseded_by,
             }));
         }
-        let predecessors = self.read(|tx| tx.open_table(PREDECESSOR).map(Some), None)?;
+        let predecessors = self.store.read_table(PREDECESSOR)?;
         let mut ids = Vec::new();
         if let Some(table) = predecessors {
             let mut at = id;

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{ReadableTable, TableDefinition};
 
 use super::model::{
     Command, CommandRecord, Delivery, NewCommand, Receipt, ReceiptOutcome, Rejection,
@@ -13,7 +13,8 @@ use super::model::{
 use super::state::{CommandAction, CommandStatus, ReceiptResult, result_code};
 use crate::alarm::Scope;
 use crate::runtime::{CallError, RulesPool};
-use crate::store::Store;
+use crate::store::tables::{history, ids_under, next_seq, put_indexed, record};
+use crate::store::{Store, StoreError};
 
 /// id -> command (JSON).
 const COMMANDS: TableDefinition<u64, &[u8]> = TableDefinition::new("command");
@@ -99,6 +100,12 @@ fn db(error: impl std::fmt::Display) -> CommandError {
     CommandError::Store(error.to_string())
 }
 
+impl From<StoreError> for CommandError {
+    fn from(error: StoreError) -> Self {
+        db(error)
+    }
+}
+
 /// What creating a command did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Created {
@@ -148,20 +155,18 @@ fn decode(bytes: &[u8]) -> Result<Command, CommandError> {
     serde_json::from_slice(bytes).map_err(db)
 }
 
-fn read_command(
-    table: &impl ReadableTable<u64, &'static [u8]>,
-    id: u64,
-) -> Result<Option<Command>, CommandError> {
-    table
-        .get(id)
-        .map_err(db)?
-        .map(|bytes| decode(bytes.value()))
-        .transpose()
-}
+impl<'t> Tables<'t> {
+    fn open(write: &'t redb::WriteTransaction) -> Result<Self, CommandError> {
+        Ok(Self {
+            commands: write.open_table(COMMANDS).map_err(db)?,
+            by_status: write.open_table(BY_STATUS).map_err(db)?,
+            requests: write.open_table(REQUESTS).map_err(db)?,
+            history: write.open_table(HISTORY).map_err(db)?,
+        })
+    }
 
-impl Tables<'_> {
     fn command(&self, id: u64) -> Result<Command, CommandError> {
-        read_command(&self.commands, id)?.ok_or(CommandError::NotFound(id))
+        record(&self.commands, id)?.ok_or(CommandError::NotFound(id))
     }
 
     fn put(
@@ -169,19 +174,14 @@ impl Tables<'_> {
         command: &Command,
         before: Option<CommandStatus>,
     ) -> Result<(), CommandError> {
-        if let Some(before) = before {
-            self.by_status
-                .remove((before.as_str(), command.id))
-                .map_err(db)?;
-        }
-        self.by_status
-            .insert((command.status.as_str(), command.id), ())
-            .map_err(db)?;
-        let bytes = serde_json::to_vec(command).map_err(db)?;
-        self.commands
-            .insert(command.id, bytes.as_slice())
-            .map_err(db)?;
-        Ok(())
+        let statuses = (before.map(CommandStatus::as_str), command.status.as_str());
+        Ok(put_indexed(
+            &mut self.commands,
+            &mut self.by_status,
+            command.id,
+            statuses,
+            command,
+        )?)
     }
 
     fn record(
@@ -193,17 +193,9 @@ impl Tables<'_> {
         note: Option<String>,
         at: i64,
     ) -> Result<(), CommandError> {
-        let id = command.id;
-        let last = self
-            .history
-            .range((id, 0)..=(id, u32::MAX))
-            .map_err(db)?
-            .next_back()
-            .transpose()
-            .map_err(db)?;
         let record = CommandRecord {
-            command_id: id,
-            seq: last.map_or(0, |(key, _)| key.value().1 + 1),
+            command_id: command.id,
+            seq: next_seq(&self.history, command.id)?,
             action,
             from,
             to: command.status,
@@ -213,21 +205,13 @@ impl Tables<'_> {
         };
         let bytes = serde_json::to_vec(&record).map_err(db)?;
         self.history
-            .insert((id, record.seq), bytes.as_slice())
+            .insert((command.id, record.seq), bytes.as_slice())
             .map_err(db)?;
         Ok(())
     }
 
     fn ids_in(&self, status: CommandStatus) -> Result<Vec<u64>, CommandError> {
-        let mut ids = Vec::new();
-        for entry in self
-            .by_status
-            .range((status.as_str(), 0)..=(status.as_str(), u64::MAX))
-            .map_err(db)?
-        {
-            ids.push(entry.map_err(db)?.0.value().1);
-        }
-        Ok(ids)
+        Ok(ids_under(&self.by_status, status.as_str())?)
     }
 }
 
@@ -248,26 +232,8 @@ impl CommandStore {
         &self,
         change: impl FnOnce(&mut Tables<'_>) -> Result<R, CommandError>,
     ) -> Result<R, CommandError> {
-        let write = self.store.db().begin_write().map_err(db)?;
-        let result = {
-            let mut tables = Tables {
-                commands: write.open_table(COMMANDS).map_err(db)?,
-                by_status: write.open_table(BY_STATUS).map_err(db)?,
-                requests: write.open_table(REQUESTS).map_err(db)?,
-                history: write.open_table(HISTORY).map_err(db)?,
-            };
-            change(&mut tables)
-        };
-        match result {
-            Ok(value) => {
-                write.commit().map_err(db)?;
-                Ok(value)
-            }
-            Err(error) => {
-                write.abort().map_err(db)?;
-                Err(error)
-            }
-        }
+        self.store
+            .transaction(|write| change(&mut Tables::open(write)?))
     }
 
     /// Moves `command` by `action` (the whitelist decides) and records it.
@@ -613,28 +579,15 @@ impl CommandStore {
         })
     }
 
-    fn read<R>(
-        &self,
-        read: impl FnOnce(&redb::ReadTransaction) -> Result<R, redb::TableError>,
-        empty: R,
-    ) -> Result<R, CommandError> {
-        let tx = self.store.db().begin_read().map_err(db)?;
-        match read(&tx) {
-            Ok(value) => Ok(value),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(empty),
-            Err(error) => Err(db(error)),
-        }
-    }
-
     /// Command `id`, if `scope` sees it.
     ///
     /// # Errors
     /// A storage failure.
     pub fn get(&self, id: u64, scope: Scope) -> Result<Option<Command>, CommandError> {
-        let Some(table) = self.read(|tx| tx.open_table(COMMANDS).map(Some), None)? else {
+        let Some(table) = self.store.read_table(COMMANDS)? else {
             return Ok(None);
         };
-        Ok(read_command(&table, id)?.filter(|c| scope.sees(c.tenant_id)))
+        Ok(record::<Command>(&table, id)?.filter(|c| scope.sees(c.tenant_id)))
     }
 
     /// The history of command `id`, oldest first.
@@ -642,14 +595,10 @@ impl CommandStore {
     /// # Errors
     /// A storage failure.
     pub fn history(&self, id: u64) -> Result<Vec<CommandRecord>, CommandError> {
-        let Some(table) = self.read(|tx| tx.open_table(HISTORY).map(Some), None)? else {
-            return Ok(Vec::new());
-        };
-        let mut records = Vec::new();
-        for entry in table.range((id, 0)..=(id, u32::MAX)).map_err(db)? {
-            records.push(serde_json::from_slice(entry.map_err(db)?.1.value()).map_err(db)?);
+        match self.store.read_table(HISTORY)? {
+            Some(table) => Ok(history(&table, id)?),
+            None => Ok(Vec::new()),
         }
-        Ok(records)
     }
 
     /// Commands not yet final whose device is not in `devices` (it was removed).
@@ -657,7 +606,7 @@ impl CommandStore {
     /// # Errors
     /// A storage failure.
     pub fn orphans(&self, devices: &HashSet<String>) -> Result<Vec<u64>, CommandError> {
-        let Some(table) = self.read(|tx| tx.open_table(COMMANDS).map(Some), None)? else {
+        let Some(table) = self.store.read_table(COMMANDS)? else {
             return Ok(Vec::new());
         };
         let mut ids = Vec::new();

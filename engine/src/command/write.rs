@@ -14,14 +14,14 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redb::{ReadableDatabase, TableDefinition};
+use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
 use super::state::result_code;
 use crate::collector::{Device, TagIoError};
 use crate::model::{Access, DataType, Quality, Sample, SettingValue, TagSpec, Value};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// (tenant, requestId) -> write record (JSON): the audit trail and the results
 /// repeated requests get.
@@ -125,11 +125,8 @@ impl WriteService {
         tenant_id: u32,
         request_id: &str,
     ) -> Result<Option<WriteRecord>, String> {
-        let tx = self.store.db().begin_read().map_err(db)?;
-        let table = match tx.open_table(WRITES) {
-            Ok(table) => table,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(error) => return Err(db(error)),
+        let Some(table) = self.store.read_table(WRITES).map_err(db)? else {
+            return Ok(None);
         };
         let Some(bytes) = table.get((tenant_id, request_id)).map_err(db)? else {
             return Ok(None);
@@ -139,17 +136,16 @@ impl WriteService {
 
     fn record(&self, record: &WriteRecord) -> Result<(), String> {
         let bytes = serde_json::to_vec(record).map_err(db)?;
-        let tx = self.store.db().begin_write().map_err(db)?;
-        {
-            let mut table = tx.open_table(WRITES).map_err(db)?;
-            table
-                .insert(
-                    (record.tenant_id, record.request_id.as_str()),
-                    bytes.as_slice(),
-                )
-                .map_err(db)?;
-        }
-        tx.commit().map_err(db)
+        let key = (record.tenant_id, record.request_id.as_str());
+        self.store
+            .transaction(|tx| {
+                let mut table = tx.open_table(WRITES).map_err(StoreError::db)?;
+                table
+                    .insert(key, bytes.as_slice())
+                    .map_err(StoreError::db)?;
+                Ok::<_, StoreError>(())
+            })
+            .map_err(db)
     }
 
     /// Makes one write (or returns the result of the earlier one with its id).

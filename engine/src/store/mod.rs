@@ -3,6 +3,7 @@
 //! leaves the modules that define those tables.
 
 mod seq;
+pub(crate) mod tables;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
