@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use common::{builtin, runtime};
+use common::{builtin, runtime, scratch};
 use sluice::alarm::{
     AlarmAction, AlarmState, AlarmStore, Delivery, DeliveryPlan, Notifier, QuietHours, Raise,
     Raised, Recipient, Scope, Source, TableAudit, TickReport,
@@ -53,14 +53,7 @@ impl Broker {
 }
 
 fn setup(name: &str, plan: DeliveryPlan) -> (Arc<AlarmStore>, Arc<Broker>, Delivery) {
-    let dir = std::env::temp_dir().join(format!(
-        "sluice-delivery-{name}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default()
-    ));
+    let dir = scratch(&format!("delivery-{name}"));
     let runtime = runtime();
     let component = runtime
         .load(ComponentKind::Rules, "alarm_rules", builtin("alarm_rules"))

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{TS, batch, builtin, runtime, setting, tag, test_component};
+use common::{TS, batch, builtin, runtime, scratch, setting, tag, test_component};
 use sluice::alarm::{
     ActionRecord, AlarmAction, AlarmError, AlarmState, AlarmStore, Alarms, Applied, AuditError,
     AuditTable, AuditWriter, DeviceRules, EventError, RULE_FAILURE, Raise, Raised, Scope, Source,
@@ -43,17 +43,6 @@ struct Fixture {
     dir: std::path::PathBuf,
     runtime: Runtime,
     store: Arc<AlarmStore>,
-}
-
-fn scratch(name: &str) -> std::path::PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    std::env::temp_dir().join(format!(
-        "sluice-alarms-{name}-{}-{nanos}",
-        std::process::id()
-    ))
 }
 
 fn open(dir: &std::path::Path, runtime: &Runtime, audit: Arc<dyn AuditWriter>) -> Arc<AlarmStore> {

@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use common::{TS, builtin, runtime};
+use common::{TS, builtin, runtime, scratch};
 use serde_json::json;
 use sluice::alarm::{AlarmStore, Raised, Scope, Source, TableAudit};
 use sluice::command::node::{RECLAIMS_RULE, reclaim_alarm};
@@ -29,17 +29,6 @@ fn pool() -> Arc<RulesPool> {
     runtime
         .rules_pool(&component, Limits::default())
         .expect("pool")
-}
-
-fn scratch(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!(
-        "sluice-commands-{name}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default()
-    ))
 }
 
 fn store(name: &str) -> CommandStore {

@@ -11,6 +11,15 @@ use sluice::runtime::{Runtime, RuntimeConfig};
 
 pub const TS: i64 = 1_700_000_000_000;
 
+/// A fresh directory for one test's database (not created: `Store::open` does).
+pub fn scratch(name: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    std::env::temp_dir().join(format!("sluice-{name}-{}-{nanos}", std::process::id()))
+}
+
 pub fn runtime() -> Runtime {
     Runtime::new(RuntimeConfig::default()).expect("runtime")
 }
