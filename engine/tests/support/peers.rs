@@ -395,6 +395,78 @@ impl LibModbus {
     }
 }
 
+/// The snap7 server of `tests/peers/snap7_server.py`: an S7 PLC with exactly the
+/// areas of a JSON map (see that file).
+pub struct Snap7;
+
+impl Snap7 {
+    /// Starts a server on a free port. `map` looks like
+    /// `{"db": {"1": [bytes...]}, "mk": [bytes...], "pe": [...], "pa": [...]}`.
+    pub fn start(map: &serde_json::Value) -> Peer {
+        let port = free_port();
+        let python = installed("venv/bin/python");
+        let script = project_root().join("tests/peers/snap7_server.py");
+        let dir = scratch_dir("snap7", port);
+        let map_path = dir.join("map.json");
+        fs::write(
+            &map_path,
+            serde_json::to_vec_pretty(map).expect("serialise map"),
+        )
+        .unwrap_or_else(|e| panic!("write {}: {e}", map_path.display()));
+        let args = vec![
+            script.display().to_string(),
+            port.to_string(),
+            map_path.display().to_string(),
+        ];
+        Peer::launch_in("snap7", port, python, args, dir)
+    }
+}
+
+/// virtual-plc: a Mitsubishi MC 3E binary PLC in Python, with memory from a
+/// JSON snapshot and optional response faults.
+pub struct VirtualPlc;
+
+impl VirtualPlc {
+    /// Starts a PLC of `profile` (`Q`, `iQ-R`, ...) on a free port. `memory`
+    /// looks like `{"D": {"100": [1, 2]}, "M": {"0": [1, 0, 1]}}` (unsigned
+    /// words and bits); `faults` is a fault plan (`{"steps": [...]}`), if any.
+    pub fn start(
+        profile: &str,
+        memory: &serde_json::Value,
+        faults: Option<&serde_json::Value>,
+    ) -> Peer {
+        let port = free_port();
+        let program = installed("venv/bin/virtual-plc");
+        let dir = scratch_dir("virtual-plc", port);
+        let init = dir.join("memory.json");
+        fs::write(
+            &init,
+            serde_json::to_vec_pretty(memory).expect("serialise memory"),
+        )
+        .unwrap_or_else(|e| panic!("write {}: {e}", init.display()));
+        let mut args = vec![
+            "--host".to_owned(),
+            "127.0.0.1".to_owned(),
+            "--port".to_owned(),
+            port.to_string(),
+            "--profile".to_owned(),
+            profile.to_owned(),
+            "--init".to_owned(),
+            init.display().to_string(),
+        ];
+        if let Some(faults) = faults {
+            let plan = dir.join("faults.json");
+            fs::write(
+                &plan,
+                serde_json::to_vec_pretty(faults).expect("serialise faults"),
+            )
+            .unwrap_or_else(|e| panic!("write {}: {e}", plan.display()));
+            args.extend(["--fault-plan".to_owned(), plan.display().to_string()]);
+        }
+        Peer::launch_in("virtual-plc", port, program, args, dir)
+    }
+}
+
 /// A Mosquitto broker with anonymous access and persistence in the peer's
 /// scratch directory. [`Peer::restart`] keeps port and persistence; a graceful
 /// stop (the default in `restart`) saves the broker's state, [`Peer::kill`]
