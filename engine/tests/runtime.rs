@@ -36,7 +36,7 @@ const SMALL: Limits = Limits {
 
 /// Every built-in component must have host tests; add its name here with them
 /// (`scale`: this file; stages: `stages.rs`; `modbus_tcp`: `modbus_codec.rs`;
-/// `alarm_rules`: `alarms.rs`).
+/// `alarm_rules`: `alarms.rs`; `s7`, `mc`: `s7_mc_peers.rs`; every codec: `codec_fuzz.rs`).
 #[test]
 fn every_builtin_component_is_tested() {
     let tested = [
@@ -44,7 +44,9 @@ fn every_builtin_component_is_tested() {
         "check_range",
         "deadband",
         "decode",
+        "mc",
         "modbus_tcp",
+        "s7",
         "scale",
         "swap_bytes",
     ];

@@ -429,11 +429,13 @@ pub struct VirtualPlc;
 impl VirtualPlc {
     /// Starts a PLC of `profile` (`Q`, `iQ-R`, ...) on a free port. `memory`
     /// looks like `{"D": {"100": [1, 2]}, "M": {"0": [1, 0, 1]}}` (unsigned
-    /// words and bits); `faults` is a fault plan (`{"steps": [...]}`), if any.
+    /// words and bits, decimal device numbers); `faults` is a fault plan
+    /// (`{"steps": [...]}`), if any; `limits` narrow devices (`"D:0-8191"`).
     pub fn start(
         profile: &str,
         memory: &serde_json::Value,
         faults: Option<&serde_json::Value>,
+        limits: &[&str],
     ) -> Peer {
         let port = free_port();
         let program = installed("venv/bin/virtual-plc");
@@ -454,6 +456,9 @@ impl VirtualPlc {
             "--init".to_owned(),
             init.display().to_string(),
         ];
+        for limit in limits {
+            args.extend(["--limit".to_owned(), (*limit).to_owned()]);
+        }
         if let Some(faults) = faults {
             let plan = dir.join("faults.json");
             fs::write(

@@ -1,0 +1,107 @@
+//! Samples from the items of a Read Var answer.
+//!
+//! Byte data goes into the batch's byte buffer as the PLC stores it (big-endian);
+//! tags get raw spans into it, which the pipeline's byte-order and decode stages
+//! turn into values. Bit tags become booleans here. The slices of a tag read in
+//! several requests are collected in `partial` and give one sample when the last
+//! slice arrives.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use crate::pdu::{ItemData, SUCCESS};
+use crate::plan::{Item, Part, Request, TagRange};
+use crate::sluice::dataflow::types::{Batch, Quality, Sample, Span, Value};
+
+fn push(batch: &mut Batch, tag: u32, value: Option<Value>, ts_ms: i64) {
+    batch.samples.push(Sample {
+        tag,
+        quality: if value.is_some() {
+            Quality::Good
+        } else {
+            Quality::Bad
+        },
+        value: value.unwrap_or(Value::None),
+        ts_ms,
+    });
+}
+
+/// The value of `tag` inside `item`, whose `data` starts at `base` in the batch bytes.
+fn value_of(tag: &TagRange, item: &Item, data: &[u8], base: usize) -> Option<Value> {
+    if item.bit.is_some() {
+        return data.first().map(|b| Value::Boolean(b & 1 != 0));
+    }
+    let at = tag.start.checked_sub(item.start)? as usize;
+    if let Some(bit) = tag.bit {
+        return data
+            .get(at)
+            .map(|b| Value::Boolean(b >> (bit & 7) & 1 == 1));
+    }
+    let len = tag.len as usize;
+    data.get(at..at.checked_add(len)?)?;
+    Some(Value::Raw(Span {
+        start: (base + at) as u32,
+        len: len as u32,
+    }))
+}
+
+/// Samples of `request` from its answer's `items` (one per planned item, lengths
+/// already checked); items the PLC refused give BAD samples for their tags.
+pub fn samples(
+    tags: &[TagRange],
+    request: &Request,
+    items: &[ItemData<'_>],
+    partial: &mut BTreeMap<u32, Vec<u8>>,
+    ts_ms: i64,
+) -> Batch {
+    let mut batch = Batch {
+        samples: Vec::with_capacity(request.tags.len()),
+        bytes: Vec::new(),
+    };
+    for (item, got) in request.items.iter().zip(items) {
+        let ok = got.code == SUCCESS;
+        match &item.part {
+            Part::Tags(list) => {
+                let base = batch.bytes.len();
+                if ok && item.bit.is_none() {
+                    batch.bytes.extend_from_slice(got.data);
+                }
+                for &index in list {
+                    let value = tags
+                        .get(index as usize)
+                        .filter(|_| ok)
+                        .and_then(|tag| value_of(tag, item, got.data, base));
+                    push(&mut batch, index, value, ts_ms);
+                }
+            }
+            &Part::Slice { tag, offset, total } => {
+                match partial.get_mut(&tag) {
+                    _ if !ok => {
+                        partial.remove(&tag);
+                    }
+                    _ if offset == 0 => {
+                        partial.insert(tag, got.data.to_vec());
+                    }
+                    Some(buffer) if buffer.len() == offset as usize => {
+                        buffer.extend_from_slice(got.data);
+                    }
+                    _ => {
+                        partial.remove(&tag);
+                    }
+                }
+                if offset.saturating_add(item.len) >= total {
+                    let value = match partial.remove(&tag) {
+                        Some(buffer) if buffer.len() == total as usize => {
+                            let start = batch.bytes.len() as u32;
+                            batch.bytes.extend_from_slice(&buffer);
+                            Some(Value::Raw(Span { start, len: total }))
+                        }
+                        _ => None,
+                    };
+                    push(&mut batch, tag, value, ts_ms);
+                }
+            }
+        }
+    }
+    batch
+}
