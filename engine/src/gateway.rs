@@ -13,6 +13,7 @@ use crate::api::{self, ApiState, CollectorView, Tokens};
 use crate::collector::{Collector, PipelineSet, Services};
 use crate::command::{self, CommandStore, Commands, Timings, WriteService};
 use crate::config::{GatewayConfig, Protocol};
+use crate::deploy::{Deployer, Shelf};
 use crate::lease::{Announce, EntityType, Leases, RedbStateStore};
 use crate::runtime::{Registry, Runtime, RuntimeConfig};
 use crate::store::{SeqAllocator, Store, StoreError};
@@ -160,7 +161,12 @@ pub async fn run(
         cache_dir: Some(data_dir.join(COMPONENT_CACHE)),
         ..RuntimeConfig::default()
     })?;
-    let registry = Registry::with_builtins(runtime)?;
+    let registry = Arc::new(Registry::with_builtins(runtime)?);
+    // Components deployed while an earlier run was up come back, active as they were.
+    let shelf = Shelf::new(data_dir);
+    for problem in shelf.restore(&registry) {
+        tracing::error!(%problem, "a deployed component could not be restored");
+    }
     let pipelines = match &options.pipelines_dir {
         Some(dir) => PipelineSet::load_dir(dir)?,
         None => PipelineSet::builtin()?,
@@ -228,6 +234,12 @@ pub async fn run(
     .map_err(|problems| anyhow::anyhow!("{problems}"))
     .context("the configuration cannot run")?;
     let commands = commands(&config, &store, &alarms, &collector, &uplink);
+    let deployer = Arc::new(Deployer::new(
+        Arc::clone(&registry),
+        Arc::clone(&collector.devices),
+        pipelines.clone(),
+        shelf,
+    ));
     let node_task = tokio::spawn(command::node::run(
         Arc::clone(&commands),
         Arc::clone(alarms.store()),
@@ -250,6 +262,7 @@ pub async fn run(
                 leases: Arc::clone(&leases),
                 alarms: Arc::clone(&alarms),
                 commands: Arc::clone(&commands),
+                deployer: Arc::clone(&deployer),
                 tokens: Arc::new(Tokens::of(&config)),
                 utc_offset_min: config.collector.alarms.utc_offset_min,
                 started: Instant::now(),

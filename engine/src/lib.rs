@@ -20,6 +20,7 @@
 //! - [`model`]: samples, values and tags as they flow through the engine;
 //! - [`runtime`]: the sandboxed component runtime (the only user of wasmtime);
 //! - [`components`]: the default components embedded in the binary;
+//! - [`deploy`]: components uploaded into a running engine, kept in the data directory;
 //! - [`pipeline`]: declarative pipelines of stage components;
 //! - [`sim`]: a fast built-in Modbus TCP device simulator (demo, benchmarks, tests);
 //! - [`report`]: the payload published upstream.
@@ -32,6 +33,7 @@ pub mod collector;
 pub mod command;
 pub mod components;
 pub mod config;
+pub mod deploy;
 pub mod gateway;
 pub mod io;
 pub mod lease;

@@ -132,3 +132,50 @@ fn help_and_version() {
     assert_eq!(code, 0);
     assert!(stdout.contains("check") && stdout.contains("demo"));
 }
+
+#[test]
+fn component_add_keeps_a_checked_component_for_the_next_start() {
+    let config = scratch(
+        "component-add.yaml",
+        "collector:\n  wal:\n    dir: ./component-data\n",
+    );
+    let dir = config.parent().expect("dir").to_path_buf();
+    let wasm = PathBuf::from(env!("SLUICE_TEST_COMPONENTS")).join("shifted_scale.wasm");
+    let run = |file: &PathBuf, kind: &str| {
+        let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["component", "add"])
+            .arg(file)
+            .args([
+                "--name",
+                "scale",
+                "--version",
+                "9.0.0",
+                "--kind",
+                kind,
+                "--config",
+            ])
+            .arg(&config)
+            .current_dir(&dir)
+            .output()
+            .expect("sluice runs");
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run(&wasm, "stage");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("sha256"), "{out}");
+    let manifest = dir.join("component-data/components/scale/manifest.json");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest).expect("manifest")).expect("json");
+    assert_eq!(
+        (manifest["active"].as_str(), manifest["kind"].as_str()),
+        (Some("9.0.0"), Some("stage"))
+    );
+    // A stage given as a codec does not fit the codec world: refused, nothing kept.
+    let (code, _, err) = run(&wasm, "codec");
+    assert_ne!(code, 0);
+    assert!(err.contains("does not fit the `codec` world"), "{err}");
+}

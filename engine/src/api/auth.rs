@@ -95,6 +95,21 @@ impl FromRequestParts<ApiState> for Caller {
     }
 }
 
+/// A request carrying the operator's token (`collector.http.adminToken`).
+#[derive(Debug, Clone, Copy)]
+pub struct Admin;
+
+impl FromRequestParts<ApiState> for Admin {
+    type Rejection = Reply;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Reply> {
+        match state.tokens.require(&parts.headers)? {
+            Scope::All => Ok(Admin),
+            Scope::Tenant(_) => Err(error(StatusCode::FORBIDDEN, "this needs the admin token")),
+        }
+    }
+}
+
 /// A request carrying a node token (`collector.http.nodeTokens`): it may claim
 /// commands and report receipts. The node id in the body proves only that the
 /// claim is consistent, not who the caller is: this token does.

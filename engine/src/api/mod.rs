@@ -4,6 +4,7 @@
 mod alarms;
 mod auth;
 mod commands;
+mod components;
 mod health;
 mod metrics;
 mod states;
@@ -33,6 +34,7 @@ pub struct ApiState {
     pub leases: Arc<crate::lease::Leases>,
     pub alarms: Arc<Alarms>,
     pub commands: Arc<crate::command::Commands>,
+    pub deployer: Arc<crate::deploy::Deployer>,
     /// The operator's and the tenants' tokens.
     pub tokens: Arc<Tokens>,
     /// The gateway's local time (`collector.alarms.utcOffset`), minutes east of UTC.
@@ -101,6 +103,15 @@ pub async fn serve(
         .route("/alarms/{id}/chain", get(alarms::chain))
         .route("/alarms/{id}/{action}", post(alarms::act))
         .route("/events", post(alarms::post_event))
+        .route("/components", get(components::list))
+        .route(
+            "/components/{name}/{version}",
+            axum::routing::put(components::upload),
+        )
+        .route(
+            "/components/{name}/{version}/activate",
+            post(components::activate),
+        )
         .route("/commands", post(commands::create))
         .route("/commands/claim", post(commands::claim))
         .route("/commands/{id}", get(commands::get))

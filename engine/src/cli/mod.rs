@@ -1,6 +1,7 @@
 //! Commands of the `sluice` binary.
 
 mod check;
+mod component;
 mod demo;
 mod run;
 
@@ -38,12 +39,38 @@ enum Command {
         #[arg(long)]
         pipelines: Option<PathBuf>,
     },
+    /// Manage the components of a gateway.
+    Component {
+        #[command(subcommand)]
+        action: ComponentAction,
+    },
     /// Run the self-contained demo: a simulated meter, an in-process MQTT broker and
     /// the engine; prints every MQTT message as `TOPIC PAYLOAD`.
     Demo {
         /// Stop after this many property reports (default: run until interrupted).
         #[arg(long)]
         reports: Option<u64>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ComponentAction {
+    /// Check a component against its world and keep it in the gateway's data
+    /// directory as the active version of its name (used from the next start).
+    Add {
+        /// The component (`.wasm`).
+        file: PathBuf,
+        /// Its name (a built-in name replaces that component).
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        version: String,
+        /// `codec`, `stage` or `rules`.
+        #[arg(long)]
+        kind: String,
+        /// The gateway's configuration file (its `collector.wal.dir` is the data directory).
+        #[arg(long, short)]
+        config: PathBuf,
     },
 }
 
@@ -73,5 +100,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check { files } => check::run(&files),
         Command::Run { config, pipelines } => run::run(&config, pipelines),
         Command::Demo { reports } => demo::run(reports),
+        Command::Component {
+            action:
+                ComponentAction::Add {
+                    file,
+                    name,
+                    version,
+                    kind,
+                    config,
+                },
+        } => component::add(&file, &name, &version, &kind, &config),
     }
 }

@@ -13,6 +13,7 @@ use tokio::sync::Mutex as AsyncMutex;
 use super::device::{Channel, Device, DeviceParts, LeaseTerms};
 use super::heartbeat::Heartbeat;
 use super::reporter::Reporter;
+use super::swap::{PipelineCache, Swappable};
 use super::tag_io::Writable;
 use super::{Collector, LinkInfo};
 use crate::alarm::Alarms;
@@ -20,7 +21,7 @@ use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, Protocol, TagCon
 use crate::io::{Budget, Link, LinkSettings};
 use crate::lease::{Leases, TimeoutSource};
 use crate::model::{Access, Setting, SettingValue, TagSpec};
-use crate::pipeline::{self, Pipeline, PipelineSpec};
+use crate::pipeline::{self, PipelineSpec};
 use crate::runtime::{CallError, CodecPool, Limits, Registry};
 use crate::scheduler::{DevicePlan, Scheduler};
 use crate::store::SeqAllocator;
@@ -169,14 +170,13 @@ type LinkKey = (Protocol, String, u16);
 struct Builder<'a> {
     config: &'a GatewayConfig,
     registry: &'a Registry,
-    pipelines: &'a PipelineSet,
     uplink: &'a Uplink,
     budget: Budget,
     errors: Diagnostics,
     links: HashMap<LinkKey, usize>,
     link_infos: Vec<LinkInfo>,
     codecs: HashMap<(u32, Protocol), Arc<CodecPool>>,
-    built_pipelines: HashMap<(u32, String), Option<Pipeline>>,
+    cache: PipelineCache<'a>,
     heartbeats: Vec<Heartbeat>,
     leases: &'a Arc<Leases>,
     alarms: Option<&'a Arc<Alarms>>,
@@ -214,14 +214,13 @@ impl Collector {
         let mut builder = Builder {
             config,
             registry,
-            pipelines,
             uplink: &uplink,
             budget: Budget::new(&config.collector.connections),
             errors: Diagnostics::new(file),
             links: HashMap::new(),
             link_infos: Vec::new(),
             codecs: HashMap::new(),
-            built_pipelines: HashMap::new(),
+            cache: PipelineCache::new(registry, pipelines),
             heartbeats: Vec::new(),
             leases,
             alarms,
@@ -283,7 +282,7 @@ impl Builder<'_> {
         let writable = if tag_configs.iter().any(|t| t.spec.access != Access::Read) {
             Some(Writable {
                 readback: tag_configs.iter().map(|t| t.readback).collect(),
-                decoder: self.pipeline(device, &tags)?,
+                decoder: Swappable::new(self.pipeline(device, &tags)?),
             })
         } else {
             None
@@ -312,6 +311,8 @@ impl Builder<'_> {
             id: device.device_id.clone(),
             product_id: device.product_id.clone(),
             device_num: device.device_num.clone(),
+            tenant_id: device.tenant_id,
+            pipeline_name: device.pipeline.clone(),
             tags,
             channels,
             pipeline,
@@ -444,40 +445,12 @@ impl Builder<'_> {
         device: &DeviceConfig,
         tags: &[TagSpec],
     ) -> Option<crate::pipeline::DevicePipeline> {
-        let key = (device.tenant_id, device.pipeline.clone());
-        if !self.built_pipelines.contains_key(&key) {
-            let built = match self.pipelines.get(&device.pipeline) {
-                None => {
-                    self.errors.push(
-                        device.pos,
-                        format!(
-                            "device `{}`: unknown pipeline `{}`",
-                            device.device_id, device.pipeline
-                        ),
-                    );
-                    None
-                }
-                Some(spec) => match Pipeline::build(spec, self.registry, Limits::default()) {
-                    Ok(pipeline) => Some(pipeline),
-                    Err(problems) => {
-                        self.errors.extend(problems);
-                        None
-                    }
-                },
-            };
-            self.built_pipelines.insert(key.clone(), built);
-        }
-        let pipeline = self.built_pipelines.get(&key)?.as_ref()?;
-        match pipeline.for_device(tags) {
-            Ok(device_pipeline) => Some(device_pipeline),
-            Err(failure) => {
-                self.errors.push(
-                    device.pos,
-                    format!("device `{}`: {failure}", device.device_id),
-                );
-                None
-            }
-        }
+        self.cache.for_device(
+            (device.tenant_id, &device.pipeline),
+            (&device.device_id, tags),
+            device.pos,
+            &mut self.errors,
+        )
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::reporter::{Identity, Reporter};
+use super::swap::Swappable;
 use super::tag_io::Writable;
 use crate::alarm::Alarms;
 use crate::clock::now_ms;
@@ -71,6 +72,9 @@ pub struct DeviceParts {
     pub id: String,
     pub product_id: String,
     pub device_num: String,
+    pub tenant_id: u32,
+    /// The name of the device's pipeline.
+    pub pipeline_name: String,
     pub tags: Vec<TagSpec>,
     pub channels: Vec<Channel>,
     pub pipeline: DevicePipeline,
@@ -88,9 +92,12 @@ pub struct Device {
     pub id: String,
     pub product_id: String,
     pub device_num: String,
+    pub tenant_id: u32,
+    pub pipeline_name: String,
     pub tags: Vec<TagSpec>,
     pub channels: Vec<Channel>,
-    pub pipeline: DevicePipeline,
+    /// Taken once per round: a new one applies from the next round on.
+    pipeline: Swappable<DevicePipeline>,
     pub reporter: Reporter,
     lease: LeaseTerms,
     alarms: Option<Arc<Alarms>>,
@@ -115,9 +122,11 @@ impl Device {
             id: parts.id,
             product_id: parts.product_id,
             device_num: parts.device_num,
+            tenant_id: parts.tenant_id,
+            pipeline_name: parts.pipeline_name,
             tags: parts.tags,
             channels: parts.channels,
-            pipeline: parts.pipeline,
+            pipeline: Swappable::new(parts.pipeline),
             reporter: parts.reporter,
             lease: parts.lease,
             alarms: parts.alarms,
@@ -126,6 +135,15 @@ impl Device {
             codec_failures: AtomicU64::new(0),
             stage_failures: AtomicU64::new(0),
             component_us: AtomicU64::new(0),
+        }
+    }
+
+    /// Puts new pipelines in place (and the decoder of writes, if the device has
+    /// one); rounds in progress finish with the old ones.
+    pub fn swap_pipeline(&self, pipeline: DevicePipeline, decoder: Option<DevicePipeline>) {
+        self.pipeline.set(pipeline);
+        if let (Some(writable), Some(decoder)) = (&self.writable, decoder) {
+            writable.decoder.set(decoder);
         }
     }
 
@@ -169,6 +187,8 @@ impl Device {
     /// One poll round over `due` (device tag indexes): read every channel, run the
     /// pipeline, publish the reports.
     pub async fn poll(&self, due: &[u32], seq: &SeqAllocator, uplink: &Uplink) -> RoundOutcome {
+        // The pipeline of this round, even if a new one is swapped in meanwhile.
+        let pipeline = self.pipeline.get();
         let codec_failures_before = self.codec_failures.load(Ordering::Relaxed);
         let mut batch = Batch::default();
         let mut bad: Vec<u32> = Vec::new();
@@ -188,7 +208,7 @@ impl Device {
         }
         if reconnected {
             // Deadband memory and ON_CHANGE memory start over after a reconnect.
-            if let Err(error) = self.pipeline.reset() {
+            if let Err(error) = pipeline.reset() {
                 self.stage_failures.fetch_add(1, Ordering::Relaxed);
                 self.note_error(error);
             }
@@ -198,7 +218,7 @@ impl Device {
         for tag in bad {
             batch.push_bad(tag, now);
         }
-        let samples = match self.timed(|| self.pipeline.run(batch)) {
+        let samples = match self.timed(|| pipeline.run(batch)) {
             Ok(processed) => processed.samples,
             Err(failure) => {
                 // The stage's instance is rebuilt; this round's values are lost.

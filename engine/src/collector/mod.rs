@@ -10,6 +10,7 @@ mod build;
 mod device;
 mod heartbeat;
 mod reporter;
+mod swap;
 mod tag_io;
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use tokio::sync::{Mutex as AsyncMutex, watch};
 pub use build::{BuildError, PipelineSet, Services, codec_name, component_tag};
 
 pub use device::{Channel, Device, DeviceParts, LeaseTerms};
+pub use swap::{Swappable, reload_pipelines};
 pub use tag_io::{TagIoError, Writable};
 
 use crate::io::Link;

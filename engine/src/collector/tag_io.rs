@@ -3,6 +3,7 @@
 //! interleaves with a round's frames.
 
 use super::device::{Channel, Device};
+use super::swap::Swappable;
 use crate::io::LinkError;
 use crate::model::{Batch, FrameError, Sample, Value};
 use crate::pipeline::DevicePipeline;
@@ -13,7 +14,7 @@ use crate::pipeline::DevicePipeline;
 #[derive(Debug)]
 pub struct Writable {
     pub readback: Vec<bool>,
-    pub decoder: DevicePipeline,
+    pub decoder: Swappable<DevicePipeline>,
 }
 
 /// Why a tag could not be written or read.
@@ -140,12 +141,11 @@ impl Device {
             }
         }
         // A fresh decode each time: reset first, so no memory of an earlier read.
-        writable
-            .decoder
+        let decoder = writable.decoder.get();
+        decoder
             .reset()
             .map_err(|e| TagIoError::Component(e.to_string()))?;
-        let decoded = writable
-            .decoder
+        let decoded = decoder
             .run(raw)
             .map_err(|e| TagIoError::Component(e.to_string()))?;
         decoded

@@ -30,6 +30,8 @@ struct Entry {
 pub struct Registry {
     runtime: Runtime,
     entries: RwLock<BTreeMap<String, Entry>>,
+    /// Bumped whenever the active version of some component changes.
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -47,6 +49,7 @@ impl Registry {
         let registry = Self {
             runtime,
             entries: RwLock::default(),
+            changed: tokio::sync::watch::Sender::new(0),
         };
         for builtin in crate::components::BUILTIN {
             registry.install(
@@ -61,6 +64,15 @@ impl Registry {
 
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
+    }
+
+    /// Tells of every change of an active version (install or activate).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n += 1);
     }
 
     /// Compiles and checks `bytes`, then makes them the active version of `name`.
@@ -96,6 +108,8 @@ impl Registry {
             .versions
             .insert(version.to_owned(), Arc::clone(&loaded));
         entry.active = version.to_owned();
+        drop(entries);
+        self.bump();
         tracing::debug!(component = name, version, kind = %kind, hash = loaded.hash(), "component installed");
         Ok(loaded)
     }
@@ -115,6 +129,8 @@ impl Registry {
             .cloned()
             .ok_or_else(|| unknown(name, version))?;
         entry.active = version.to_owned();
+        drop(entries);
+        self.bump();
         Ok(loaded)
     }
 

@@ -1,0 +1,121 @@
+//! Pipelines that change while the engine runs: every device holds its pipeline
+//! behind a [`Swappable`], takes it once per round, and so sees a new one from
+//! its next round on, never in the middle of one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use super::PipelineSet;
+use super::device::Device;
+use crate::model::TagSpec;
+use crate::pipeline::{DevicePipeline, Pipeline};
+use crate::runtime::{Limits, Registry};
+use crate::yaml::{Diagnostics, Pos};
+
+/// A value replaced as a whole; readers keep the one they took.
+#[derive(Debug)]
+pub struct Swappable<T>(RwLock<Arc<T>>);
+
+impl<T> Swappable<T> {
+    pub fn new(value: T) -> Self {
+        Self(RwLock::new(Arc::new(value)))
+    }
+
+    /// The current value.
+    pub fn get(&self) -> Arc<T> {
+        Arc::clone(&self.0.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Replaces the value; whoever holds the old one finishes with it.
+    pub fn set(&self, value: T) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(value);
+    }
+}
+
+/// Pipelines built per tenant and pipeline name, shared by that tenant's devices.
+pub(super) struct PipelineCache<'a> {
+    registry: &'a Registry,
+    pipelines: &'a PipelineSet,
+    built: HashMap<(u32, String), Option<Pipeline>>,
+}
+
+impl<'a> PipelineCache<'a> {
+    pub(super) fn new(registry: &'a Registry, pipelines: &'a PipelineSet) -> Self {
+        Self {
+            registry,
+            pipelines,
+            built: HashMap::new(),
+        }
+    }
+
+    /// The stages of pipeline `name` of `tenant`, configured for one device's tags;
+    /// problems go to `errors` at `pos`.
+    pub(super) fn for_device(
+        &mut self,
+        (tenant, name): (u32, &str),
+        (device, tags): (&str, &[TagSpec]),
+        pos: Pos,
+        errors: &mut Diagnostics,
+    ) -> Option<DevicePipeline> {
+        let key = (tenant, name.to_owned());
+        if !self.built.contains_key(&key) {
+            let built = match self.pipelines.get(name) {
+                None => {
+                    errors.push(pos, format!("device `{device}`: unknown pipeline `{name}`"));
+                    None
+                }
+                Some(spec) => match Pipeline::build(spec, self.registry, Limits::default()) {
+                    Ok(pipeline) => Some(pipeline),
+                    Err(problems) => {
+                        errors.extend(problems);
+                        None
+                    }
+                },
+            };
+            self.built.insert(key.clone(), built);
+        }
+        let pipeline = self.built.get(&key)?.as_ref()?;
+        match pipeline.for_device(tags) {
+            Ok(device_pipeline) => Some(device_pipeline),
+            Err(failure) => {
+                errors.push(pos, format!("device `{device}`: {failure}"));
+                None
+            }
+        }
+    }
+}
+
+/// Builds every device's pipeline again from the registry's active components and
+/// swaps them all in, or, when any fails, none (the running ones stay).
+///
+/// # Errors
+/// Every problem found (unknown component, settings or tags a stage refuses).
+pub fn reload_pipelines(
+    devices: &[Arc<Device>],
+    registry: &Registry,
+    pipelines: &PipelineSet,
+) -> Result<usize, Diagnostics> {
+    let mut cache = PipelineCache::new(registry, pipelines);
+    let mut errors = Diagnostics::new("pipelines");
+    let mut fresh = Vec::with_capacity(devices.len());
+    for device in devices {
+        let who = (device.tenant_id, device.pipeline_name.as_str());
+        let what = (device.id.as_str(), device.tags.as_slice());
+        let Some(main) = cache.for_device(who, what, Pos::default(), &mut errors) else {
+            continue;
+        };
+        let decoder = match &device.writable {
+            Some(_) => cache.for_device(who, what, Pos::default(), &mut errors),
+            None => None,
+        };
+        fresh.push((device, main, decoder));
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let swapped = fresh.len();
+    for (device, main, decoder) in fresh {
+        device.swap_pipeline(main, decoder);
+    }
+    Ok(swapped)
+}

@@ -1,0 +1,199 @@
+//! Deploying a stage into a running engine: the new version takes over between
+//! two rounds with no sequence number lost or repeated and no round skipped; a
+//! broken upload and a version that breaks the pipeline change nothing; a
+//! rollback restores the earlier behaviour; a restart keeps what was deployed.
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::engine::{Engine, scratch_dir};
+use support::mqtt::{Message, Subscriber};
+use support::peers::{Mosquitto, free_port};
+
+const ADMIN: &str = "admin-token";
+const TOPIC: &str = "P/D/property/post";
+
+fn component(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("SLUICE_TEST_COMPONENTS")).join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Sends raw bytes with PUT; returns status and JSON body.
+async fn put_bytes(http: u16, path: &str, bytes: &[u8]) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let head = format!(
+        "PUT {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/wasm\r\nContent-Length: {}\r\n\r\n",
+        bytes.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", http))
+        .await
+        .expect("connect");
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream.write_all(bytes).await.expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("read");
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn reports(messages: &[Message]) -> Vec<(i64, f64)> {
+    messages
+        .iter()
+        .filter(|m| m.topic == TOPIC)
+        .map(|m| {
+            let json = m.json();
+            (
+                json["seq"].as_i64().expect("seq"),
+                json["values"][0]["value"].as_f64().expect("value"),
+            )
+        })
+        .collect()
+}
+
+/// Waits until the latest report carries `value`.
+async fn until_value(subscriber: &Subscriber, value: f64, what: &str) -> Vec<Message> {
+    subscriber
+        .wait_until(Duration::from_secs(15), what, |m| {
+            reports(m).last().is_some_and(|(_, v)| *v == value)
+        })
+        .await
+}
+
+async fn active_version(http: u16, name: &str) -> String {
+    let (status, list) = Engine::request(http, "GET", "/components", Some(ADMIN), None).await;
+    assert_eq!(status, 200, "{list}");
+    list["components"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|c| c["name"] == name && c["active"] == true)
+        .and_then(|c| c["version"].as_str())
+        .expect("an active version")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_uploaded_while_polling_takes_over_between_rounds_and_rolls_back() {
+    let (sim, device) = support::sim::simulator(10, Duration::ZERO).await;
+    sim.set_holding(0, &[5]);
+    let broker = Mosquitto::start();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let config = format!(
+        "collector:
+  workerThreads: 2
+  mqtt: {{ brokerUrl: tcp://127.0.0.1:{mqtt}, clientId: deploy-{http} }}
+  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
+  wal: {{ dir: ./data }}
+devices:
+  - deviceId: d
+    productId: P
+    deviceNum: D
+    channels:
+      - channelId: main
+        protocol: modbus-tcp
+        host: 127.0.0.1
+        port: {port}
+        tags:
+          - {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }}
+",
+        mqtt = broker.port(),
+        port = device.local_addr().port(),
+    );
+    let dir = scratch_dir("deploy");
+    let mut engine = Engine::start(&dir, &config);
+    until_value(&subscriber, 5.0, "the built-in scale").await;
+    let builtin = active_version(http, "scale").await;
+
+    let (status, deployed) =
+        put_bytes(http, "/components/scale/2.0.0", &component("shifted_scale")).await;
+    assert_eq!(status, 200, "{deployed}");
+    assert_eq!(
+        (deployed["version"].as_str(), deployed["kind"].as_str()),
+        (Some("2.0.0"), Some("stage"))
+    );
+    assert_eq!(deployed["hash"].as_str().map(str::len), Some(64));
+    let messages = until_value(&subscriber, 1005.0, "the deployed scale").await;
+    // Keep polling a while after the switch, then check the whole sequence.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let messages = [messages, subscriber.messages()].concat();
+    let mut seen: Vec<(i64, f64)> = reports(&messages);
+    seen.sort_by_key(|(seq, _)| *seq);
+    seen.dedup();
+    assert!(
+        seen.windows(2).all(|w| w[1].0 == w[0].0 + 1),
+        "no seq lost or repeated: {seen:?}"
+    );
+    let switch = seen
+        .iter()
+        .position(|(_, v)| *v == 1005.0)
+        .expect("switched");
+    assert!(
+        seen[..switch].iter().all(|(_, v)| *v == 5.0)
+            && seen[switch..].iter().all(|(_, v)| *v == 1005.0)
+    );
+    let metrics = Engine::http_get(http, "/metrics").await.expect("metrics");
+    assert!(
+        metrics.contains("sluice_rounds_skipped_total{device=\"d\"} 0"),
+        "{metrics}"
+    );
+
+    // Garbage, and a stage that refuses the pipeline's settings: nothing changes.
+    let (status, refused) = put_bytes(http, "/components/scale/3.0.0", b"not wasm").await;
+    assert_eq!(status, 400, "{refused}");
+    let (status, refused) = put_bytes(http, "/components/scale/4.0.0", &component("hostile")).await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("previous one stays"),
+        "{refused}"
+    );
+    assert_eq!(active_version(http, "scale").await, "2.0.0");
+    until_value(&subscriber, 1005.0, "still the deployed scale").await;
+
+    // Without the admin token, nothing.
+    let (status, _) = Engine::request(http, "GET", "/components", None, None).await;
+    assert_eq!(status, 401);
+
+    // Rollback.
+    let path = format!("/components/scale/{builtin}/activate");
+    let (status, rolled) = Engine::request(http, "POST", &path, Some(ADMIN), None).await;
+    assert_eq!(status, 200, "{rolled}");
+    until_value(&subscriber, 5.0, "the built-in scale again").await;
+
+    // Deployed versions survive a restart, with the version that was active.
+    let (status, _) = Engine::request(
+        http,
+        "POST",
+        "/components/scale/2.0.0/activate",
+        Some(ADMIN),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    until_value(&subscriber, 1005.0, "2.0.0 active before the restart").await;
+    engine.kill();
+    let before = subscriber.messages().len();
+    let _engine = Engine::start(&dir, &config);
+    subscriber
+        .wait_until(Duration::from_secs(15), "reports after the restart", |m| {
+            reports(&m[before.min(m.len())..]).len() >= 2
+        })
+        .await;
+    let after = reports(&subscriber.messages()[before..]);
+    assert!(
+        after.iter().all(|(_, v)| *v == 1005.0),
+        "restored 2.0.0: {after:?}"
+    );
+    assert_eq!(active_version(http, "scale").await, "2.0.0");
+}
