@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::now_ms;
-use crate::collector::{Device, PipelineSet, reload_pipelines};
+use crate::collector::{Device, PipelineSet, SandboxLimits, reload_pipelines};
 use crate::runtime::{ComponentInfo, ComponentKind, LoadError, Registry};
 use crate::yaml::Diagnostics;
 
@@ -206,6 +206,7 @@ pub struct Deployer {
     registry: Arc<Registry>,
     devices: Arc<[Arc<Device>]>,
     pipelines: PipelineSet,
+    limits: SandboxLimits,
     shelf: Shelf,
     /// One deployment at a time: each one's rebuild sees the previous one done.
     busy: Mutex<()>,
@@ -215,13 +216,14 @@ impl Deployer {
     pub fn new(
         registry: Arc<Registry>,
         devices: Arc<[Arc<Device>]>,
-        pipelines: PipelineSet,
+        (pipelines, limits): (PipelineSet, SandboxLimits),
         shelf: Shelf,
     ) -> Self {
         Self {
             registry,
             devices,
             pipelines,
+            limits,
             shelf,
             busy: Mutex::new(()),
         }
@@ -310,6 +312,6 @@ impl Deployer {
     }
 
     fn rebuild(&self) -> Result<usize, Diagnostics> {
-        reload_pipelines(&self.devices, &self.registry, &self.pipelines)
+        reload_pipelines(&self.devices, &self.registry, &self.pipelines, &self.limits)
     }
 }

@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::alarm::{self, Alarms, Delivery, TableAudit};
 use crate::api::{self, ApiState, CollectorView, Tokens};
-use crate::collector::{Collector, PipelineSet, Services};
+use crate::collector::{Collector, PipelineSet, SandboxLimits, Services};
 use crate::command::{self, CommandStore, Commands, Timings, WriteService};
 use crate::config::{GatewayConfig, Protocol};
 use crate::deploy::{Deployer, Shelf};
@@ -229,6 +229,7 @@ pub async fn run(
             seq,
             leases: &leases,
             alarms: Some(&alarms),
+            limits: SandboxLimits::of(&config),
         },
     )
     .map_err(|problems| anyhow::anyhow!("{problems}"))
@@ -237,7 +238,7 @@ pub async fn run(
     let deployer = Arc::new(Deployer::new(
         Arc::clone(&registry),
         Arc::clone(&collector.devices),
-        pipelines.clone(),
+        (pipelines.clone(), SandboxLimits::of(&config)),
         shelf,
     ));
     let node_task = tokio::spawn(command::node::run(

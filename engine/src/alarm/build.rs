@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::delivery::{DeliveryPlan, QuietHours, Recipient};
 use super::service::{Alarms, DeviceRules};
 use super::store::{AlarmStore, AuditWriter};
-use crate::collector::{PipelineSet, component_tag};
+use crate::collector::{PipelineSet, SandboxLimits, component_tag};
 use crate::config::{DEFAULT_RULES, GatewayConfig};
 use crate::runtime::{ComponentKind, Limits, Registry, RulesPool};
 use crate::store::Store;
@@ -30,7 +30,14 @@ pub fn build(
 ) -> Result<Arc<Alarms>, Diagnostics> {
     let mut errors = Diagnostics::new(file);
     // The whitelist is the engine's, whatever rules a tenant runs.
-    let whitelist = rules_pool(registry, DEFAULT_RULES, Pos::default(), &mut errors);
+    let whitelist = rules_pool(
+        registry,
+        DEFAULT_RULES,
+        Limits::default(),
+        Pos::default(),
+        &mut errors,
+    );
+    let sandboxes = SandboxLimits::of(config);
     let mut pools: HashMap<u32, Option<Arc<RulesPool>>> = HashMap::new();
     let mut devices = HashMap::new();
     for device in config.devices.iter().filter(|d| d.enabled) {
@@ -41,7 +48,7 @@ pub fn build(
                 let (name, pos) = config
                     .tenant(tenant)
                     .map_or((DEFAULT_RULES, device.pos), |t| (t.rules.as_str(), t.pos));
-                rules_pool(registry, name, pos, &mut errors)
+                rules_pool(registry, name, sandboxes.get(tenant), pos, &mut errors)
             })
             .clone();
         let (Some(pool), Some(spec)) = (pool, pipelines.get(&device.pipeline)) else {
@@ -121,6 +128,7 @@ pub fn delivery_plan(config: &GatewayConfig, uplink: &Uplink) -> DeliveryPlan {
 fn rules_pool(
     registry: &Registry,
     name: &str,
+    limits: Limits,
     pos: Pos,
     errors: &mut Diagnostics,
 ) -> Option<Arc<RulesPool>> {
@@ -138,7 +146,7 @@ fn rules_pool(
         );
         return None;
     }
-    match registry.runtime().rules_pool(&component, Limits::default()) {
+    match registry.runtime().rules_pool(&component, limits) {
         Ok(pool) => Some(pool),
         Err(error) => {
             errors.push(pos, error.to_string());

@@ -94,6 +94,32 @@ impl PipelineSet {
     }
 }
 
+/// The sandbox limits of each tenant's components, from `tenants[].limits`.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxLimits(HashMap<u32, Limits>);
+
+impl SandboxLimits {
+    pub fn of(config: &GatewayConfig) -> Self {
+        let limits = |t: crate::config::TenantLimits| Limits {
+            memory_bytes: usize::try_from(t.memory_mb << 20).unwrap_or(usize::MAX),
+            fuel_per_call: t.fuel_per_call,
+            instances: t.instances,
+        };
+        Self(
+            config
+                .tenants
+                .iter()
+                .map(|t| (t.tenant_id, limits(t.limits)))
+                .collect(),
+        )
+    }
+
+    /// The limits of `tenant`'s components (the defaults without a tenant).
+    pub fn get(&self, tenant: u32) -> Limits {
+        self.0.get(&tenant).copied().unwrap_or_default()
+    }
+}
+
 /// The codec component that speaks `protocol`.
 pub fn codec_name(protocol: Protocol) -> &'static str {
     match protocol {
@@ -177,6 +203,7 @@ struct Builder<'a> {
     link_infos: Vec<LinkInfo>,
     codecs: HashMap<(u32, Protocol), Arc<CodecPool>>,
     cache: PipelineCache<'a>,
+    limits: &'a SandboxLimits,
     heartbeats: Vec<Heartbeat>,
     leases: &'a Arc<Leases>,
     alarms: Option<&'a Arc<Alarms>>,
@@ -190,6 +217,8 @@ pub struct Services<'a> {
     pub leases: &'a Arc<Leases>,
     /// Runs each device's alarm rules over its samples.
     pub alarms: Option<&'a Arc<Alarms>>,
+    /// Each tenant's sandbox.
+    pub limits: SandboxLimits,
 }
 
 impl Collector {
@@ -210,7 +239,9 @@ impl Collector {
             seq,
             leases,
             alarms,
-        } = services;
+            limits: _,
+        } = &services;
+        let (uplink, seq, alarms) = (uplink.clone(), Arc::clone(seq), *alarms);
         let mut builder = Builder {
             config,
             registry,
@@ -220,7 +251,8 @@ impl Collector {
             links: HashMap::new(),
             link_infos: Vec::new(),
             codecs: HashMap::new(),
-            cache: PipelineCache::new(registry, pipelines),
+            cache: PipelineCache::new(registry, pipelines, &services.limits),
+            limits: &services.limits,
             heartbeats: Vec::new(),
             leases,
             alarms,
@@ -427,7 +459,7 @@ impl Builder<'_> {
         match self
             .registry
             .runtime()
-            .codec_pool(&component, Limits::default())
+            .codec_pool(&component, self.limits.get(device.tenant_id))
         {
             Ok(pool) => {
                 self.codecs.insert(key, Arc::clone(&pool));

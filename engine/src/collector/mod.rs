@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use tokio::sync::{Mutex as AsyncMutex, watch};
 
-pub use build::{BuildError, PipelineSet, Services, codec_name, component_tag};
+pub use build::{BuildError, PipelineSet, SandboxLimits, Services, codec_name, component_tag};
 
 pub use device::{Channel, Device, DeviceParts, LeaseTerms};
 pub use swap::{Swappable, reload_pipelines};

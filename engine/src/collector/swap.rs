@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use super::PipelineSet;
 use super::device::Device;
+use super::{PipelineSet, SandboxLimits};
 use crate::model::TagSpec;
 use crate::pipeline::{DevicePipeline, Pipeline};
-use crate::runtime::{Limits, Registry};
+use crate::runtime::Registry;
 use crate::yaml::{Diagnostics, Pos};
 
 /// A value replaced as a whole; readers keep the one they took.
@@ -36,14 +36,20 @@ impl<T> Swappable<T> {
 pub(super) struct PipelineCache<'a> {
     registry: &'a Registry,
     pipelines: &'a PipelineSet,
+    limits: &'a SandboxLimits,
     built: HashMap<(u32, String), Option<Pipeline>>,
 }
 
 impl<'a> PipelineCache<'a> {
-    pub(super) fn new(registry: &'a Registry, pipelines: &'a PipelineSet) -> Self {
+    pub(super) fn new(
+        registry: &'a Registry,
+        pipelines: &'a PipelineSet,
+        limits: &'a SandboxLimits,
+    ) -> Self {
         Self {
             registry,
             pipelines,
+            limits,
             built: HashMap::new(),
         }
     }
@@ -64,7 +70,7 @@ impl<'a> PipelineCache<'a> {
                     errors.push(pos, format!("device `{device}`: unknown pipeline `{name}`"));
                     None
                 }
-                Some(spec) => match Pipeline::build(spec, self.registry, Limits::default()) {
+                Some(spec) => match Pipeline::build(spec, self.registry, self.limits.get(tenant)) {
                     Ok(pipeline) => Some(pipeline),
                     Err(problems) => {
                         errors.extend(problems);
@@ -94,8 +100,9 @@ pub fn reload_pipelines(
     devices: &[Arc<Device>],
     registry: &Registry,
     pipelines: &PipelineSet,
+    limits: &SandboxLimits,
 ) -> Result<usize, Diagnostics> {
-    let mut cache = PipelineCache::new(registry, pipelines);
+    let mut cache = PipelineCache::new(registry, pipelines, limits);
     let mut errors = Diagnostics::new("pipelines");
     let mut fresh = Vec::with_capacity(devices.len());
     for device in devices {

@@ -50,7 +50,7 @@ pub use network::{HttpConfig, MqttConfig};
 pub use product::ProductConfig;
 pub use protocol::Protocol;
 pub use tag::TagConfig;
-pub use tenant::{DEFAULT_RULES, RecipientConfig, TenantConfig};
+pub use tenant::{DEFAULT_RULES, RecipientConfig, TenantConfig, TenantLimits};
 
 /// Everything the configuration file says, checked and typed.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use super::alarms::{parse_clock, parse_offset, text_of};
-use super::read::{Text, Unique, list, required_at, required_text, text};
+use super::read::{Text, Unique, at_least, list, ranged, required_at, required_text, text};
 use crate::yaml::{Diagnostics, Fields, FromNode, Node, Pos};
 
 /// The rules component a tenant gets unless it names another.
@@ -35,8 +35,47 @@ pub struct TenantConfig {
     pub rules: String,
     /// `recipients`: who is told of the tenant's alarms.
     pub recipients: Vec<RecipientConfig>,
+    /// `limits`: the sandbox of the tenant's components.
+    pub limits: TenantLimits,
     /// Where the entry starts.
     pub pos: Pos,
+}
+
+/// A tenant's `limits`: each of its component instances gets this much.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TenantLimits {
+    /// `memoryMb`: memory cap of each instance (default 64).
+    pub memory_mb: u64,
+    /// `fuelPerCall`: CPU budget of each call, in fuel units, about one per wasm
+    /// instruction (default 20,000,000).
+    pub fuel_per_call: u64,
+    /// `instances`: instances (stores) per component; devices spread over them
+    /// (default 1).
+    pub instances: u32,
+}
+
+impl Default for TenantLimits {
+    fn default() -> Self {
+        Self {
+            memory_mb: 64,
+            fuel_per_call: 20_000_000,
+            instances: 1,
+        }
+    }
+}
+
+fn read_limits(node: &Node, errors: &mut Diagnostics) -> TenantLimits {
+    let d = TenantLimits::default();
+    let Some(mut f) = Fields::of(node, "limits", errors) else {
+        return d;
+    };
+    let limits = TenantLimits {
+        memory_mb: ranged(&mut f, "memoryMb", (1, 4096), d.memory_mb, errors),
+        fuel_per_call: at_least(&mut f, "fuelPerCall", 1000, d.fuel_per_call, errors),
+        instances: ranged(&mut f, "instances", (1, 64), d.instances, errors),
+    };
+    f.finish(errors);
+    limits
 }
 
 /// One entry of a tenant's `recipients`.
@@ -86,6 +125,9 @@ pub(super) fn read_all(node: &Node, errors: &mut Diagnostics) -> Vec<TenantConfi
             .node("recipients")
             .map(|node| read_recipients(node, errors))
             .unwrap_or_default();
+        let limits = fields
+            .node("limits")
+            .map_or_else(TenantLimits::default, |node| read_limits(node, errors));
         fields.finish(errors);
         // Kept even when `name` is wrong, so devices naming the tenant are not also
         // reported.
@@ -96,6 +138,7 @@ pub(super) fn read_all(node: &Node, errors: &mut Diagnostics) -> Vec<TenantConfi
                 tokens: tenant_tokens,
                 rules,
                 recipients,
+                limits,
                 pos: item.pos,
             });
         }
@@ -185,5 +228,27 @@ mod tests {
         assert_eq!(tenant.recipients[0].quiet_hours, Some((1320, 360)));
         assert_eq!(tenant.recipients[0].utc_offset_min, Some(60));
         assert_eq!(tenant.recipients[1].utc_offset_min, None);
+        assert_eq!(tenant.limits, TenantLimits::default());
+    }
+
+    #[test]
+    fn limits_are_read_and_bounded() {
+        let text = "tenants:\n  - tenantId: 1\n    name: t\n    limits: { memoryMb: 16, fuelPerCall: 5000000, instances: 4 }\n";
+        let config = crate::config::load_str("t.yaml", text).expect("valid");
+        let limits = config.tenants[0].limits;
+        assert_eq!(
+            (limits.memory_mb, limits.fuel_per_call, limits.instances),
+            (16, 5_000_000, 4)
+        );
+        let bad = text
+            .replace("instances: 4", "instances: 0")
+            .replace("memoryMb: 16", "memoryMb: 99999");
+        let rendered = crate::config::load_str("t.yaml", &bad)
+            .expect_err("out of range")
+            .to_string();
+        assert!(
+            rendered.contains("`memoryMb`") && rendered.contains("`instances`"),
+            "{rendered}"
+        );
     }
 }
