@@ -31,6 +31,19 @@ pub enum DeployError {
     Breaks(Diagnostics),
     #[error("cannot keep the component in the data directory: {0}")]
     Storage(String),
+    #[error("the pipeline files have problems, so the running pipelines stay:\n{0}")]
+    Pipelines(Diagnostics),
+}
+
+/// How reloads of the pipeline files went, for `/health` and `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReloadStatus {
+    /// Reloads that swapped new pipelines in.
+    pub reloads: u64,
+    /// Reloads refused; the running pipelines stayed.
+    pub failures: u64,
+    /// Why the last reload was refused, until one succeeds.
+    pub last_error: Option<String>,
 }
 
 /// What the data directory records of one component name.
@@ -205,28 +218,78 @@ impl Shelf {
 pub struct Deployer {
     registry: Arc<Registry>,
     devices: Arc<[Arc<Device>]>,
-    pipelines: PipelineSet,
+    /// The pipeline files in use, and the directory they come from.
+    pipelines: Mutex<PipelineSet>,
+    pipelines_dir: Option<PathBuf>,
     limits: SandboxLimits,
     shelf: Shelf,
     /// One deployment at a time: each one's rebuild sees the previous one done.
     busy: Mutex<()>,
+    status: Mutex<ReloadStatus>,
 }
 
 impl Deployer {
     pub fn new(
         registry: Arc<Registry>,
         devices: Arc<[Arc<Device>]>,
-        (pipelines, limits): (PipelineSet, SandboxLimits),
+        (pipelines, pipelines_dir, limits): (PipelineSet, Option<PathBuf>, SandboxLimits),
         shelf: Shelf,
     ) -> Self {
         Self {
             registry,
             devices,
-            pipelines,
+            pipelines: Mutex::new(pipelines),
+            pipelines_dir,
             limits,
             shelf,
             busy: Mutex::new(()),
+            status: Mutex::default(),
         }
+    }
+
+    pub fn pipelines_dir(&self) -> Option<&Path> {
+        self.pipelines_dir.as_deref()
+    }
+
+    pub fn reload_status(&self) -> ReloadStatus {
+        lock(&self.status).clone()
+    }
+
+    /// Reads the pipeline files again and, when every pipeline builds for every
+    /// device, swaps them in at each device's next round. Blocking.
+    ///
+    /// # Errors
+    /// No pipelines directory, or problems in a file or in building a pipeline
+    /// (`FILE:LINE:COL` each); the running pipelines stay.
+    pub fn reload_pipeline_files(&self) -> Result<usize, DeployError> {
+        let Some(dir) = &self.pipelines_dir else {
+            return Err(DeployError::Invalid(
+                "the engine runs without --pipelines: only the built-in pipeline is in use".into(),
+            ));
+        };
+        let _one = lock(&self.busy);
+        let result = PipelineSet::load_dir(dir)
+            .map_err(DeployError::Pipelines)
+            .and_then(|set| {
+                let swapped = reload_pipelines(&self.devices, &self.registry, &set, &self.limits)
+                    .map_err(DeployError::Pipelines)?;
+                *lock(&self.pipelines) = set;
+                Ok(swapped)
+            });
+        let mut status = lock(&self.status);
+        match &result {
+            Ok(swapped) => {
+                status.reloads += 1;
+                status.last_error = None;
+                tracing::info!(devices = swapped, "pipelines reloaded");
+            }
+            Err(error) => {
+                status.failures += 1;
+                status.last_error = Some(error.to_string());
+                tracing::error!(%error, "pipeline reload refused");
+            }
+        }
+        result
     }
 
     pub fn list(&self) -> Vec<ComponentInfo> {
@@ -249,7 +312,7 @@ impl Deployer {
     ) -> Result<ComponentInfo, DeployError> {
         check_word("name", name)?;
         check_word("version", version)?;
-        let _one = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        let _one = lock(&self.busy);
         let previous = self.active_version(name);
         let loaded = self.registry.install(kind, name, version, bytes)?;
         if let Err(problems) = self.rebuild() {
@@ -277,7 +340,7 @@ impl Deployer {
     /// # Errors
     /// No such version, or it breaks a pipeline (the active one stays).
     pub fn activate(&self, name: &str, version: &str) -> Result<ComponentInfo, DeployError> {
-        let _one = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        let _one = lock(&self.busy);
         let previous = self.active_version(name);
         let loaded = self.registry.activate(name, version)?;
         if let Err(problems) = self.rebuild() {
@@ -312,6 +375,65 @@ impl Deployer {
     }
 
     fn rebuild(&self) -> Result<usize, Diagnostics> {
-        reload_pipelines(&self.devices, &self.registry, &self.pipelines, &self.limits)
+        let pipelines = lock(&self.pipelines);
+        reload_pipelines(&self.devices, &self.registry, &pipelines, &self.limits)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How often the pipeline files are looked at for changes.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What the watcher compares: every YAML file's name, size and modification time.
+fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<std::time::SystemTime>)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .map(|p| {
+            let meta = std::fs::metadata(&p).ok();
+            let size = meta.as_ref().map_or(0, std::fs::Metadata::len);
+            let modified = meta.and_then(|m| m.modified().ok());
+            (p, size, modified)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Reloads the pipeline files whenever one is added, changed or removed, until
+/// `shutdown`. Does nothing without a pipelines directory.
+pub async fn watch_pipelines(
+    deployer: Arc<Deployer>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let Some(dir) = deployer.pipelines_dir().map(Path::to_path_buf) else {
+        return;
+    };
+    let mut seen = fingerprint(&dir);
+    let mut timer = tokio::time::interval(WATCH_EVERY);
+    loop {
+        tokio::select! {
+            _ = timer.tick() => {}
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    return;
+                }
+            }
+        }
+        let now = fingerprint(&dir);
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        let deployer = Arc::clone(&deployer);
+        // Refusals are logged and kept in the status by the reload itself.
+        let _ = tokio::task::spawn_blocking(move || deployer.reload_pipeline_files()).await;
     }
 }

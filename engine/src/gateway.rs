@@ -238,8 +238,16 @@ pub async fn run(
     let deployer = Arc::new(Deployer::new(
         Arc::clone(&registry),
         Arc::clone(&collector.devices),
-        (pipelines.clone(), SandboxLimits::of(&config)),
+        (
+            pipelines.clone(),
+            options.pipelines_dir.clone(),
+            SandboxLimits::of(&config),
+        ),
         shelf,
+    ));
+    let watch_task = tokio::spawn(crate::deploy::watch_pipelines(
+        Arc::clone(&deployer),
+        shutdown.clone(),
     ));
     let node_task = tokio::spawn(command::node::run(
         Arc::clone(&commands),
@@ -282,6 +290,7 @@ pub async fn run(
     let _ = alarm_task.await;
     let _ = delivery_task.await;
     let _ = node_task.await;
+    let _ = watch_task.await;
     let _ = committer.await;
     let _ = publisher.await;
     if let Some(task) = api_task {

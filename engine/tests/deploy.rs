@@ -197,3 +197,92 @@ devices:
     );
     assert_eq!(active_version(http, "scale").await, "2.0.0");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing() {
+    let (sim, device) = support::sim::simulator(10, Duration::ZERO).await;
+    sim.set_holding(0, &[1234]);
+    let broker = Mosquitto::start();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let dir = scratch_dir("reload");
+    let pipelines = dir.join("pipelines");
+    std::fs::create_dir_all(&pipelines).expect("dir");
+    let file = pipelines.join("p.yaml");
+    let scaled = "name: p\nstages:\n  - use: swap_bytes\n  - use: decode\n  - use: scale\n    settings: { decimals: 3 }\n";
+    std::fs::write(&file, scaled).expect("pipeline");
+    let config = format!(
+        "collector:
+  workerThreads: 2
+  mqtt: {{ brokerUrl: tcp://127.0.0.1:{mqtt}, clientId: reload-{http} }}
+  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
+  wal: {{ dir: ./data }}
+devices:
+  - deviceId: d
+    productId: P
+    deviceNum: D
+    pipeline: p
+    channels:
+      - channelId: main
+        protocol: modbus-tcp
+        host: 127.0.0.1
+        port: {port}
+        tags:
+          - {{ key: t, address: '40001', dataType: INT16, factor: 0.1, periodMs: 100 }}
+",
+        mqtt = broker.port(),
+        port = device.local_addr().port(),
+    );
+    let _engine = Engine::start_with_pipelines(&dir, &config, &pipelines);
+    until_value(&subscriber, 123.4, "scaled values").await;
+
+    // An edit picked up by the watcher: without `scale`, the raw value is published.
+    std::fs::write(
+        &file,
+        "name: p\nstages:\n  - use: swap_bytes\n  - use: decode\n",
+    )
+    .expect("edit");
+    until_value(&subscriber, 1234.0, "the edited pipeline").await;
+
+    // A broken edit: reported with its position, the running pipeline stays.
+    std::fs::write(
+        &file,
+        "name: p\nstages:\n  - use: swap_bytes\n  - use: nope\n",
+    )
+    .expect("edit");
+    let (status, refused) = Engine::request(http, "POST", "/reload", Some(ADMIN), None).await;
+    assert_eq!(status, 422, "{refused}");
+    let message = refused["error"].as_str().unwrap_or("");
+    assert!(
+        message.contains("p.yaml:4:") && message.contains("nope"),
+        "{message}"
+    );
+    let health: Value =
+        serde_json::from_str(&Engine::http_get(http, "/health").await.expect("health"))
+            .expect("json");
+    assert!(
+        health["pipelines"]["reloadFailures"]
+            .as_u64()
+            .expect("count")
+            >= 1,
+        "{health}"
+    );
+    assert!(
+        health["pipelines"]["lastError"]
+            .as_str()
+            .unwrap_or("")
+            .contains("nope")
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    until_value(&subscriber, 1234.0, "still the last good pipeline").await;
+
+    // Fixed again, by an explicit reload.
+    std::fs::write(&file, scaled).expect("edit");
+    let (status, done) = Engine::request(http, "POST", "/reload", Some(ADMIN), None).await;
+    assert_eq!((status, done["devices"].as_u64()), (200, Some(1)), "{done}");
+    until_value(&subscriber, 123.4, "scaled again").await;
+    let health: Value =
+        serde_json::from_str(&Engine::http_get(http, "/health").await.expect("health"))
+            .expect("json");
+    assert!(health["pipelines"]["lastError"].is_null(), "{health}");
+}

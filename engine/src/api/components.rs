@@ -6,7 +6,8 @@
 //!   swap at each device's next round; a version that breaks a pipeline is
 //!   refused (422) and the previous one stays;
 //! - `POST /components/{name}/{version}/activate`: make a registered version
-//!   active again (rollback).
+//!   active again (rollback);
+//! - `POST /reload`: read the pipeline files again now.
 
 use std::sync::Arc;
 
@@ -35,7 +36,7 @@ fn view(info: &ComponentInfo) -> serde_json::Value {
 fn deploy_error(e: &DeployError) -> Reply {
     let status = match e {
         DeployError::Invalid(_) | DeployError::Load(_) => StatusCode::BAD_REQUEST,
-        DeployError::Breaks(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        DeployError::Breaks(_) | DeployError::Pipelines(_) => StatusCode::UNPROCESSABLE_ENTITY,
         DeployError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     error(status, e.to_string())
@@ -95,6 +96,17 @@ pub async fn upload(
         d.upload(kind, &name, &version, &body)
     })
     .await
+}
+
+/// `POST /reload`: read the pipeline files again now (the engine also watches
+/// them); `{devices}` swapped, or 422 with every problem.
+pub async fn reload(State(state): State<ApiState>, _admin: Admin) -> Reply {
+    let deployer = Arc::clone(&state.deployer);
+    match tokio::task::spawn_blocking(move || deployer.reload_pipeline_files()).await {
+        Ok(Ok(devices)) => (StatusCode::OK, Json(json!({ "devices": devices }))),
+        Ok(Err(e)) => deploy_error(&e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
 }
 
 pub async fn activate(

@@ -66,6 +66,7 @@ pub async fn health(State(state): State<ApiState>) -> Json<Value> {
         },
         "connections": links,
         "auditFailures": state.alarms.store().audit_failures(),
+        "pipelines": pipelines(&state),
         "alarmRuleFailures": state
             .alarms
             .rule_failures()
@@ -90,5 +91,15 @@ fn wal(state: &ApiState) -> Value {
         "droppedOldest": load(&stats.dropped_oldest),
         "droppedNewest": load(&stats.dropped_newest),
         "corrupt": outbox.log().corrupt(),
+    })
+}
+
+fn pipelines(state: &ApiState) -> Value {
+    let status = state.deployer.reload_status();
+    json!({
+        "dir": state.deployer.pipelines_dir().map(|d| d.display().to_string()),
+        "reloads": status.reloads,
+        "reloadFailures": status.failures,
+        "lastError": status.last_error,
     })
 }

@@ -108,6 +108,22 @@ fn render(state: &ApiState, out: &mut String) {
             label(&device.id)
         );
     }
+    let reload = state.deployer.reload_status();
+    for (name, help, value) in [
+        (
+            "sluice_pipeline_reloads_total",
+            "Reloads of the pipeline files that swapped new pipelines in.",
+            reload.reloads,
+        ),
+        (
+            "sluice_pipeline_reload_failures_total",
+            "Reloads of the pipeline files refused (the running pipelines stayed).",
+            reload.failures,
+        ),
+    ] {
+        header(out, name, "counter", help);
+        let _ = writeln!(out, "{name} {value}");
+    }
     header(
         out,
         "sluice_alarm_audit_failures_total",

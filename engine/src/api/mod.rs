@@ -104,6 +104,7 @@ pub async fn serve(
         .route("/alarms/{id}/{action}", post(alarms::act))
         .route("/events", post(alarms::post_event))
         .route("/components", get(components::list))
+        .route("/reload", post(components::reload))
         .route(
             "/components/{name}/{version}",
             axum::routing::put(components::upload),
