@@ -179,3 +179,31 @@ fn component_add_keeps_a_checked_component_for_the_next_start() {
     assert_ne!(code, 0);
     assert!(err.contains("does not fit the `codec` world"), "{err}");
 }
+
+#[test]
+fn test_runs_pipeline_cases_and_points_at_failed_expectations() {
+    let (code, out, err) = sluice(&["test", &project_file("pipelines/default.yaml")]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("4 test(s) passed"), "{out}");
+    let failing = scratch(
+        "failing-cases.yaml",
+        "name: f\nstages:\n  - use: swap_bytes\n  - use: decode\ntests:\n  - name: wrong on purpose\n    tags: [ { key: t, dataType: UINT16 } ]\n    input: [ { tag: t, raw: \"0007\" } ]\n    expect: [ { tag: t, value: 8 } ]\n",
+    );
+    let (code, out, _) = sluice(&["test", &failing.display().to_string()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("failing-cases.yaml:9:15: test `wrong on purpose` round 1: tag `t`: expected Int(8) Good, got Int(7) Good"),
+        "{out}"
+    );
+    let unknown = scratch(
+        "unknown-tag.yaml",
+        "name: u\nstages:\n  - use: decode\ntests:\n  - name: unknown tag\n    tags: [ { key: t, dataType: UINT16 } ]\n    input: [ { tag: x, raw: \"0007\" } ]\n",
+    );
+    let (code, out, _) = sluice(&["test", &unknown.display().to_string()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("unknown-tag.yaml:7:14: no tag `x` in this test's `tags`"),
+        "{out}"
+    );
+    assert!(!out.contains("no `rounds`"), "{out}");
+}

@@ -4,6 +4,7 @@ mod check;
 mod component;
 mod demo;
 mod run;
+mod test;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +28,12 @@ enum Command {
     /// Validate device configs and pipeline files; prints every error as FILE:LINE:COL.
     Check {
         /// Config or pipeline YAML files (a file with a top-level `stages` key is a pipeline).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Run the `tests:` cases of pipeline files; prints every failure as FILE:LINE:COL.
+    Test {
+        /// Pipeline YAML files.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -98,6 +105,7 @@ pub fn init_logging(verbose: u8) {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check { files } => check::run(&files),
+        Command::Test { files } => test::run(&files),
         Command::Run { config, pipelines } => run::run(&config, pipelines),
         Command::Demo { reports } => demo::run(reports),
         Command::Component {

@@ -1,11 +1,13 @@
 //! Declarative pipelines: an ordered list of stage components with their settings,
 //! read from YAML, resolved against the component registry, and run per device.
 
+mod cases;
 mod settings;
 mod spec;
 
 use std::sync::Arc;
 
+pub use cases::{Case, run as run_tests};
 pub use settings::{PositionedSettings, flatten};
 pub use spec::{ComponentRef, PipelineSpec, StageSpec, load_file, load_str};
 

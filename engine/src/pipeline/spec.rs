@@ -46,6 +46,8 @@ pub struct PipelineSpec {
     /// (empty when absent), and where the block starts.
     pub alarms: PositionedSettings,
     pub alarms_pos: Option<Pos>,
+    /// `tests`: cases `sluice test` runs.
+    pub tests: Vec<super::cases::Case>,
     /// The file it was read from, for messages.
     pub file: String,
 }
@@ -101,7 +103,7 @@ fn read_pipeline(
     let description = fields.optional::<String>("description", errors);
     let stages_node = fields.node("stages");
     let alarms_node = fields.node("alarms");
-    fields.node("tests");
+    let tests_node = fields.node("tests");
     let stages_pos = fields.pos();
     fields.finish(errors);
 
@@ -126,6 +128,9 @@ fn read_pipeline(
         stages,
         alarms: alarms_node.map(|n| flatten(n, errors)).unwrap_or_default(),
         alarms_pos: alarms_node.map(|n| n.pos),
+        tests: tests_node
+            .map(|n| super::cases::read_all(n, errors))
+            .unwrap_or_default(),
         file: file.to_owned(),
     })
 }

@@ -135,12 +135,16 @@ impl<'a> Fields<'a> {
 
     /// The node under `key`, if present; marks the key as known either way.
     pub fn node(&mut self, key: &'static str) -> Option<&'a Node> {
+        self.entry(key).filter(|node| node.kind != Kind::Null)
+    }
+
+    /// The node under `key` as written, an explicit `null` included.
+    pub fn entry(&mut self, key: &'static str) -> Option<&'a Node> {
         self.known.push(key);
         self.entries
             .iter()
             .find(|(k, _)| k.name == key)
             .map(|(_, node)| node)
-            .filter(|node| node.kind != Kind::Null)
     }
 
     /// The value under `key`; `None` (with an error recorded) when absent or invalid.
