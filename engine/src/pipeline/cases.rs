@@ -122,17 +122,18 @@ fn read_tag(node: &Node, errors: &mut Diagnostics) -> Option<TagSpec> {
 }
 
 fn hex(text: &str) -> Result<Vec<u8>, String> {
-    let digits: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-    if digits.len() % 2 != 0 {
-        return Err(format!(
-            "`{text}`: an even number of hex digits, two per byte"
-        ));
+    let bad = || format!("`{text}` is not hex bytes, two digits each (e.g. \"04D2\")");
+    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if !digits.len().is_multiple_of(2) {
+        return Err(bad());
     }
-    (0..digits.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&digits[i..i + 2], 16)
-                .map_err(|_| format!("`{text}` is not hex bytes (e.g. \"04D2\")"))
+    digits
+        .chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+                .ok_or_else(bad)
         })
         .collect()
 }
@@ -389,4 +390,20 @@ pub fn run(spec: &PipelineSpec, registry: &Registry) -> Result<usize, Diagnostic
         }
     }
     errors.into_result(spec.tests.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hex;
+
+    #[test]
+    fn hex_bytes_never_panic() {
+        assert_eq!(hex("04 d2"), Ok(vec![0x04, 0xD2]));
+        assert!(hex("4d2").is_err());
+        assert!(hex("zz").is_err());
+        assert!(
+            hex("ä1").is_err(),
+            "a multi-byte character is refused, not sliced"
+        );
+    }
 }
