@@ -26,17 +26,17 @@
 //! (30), `SLUICE_BENCH_ENGINE_THREADS` (2, the engine's `workerThreads`).
 #![allow(clippy::print_stdout)]
 
-use std::collections::HashMap;
+mod common;
+
 use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sluice::broker::EmbeddedBroker;
+use common::{Broker, Engine, Metrics, Scratch, env_u64, free_local_address};
 use sluice::sim::{SimConfig, SimHandle, Simulator};
 use tokio::runtime::Runtime;
 use tokio_modbus::prelude::*;
@@ -45,22 +45,10 @@ use tokio_modbus::prelude::*;
 const TAGS: u16 = 100;
 /// The engine's shortest tag period.
 const MIN_PERIOD_MS: u64 = 10;
-/// Longest wait for the engine to have polled every device once.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(90);
 /// Warm-up of the raw loop before counting.
 const WARMUP: Duration = Duration::from_secs(1);
 /// A tag's period when its config leaves `periodMs` out.
 const DEFAULT_PERIOD_MS: u64 = 1000;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={text:?} is not a non-negative integer")),
-        Err(_) => default,
-    }
-}
 
 /// Clock ticks per second for `/proc/PID/stat` times.
 fn clock_ticks() -> f64 {
@@ -109,258 +97,6 @@ fn memory_kib(pid: u32) -> (u64, u64) {
 }
 
 /// A free loopback address (bound then released for the engine to take).
-fn free_local_address() -> SocketAddr {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind a free port");
-    listener.local_addr().expect("local address")
-}
-
-/// A scratch directory removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        let dir = std::env::temp_dir().join(format!(
-            "sluice-bench-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
-        Self(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// `sluice run` as a child process, killed on every exit path (drop).
-struct Engine {
-    child: Child,
-    log: PathBuf,
-    http: SocketAddr,
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Engine {
-    fn start(dir: &Path, config: &str, http: SocketAddr) -> Self {
-        let config_path = dir.join("devices.yaml");
-        std::fs::write(&config_path, config).expect("write the engine config");
-        let log = dir.join("engine.log");
-        let file = std::fs::File::create(&log).expect("create the engine log");
-        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["run", "--config"])
-            .arg(&config_path)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file)
-            .current_dir(dir)
-            .spawn()
-            .expect("start the sluice binary");
-        Self { child, log, http }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The last lines of the engine's log, for failure messages.
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
-    }
-
-    /// Panics (with the log) if the engine has exited.
-    fn assert_running(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!(
-                "sluice exited with {status}; log tail:\n{}",
-                self.log_tail()
-            );
-        }
-    }
-
-    fn metrics(&mut self) -> Metrics {
-        self.assert_running();
-        match http_get(self.http, "/metrics") {
-            Ok(body) => Metrics::parse(&body),
-            Err(error) => panic!("GET /metrics: {error}; log tail:\n{}", self.log_tail()),
-        }
-    }
-
-    /// Waits until every one of `devices` devices answered a round.
-    fn wait_all_online(&mut self, devices: usize, poll: Duration) -> Duration {
-        let start = Instant::now();
-        let mut last = String::from("no answer from /metrics yet");
-        loop {
-            self.assert_running();
-            if let Ok(body) = http_get(self.http, "/metrics") {
-                let m = Metrics::parse(&body);
-                if m.devices == devices && m.online == devices {
-                    return start.elapsed();
-                }
-                last = format!("{} of {devices} devices online", m.online);
-            }
-            if start.elapsed() > STARTUP_TIMEOUT {
-                panic!(
-                    "the engine did not poll every device within {STARTUP_TIMEOUT:?} ({last}); \
-                     log tail:\n{}",
-                    self.log_tail()
-                );
-            }
-            std::thread::sleep(poll);
-        }
-    }
-}
-
-/// `GET path` over HTTP/1.1 with a raw socket; the body of a 200 answer.
-fn http_get(address: SocketAddr, path: &str) -> Result<String, String> {
-    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5))
-        .map_err(|e| format!("connect {address}: {e}"))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .map_err(|e| e.to_string())?;
-    stream
-        .set_write_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|e| format!("send: {e}"))?;
-    let mut raw = Vec::new();
-    stream
-        .read_to_end(&mut raw)
-        .map_err(|e| format!("read: {e}"))?;
-    let text = String::from_utf8(raw).map_err(|e| format!("not UTF-8: {e}"))?;
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| "no end of headers".to_owned())?;
-    let status = head.lines().next().unwrap_or_default();
-    if !status.contains(" 200 ") {
-        return Err(format!("answer {status:?}"));
-    }
-    let chunked = head.lines().any(|line| {
-        let line = line.to_ascii_lowercase();
-        line.starts_with("transfer-encoding:") && line.contains("chunked")
-    });
-    if chunked {
-        dechunk(body)
-    } else {
-        Ok(body.to_owned())
-    }
-}
-
-/// Decodes a chunked HTTP/1.1 body.
-fn dechunk(mut rest: &str) -> Result<String, String> {
-    let mut out = String::new();
-    loop {
-        let (size, after) = rest
-            .split_once("\r\n")
-            .ok_or_else(|| "truncated chunk size".to_owned())?;
-        let size = usize::from_str_radix(size.split(';').next().unwrap_or_default().trim(), 16)
-            .map_err(|e| format!("chunk size {size:?}: {e}"))?;
-        if size == 0 {
-            return Ok(out);
-        }
-        let chunk = after
-            .get(..size)
-            .ok_or_else(|| "truncated chunk".to_owned())?;
-        out.push_str(chunk);
-        rest = after.get(size + 2..).unwrap_or_default();
-    }
-}
-
-/// The figures this bench reads from `/metrics`, summed over devices.
-#[derive(Debug, Default, Clone)]
-struct Metrics {
-    rounds: f64,
-    skipped: f64,
-    failed: f64,
-    round_seconds_sum: f64,
-    round_count: f64,
-    published: f64,
-    dropped: f64,
-    /// Devices listed with a `sluice_device_online` gauge.
-    devices: usize,
-    /// Of those, the ones whose last round answered.
-    online: usize,
-}
-
-impl Metrics {
-    fn parse(body: &str) -> Self {
-        let mut sums: HashMap<&str, f64> = HashMap::new();
-        let mut m = Self::default();
-        for line in body.lines() {
-            if line.starts_with('#') || line.trim().is_empty() {
-                continue;
-            }
-            let Some((series, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let Ok(value) = value.trim().parse::<f64>() else {
-                continue;
-            };
-            let name = series.split('{').next().unwrap_or_default();
-            if name == "sluice_device_online" {
-                m.devices += 1;
-                if value >= 1.0 {
-                    m.online += 1;
-                }
-            }
-            *sums.entry(name).or_default() += value;
-        }
-        let sum = |name: &str| sums.get(name).copied().unwrap_or(0.0);
-        m.rounds = sum("sluice_rounds_total");
-        m.skipped = sum("sluice_rounds_skipped_total");
-        m.failed = sum("sluice_rounds_failed_total");
-        m.round_seconds_sum = sum("sluice_round_seconds_sum");
-        m.round_count = sum("sluice_round_seconds_count");
-        m.published = sum("sluice_mqtt_published_total");
-        m.dropped = sum("sluice_mqtt_dropped_total");
-        m
-    }
-}
-
-/// The embedded broker, with a thread that drains and counts what it receives.
-struct Broker {
-    address: SocketAddr,
-    received: Arc<AtomicU64>,
-}
-
-impl Broker {
-    fn start() -> Self {
-        let broker = EmbeddedBroker::start(free_local_address()).expect("start the MQTT broker");
-        let address = broker.address();
-        let received = Arc::new(AtomicU64::new(0));
-        let counter = Arc::clone(&received);
-        std::thread::Builder::new()
-            .name("bench-mqtt-drain".into())
-            .spawn(move || {
-                while broker.messages().recv().is_ok() {
-                    counter.fetch_add(1, Ordering::Relaxed);
-                }
-            })
-            .expect("spawn the MQTT drain thread");
-        Self { address, received }
-    }
-
-    fn received(&self) -> u64 {
-        self.received.load(Ordering::Relaxed)
-    }
-}
-
 /// Starts one listening socket per device on a shared simulator.
 fn serve(rt: &Runtime, sim: &Simulator, devices: usize) -> Vec<SimHandle> {
     rt.block_on(async {

@@ -1,0 +1,335 @@
+//! Helpers the engine benches share: scratch directories, the `sluice` binary as
+//! a child process, plain HTTP/1.1 over a socket, `/metrics` figures and the
+//! embedded MQTT broker with a counting drain.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sluice::broker::EmbeddedBroker;
+
+/// Longest wait for the engine to have polled every device once.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(90);
+
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={text:?} is not a non-negative integer")),
+        Err(_) => default,
+    }
+}
+
+pub fn free_local_address() -> SocketAddr {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind a free port");
+    listener.local_addr().expect("local address")
+}
+
+/// A scratch directory removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let dir = std::env::temp_dir().join(format!(
+            "sluice-bench-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        Self(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `sluice run` as a child process, killed on every exit path (drop).
+pub struct Engine {
+    child: Child,
+    log: PathBuf,
+    pub http: SocketAddr,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Engine {
+    pub fn start(dir: &Path, config: &str, http: SocketAddr) -> Self {
+        let config_path = dir.join("devices.yaml");
+        std::fs::write(&config_path, config).expect("write the engine config");
+        let log = dir.join("engine.log");
+        let file = std::fs::File::create(&log).expect("create the engine log");
+        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", "--config"])
+            .arg(&config_path)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .current_dir(dir)
+            .spawn()
+            .expect("start the sluice binary");
+        Self { child, log, http }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The last lines of the engine's log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// Panics (with the log) if the engine has exited.
+    pub fn assert_running(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "sluice exited with {status}; log tail:\n{}",
+                self.log_tail()
+            );
+        }
+    }
+
+    pub fn metrics(&mut self) -> Metrics {
+        self.assert_running();
+        match http_get(self.http, "/metrics") {
+            Ok(body) => Metrics::parse(&body),
+            Err(error) => panic!("GET /metrics: {error}; log tail:\n{}", self.log_tail()),
+        }
+    }
+
+    /// Waits until every one of `devices` devices answered a round.
+    pub fn wait_all_online(&mut self, devices: usize, poll: Duration) -> Duration {
+        let start = Instant::now();
+        let mut last = String::from("no answer from /metrics yet");
+        loop {
+            self.assert_running();
+            if let Ok(body) = http_get(self.http, "/metrics") {
+                let m = Metrics::parse(&body);
+                if m.devices == devices && m.online == devices {
+                    return start.elapsed();
+                }
+                last = format!("{} of {devices} devices online", m.online);
+            }
+            if start.elapsed() > STARTUP_TIMEOUT {
+                panic!(
+                    "the engine did not poll every device within {STARTUP_TIMEOUT:?} ({last}); \
+                     log tail:\n{}",
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(poll);
+        }
+    }
+}
+
+/// `GET path` over HTTP/1.1 with a raw socket; the body of a 200 answer.
+pub fn http_get(address: SocketAddr, path: &str) -> Result<String, String> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5))
+        .map_err(|e| format!("connect {address}: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .map_err(|e| e.to_string())?;
+    stream
+        .set_write_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| format!("send: {e}"))?;
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("read: {e}"))?;
+    let text = String::from_utf8(raw).map_err(|e| format!("not UTF-8: {e}"))?;
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| "no end of headers".to_owned())?;
+    let status = head.lines().next().unwrap_or_default();
+    if !status.contains(" 200 ") {
+        return Err(format!("answer {status:?}"));
+    }
+    let chunked = head.lines().any(|line| {
+        let line = line.to_ascii_lowercase();
+        line.starts_with("transfer-encoding:") && line.contains("chunked")
+    });
+    if chunked {
+        dechunk(body)
+    } else {
+        Ok(body.to_owned())
+    }
+}
+
+/// Decodes a chunked HTTP/1.1 body.
+fn dechunk(mut rest: &str) -> Result<String, String> {
+    let mut out = String::new();
+    loop {
+        let (size, after) = rest
+            .split_once("\r\n")
+            .ok_or_else(|| "truncated chunk size".to_owned())?;
+        let size = usize::from_str_radix(size.split(';').next().unwrap_or_default().trim(), 16)
+            .map_err(|e| format!("chunk size {size:?}: {e}"))?;
+        if size == 0 {
+            return Ok(out);
+        }
+        let chunk = after
+            .get(..size)
+            .ok_or_else(|| "truncated chunk".to_owned())?;
+        out.push_str(chunk);
+        rest = after.get(size + 2..).unwrap_or_default();
+    }
+}
+
+/// The figures this bench reads from `/metrics`, summed over devices.
+#[derive(Debug, Default, Clone)]
+pub struct Metrics {
+    pub rounds: f64,
+    pub skipped: f64,
+    pub failed: f64,
+    pub round_seconds_sum: f64,
+    pub round_count: f64,
+    pub published: f64,
+    pub dropped: f64,
+    /// Devices listed with a `sluice_device_online` gauge.
+    pub devices: usize,
+    /// Of those, the ones whose last round answered.
+    pub online: usize,
+}
+
+impl Metrics {
+    pub fn parse(body: &str) -> Self {
+        let mut sums: HashMap<&str, f64> = HashMap::new();
+        let mut m = Self::default();
+        for line in body.lines() {
+            if line.starts_with('#') || line.trim().is_empty() {
+                continue;
+            }
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let Ok(value) = value.trim().parse::<f64>() else {
+                continue;
+            };
+            let name = series.split('{').next().unwrap_or_default();
+            if name == "sluice_device_online" {
+                m.devices += 1;
+                if value >= 1.0 {
+                    m.online += 1;
+                }
+            }
+            *sums.entry(name).or_default() += value;
+        }
+        let sum = |name: &str| sums.get(name).copied().unwrap_or(0.0);
+        m.rounds = sum("sluice_rounds_total");
+        m.skipped = sum("sluice_rounds_skipped_total");
+        m.failed = sum("sluice_rounds_failed_total");
+        m.round_seconds_sum = sum("sluice_round_seconds_sum");
+        m.round_count = sum("sluice_round_seconds_count");
+        m.published = sum("sluice_mqtt_published_total");
+        m.dropped = sum("sluice_mqtt_dropped_total");
+        m
+    }
+}
+
+/// The embedded broker, with a thread that drains and counts what it receives
+/// and keeps the last payload.
+pub struct Broker {
+    pub address: SocketAddr,
+    received: Arc<AtomicU64>,
+    last: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Broker {
+    pub fn start() -> Self {
+        let broker = EmbeddedBroker::start(free_local_address()).expect("start the MQTT broker");
+        let address = broker.address();
+        let received = Arc::new(AtomicU64::new(0));
+        let last = Arc::new(Mutex::new(Vec::new()));
+        let (counter, keep) = (Arc::clone(&received), Arc::clone(&last));
+        std::thread::Builder::new()
+            .name("bench-mqtt-drain".into())
+            .spawn(move || {
+                while let Ok((_, payload)) = broker.messages().recv() {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(mut last) = keep.lock() {
+                        *last = payload;
+                    }
+                }
+            })
+            .expect("spawn the MQTT drain thread");
+        Self {
+            address,
+            received,
+            last,
+        }
+    }
+
+    pub fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    /// The last payload received, as text.
+    pub fn last(&self) -> String {
+        self.last
+            .lock()
+            .map(|p| String::from_utf8_lossy(&p).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// One HTTP/1.1 request with a bearer token and a body; the status and body.
+pub fn http_request(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: &[u8],
+) -> Result<(u16, String), String> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5))
+        .map_err(|e| format!("connect {address}: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .map_err(|e| e.to_string())?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream
+        .write_all(head.as_bytes())
+        .and_then(|()| stream.write_all(body))
+        .map_err(|e| format!("send: {e}"))?;
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("read: {e}"))?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| "no end of headers".to_owned())?;
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("no status in {head:?}"))?;
+    Ok((status, body.to_owned()))
+}

@@ -1,0 +1,182 @@
+//! Deploying while running, and starting.
+//!
+//! `cargo bench -p sluice --bench deploy`. Simulated devices (one socket each)
+//! polled every 100 ms through the default pipeline, the embedded MQTT broker,
+//! the release `sluice` binary as a child process:
+//!
+//! - cold start to first publish with an empty data directory (every built-in
+//!   component compiled) vs the same start again (compiled artifacts from the
+//!   cache), as a ratio;
+//! - swap latency of a stage upload: `PUT /components/scale/...` from the request
+//!   to its answer (compile, check, rebuild every device's pipeline) and to the
+//!   first report carrying the new stage's values, for the fleet, against the
+//!   poll period.
+//!
+//! Environment (optional): `SLUICE_BENCH_DEVICES` (200), `SLUICE_BENCH_SWAPS` (5).
+#![allow(clippy::print_stdout)]
+
+mod common;
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::{Broker, Engine, Scratch, env_u64, free_local_address, http_request};
+use sluice::sim::{SimConfig, SimHandle, Simulator};
+use tokio::runtime::Runtime;
+
+const ADMIN: &str = "bench-admin";
+const PERIOD_MS: u64 = 100;
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn config(broker: &Broker, http: std::net::SocketAddr, sims: &[SimHandle]) -> String {
+    let mut text = format!(
+        "collector:
+  workerThreads: 2
+  mqtt: {{ brokerUrl: tcp://{}, clientId: deploy-bench }}
+  http: {{ listen: {http}, adminToken: {ADMIN} }}
+  wal: {{ dir: ./data }}
+devices:
+",
+        broker.address
+    );
+    for (i, sim) in sims.iter().enumerate() {
+        text.push_str(&format!(
+            "  - deviceId: d{i}
+    productId: P
+    deviceNum: D{i}
+    channels:
+      - channelId: main
+        protocol: modbus-tcp
+        host: 127.0.0.1
+        port: {}
+        tags:
+          - {{ key: t, address: '40001', dataType: UINT16, periodMs: {PERIOD_MS} }}
+",
+            sim.local_addr().port()
+        ));
+    }
+    text
+}
+
+/// Starts the engine and waits for its first publish; the time it took.
+fn start(
+    dir: &std::path::Path,
+    config: &str,
+    broker: &Broker,
+    http: std::net::SocketAddr,
+) -> (Engine, Duration) {
+    let before = broker.received();
+    let started = Instant::now();
+    let mut engine = Engine::start(dir, config, http);
+    while broker.received() == before {
+        engine.assert_running();
+        assert!(started.elapsed() < TIMEOUT, "no publish within {TIMEOUT:?}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    (engine, started.elapsed())
+}
+
+fn main() {
+    let devices = usize::try_from(env_u64("SLUICE_BENCH_DEVICES", 200))
+        .expect("fits")
+        .max(1);
+    let swaps = env_u64("SLUICE_BENCH_SWAPS", 5).max(1);
+    let rt = Runtime::new().expect("tokio runtime");
+    let sim = Simulator::new(SimConfig {
+        registers: 10,
+        ..SimConfig::default()
+    });
+    sim.set_holding(0, &[7]);
+    let sims: Vec<SimHandle> = rt.block_on(async {
+        let mut handles = Vec::with_capacity(devices);
+        for _ in 0..devices {
+            handles.push(
+                sim.serve((Ipv4Addr::LOCALHOST, 0).into())
+                    .await
+                    .expect("listens"),
+            );
+        }
+        handles
+    });
+    let broker = Broker::start();
+    let http = free_local_address();
+    let scratch = Scratch::new("deploy");
+    let text = config(&broker, http, &sims);
+    println!(
+        "deploy bench: {devices} devices polled every {PERIOD_MS} ms, {} logical CPUs",
+        std::thread::available_parallelism().map_or(0, usize::from)
+    );
+
+    // Cold start, then a warm one from the artifact cache.
+    let (engine, cold) = start(&scratch.0, &text, &broker, http);
+    drop(engine);
+    let (mut engine, warm) = start(&scratch.0, &text, &broker, http);
+    println!("\n== start to first publish ==");
+    println!(
+        "empty data directory (compile every component): {:>8.1} ms",
+        cold.as_secs_f64() * 1e3
+    );
+    println!(
+        "artifact cache present:                          {:>8.1} ms",
+        warm.as_secs_f64() * 1e3
+    );
+    println!(
+        "ratio cold/warm: {:.2}",
+        cold.as_secs_f64() / warm.as_secs_f64()
+    );
+
+    // Swaps: alternate the shifted stage and the built-in one, uploading each
+    // shifted version under a new version name (compiled afresh every time).
+    let shifted =
+        std::fs::read(PathBuf::from(env!("SLUICE_TEST_COMPONENTS")).join("shifted_scale.wasm"))
+            .expect("the shifted_scale test component is built");
+    engine.wait_all_online(devices, Duration::from_millis(100));
+    let mut answers = Vec::new();
+    let mut visible = Vec::new();
+    for swap in 0..swaps {
+        let path = format!("/components/scale/bench-{swap}");
+        let started = Instant::now();
+        let (status, body) = http_request(http, "PUT", &path, ADMIN, &shifted).expect("upload");
+        assert_eq!(status, 200, "{body}");
+        answers.push(started.elapsed());
+        while !broker.last().contains("1007") {
+            assert!(started.elapsed() < TIMEOUT, "the new stage never showed");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        visible.push(started.elapsed());
+        let (status, body) = http_request(
+            http,
+            "POST",
+            "/components/scale/builtin-0.1.0/activate",
+            ADMIN,
+            b"",
+        )
+        .expect("rollback");
+        assert_eq!(status, 200, "{body}");
+        while broker.last().contains("1007") {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let mean =
+        |d: &[Duration]| d.iter().map(Duration::as_secs_f64).sum::<f64>() / d.len() as f64 * 1e3;
+    let max = |d: &[Duration]| d.iter().map(Duration::as_secs_f64).fold(0.0, f64::max) * 1e3;
+    println!("\n== swap of a stage, {devices} devices, {swaps} uploads ==");
+    println!(
+        "upload answered (compile + rebuild all pipelines): mean {:.1} ms, max {:.1} ms",
+        mean(&answers),
+        max(&answers)
+    );
+    println!(
+        "first report with the new stage:                   mean {:.1} ms, max {:.1} ms",
+        mean(&visible),
+        max(&visible)
+    );
+    println!(
+        "in poll periods ({PERIOD_MS} ms): answered {:.2}, visible {:.2}",
+        mean(&answers) / PERIOD_MS as f64,
+        mean(&visible) / PERIOD_MS as f64
+    );
+    let metrics = engine.metrics();
+    println!("rounds skipped during the run: {}", metrics.skipped);
+}
