@@ -8,6 +8,7 @@
 
 extern crate alloc;
 
+pub mod exchange;
 pub mod numeric;
 pub mod settings;
 

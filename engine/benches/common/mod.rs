@@ -256,6 +256,8 @@ impl Metrics {
 pub struct Broker {
     pub address: SocketAddr,
     received: Arc<AtomicU64>,
+    /// Messages on `.../property/post` topics.
+    reports: Arc<AtomicU64>,
     last: Arc<Mutex<Vec<u8>>>,
 }
 
@@ -264,15 +266,20 @@ impl Broker {
         let broker = EmbeddedBroker::start(free_local_address()).expect("start the MQTT broker");
         let address = broker.address();
         let received = Arc::new(AtomicU64::new(0));
+        let reports = Arc::new(AtomicU64::new(0));
         let last = Arc::new(Mutex::new(Vec::new()));
         let (counter, keep) = (Arc::clone(&received), Arc::clone(&last));
+        let report_counter = Arc::clone(&reports);
         std::thread::Builder::new()
             .name("bench-mqtt-drain".into())
             .spawn(move || {
-                while let Ok((_, payload)) = broker.messages().recv() {
+                while let Ok((topic, payload)) = broker.messages().recv() {
                     counter.fetch_add(1, Ordering::Relaxed);
-                    if let Ok(mut last) = keep.lock() {
-                        *last = payload;
+                    if topic.ends_with("/property/post") {
+                        report_counter.fetch_add(1, Ordering::Relaxed);
+                        if let Ok(mut last) = keep.lock() {
+                            *last = payload;
+                        }
                     }
                 }
             })
@@ -280,6 +287,7 @@ impl Broker {
         Self {
             address,
             received,
+            reports,
             last,
         }
     }
@@ -288,7 +296,12 @@ impl Broker {
         self.received.load(Ordering::Relaxed)
     }
 
-    /// The last payload received, as text.
+    /// Reports (`.../property/post`) received.
+    pub fn reports(&self) -> u64 {
+        self.reports.load(Ordering::Relaxed)
+    }
+
+    /// The last report received, as text.
     pub fn last(&self) -> String {
         self.last
             .lock()

@@ -453,16 +453,8 @@ impl GuestSession for S7Session {
 
     fn parse_read(&self, request: u32, frame: Vec<u8>, ts_ms: i64) -> Result<Batch, FrameError> {
         let mut state = self.state.borrow_mut();
-        let Some((pending, pdu_ref)) = state.pending_read.take() else {
-            return Err(malformed(
-                "a response arrived with no read in flight".into(),
-            ));
-        };
-        if pending != request {
-            return Err(malformed(format!(
-                "response for request {request}, but {pending} is in flight"
-            )));
-        }
+        let pdu_ref = sluice_guest::exchange::answered_read(state.pending_read.take(), request)
+            .map_err(malformed)?;
         let planned = state
             .requests
             .get(request as usize)
