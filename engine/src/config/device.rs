@@ -29,8 +29,8 @@ pub struct DeviceConfig {
     /// `stateTimeout`: seconds without a successful read after which the device's
     /// state is considered stale (at least 1; default none).
     pub state_timeout_s: Option<u64>,
-    /// `pipeline`: the name of the pipeline the device's samples go through (default
-    /// `default`).
+    /// `pipeline`: the name of the pipeline the device's samples go through; when
+    /// absent, its product's `pipeline`, else its tenant's, else `default`.
     pub pipeline: String,
     /// `channels`: at least one.
     pub channels: Vec<ChannelConfig>,
@@ -98,7 +98,8 @@ pub(super) fn read_all(
         let state_timeout_s = f
             .node("stateTimeout")
             .map(|_| at_least(&mut f, "stateTimeout", 1, 1, errors));
-        let pipeline = text(&mut f, "pipeline", errors).unwrap_or_else(|| "default".to_owned());
+        // Empty until resolved from the product or tenant (see `resolve_pipelines`).
+        let pipeline = text(&mut f, "pipeline", errors).unwrap_or_default();
         let channels = read_channels(item, &mut f, collector.merge_gap, errors);
         f.finish(errors);
         if let (Some(device_id), Some((product_id, _)), Some((device_num, _))) =

@@ -82,6 +82,30 @@ impl GatewayConfig {
     }
 }
 
+/// Gives every device that names no pipeline its product's, else its tenant's,
+/// else the built-in `default`.
+fn resolve_pipelines(
+    devices: &mut [DeviceConfig],
+    products: &[ProductConfig],
+    tenants: &[TenantConfig],
+) {
+    for device in devices.iter_mut().filter(|d| d.pipeline.is_empty()) {
+        let product = products
+            .iter()
+            .find(|p| p.product_id == device.product_id)
+            .and_then(|p| p.pipeline.clone());
+        let tenant = || {
+            tenants
+                .iter()
+                .find(|t| t.tenant_id == device.tenant_id)
+                .and_then(|t| t.pipeline.clone())
+        };
+        device.pipeline = product
+            .or_else(tenant)
+            .unwrap_or_else(|| "default".to_owned());
+    }
+}
+
 /// Reads and checks the configuration file at `path`.
 ///
 /// # Errors
@@ -135,11 +159,12 @@ fn read_gateway(root: &Node, errors: &mut Diagnostics) -> GatewayConfig {
         .node("products")
         .map(|node| product::read_all(node, errors))
         .unwrap_or_default();
-    let devices = fields
+    let mut devices = fields
         .node("devices")
         .map(|node| device::read_all(node, &collector, &tenants, errors))
         .unwrap_or_default();
     fields.finish(errors);
+    resolve_pipelines(&mut devices, &products, &tenants);
     GatewayConfig {
         collector,
         tenants,
@@ -169,6 +194,18 @@ mod tests {
             Ok(config) => config,
             Err(errors) => panic!("unexpected errors:\n{errors}"),
         }
+    }
+
+    #[test]
+    fn a_device_without_a_pipeline_takes_its_products_then_its_tenants() {
+        let channel = "channels: [ { channelId: c, protocol: modbus-tcp, host: 127.0.0.1, tags: [ { key: t, address: '40001', dataType: INT16 } ] } ]";
+        let text = format!(
+            "tenants:\n  - {{ tenantId: 1, name: t, pipeline: tenant-p }}\nproducts:\n  - {{ productId: P1, pipeline: product-p }}\ndevices:\n  - {{ deviceId: a, productId: P1, deviceNum: A, tenantId: 1, {channel} }}\n  - {{ deviceId: b, productId: P2, deviceNum: B, tenantId: 1, {channel} }}\n  - {{ deviceId: c, productId: P2, deviceNum: C, {channel} }}\n  - {{ deviceId: d, productId: P1, deviceNum: D, tenantId: 1, pipeline: own, {channel} }}\n"
+        );
+        let text = text.as_str();
+        let config = load_str("t.yaml", text).expect("valid");
+        let pipelines: Vec<&str> = config.devices.iter().map(|d| d.pipeline.as_str()).collect();
+        assert_eq!(pipelines, ["product-p", "tenant-p", "default", "own"]);
     }
 
     #[test]

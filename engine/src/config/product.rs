@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use super::read::{list, required_text};
+use super::read::{list, required_text, text};
 use crate::yaml::{Diagnostics, Fields, Node, Pos};
 
 /// One entry of `products`.
@@ -19,6 +19,8 @@ pub struct ProductConfig {
     pub product_id: String,
     /// `stateTimeout`: the lease, in seconds, of the product's devices that set none.
     pub state_timeout_s: Option<u64>,
+    /// `pipeline`: the pipeline of the product's devices that name none.
+    pub pipeline: Option<String>,
     /// Where the entry starts.
     pub pos: Pos,
 }
@@ -36,6 +38,7 @@ pub(super) fn read_all(node: &Node, errors: &mut Diagnostics) -> Vec<ProductConf
                 crate::yaml::Kind::Int(seconds) if seconds >= 1 => Ok(seconds as u64),
                 _ => Err("expected a number of seconds, 1 or more".to_owned()),
             });
+        let pipeline = text(&mut fields, "pipeline", errors);
         let pos = fields.pos();
         fields.finish(errors);
         let Some((product_id, at)) = product_id else {
@@ -52,6 +55,7 @@ pub(super) fn read_all(node: &Node, errors: &mut Diagnostics) -> Vec<ProductConf
         products.push(ProductConfig {
             product_id,
             state_timeout_s,
+            pipeline,
             pos,
         });
     }

@@ -37,6 +37,9 @@ pub struct TenantConfig {
     pub recipients: Vec<RecipientConfig>,
     /// `limits`: the sandbox of the tenant's components.
     pub limits: TenantLimits,
+    /// `pipeline`: the pipeline of the tenant's devices that name none (and whose
+    /// product names none).
+    pub pipeline: Option<String>,
     /// Where the entry starts.
     pub pos: Pos,
 }
@@ -128,6 +131,7 @@ pub(super) fn read_all(node: &Node, errors: &mut Diagnostics) -> Vec<TenantConfi
         let limits = fields
             .node("limits")
             .map_or_else(TenantLimits::default, |node| read_limits(node, errors));
+        let pipeline = text(&mut fields, "pipeline", errors);
         fields.finish(errors);
         // Kept even when `name` is wrong, so devices naming the tenant are not also
         // reported.
@@ -139,6 +143,7 @@ pub(super) fn read_all(node: &Node, errors: &mut Diagnostics) -> Vec<TenantConfi
                 rules,
                 recipients,
                 limits,
+                pipeline,
                 pos: item.pos,
             });
         }
