@@ -245,6 +245,11 @@ pub async fn run(
         ),
         shelf,
     ));
+    let watchdog_task = tokio::spawn(crate::watchdog::watch(
+        Arc::clone(&collector.devices),
+        Arc::clone(&alarms),
+        shutdown.clone(),
+    ));
     let watch_task = tokio::spawn(crate::deploy::watch_pipelines(
         Arc::clone(&deployer),
         shutdown.clone(),
@@ -291,6 +296,7 @@ pub async fn run(
     let _ = delivery_task.await;
     let _ = node_task.await;
     let _ = watch_task.await;
+    let _ = watchdog_task.await;
     let _ = committer.await;
     let _ = publisher.await;
     if let Some(task) = api_task {

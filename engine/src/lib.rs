@@ -23,7 +23,8 @@
 //! - [`deploy`]: components uploaded into a running engine, kept in the data directory;
 //! - [`pipeline`]: declarative pipelines of stage components;
 //! - [`sim`]: a fast built-in Modbus TCP device simulator (demo, benchmarks, tests);
-//! - [`report`]: the payload published upstream.
+//! - [`report`]: the payload published upstream;
+//! - [`watchdog`]: every tenant's component pools, and alarms for quarantined ones.
 
 pub mod alarm;
 pub mod api;
@@ -46,4 +47,5 @@ pub mod sim;
 pub mod store;
 pub mod uplink;
 pub mod wal;
+pub mod watchdog;
 pub mod yaml;

@@ -286,3 +286,114 @@ devices:
             .expect("json");
     assert!(health["pipelines"]["lastError"].is_null(), "{health}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_component_that_keeps_failing_is_quarantined_with_an_alarm_and_others_carry_on() {
+    let (sim, device) = support::sim::simulator(10, Duration::ZERO).await;
+    sim.set_holding(0, &[5]);
+    let broker = Mosquitto::start();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let dir = scratch_dir("quarantine");
+    let pipelines = dir.join("pipelines");
+    std::fs::create_dir_all(&pipelines).expect("dir");
+    let file = pipelines.join("t1.yaml");
+    std::fs::write(
+        &file,
+        "name: t1\nstages:\n  - use: swap_bytes\n  - use: decode\n",
+    )
+    .expect("pipeline");
+    let port = device.local_addr().port();
+    let config = format!(
+        "collector:
+  workerThreads: 2
+  mqtt: {{ brokerUrl: tcp://127.0.0.1:{mqtt}, clientId: quarantine-{http} }}
+  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
+  wal: {{ dir: ./data }}
+tenants:
+  - {{ tenantId: 1, name: careless, pipeline: t1, limits: {{ fuelPerCall: 1000000 }} }}
+  - {{ tenantId: 2, name: careful }}
+devices:
+  - {{ deviceId: a, productId: P, deviceNum: A, tenantId: 1, channels: [ {{ channelId: c, protocol: modbus-tcp, host: 127.0.0.1, port: {port}, tags: [ {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }} ] }} ] }}
+  - {{ deviceId: b, productId: P, deviceNum: B, tenantId: 2, channels: [ {{ channelId: c, protocol: modbus-tcp, host: 127.0.0.1, port: {port}, tags: [ {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }} ] }} ] }}
+",
+        mqtt = broker.port(),
+    );
+    let _engine = Engine::start_with_pipelines(&dir, &config, &pipelines);
+    subscriber
+        .wait_until(Duration::from_secs(15), "reports of both devices", |m| {
+            ["P/A/property/post", "P/B/property/post"]
+                .iter()
+                .all(|t| m.iter().any(|m| m.topic == *t))
+        })
+        .await;
+    // Tenant 1 deploys a stage that traps on every batch.
+    let (status, body) = put_bytes(
+        http,
+        "/components/hostile/1.0.0?kind=stage",
+        &component("hostile"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    std::fs::write(
+        &file,
+        "name: t1\nstages:\n  - use: swap_bytes\n  - use: decode\n  - use: hostile\n    settings: { mode: trap }\n",
+    )
+    .expect("edit");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let alarm = loop {
+        let (_, list) = Engine::request(
+            http,
+            "GET",
+            "/alarms?ruleKey=COMPONENT_QUARANTINED",
+            Some(ADMIN),
+            None,
+        )
+        .await;
+        if let Some(alarm) = list["alarms"].as_array().and_then(|a| a.first()).cloned() {
+            break alarm;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no quarantine alarm: {list}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        (alarm["tenantId"].as_u64(), alarm["deviceId"].as_str()),
+        (Some(1), Some("hostile@tenant-1"))
+    );
+    assert_eq!(alarm["source"], "engine");
+    let health: Value =
+        serde_json::from_str(&Engine::http_get(http, "/health").await.expect("health"))
+            .expect("json");
+    assert_eq!(
+        health["quarantined"],
+        serde_json::json!([{ "tenant": 1, "component": "hostile" }]),
+        "{health}"
+    );
+    let metrics = Engine::http_get(http, "/metrics").await.expect("metrics");
+    assert!(
+        metrics.contains("sluice_component_quarantined{tenant=\"1\",component=\"hostile\"} 1"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("sluice_component_quarantined{tenant=\"2\",component=\"hostile\"}"));
+    // The other tenant's device carries on with good values the whole time.
+    let before = subscriber.messages().len();
+    let later = subscriber
+        .wait_until(Duration::from_secs(5), "more reports of device b", |m| {
+            m[before.min(m.len())..]
+                .iter()
+                .filter(|m| m.topic == "P/B/property/post")
+                .count()
+                >= 5
+        })
+        .await;
+    assert!(
+        later[before..]
+            .iter()
+            .filter(|m| m.topic == "P/B/property/post")
+            .all(|m| m.json()["values"][0]["quality"] == "GOOD"),
+        "tenant 2 unaffected"
+    );
+}

@@ -346,3 +346,49 @@ fn tempdir() -> PathBuf {
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }
+
+#[test]
+fn a_pool_failing_calls_in_a_row_is_quarantined_then_tried_again() {
+    let runtime = Runtime::new(RuntimeConfig {
+        quarantine_after: 3,
+        quarantine_for: std::time::Duration::from_millis(300),
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime");
+    let pool = pool(&runtime, "hostile", &test_component("hostile"), SMALL);
+    // Traps on batches carrying 666 only: a good batch in between resets the count.
+    let trapper = pool
+        .processor(
+            &[
+                setting("mode", SettingValue::Text("trap".into())),
+                setting("trigger", SettingValue::Int(666)),
+            ],
+            &[],
+        )
+        .expect("processor");
+    let bad = || trapper.process(batch(&[Value::Int(666)]));
+    let good = || trapper.process(batch(&[Value::Int(1)]));
+    assert!(bad().is_err() && bad().is_err());
+    good().expect("a success breaks the run of failures");
+    assert!(bad().is_err() && bad().is_err() && !pool.quarantined());
+    assert!(bad().is_err(), "the third failure in a row");
+    assert!(pool.quarantined());
+    assert_eq!(pool.quarantines(), 1);
+    let failures = pool.failures();
+    // Quarantined: refused at once, without running the component (not counted as a failure).
+    match good() {
+        Err(CallError::Quarantined {
+            component,
+            failures: 3,
+            remaining,
+        }) => {
+            assert_eq!(component, "hostile");
+            assert!(remaining <= std::time::Duration::from_millis(300));
+        }
+        other => panic!("expected a quarantine refusal, got {other:?}"),
+    }
+    assert_eq!(pool.failures(), failures);
+    std::thread::sleep(std::time::Duration::from_millis(350));
+    assert!(!pool.quarantined());
+    good().expect("tried again after the quarantine");
+}

@@ -115,6 +115,14 @@ impl Alarms {
         self.devices.get(device_id).map(|d| d.tenant_id)
     }
 
+    /// How the pools of every device's rules are doing, with the device's tenant.
+    pub fn component_health(&self) -> Vec<(u32, crate::runtime::PoolHealth)> {
+        self.devices
+            .values()
+            .map(|rules| (rules.tenant_id, rules.evaluator.health()))
+            .collect()
+    }
+
     /// Rule failures so far, per tenant.
     pub fn rule_failures(&self) -> BTreeMap<u32, u64> {
         lock(&self.failures).clone()

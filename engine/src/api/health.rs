@@ -67,6 +67,11 @@ pub async fn health(State(state): State<ApiState>) -> Json<Value> {
         "connections": links,
         "auditFailures": state.alarms.store().audit_failures(),
         "pipelines": pipelines(&state),
+        "quarantined": crate::watchdog::pools(&state.collector.devices, &state.alarms)
+            .into_iter()
+            .filter(|p| p.health.quarantined)
+            .map(|p| json!({ "tenant": p.tenant, "component": p.health.component }))
+            .collect::<Vec<_>>(),
         "alarmRuleFailures": state
             .alarms
             .rule_failures()

@@ -108,6 +108,37 @@ fn render(state: &ApiState, out: &mut String) {
             label(&device.id)
         );
     }
+    let pools = crate::watchdog::pools(&state.collector.devices, &state.alarms);
+    header(
+        out,
+        "sluice_component_pool_failures_total",
+        "counter",
+        "Failed calls (traps, limits) per tenant and component; calls refused during a quarantine are not counted.",
+    );
+    for p in &pools {
+        let _ = writeln!(
+            out,
+            "sluice_component_pool_failures_total{{tenant=\"{}\",component=\"{}\"}} {}",
+            p.tenant,
+            label(&p.health.component),
+            p.health.failures
+        );
+    }
+    header(
+        out,
+        "sluice_component_quarantined",
+        "gauge",
+        "1 while a tenant's component is quarantined after failing too often.",
+    );
+    for p in &pools {
+        let _ = writeln!(
+            out,
+            "sluice_component_quarantined{{tenant=\"{}\",component=\"{}\"}} {}",
+            p.tenant,
+            label(&p.health.component),
+            u8::from(p.health.quarantined)
+        );
+    }
     let reload = state.deployer.reload_status();
     for (name, help, value) in [
         (

@@ -138,6 +138,13 @@ impl Device {
         }
     }
 
+    /// How the pools of the device's components (codecs, stages) are doing.
+    pub fn component_health(&self) -> Vec<crate::runtime::PoolHealth> {
+        let mut health: Vec<_> = self.channels.iter().map(|c| c.session.health()).collect();
+        health.extend(self.pipeline.get().health());
+        health
+    }
+
     /// Puts new pipelines in place (and the decoder of writes, if the device has
     /// one); rounds in progress finish with the old ones.
     pub fn swap_pipeline(&self, pipeline: DevicePipeline, decoder: Option<DevicePipeline>) {

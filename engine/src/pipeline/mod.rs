@@ -133,6 +133,11 @@ impl DevicePipeline {
     ///
     /// # Errors
     /// The first stage that failed; the batch is lost for this round.
+    /// How the pools of the stages are doing.
+    pub fn health(&self) -> Vec<crate::runtime::PoolHealth> {
+        self.processors.iter().map(Processor::health).collect()
+    }
+
     pub fn run(&self, mut batch: Batch) -> Result<Batch, StageFailure> {
         for (index, processor) in self.processors.iter().enumerate() {
             batch = processor

@@ -76,6 +76,11 @@ type Session<'a> = wit_protocol::GuestSession<'a>;
 type Outcome<T> = Result<Result<T, FrameError>, CallError>;
 
 impl CodecSession {
+    /// How the pool this lives in is doing (failures, quarantine).
+    pub fn health(&self) -> super::PoolHealth {
+        self.binding.health()
+    }
+
     fn create(
         &self,
         live: &mut Live<Codec>,

@@ -52,6 +52,12 @@ pub enum CallError {
     },
     #[error("component `{component}` could not be instantiated: {detail}")]
     Instantiate { component: String, detail: String },
+    #[error("component `{component}` is quarantined after failing {failures} calls in a row; it runs again in {} ms", .remaining.as_millis())]
+    Quarantined {
+        component: String,
+        failures: u32,
+        remaining: std::time::Duration,
+    },
 }
 
 fn describe_limit(limit: Limit) -> String {

@@ -34,6 +34,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 pub use codec::{CodecPool, CodecSession};
 pub use error::{CallError, Limit, LoadError, human_bytes};
+pub use pool::PoolHealth;
 pub use registry::{ComponentInfo, Registry};
 pub use rules::{Evaluator, RulesPool};
 pub use stage::{Processor, StagePool};
@@ -74,12 +75,18 @@ pub struct RuntimeConfig {
     pub max_instances: u32,
     /// Where precompiled artifacts are kept between runs; `None` compiles every start.
     pub cache_dir: Option<PathBuf>,
+    /// A pool whose calls failed this many times in a row is quarantined: its calls
+    /// fail at once, without running the component, for `quarantine_for`.
+    pub quarantine_after: u32,
+    pub quarantine_for: std::time::Duration,
 }
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
             max_memory_bytes: 256 << 20,
+            quarantine_after: 10,
+            quarantine_for: std::time::Duration::from_secs(60),
             max_instances: 1000,
             cache_dir: None,
         }
@@ -280,6 +287,7 @@ impl Runtime {
             &component.name,
             pre,
             limits,
+            pool::Quarantine::new(self.config.quarantine_after, self.config.quarantine_for),
         ))
     }
 

@@ -5,8 +5,9 @@
 //! store. When a call fails the store is discarded; bindings notice the new
 //! generation and recreate their resource on their next call.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use wasmtime::component::{InstancePre, ResourceAny};
 use wasmtime::{Engine, Store, Trap};
@@ -54,6 +55,59 @@ world!(
     super::bindings::rules::RulesPre<Sandbox>
 );
 
+/// Calls failing in a row take a pool out of service for a while: a component
+/// that keeps trapping or looping stops costing its tenant a full budget per call.
+#[derive(Debug)]
+pub(super) struct Quarantine {
+    after: u32,
+    period: Duration,
+    /// Failed calls in a row.
+    in_a_row: AtomicU32,
+    until: Mutex<Option<Instant>>,
+    /// Times the pool was quarantined.
+    count: AtomicU64,
+}
+
+impl Quarantine {
+    pub(super) fn new(after: u32, period: Duration) -> Self {
+        Self {
+            after: after.max(1),
+            period,
+            in_a_row: AtomicU32::new(0),
+            until: Mutex::new(None),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    /// `Err` with the time left while the quarantine lasts.
+    fn check(&self) -> Result<(), Duration> {
+        let until = *lock(&self.until);
+        match until {
+            Some(until) => match until.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => Err(left),
+                _ => Ok(()),
+            },
+            None => Ok(()),
+        }
+    }
+
+    fn succeeded(&self) {
+        self.in_a_row.store(0, Ordering::Relaxed);
+    }
+
+    /// Counts a failed call; true when it starts a quarantine.
+    fn failed(&self) -> bool {
+        let in_a_row = self.in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+        if in_a_row < self.after {
+            return false;
+        }
+        self.in_a_row.store(0, Ordering::Relaxed);
+        *lock(&self.until) = Some(Instant::now() + self.period);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+}
+
 /// One tenant's instances of one component.
 pub struct Pool<W: World> {
     name: String,
@@ -63,6 +117,7 @@ pub struct Pool<W: World> {
     slots: Vec<Mutex<Slot<W>>>,
     next_slot: AtomicUsize,
     failures: AtomicU64,
+    quarantine: Quarantine,
 }
 
 impl<W: World> std::fmt::Debug for Pool<W> {
@@ -95,7 +150,13 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl<W: World> Pool<W> {
-    pub(super) fn new(engine: Engine, name: &str, pre: W::Pre, limits: Limits) -> Arc<Self> {
+    pub(super) fn new(
+        engine: Engine,
+        name: &str,
+        pre: W::Pre,
+        limits: Limits,
+        quarantine: Quarantine,
+    ) -> Arc<Self> {
         let slots = (0..limits.instances.max(1))
             .map(|_| {
                 Mutex::new(Slot {
@@ -112,7 +173,43 @@ impl<W: World> Pool<W> {
             slots,
             next_slot: AtomicUsize::new(0),
             failures: AtomicU64::new(0),
+            quarantine,
         })
+    }
+
+    /// Whether calls are refused right now because too many failed in a row.
+    pub fn quarantined(&self) -> bool {
+        self.quarantine.check().is_err()
+    }
+
+    /// Times this pool was quarantined.
+    pub fn quarantines(&self) -> u64 {
+        self.quarantine.count.load(Ordering::Relaxed)
+    }
+
+    /// Refuses the call while quarantined.
+    fn admit(&self) -> Result<(), CallError> {
+        self.quarantine
+            .check()
+            .map_err(|remaining| CallError::Quarantined {
+                component: self.name.clone(),
+                failures: self.quarantine.after,
+                remaining,
+            })
+    }
+
+    /// Books the outcome of a call for the quarantine.
+    fn outcome<R>(&self, result: Result<R, CallError>) -> Result<R, CallError> {
+        match &result {
+            Ok(_) => self.quarantine.succeeded(),
+            Err(CallError::Config { .. } | CallError::Quarantined { .. }) => {}
+            Err(error) => {
+                if self.quarantine.failed() {
+                    tracing::warn!(component = %self.name, %error, period = ?self.quarantine.period, "component quarantined");
+                }
+            }
+        }
+        result
     }
 
     pub fn name(&self) -> &str {
@@ -163,13 +260,19 @@ impl<W: World> Pool<W> {
         function: &'static str,
         call: impl FnOnce(&mut Live<W>) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
+        self.admit()?;
         let index = self.next_slot.fetch_add(1, Ordering::Relaxed) % self.slots.len();
         let mut slot = lock(&self.slots[index]);
-        if slot.live.is_none() {
-            self.instantiate(&mut slot)?;
+        let result = if slot.live.is_none() {
+            self.instantiate(&mut slot)
+        } else {
+            Ok(())
         }
-        self.budgeted(&mut slot, call)
-            .map_err(|error| self.fail(&mut slot, function, error))
+        .and_then(|()| {
+            self.budgeted(&mut slot, call)
+                .map_err(|error| self.fail(&mut slot, function, error))
+        });
+        self.outcome(result)
     }
 
     fn budgeted<R>(
@@ -230,6 +333,19 @@ impl<W: World> Pool<W> {
     }
 }
 
+/// How one pool (one tenant's instances of one component) is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolHealth {
+    /// Tells pools apart (devices share them): the pool's address.
+    pub pool: usize,
+    pub component: String,
+    /// Failed calls since the pool was made.
+    pub failures: u64,
+    pub quarantined: bool,
+    /// Times it was quarantined.
+    pub quarantines: u64,
+}
+
 /// What creates a binding's resource in a (new) instance.
 pub(super) type Create<'a, W> =
     &'a dyn Fn(&mut Live<W>) -> wasmtime::Result<Result<ResourceAny, Vec<wit::ConfigError>>>;
@@ -247,6 +363,17 @@ impl<W: World> Binding<W> {
         &self.pool
     }
 
+    /// How the pool this resource lives in is doing.
+    pub(super) fn health(&self) -> PoolHealth {
+        PoolHealth {
+            pool: Arc::as_ptr(&self.pool) as *const () as usize,
+            component: self.pool.name.clone(),
+            failures: self.pool.failures(),
+            quarantined: self.pool.quarantined(),
+            quarantines: self.pool.quarantines(),
+        }
+    }
+
     /// Runs `call` on the resource with a fresh CPU budget, first creating the
     /// instance and the resource (with `create`) when either is missing.
     pub(super) fn call<R>(
@@ -255,14 +382,20 @@ impl<W: World> Binding<W> {
         create: Create<'_, W>,
         call: impl FnOnce(&mut Live<W>, ResourceAny) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
+        self.pool.admit()?;
         let mut handle = lock(&self.handle);
         let mut slot = lock(&self.pool.slots[self.slot]);
-        let resource = self.ensure(&mut handle, &mut slot, create)?;
-        let result = self.pool.budgeted(&mut slot, |live| call(live, resource));
-        result.map_err(|error| {
-            *handle = None;
-            self.pool.fail(&mut slot, function, error)
-        })
+        let result = self
+            .ensure(&mut handle, &mut slot, create)
+            .and_then(|resource| {
+                self.pool
+                    .budgeted(&mut slot, |live| call(live, resource))
+                    .map_err(|error| {
+                        *handle = None;
+                        self.pool.fail(&mut slot, function, error)
+                    })
+            });
+        self.pool.outcome(result)
     }
 
     fn ensure(

@@ -117,6 +117,11 @@ impl std::fmt::Debug for Evaluator {
 }
 
 impl Evaluator {
+    /// How the pool this lives in is doing (failures, quarantine).
+    pub fn health(&self) -> super::PoolHealth {
+        self.binding.health()
+    }
+
     fn create(
         &self,
         live: &mut Live<Rules>,

@@ -49,6 +49,11 @@ impl std::fmt::Debug for Processor {
 }
 
 impl Processor {
+    /// How the pool this lives in is doing (failures, quarantine).
+    pub fn health(&self) -> super::PoolHealth {
+        self.binding.health()
+    }
+
     fn create(
         &self,
         live: &mut Live<Stage>,

@@ -1,0 +1,105 @@
+//! Watches every tenant's component pools: lists them once each with their tenant
+//! (for `/metrics` and `/health`), and keeps a `COMPONENT_QUARANTINED` alarm open
+//! on the tenant while one of its pools is quarantined (its calls failed too many
+//! times in a row), cleared when the pool runs again.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::alarm::{Alarms, Raise, Source};
+use crate::clock::now_ms;
+use crate::collector::Device;
+use crate::runtime::PoolHealth;
+
+/// The rule key of the alarm of a quarantined pool.
+pub const QUARANTINE_RULE: &str = "COMPONENT_QUARANTINED";
+/// How often the pools are looked at.
+const WATCH_EVERY: Duration = Duration::from_secs(2);
+
+/// A pool and the tenant it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantPool {
+    pub tenant: u32,
+    pub health: PoolHealth,
+}
+
+/// Every pool in use (codecs, stages, rules), once each.
+pub fn pools(devices: &[Arc<Device>], alarms: &Alarms) -> Vec<TenantPool> {
+    let mut seen = HashSet::new();
+    let mut pools = Vec::new();
+    let device_pools = devices
+        .iter()
+        .flat_map(|d| d.component_health().into_iter().map(|h| (d.tenant_id, h)));
+    for (tenant, health) in device_pools.chain(alarms.component_health()) {
+        if seen.insert(health.pool) {
+            pools.push(TenantPool { tenant, health });
+        }
+    }
+    pools.sort_by(|a, b| (a.tenant, &a.health.component).cmp(&(b.tenant, &b.health.component)));
+    pools
+}
+
+/// Where the alarm of a tenant's quarantined component is kept.
+fn alarm_subject(tenant: u32, component: &str) -> String {
+    format!("{component}@tenant-{tenant}")
+}
+
+/// Raises and clears quarantine alarms until `shutdown`.
+pub async fn watch(
+    devices: Arc<[Arc<Device>]>,
+    alarms: Arc<Alarms>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut open: HashSet<(u32, String)> = HashSet::new();
+    let mut timer = tokio::time::interval(WATCH_EVERY);
+    loop {
+        tokio::select! {
+            _ = timer.tick() => {}
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    return;
+                }
+            }
+        }
+        let now: HashSet<(u32, String)> = pools(&devices, &alarms)
+            .into_iter()
+            .filter(|p| p.health.quarantined)
+            .map(|p| (p.tenant, p.health.component))
+            .collect();
+        let store = Arc::clone(alarms.store());
+        let (raise, clear): (Vec<_>, Vec<_>) = (
+            now.difference(&open).cloned().collect(),
+            open.difference(&now).cloned().collect(),
+        );
+        let applied = tokio::task::spawn_blocking(move || {
+            let at = now_ms();
+            for (tenant, component) in &raise {
+                let alarm = Raise {
+                    tenant_id: *tenant,
+                    device_id: alarm_subject(*tenant, component),
+                    rule_key: QUARANTINE_RULE.to_owned(),
+                    source: Source::Engine,
+                    message: format!("component `{component}` failed too often and is quarantined"),
+                    ts_ms: at,
+                    event_id: None,
+                };
+                if let Err(error) = store.raise(&alarm, at) {
+                    tracing::error!(%error, component = %component, "cannot raise the quarantine alarm");
+                }
+            }
+            for (tenant, component) in &clear {
+                let subject = alarm_subject(*tenant, component);
+                if let Err(error) = store.clear(&subject, QUARANTINE_RULE, at, None, at) {
+                    tracing::error!(%error, component = %component, "cannot clear the quarantine alarm");
+                }
+            }
+        })
+        .await;
+        if applied.is_ok() {
+            open = now;
+        }
+    }
+}
