@@ -72,6 +72,11 @@ impl Drop for Engine {
 
 impl Engine {
     pub fn start(dir: &Path, config: &str, http: SocketAddr) -> Self {
+        Self::start_with_args(dir, config, http, &[])
+    }
+
+    /// Like [`Engine::start`], with more arguments for `sluice run`.
+    pub fn start_with_args(dir: &Path, config: &str, http: SocketAddr, extra: &[String]) -> Self {
         let config_path = dir.join("devices.yaml");
         std::fs::write(&config_path, config).expect("write the engine config");
         let log = dir.join("engine.log");
@@ -79,6 +84,7 @@ impl Engine {
         let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args(["run", "--config"])
             .arg(&config_path)
+            .args(extra)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
