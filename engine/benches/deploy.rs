@@ -17,11 +17,10 @@
 
 mod common;
 
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{Broker, Engine, Scratch, env_u64, free_local_address, http_request};
+use common::{Broker, Engine, Scratch, env_u64, free_local_address, http_request, serve};
 use sluice::sim::{SimConfig, SimHandle, Simulator};
 use tokio::runtime::Runtime;
 
@@ -90,17 +89,7 @@ fn main() {
         ..SimConfig::default()
     });
     sim.set_holding(0, &[7]);
-    let sims: Vec<SimHandle> = rt.block_on(async {
-        let mut handles = Vec::with_capacity(devices);
-        for _ in 0..devices {
-            handles.push(
-                sim.serve((Ipv4Addr::LOCALHOST, 0).into())
-                    .await
-                    .expect("listens"),
-            );
-        }
-        handles
-    });
+    let sims = serve(&rt, &sim, devices);
     let broker = Broker::start();
     let http = free_local_address();
     let scratch = Scratch::new("deploy");

@@ -29,14 +29,14 @@
 mod common;
 
 use std::fmt::Write as _;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Broker, Engine, Metrics, Scratch, env_u64, free_local_address};
+use common::{Broker, Engine, Metrics, Scratch, env_u64, free_local_address, serve};
 use sluice::sim::{SimConfig, SimHandle, Simulator};
 use tokio::runtime::Runtime;
 use tokio_modbus::prelude::*;
@@ -94,22 +94,6 @@ fn memory_kib(pid: u32) -> (u64, u64) {
             .unwrap_or_else(|| panic!("{key} in /proc/{pid}/status"))
     };
     (get("VmRSS:"), get("VmHWM:"))
-}
-
-/// A free loopback address (bound then released for the engine to take).
-/// Starts one listening socket per device on a shared simulator.
-fn serve(rt: &Runtime, sim: &Simulator, devices: usize) -> Vec<SimHandle> {
-    rt.block_on(async {
-        let mut handles = Vec::with_capacity(devices);
-        for _ in 0..devices {
-            handles.push(
-                sim.serve((Ipv4Addr::LOCALHOST, 0).into())
-                    .await
-                    .expect("simulator listens"),
-            );
-        }
-        handles
-    })
 }
 
 /// A gateway config: one device per address, `tags` UINT16 tags from 40001.

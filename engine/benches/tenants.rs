@@ -11,12 +11,11 @@
 
 mod common;
 
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{Broker, Engine, Scratch, env_u64, free_local_address, http_get, http_request};
-use sluice::sim::{SimConfig, SimHandle, Simulator};
+use common::{Broker, Engine, Scratch, env_u64, free_local_address, http_get, http_request, serve};
+use sluice::sim::{SimConfig, Simulator};
 use tokio::runtime::Runtime;
 
 const ADMIN: &str = "bench-admin";
@@ -60,17 +59,7 @@ fn main() {
         registers: 10,
         ..SimConfig::default()
     });
-    let sims: Vec<SimHandle> = rt.block_on(async {
-        let mut handles = Vec::new();
-        for _ in 0..devices * 2 {
-            handles.push(
-                sim.serve((Ipv4Addr::LOCALHOST, 0).into())
-                    .await
-                    .expect("listens"),
-            );
-        }
-        handles
-    });
+    let sims = serve(&rt, &sim, devices * 2);
     let broker = Broker::start();
     let http = free_local_address();
     let scratch = Scratch::new("tenants");

@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sluice::broker::EmbeddedBroker;
+use sluice::sim::{SimHandle, Simulator};
+use tokio::runtime::Runtime;
 
 /// Longest wait for the engine to have polled every device once.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(90);
@@ -27,6 +29,7 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
     }
 }
 
+/// A free loopback address (bound then released for the engine to take).
 pub fn free_local_address() -> SocketAddr {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind a free port");
     listener.local_addr().expect("local address")
@@ -351,4 +354,19 @@ pub fn http_request(
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| format!("no status in {head:?}"))?;
     Ok((status, body.to_owned()))
+}
+
+/// Starts one listening socket per device on a shared simulator.
+pub fn serve(rt: &Runtime, sim: &Simulator, devices: usize) -> Vec<SimHandle> {
+    rt.block_on(async {
+        let mut handles = Vec::with_capacity(devices);
+        for _ in 0..devices {
+            handles.push(
+                sim.serve((Ipv4Addr::LOCALHOST, 0).into())
+                    .await
+                    .expect("simulator listens"),
+            );
+        }
+        handles
+    })
 }
