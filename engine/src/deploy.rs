@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::now_ms;
-use crate::collector::{Device, PipelineSet, SandboxLimits, reload_pipelines};
+use crate::collector::{Device, PipelineSet, SandboxLimits, reload_codec, reload_pipelines};
 use crate::runtime::{ComponentInfo, ComponentKind, LoadError, Registry};
 use crate::yaml::Diagnostics;
 
@@ -315,7 +315,7 @@ impl Deployer {
         let _one = lock(&self.busy);
         let previous = self.active_version(name);
         let loaded = self.registry.install(kind, name, version, bytes)?;
-        if let Err(problems) = self.rebuild() {
+        if let Err(problems) = self.rebuild(kind, name) {
             self.restore_previous(name, previous);
             return Err(DeployError::Breaks(problems));
         }
@@ -343,7 +343,7 @@ impl Deployer {
         let _one = lock(&self.busy);
         let previous = self.active_version(name);
         let loaded = self.registry.activate(name, version)?;
-        if let Err(problems) = self.rebuild() {
+        if let Err(problems) = self.rebuild(loaded.kind(), name) {
             self.restore_previous(name, previous);
             return Err(DeployError::Breaks(problems));
         }
@@ -374,9 +374,18 @@ impl Deployer {
         }
     }
 
-    fn rebuild(&self) -> Result<usize, Diagnostics> {
-        let pipelines = lock(&self.pipelines);
-        reload_pipelines(&self.devices, &self.registry, &pipelines, &self.limits)
+    /// Puts the new active version of `name` to use: stages in every pipeline,
+    /// a codec in every channel that speaks it (those links reconnect); rules
+    /// evaluators are rebuilt at the next start.
+    fn rebuild(&self, kind: ComponentKind, name: &str) -> Result<usize, Diagnostics> {
+        match kind {
+            ComponentKind::Stage => {
+                let pipelines = lock(&self.pipelines);
+                reload_pipelines(&self.devices, &self.registry, &pipelines, &self.limits)
+            }
+            ComponentKind::Codec => reload_codec(&self.devices, &self.registry, name, &self.limits),
+            ComponentKind::Rules => Ok(0),
+        }
     }
 }
 

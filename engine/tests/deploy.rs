@@ -397,3 +397,75 @@ devices:
         "tenant 2 unaffected"
     );
 }
+
+fn builtin(name: &str) -> &'static [u8] {
+    sluice::components::BUILTIN
+        .iter()
+        .find(|b| b.name == name)
+        .map(|b| b.wasm)
+        .expect("built in")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codec_version_deployed_while_polling_reconnects_its_links_and_loses_nothing() {
+    let (sim, device) = support::sim::simulator(10, Duration::ZERO).await;
+    sim.set_holding(0, &[5]);
+    let broker = Mosquitto::start();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let config = format!(
+        "collector:
+  workerThreads: 2
+  mqtt: {{ brokerUrl: tcp://127.0.0.1:{mqtt}, clientId: codec-{http} }}
+  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
+  wal: {{ dir: ./data }}
+devices:
+  - {{ deviceId: d, productId: P, deviceNum: D, channels: [ {{ channelId: c, protocol: modbus-tcp, host: 127.0.0.1, port: {port}, unitId: 3, tags: [ {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }} ] }} ] }}
+",
+        mqtt = broker.port(),
+        port = device.local_addr().port(),
+    );
+    let _engine = Engine::start(&scratch_dir("codec-deploy"), &config);
+    until_value(&subscriber, 5.0, "reports").await;
+    let reconnects = |metrics: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with("sluice_connection_reconnects_total{"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let before = reconnects(&Engine::http_get(http, "/metrics").await.expect("metrics"));
+
+    // The same codec under a new version: sessions reopened, the link reconnects.
+    let (status, body) =
+        put_bytes(http, "/components/modbus_tcp/2.0.0", builtin("modbus_tcp")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["kind"], "codec");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while reconnects(&Engine::http_get(http, "/metrics").await.expect("metrics")) <= before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the link did not reconnect"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A codec that refuses the channel (S7 has no `unitId`): refused, nothing changes.
+    let (status, refused) = put_bytes(http, "/components/modbus_tcp/3.0.0", builtin("s7")).await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap_or("").contains("unitId"),
+        "{refused}"
+    );
+    assert_eq!(active_version(http, "modbus_tcp").await, "2.0.0");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut seen = reports(&subscriber.messages());
+    seen.sort_by_key(|(seq, _)| *seq);
+    seen.dedup();
+    assert!(
+        seen.windows(2).all(|w| w[1].0 == w[0].0 + 1),
+        "no seq lost or repeated: {seen:?}"
+    );
+    assert!(seen.iter().all(|(_, v)| *v == 5.0));
+    until_value(&subscriber, 5.0, "still polling").await;
+}

@@ -435,7 +435,12 @@ impl Builder<'_> {
         };
         let link = Arc::clone(&self.link_infos[index].link);
         Some((
-            Channel::new(channel.channel_id.clone(), link, session, indexes),
+            Channel::new(
+                channel.channel_id.clone(),
+                link,
+                (session, channel.settings.clone()),
+                indexes,
+            ),
             new_link,
         ))
     }

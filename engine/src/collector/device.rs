@@ -26,7 +26,10 @@ use crate::uplink::Uplink;
 pub struct Channel {
     pub id: String,
     pub link: Arc<AsyncMutex<Link>>,
-    pub session: CodecSession,
+    /// Taken once per round (or write): a new codec version applies from the next.
+    pub session: Swappable<CodecSession>,
+    /// The channel's protocol settings, for opening a session of a new codec version.
+    pub settings: Vec<crate::model::Setting>,
     /// Device tag index of each of the channel's tags.
     pub tags: Vec<u32>,
     /// The link epoch this channel last saw; a new one means a reconnect.
@@ -37,13 +40,14 @@ impl Channel {
     pub fn new(
         id: String,
         link: Arc<AsyncMutex<Link>>,
-        session: CodecSession,
+        (session, settings): (CodecSession, Vec<crate::model::Setting>),
         tags: Vec<u32>,
     ) -> Self {
         Self {
             id,
             link,
-            session,
+            session: Swappable::new(session),
+            settings,
             tags,
             epoch: AtomicU64::new(0),
         }
@@ -140,7 +144,11 @@ impl Device {
 
     /// How the pools of the device's components (codecs, stages) are doing.
     pub fn component_health(&self) -> Vec<crate::runtime::PoolHealth> {
-        let mut health: Vec<_> = self.channels.iter().map(|c| c.session.health()).collect();
+        let mut health: Vec<_> = self
+            .channels
+            .iter()
+            .map(|c| c.session.get().health())
+            .collect();
         health.extend(self.pipeline.get().health());
         health
     }
@@ -298,7 +306,9 @@ impl Device {
         };
         let mut read = ChannelRead::default();
         let mut link = channel.link.lock().await;
-        let epoch = match link.ensure_online(&channel.session).await {
+        // The codec of this round, even if a new version is swapped in meanwhile.
+        let session = channel.session.get();
+        let epoch = match link.ensure_online(&session).await {
             Ok(epoch) => epoch,
             Err(error) => {
                 if !matches!(error, LinkError::Backoff { .. }) {
@@ -311,12 +321,12 @@ impl Device {
         };
         if channel.epoch.swap(epoch, Ordering::Relaxed) != epoch {
             *reconnected = true;
-            if let Err(error) = channel.session.reset() {
+            if let Err(error) = session.reset() {
                 self.codec_failures.fetch_add(1, Ordering::Relaxed);
                 self.note_error(error);
             }
         }
-        let mut queue: VecDeque<PlannedRead> = match channel.session.plan(local_due) {
+        let mut queue: VecDeque<PlannedRead> = match session.plan(local_due) {
             Ok(plan) => plan.into(),
             Err(error) => {
                 self.codec_failures.fetch_add(1, Ordering::Relaxed);
@@ -338,7 +348,7 @@ impl Device {
                 continue;
             }
             allowance -= 1;
-            let frame = match channel.session.encode_read(request.id) {
+            let frame = match session.encode_read(request.id) {
                 Ok(Ok(frame)) => frame,
                 Ok(Err(error)) => {
                     self.note_error(error);
@@ -353,12 +363,12 @@ impl Device {
                 }
             };
             // A lost connection or a malformed answer ends the channel's round.
-            let lost = match link.exchange(&channel.session, &frame).await {
+            let lost = match link.exchange(&session, &frame).await {
                 Err(error) => Some(error.to_string()),
                 Ok(answer) => {
                     // The sample time is when the answer arrived, not when it was processed.
                     let arrived = now_ms();
-                    match self.timed(|| channel.session.parse_read(request.id, &answer, arrived)) {
+                    match self.timed(|| session.parse_read(request.id, &answer, arrived)) {
                         Ok(Ok(parsed)) => {
                             read.answered = true;
                             batch.append(parsed, to_device);

@@ -48,31 +48,29 @@ impl Heartbeat {
         let Ok(mut link) = channel.link.try_lock() else {
             return;
         };
+        let session = channel.session.get();
         let recent = link
             .last_success()
             .is_some_and(|at| Instant::now().duration_since(at) < self.every);
         if link.state() != LinkState::Online || recent {
             return;
         }
-        let Ok(plan) = channel.session.plan(&[self.tag]) else {
+        let Ok(plan) = session.plan(&[self.tag]) else {
             return;
         };
         let Some(request) = plan.first() else {
             return;
         };
-        let Ok(Ok(frame)) = channel.session.encode_read(request.id) else {
+        let Ok(Ok(frame)) = session.encode_read(request.id) else {
             return;
         };
         match link
-            .heartbeat(&channel.session, &frame, self.failures_allowed)
+            .heartbeat(&session, &frame, self.failures_allowed)
             .await
         {
             Ok(answer) => {
                 // Any well-formed answer, an exception included, proves the device is there.
-                let parsed =
-                    channel
-                        .session
-                        .parse_read(request.id, &answer, crate::clock::now_ms());
+                let parsed = session.parse_read(request.id, &answer, crate::clock::now_ms());
                 if let Ok(Err(FrameError::Malformed(message))) = parsed {
                     link.mark_offline(&message);
                 }

@@ -20,7 +20,7 @@ use tokio::sync::{Mutex as AsyncMutex, watch};
 pub use build::{BuildError, PipelineSet, SandboxLimits, Services, codec_name, component_tag};
 
 pub use device::{Channel, Device, DeviceParts, LeaseTerms};
-pub use swap::{Swappable, reload_pipelines};
+pub use swap::{Swappable, reload_codec, reload_pipelines};
 pub use tag_io::{TagIoError, Writable};
 
 use crate::io::Link;

@@ -9,7 +9,7 @@ use super::device::Device;
 use super::{PipelineSet, SandboxLimits};
 use crate::model::TagSpec;
 use crate::pipeline::{DevicePipeline, Pipeline};
-use crate::runtime::Registry;
+use crate::runtime::{CodecPool, Registry};
 use crate::yaml::{Diagnostics, Pos};
 
 /// A value replaced as a whole; readers keep the one they took.
@@ -123,6 +123,76 @@ pub fn reload_pipelines(
     let swapped = fresh.len();
     for (device, main, decoder) in fresh {
         device.swap_pipeline(main, decoder);
+    }
+    Ok(swapped)
+}
+
+/// Opens sessions of the active version of codec `name` for every channel that
+/// speaks it, in each tenant's sandbox, and swaps them all in, or, when any fails,
+/// none. The links of those channels reconnect at their next round, so each new
+/// session starts with its own handshake; other links are not touched. Blocking
+/// (takes the links' locks): call it off the async workers.
+///
+/// # Errors
+/// The codec is not registered, or refuses a channel's settings or tags.
+pub fn reload_codec(
+    devices: &[Arc<Device>],
+    registry: &Registry,
+    name: &str,
+    limits: &SandboxLimits,
+) -> Result<usize, Diagnostics> {
+    let mut errors = Diagnostics::new("codecs");
+    let Some(component) = registry.active(name) else {
+        errors.push(Pos::default(), format!("no codec `{name}` is registered"));
+        return Err(errors);
+    };
+    let mut pools: HashMap<u32, Arc<CodecPool>> = HashMap::new();
+    let mut fresh = Vec::new();
+    for device in devices {
+        for channel in &device.channels {
+            if channel.session.get().health().component != name {
+                continue;
+            }
+            let pool = match pools.get(&device.tenant_id) {
+                Some(pool) => Arc::clone(pool),
+                None => match registry
+                    .runtime()
+                    .codec_pool(&component, limits.get(device.tenant_id))
+                {
+                    Ok(pool) => {
+                        pools.insert(device.tenant_id, Arc::clone(&pool));
+                        pool
+                    }
+                    Err(error) => {
+                        errors.push(Pos::default(), error.to_string());
+                        continue;
+                    }
+                },
+            };
+            let tags: Vec<_> = channel
+                .tags
+                .iter()
+                .filter_map(|t| device.tags.get(*t as usize).cloned())
+                .collect();
+            match pool.session(&channel.settings, &tags) {
+                Ok(session) => fresh.push((channel, session)),
+                Err(error) => errors.push(
+                    Pos::default(),
+                    format!("device `{}` channel `{}`: {error}", device.id, channel.id),
+                ),
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let swapped = fresh.len();
+    for (channel, session) in fresh {
+        channel.session.set(session);
+        channel
+            .link
+            .blocking_lock()
+            .restart("a new version of its codec was deployed");
     }
     Ok(swapped)
 }

@@ -80,14 +80,14 @@ impl Device {
     pub async fn write_tag(&self, tag: u32, value: Value) -> Result<(), TagIoError> {
         let (channel, local) = self.channel_of(tag)?;
         let mut link = channel.link.lock().await;
-        link.ensure_online(&channel.session).await?;
-        let frame = channel
-            .session
+        let session = channel.session.get();
+        link.ensure_online(&session).await?;
+        let frame = session
             .encode_write(local, value)
             .map_err(|e| TagIoError::Component(e.to_string()))?
             .map_err(from_frame)?;
-        let answer = link.exchange(&channel.session, &frame).await?;
-        match channel.session.check_write(&answer) {
+        let answer = link.exchange(&session, &frame).await?;
+        match session.check_write(&answer) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(error @ FrameError::Malformed(_))) => {
                 link.mark_offline(&error.to_string());
@@ -114,20 +114,19 @@ impl Device {
         let mut raw = Batch::default();
         {
             let mut link = channel.link.lock().await;
-            link.ensure_online(&channel.session).await?;
-            let plan = channel
-                .session
+            let session = channel.session.get();
+            link.ensure_online(&session).await?;
+            let plan = session
                 .plan(&[local])
                 .map_err(|e| TagIoError::Component(e.to_string()))?;
             for request in plan {
-                let frame = channel
-                    .session
+                let frame = session
                     .encode_read(request.id)
                     .map_err(|e| TagIoError::Component(e.to_string()))?
                     .map_err(from_frame)?;
-                let answer = link.exchange(&channel.session, &frame).await?;
+                let answer = link.exchange(&session, &frame).await?;
                 let arrived = crate::clock::now_ms();
-                match channel.session.parse_read(request.id, &answer, arrived) {
+                match session.parse_read(request.id, &answer, arrived) {
                     Ok(Ok(parsed)) => raw.append(parsed, |l| {
                         channel.tags.get(l as usize).copied().unwrap_or(u32::MAX)
                     }),

@@ -205,6 +205,20 @@ impl Link {
         self.schedule_retry();
     }
 
+    /// Closes the connection on purpose (a new codec version must start with its
+    /// own handshake): the next round connects again at once, without a backoff
+    /// and without counting a failure.
+    pub fn restart(&mut self, reason: &str) {
+        tracing::info!(address = %self.settings.address(), reason, "reconnecting");
+        self.stream = None;
+        self.permit = None;
+        self.interrupted = false;
+        self.stale = false;
+        self.heartbeat_failures = 0;
+        self.retry_at = None;
+        self.enter(LinkState::Idle);
+    }
+
     fn schedule_retry(&mut self) {
         self.attempts = self.attempts.saturating_add(1);
         let wait = delay(&self.settings.backoff, self.attempts, self.jitter.sample());
