@@ -16,6 +16,51 @@ use support::peers::{Mosquitto, free_port};
 const ADMIN: &str = "admin-token";
 const TOPIC: &str = "P/D/property/post";
 
+/// A simulated device holding one value in register 40001, Mosquitto with a
+/// subscriber, and a free port for the engine's HTTP API.
+struct Rig {
+    _sim: sluice::sim::Simulator,
+    device: sluice::sim::SimHandle,
+    _broker: support::peers::Peer,
+    subscriber: Subscriber,
+    http: u16,
+}
+
+impl Rig {
+    async fn start(value: u16) -> Self {
+        let (sim, device) = support::sim::simulator(10, Duration::ZERO).await;
+        sim.set_holding(0, &[value]);
+        let broker = Mosquitto::start();
+        let subscriber = Subscriber::connect(broker.port()).await;
+        Self {
+            _sim: sim,
+            device,
+            _broker: broker,
+            subscriber,
+            http: free_port(),
+        }
+    }
+
+    fn port(&self) -> u16 {
+        self.device.local_addr().port()
+    }
+
+    /// The `collector` section of an engine config for this rig.
+    fn collector(&self, name: &str) -> String {
+        format!(
+            "collector:
+  workerThreads: 2
+  mqtt: {{ brokerUrl: tcp://127.0.0.1:{}, clientId: {name}-{} }}
+  http: {{ listen: 127.0.0.1:{}, adminToken: {ADMIN} }}
+  wal: {{ dir: ./data }}
+",
+            self._broker.port(),
+            self.http,
+            self.http
+        )
+    }
+}
+
 fn component(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("SLUICE_TEST_COMPONENTS")).join(format!("{name}.wasm"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -82,18 +127,10 @@ async fn active_version(http: u16, name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stage_uploaded_while_polling_takes_over_between_rounds_and_rolls_back() {
-    let (sim, device) = support::sim::simulator(10, Duration::ZERO).await;
-    sim.set_holding(0, &[5]);
-    let broker = Mosquitto::start();
-    let subscriber = Subscriber::connect(broker.port()).await;
-    let http = free_port();
+    let rig = Rig::start(5).await;
+    let (subscriber, http) = (&rig.subscriber, rig.http);
     let config = format!(
-        "collector:
-  workerThreads: 2
-  mqtt: {{ brokerUrl: tcp://127.0.0.1:{mqtt}, clientId: deploy-{http} }}
-  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
-  wal: {{ dir: ./data }}
-devices:
+        "{collector}devices:
   - deviceId: d
     productId: P
     deviceNum: D
@@ -105,12 +142,12 @@ devices:
         tags:
           - {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }}
 ",
-        mqtt = broker.port(),
-        port = device.local_addr().port(),
+        collector = rig.collector("deploy"),
+        port = rig.port(),
     );
     let dir = scratch_dir("deploy");
     let mut engine = Engine::start(&dir, &config);
-    until_value(&subscriber, 5.0, "the built-in scale").await;
+    until_value(subscriber, 5.0, "the built-in scale").await;
     let builtin = active_version(http, "scale").await;
 
     let (status, deployed) =
@@ -121,7 +158,7 @@ devices:
         (Some("2.0.0"), Some("stage"))
     );
     assert_eq!(deployed["hash"].as_str().map(str::len), Some(64));
-    let messages = until_value(&subscriber, 1005.0, "the deployed scale").await;
+    let messages = until_value(subscriber, 1005.0, "the deployed scale").await;
     // Keep polling a while after the switch, then check the whole sequence.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let messages = [messages, subscriber.messages()].concat();
@@ -159,7 +196,7 @@ devices:
         "{refused}"
     );
     assert_eq!(active_version(http, "scale").await, "2.0.0");
-    until_value(&subscriber, 1005.0, "still the deployed scale").await;
+    until_value(subscriber, 1005.0, "still the deployed scale").await;
 
     // Without the admin token, nothing.
     let (status, _) = Engine::request(http, "GET", "/components", None, None).await;
@@ -169,7 +206,7 @@ devices:
     let path = format!("/components/scale/{builtin}/activate");
     let (status, rolled) = Engine::request(http, "POST", &path, Some(ADMIN), None).await;
     assert_eq!(status, 200, "{rolled}");
-    until_value(&subscriber, 5.0, "the built-in scale again").await;
+    until_value(subscriber, 5.0, "the built-in scale again").await;
 
     // Deployed versions survive a restart, with the version that was active.
     let (status, _) = Engine::request(
@@ -181,7 +218,7 @@ devices:
     )
     .await;
     assert_eq!(status, 200);
-    until_value(&subscriber, 1005.0, "2.0.0 active before the restart").await;
+    until_value(subscriber, 1005.0, "2.0.0 active before the restart").await;
     engine.kill();
     let before = subscriber.messages().len();
     let _engine = Engine::start(&dir, &config);
@@ -200,11 +237,8 @@ devices:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing() {
-    let (sim, device) = support::sim::simulator(10, Duration::ZERO).await;
-    sim.set_holding(0, &[1234]);
-    let broker = Mosquitto::start();
-    let subscriber = Subscriber::connect(broker.port()).await;
-    let http = free_port();
+    let rig = Rig::start(1234).await;
+    let (subscriber, http) = (&rig.subscriber, rig.http);
     let dir = scratch_dir("reload");
     let pipelines = dir.join("pipelines");
     std::fs::create_dir_all(&pipelines).expect("dir");
@@ -212,12 +246,7 @@ async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing()
     let scaled = "name: p\nstages:\n  - use: swap_bytes\n  - use: decode\n  - use: scale\n    settings: { decimals: 3 }\n";
     std::fs::write(&file, scaled).expect("pipeline");
     let config = format!(
-        "collector:
-  workerThreads: 2
-  mqtt: {{ brokerUrl: tcp://127.0.0.1:{mqtt}, clientId: reload-{http} }}
-  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
-  wal: {{ dir: ./data }}
-devices:
+        "{collector}devices:
   - deviceId: d
     productId: P
     deviceNum: D
@@ -230,11 +259,11 @@ devices:
         tags:
           - {{ key: t, address: '40001', dataType: INT16, factor: 0.1, periodMs: 100 }}
 ",
-        mqtt = broker.port(),
-        port = device.local_addr().port(),
+        collector = rig.collector("reload"),
+        port = rig.port(),
     );
     let _engine = Engine::start_with_pipelines(&dir, &config, &pipelines);
-    until_value(&subscriber, 123.4, "scaled values").await;
+    until_value(subscriber, 123.4, "scaled values").await;
 
     // An edit picked up by the watcher: without `scale`, the raw value is published.
     std::fs::write(
@@ -242,7 +271,7 @@ devices:
         "name: p\nstages:\n  - use: swap_bytes\n  - use: decode\n",
     )
     .expect("edit");
-    until_value(&subscriber, 1234.0, "the edited pipeline").await;
+    until_value(subscriber, 1234.0, "the edited pipeline").await;
 
     // A broken edit: reported with its position, the running pipeline stays.
     std::fs::write(
@@ -274,13 +303,13 @@ devices:
             .contains("nope")
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    until_value(&subscriber, 1234.0, "still the last good pipeline").await;
+    until_value(subscriber, 1234.0, "still the last good pipeline").await;
 
     // Fixed again, by an explicit reload.
     std::fs::write(&file, scaled).expect("edit");
     let (status, done) = Engine::request(http, "POST", "/reload", Some(ADMIN), None).await;
     assert_eq!((status, done["devices"].as_u64()), (200, Some(1)), "{done}");
-    until_value(&subscriber, 123.4, "scaled again").await;
+    until_value(subscriber, 123.4, "scaled again").await;
     let health: Value =
         serde_json::from_str(&Engine::http_get(http, "/health").await.expect("health"))
             .expect("json");
@@ -289,11 +318,8 @@ devices:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_component_that_keeps_failing_is_quarantined_with_an_alarm_and_others_carry_on() {
-    let (sim, device) = support::sim::simulator(10, Duration::ZERO).await;
-    sim.set_holding(0, &[5]);
-    let broker = Mosquitto::start();
-    let subscriber = Subscriber::connect(broker.port()).await;
-    let http = free_port();
+    let rig = Rig::start(5).await;
+    let (subscriber, http) = (&rig.subscriber, rig.http);
     let dir = scratch_dir("quarantine");
     let pipelines = dir.join("pipelines");
     std::fs::create_dir_all(&pipelines).expect("dir");
@@ -303,21 +329,16 @@ async fn a_tenants_component_that_keeps_failing_is_quarantined_with_an_alarm_and
         "name: t1\nstages:\n  - use: swap_bytes\n  - use: decode\n",
     )
     .expect("pipeline");
-    let port = device.local_addr().port();
+    let port = rig.port();
     let config = format!(
-        "collector:
-  workerThreads: 2
-  mqtt: {{ brokerUrl: tcp://127.0.0.1:{mqtt}, clientId: quarantine-{http} }}
-  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
-  wal: {{ dir: ./data }}
-tenants:
+        "{collector}tenants:
   - {{ tenantId: 1, name: careless, pipeline: t1, limits: {{ fuelPerCall: 1000000 }} }}
   - {{ tenantId: 2, name: careful }}
 devices:
   - {{ deviceId: a, productId: P, deviceNum: A, tenantId: 1, channels: [ {{ channelId: c, protocol: modbus-tcp, host: 127.0.0.1, port: {port}, tags: [ {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }} ] }} ] }}
   - {{ deviceId: b, productId: P, deviceNum: B, tenantId: 2, channels: [ {{ channelId: c, protocol: modbus-tcp, host: 127.0.0.1, port: {port}, tags: [ {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }} ] }} ] }}
 ",
-        mqtt = broker.port(),
+        collector = rig.collector("quarantine"),
     );
     let _engine = Engine::start_with_pipelines(&dir, &config, &pipelines);
     subscriber
@@ -408,25 +429,17 @@ fn builtin(name: &str) -> &'static [u8] {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_codec_version_deployed_while_polling_reconnects_its_links_and_loses_nothing() {
-    let (sim, device) = support::sim::simulator(10, Duration::ZERO).await;
-    sim.set_holding(0, &[5]);
-    let broker = Mosquitto::start();
-    let subscriber = Subscriber::connect(broker.port()).await;
-    let http = free_port();
+    let rig = Rig::start(5).await;
+    let (subscriber, http) = (&rig.subscriber, rig.http);
     let config = format!(
-        "collector:
-  workerThreads: 2
-  mqtt: {{ brokerUrl: tcp://127.0.0.1:{mqtt}, clientId: codec-{http} }}
-  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
-  wal: {{ dir: ./data }}
-devices:
+        "{collector}devices:
   - {{ deviceId: d, productId: P, deviceNum: D, channels: [ {{ channelId: c, protocol: modbus-tcp, host: 127.0.0.1, port: {port}, unitId: 3, tags: [ {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }} ] }} ] }}
 ",
-        mqtt = broker.port(),
-        port = device.local_addr().port(),
+        collector = rig.collector("codec"),
+        port = rig.port(),
     );
     let _engine = Engine::start(&scratch_dir("codec-deploy"), &config);
-    until_value(&subscriber, 5.0, "reports").await;
+    until_value(subscriber, 5.0, "reports").await;
     let reconnects = |metrics: &str| -> f64 {
         metrics
             .lines()
@@ -467,5 +480,5 @@ devices:
         "no seq lost or repeated: {seen:?}"
     );
     assert!(seen.iter().all(|(_, v)| *v == 5.0));
-    until_value(&subscriber, 5.0, "still polling").await;
+    until_value(subscriber, 5.0, "still polling").await;
 }
