@@ -335,22 +335,31 @@ impl PyModbus {
     /// Starts a server on a given port, e.g. where a killed one listened, so
     /// a client configured with that port can reconnect.
     pub fn restart_on(port: u16, map: &serde_json::Value) -> Peer {
-        let python = installed("venv/bin/python");
-        let script = project_root().join("tests/peers/pymodbus_server.py");
-        let dir = scratch_dir("pymodbus", port);
-        let map_path = dir.join("map.json");
-        fs::write(
-            &map_path,
-            serde_json::to_vec_pretty(map).expect("serialise map"),
-        )
-        .unwrap_or_else(|e| panic!("write {}: {e}", map_path.display()));
-        let args = vec![
-            script.display().to_string(),
-            port.to_string(),
-            map_path.display().to_string(),
-        ];
-        Peer::launch_in("pymodbus", port, python, args, dir)
+        python_peer("pymodbus", "pymodbus_server.py", port, map)
     }
+}
+
+/// Writes `value` as `dir/name` and returns the path.
+fn write_json(dir: &Path, name: &str, value: &serde_json::Value) -> PathBuf {
+    let path = dir.join(name);
+    fs::write(&path, serde_json::to_vec_pretty(value).expect("serialise"))
+        .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    path
+}
+
+/// A peer script of `tests/peers/` run as `python SCRIPT PORT MAP.json` in a new
+/// scratch directory, with `map` as its map file.
+fn python_peer(kind: &'static str, script: &str, port: u16, map: &serde_json::Value) -> Peer {
+    let python = installed("venv/bin/python");
+    let script = project_root().join("tests/peers").join(script);
+    let dir = scratch_dir(kind, port);
+    let map_path = write_json(&dir, "map.json", map);
+    let args = vec![
+        script.display().to_string(),
+        port.to_string(),
+        map_path.display().to_string(),
+    ];
+    Peer::launch_in(kind, port, python, args, dir)
 }
 
 /// The libmodbus server of `tests/peers/libmodbus_server.c`. Every table has
@@ -403,22 +412,7 @@ impl Snap7 {
     /// Starts a server on a free port. `map` looks like
     /// `{"db": {"1": [bytes...]}, "mk": [bytes...], "pe": [...], "pa": [...]}`.
     pub fn start(map: &serde_json::Value) -> Peer {
-        let port = free_port();
-        let python = installed("venv/bin/python");
-        let script = project_root().join("tests/peers/snap7_server.py");
-        let dir = scratch_dir("snap7", port);
-        let map_path = dir.join("map.json");
-        fs::write(
-            &map_path,
-            serde_json::to_vec_pretty(map).expect("serialise map"),
-        )
-        .unwrap_or_else(|e| panic!("write {}: {e}", map_path.display()));
-        let args = vec![
-            script.display().to_string(),
-            port.to_string(),
-            map_path.display().to_string(),
-        ];
-        Peer::launch_in("snap7", port, python, args, dir)
+        python_peer("snap7", "snap7_server.py", free_port(), map)
     }
 }
 
@@ -440,12 +434,7 @@ impl VirtualPlc {
         let port = free_port();
         let program = installed("venv/bin/virtual-plc");
         let dir = scratch_dir("virtual-plc", port);
-        let init = dir.join("memory.json");
-        fs::write(
-            &init,
-            serde_json::to_vec_pretty(memory).expect("serialise memory"),
-        )
-        .unwrap_or_else(|e| panic!("write {}: {e}", init.display()));
+        let init = write_json(&dir, "memory.json", memory);
         let mut args = vec![
             "--host".to_owned(),
             "127.0.0.1".to_owned(),
@@ -460,12 +449,7 @@ impl VirtualPlc {
             args.extend(["--limit".to_owned(), (*limit).to_owned()]);
         }
         if let Some(faults) = faults {
-            let plan = dir.join("faults.json");
-            fs::write(
-                &plan,
-                serde_json::to_vec_pretty(faults).expect("serialise faults"),
-            )
-            .unwrap_or_else(|e| panic!("write {}: {e}", plan.display()));
+            let plan = write_json(&dir, "faults.json", faults);
             args.extend(["--fault-plan".to_owned(), plan.display().to_string()]);
         }
         Peer::launch_in("virtual-plc", port, program, args, dir)
