@@ -1,7 +1,7 @@
 //! One gateway: everything `sluice run` starts, wired together.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,11 +9,11 @@ use anyhow::Context;
 use tokio::sync::{mpsc, watch};
 
 use crate::alarm::{self, Alarms, Delivery, TableAudit};
-use crate::api::{self, ApiState, CollectorView, Tokens};
-use crate::collector::{Collector, PipelineSet, SandboxLimits, Services};
+use crate::api::{self, ApiState, Tokens};
+use crate::collector::{Collector, Fleet, PipelineSet, SandboxLimits, Services};
 use crate::command::{self, CommandStore, Commands, Timings, WriteService};
 use crate::config::{GatewayConfig, Protocol};
-use crate::deploy::{Deployer, Shelf};
+use crate::deploy::{Deployer, Shelf, Sources};
 use crate::lease::{Announce, EntityType, Leases, RedbStateStore};
 use crate::runtime::{Registry, Runtime, RuntimeConfig};
 use crate::store::{SeqAllocator, Store, StoreError};
@@ -62,35 +62,20 @@ fn announcements(
     config: &GatewayConfig,
     uplink: &Uplink,
 ) -> HashMap<(EntityType, String), Announce> {
-    let mut announce = HashMap::new();
-    for device in &config.devices {
-        announce.insert(
+    let devices = config.devices.iter().map(|device| {
+        (
             (EntityType::Device, device.device_id.clone()),
-            Announce {
-                status_topic: uplink.device_topic(
-                    &device.product_id,
-                    &device.device_num,
-                    "status/post",
-                ),
-                event_topic: uplink.device_topic(
-                    &device.product_id,
-                    &device.device_num,
-                    "event/post",
-                ),
-            },
-        );
-    }
-    for protocol in Protocol::NAMES {
+            Announce::device(uplink, &device.product_id, &device.device_num),
+        )
+    });
+    let drivers = Protocol::NAMES.iter().map(|protocol| {
         let driver = crate::collector::codec_name(protocol.1);
-        announce.insert(
+        (
             (EntityType::Driver, driver.to_owned()),
-            Announce {
-                status_topic: uplink.device_topic("driver", driver, "status/post"),
-                event_topic: uplink.device_topic("driver", driver, "event/post"),
-            },
-        );
-    }
-    announce
+            Announce::device(uplink, "driver", driver),
+        )
+    });
+    devices.chain(drivers).collect()
 }
 
 /// The command service over the collector's devices.
@@ -98,7 +83,7 @@ fn commands(
     config: &GatewayConfig,
     store: &Store,
     alarms: &Alarms,
-    collector: &Collector,
+    fleet: &Arc<Fleet>,
     uplink: &Uplink,
 ) -> Arc<Commands> {
     let c = &config.collector.commands;
@@ -118,33 +103,27 @@ fn commands(
         timings,
     ));
     let writes = Arc::new(WriteService::new(
-        &collector.devices,
+        Arc::clone(fleet),
         store,
         c.write_attempts,
     ));
-    let devices: Vec<_> = collector
-        .devices
-        .iter()
-        .map(|d| {
-            let tenant = config.device(&d.id).map_or(0, |c| c.tenant_id);
-            (Arc::clone(d), tenant)
-        })
-        .collect();
     let node_id = c
         .node_id
         .clone()
         .unwrap_or_else(|| format!("engine-{}", config.collector.mqtt.client_id));
-    Commands::new(command_store, writes, &devices, uplink.clone(), node_id)
+    Commands::new(
+        command_store,
+        writes,
+        Arc::clone(fleet),
+        uplink.clone(),
+        node_id,
+    )
 }
 
-/// What to run.
-#[derive(Debug, Clone)]
-pub struct GatewayOptions {
-    /// The config file, for messages.
-    pub config_file: String,
-    /// Extra pipeline files; the built-in `default` is always there.
-    pub pipelines_dir: Option<PathBuf>,
-}
+/// What to run: where the configuration came from (watched and reloaded while
+/// the gateway runs) and the extra pipeline files (the built-in `default` is
+/// always there).
+pub type GatewayOptions = Sources;
 
 /// Runs the gateway until `shutdown` turns true.
 ///
@@ -167,6 +146,10 @@ pub async fn run(
     for problem in shelf.restore(&registry) {
         tracing::error!(%problem, "a deployed component could not be restored");
     }
+    let file = options
+        .config_file
+        .as_ref()
+        .map_or_else(|| "configuration".to_owned(), |f| f.display().to_string());
     let pipelines = match &options.pipelines_dir {
         Some(dir) => PipelineSet::load_dir(dir)?,
         None => PipelineSet::builtin()?,
@@ -186,7 +169,7 @@ pub async fn run(
         Err(StateError::Fatal(error)) => return Err(error),
     };
     let alarms = alarm::build::build(
-        &options.config_file,
+        &file,
         &config,
         &registry,
         &pipelines,
@@ -220,37 +203,37 @@ pub async fn run(
     );
     let delivery_task = tokio::spawn(delivery.run(Arc::clone(alarms.opened()), shutdown.clone()));
     let mut collector = Collector::build(
-        &options.config_file,
+        &file,
         &config,
         &registry,
         &pipelines,
         Services {
             uplink: uplink.clone(),
             seq,
-            leases: &leases,
-            alarms: Some(&alarms),
+            leases: Arc::clone(&leases),
+            alarms: Some(Arc::clone(&alarms)),
             limits: SandboxLimits::of(&config),
         },
     )
     .map_err(|problems| anyhow::anyhow!("{problems}"))
     .context("the configuration cannot run")?;
-    let commands = commands(&config, &store, &alarms, &collector, &uplink);
+    let fleet = Arc::clone(collector.fleet());
+    let commands = commands(&config, &store, &alarms, &fleet, &uplink);
     let deployer = Arc::new(Deployer::new(
-        Arc::clone(&registry),
-        Arc::clone(&collector.devices),
+        (Arc::clone(&registry), Arc::clone(&fleet)),
         (
             pipelines.clone(),
-            options.pipelines_dir.clone(),
+            options.clone(),
             SandboxLimits::of(&config),
         ),
         shelf,
     ));
     let watchdog_task = tokio::spawn(crate::watchdog::watch(
-        Arc::clone(&collector.devices),
+        Arc::clone(&fleet),
         Arc::clone(&alarms),
         shutdown.clone(),
     ));
-    let watch_task = tokio::spawn(crate::deploy::watch_pipelines(
+    let watch_task = tokio::spawn(crate::deploy::watch_sources(
         Arc::clone(&deployer),
         shutdown.clone(),
     ));
@@ -262,15 +245,15 @@ pub async fn run(
         shutdown.clone(),
     ));
     tracing::info!(
-        devices = collector.devices.len(),
-        connections = collector.links.len(),
+        devices = fleet.roster().devices().len(),
+        connections = fleet.roster().links().len(),
         database = %store.path().display(),
         "collector started"
     );
     let api_task = match &config.collector.http {
         Some(http) => {
             let state = ApiState {
-                collector: Arc::new(CollectorView::of(&collector)),
+                fleet: Arc::clone(&fleet),
                 uplink: Arc::clone(uplink.stats()),
                 outbox: Arc::clone(&outbox),
                 leases: Arc::clone(&leases),

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::alarm::{Alarms, Raise, Source};
 use crate::clock::now_ms;
-use crate::collector::Device;
+use crate::collector::{Device, Fleet};
 use crate::runtime::PoolHealth;
 
 /// The rule key of the alarm of a quarantined pool.
@@ -48,11 +48,7 @@ fn alarm_subject(tenant: u32, component: &str) -> String {
 }
 
 /// Raises and clears quarantine alarms until `shutdown`.
-pub async fn watch(
-    devices: Arc<[Arc<Device>]>,
-    alarms: Arc<Alarms>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+pub async fn watch(fleet: Arc<Fleet>, alarms: Arc<Alarms>, mut shutdown: watch::Receiver<bool>) {
     let mut open: HashSet<(u32, String)> = HashSet::new();
     let mut timer = tokio::time::interval(WATCH_EVERY);
     loop {
@@ -64,7 +60,7 @@ pub async fn watch(
                 }
             }
         }
-        let now: HashSet<(u32, String)> = pools(&devices, &alarms)
+        let now: HashSet<(u32, String)> = pools(fleet.roster().devices(), &alarms)
             .into_iter()
             .filter(|p| p.health.quarantined)
             .map(|p| (p.tenant, p.health.component))

@@ -346,7 +346,11 @@ fn service(f: &Fixture, devices: &[(&str, u32, Arc<RulesPool>)]) -> Arc<Alarms> 
             )
         })
         .collect();
-    Alarms::new(Arc::clone(&f.store), devices, HashMap::new())
+    Alarms::new(
+        Arc::clone(&f.store),
+        devices,
+        (HashMap::new(), HashMap::new()),
+    )
 }
 
 fn results(applied: &[Applied]) -> Vec<(String, Option<AlarmState>)> {
@@ -695,7 +699,11 @@ async fn thresholds_raise_once_clear_with_hysteresis_and_do_not_reopen_after_a_r
                 evaluator,
             },
         )]);
-        Alarms::new(Arc::clone(&f.store), devices, HashMap::new())
+        Alarms::new(
+            Arc::clone(&f.store),
+            devices,
+            (HashMap::new(), HashMap::new()),
+        )
     };
     let alarms = build();
     let _stop = running(&alarms);
@@ -792,7 +800,11 @@ async fn a_hostile_tenant_rule_fails_only_for_its_tenant_and_raises_a_rule_failu
             evaluator,
         },
     );
-    let alarms = Alarms::new(Arc::clone(&f.store), devices, HashMap::new());
+    let alarms = Alarms::new(
+        Arc::clone(&f.store),
+        devices,
+        (HashMap::new(), HashMap::new()),
+    );
     let _stop = running(&alarms);
     for mode in ["loop", "memory", "trap"] {
         let device = format!("bad-{mode}");

@@ -281,7 +281,7 @@ async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing()
     .expect("edit");
     let (status, refused) = Engine::request(http, "POST", "/reload", Some(ADMIN), None).await;
     assert_eq!(status, 422, "{refused}");
-    let message = refused["error"].as_str().unwrap_or("");
+    let message = refused["pipelines"]["error"].as_str().unwrap_or("");
     assert!(
         message.contains("p.yaml:4:") && message.contains("nope"),
         "{message}"
@@ -308,7 +308,12 @@ async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing()
     // Fixed again, by an explicit reload.
     std::fs::write(&file, scaled).expect("edit");
     let (status, done) = Engine::request(http, "POST", "/reload", Some(ADMIN), None).await;
-    assert_eq!((status, done["devices"].as_u64()), (200, Some(1)), "{done}");
+    assert_eq!(
+        (status, done["pipelines"]["swapped"].as_u64()),
+        (200, Some(1)),
+        "{done}"
+    );
+    assert_eq!(done["devices"]["unchanged"], 1, "{done}");
     until_value(subscriber, 123.4, "scaled again").await;
     let health: Value =
         serde_json::from_str(&Engine::http_get(http, "/health").await.expect("health"))

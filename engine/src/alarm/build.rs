@@ -9,7 +9,7 @@ use super::delivery::{DeliveryPlan, QuietHours, Recipient};
 use super::service::{Alarms, DeviceRules};
 use super::store::{AlarmStore, AuditWriter};
 use crate::collector::{PipelineSet, SandboxLimits, component_tag};
-use crate::config::{DEFAULT_RULES, GatewayConfig};
+use crate::config::{DEFAULT_RULES, DeviceConfig, GatewayConfig};
 use crate::runtime::{ComponentKind, Limits, Registry, RulesPool};
 use crate::store::Store;
 use crate::uplink::Uplink;
@@ -38,49 +38,26 @@ pub fn build(
         &mut errors,
     );
     let sandboxes = SandboxLimits::of(config);
-    let mut pools: HashMap<u32, Option<Arc<RulesPool>>> = HashMap::new();
-    let mut devices = HashMap::new();
-    for device in config.devices.iter().filter(|d| d.enabled) {
-        let tenant = device.tenant_id;
-        let pool = pools
-            .entry(tenant)
-            .or_insert_with(|| {
-                let (name, pos) = config
-                    .tenant(tenant)
-                    .map_or((DEFAULT_RULES, device.pos), |t| (t.rules.as_str(), t.pos));
-                rules_pool(registry, name, sandboxes.get(tenant), pos, &mut errors)
-            })
-            .clone();
-        let (Some(pool), Some(spec)) = (pool, pipelines.get(&device.pipeline)) else {
-            // An unknown pipeline is reported by the collector.
-            continue;
-        };
-        let tags: Vec<_> = device.tags().map(component_tag).collect();
-        match pool.evaluator(&spec.alarms.settings, &tags) {
-            Ok(evaluator) => {
-                devices.insert(
-                    device.device_id.clone(),
-                    DeviceRules {
-                        tenant_id: tenant,
-                        evaluator,
-                    },
-                );
-            }
-            Err(error) => errors.push(
-                device.pos,
-                format!(
-                    "device `{}`: the `alarms` of pipeline `{}` ({}): {error}",
-                    device.device_id, spec.name, spec.file
-                ),
-            ),
+    // Every configured tenant (and "no tenant") gets its sandbox now, so devices
+    // added while the engine runs find theirs.
+    let mut pools: HashMap<u32, Arc<RulesPool>> = HashMap::new();
+    let mut tenants: Vec<(u32, &str, Pos)> = vec![(0, DEFAULT_RULES, Pos::default())];
+    tenants.extend(
+        config
+            .tenants
+            .iter()
+            .map(|t| (t.tenant_id, t.rules.as_str(), t.pos)),
+    );
+    for (tenant, name, pos) in tenants {
+        if let Some(pool) = rules_pool(registry, name, sandboxes.get(tenant), pos, &mut errors) {
+            pools.insert(tenant, pool);
         }
     }
     let mut drivers = HashMap::new();
-    for (tenant, pool) in pools {
-        let Some(pool) = pool else { continue };
+    for (tenant, pool) in &pools {
         match pool.evaluator(&[], &[]) {
             Ok(evaluator) => {
-                drivers.insert(tenant, evaluator);
+                drivers.insert(*tenant, evaluator);
             }
             Err(error) => errors.push(Pos::default(), format!("tenant {tenant}: {error}")),
         }
@@ -89,7 +66,48 @@ pub fn build(
         return Err(errors);
     };
     let store = Arc::new(AlarmStore::new(store, whitelist, audit));
-    errors.into_result(Alarms::new(store, devices, drivers))
+    let alarms = Alarms::new(store, HashMap::new(), (drivers, pools));
+    for device in config.devices.iter().filter(|d| d.enabled) {
+        match device_rules(&alarms, device, pipelines) {
+            Ok(Some(rules)) => alarms.attach(&device.device_id, rules),
+            Ok(None) => {}
+            Err(error) => errors.push(device.pos, error),
+        }
+    }
+    errors.into_result(alarms)
+}
+
+/// The rules of one device: its tenant's rules component with the `alarms`
+/// settings of its pipeline. `None` when its pipeline or tenant is unknown (the
+/// collector reports those).
+///
+/// # Errors
+/// What the rules component refuses of the settings or tags.
+pub fn device_rules(
+    alarms: &Alarms,
+    device: &DeviceConfig,
+    pipelines: &PipelineSet,
+) -> Result<Option<DeviceRules>, String> {
+    let (Some(pool), Some(spec)) = (
+        alarms.pool(device.tenant_id),
+        pipelines.get(&device.pipeline),
+    ) else {
+        return Ok(None);
+    };
+    let tags: Vec<_> = device.tags().map(component_tag).collect();
+    pool.evaluator(&spec.alarms.settings, &tags)
+        .map(|evaluator| {
+            Some(DeviceRules {
+                tenant_id: device.tenant_id,
+                evaluator,
+            })
+        })
+        .map_err(|error| {
+            format!(
+                "device `{}`: the `alarms` of pipeline `{}` ({}): {error}",
+                device.device_id, spec.name, spec.file
+            )
+        })
 }
 
 /// How alarms are delivered: the alarm topic under the uplink's prefix, the

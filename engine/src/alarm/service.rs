@@ -8,7 +8,7 @@
 //! `RULE_FAILURE` alarm on the device, cleared when its rules run again.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::{Notify, mpsc, watch};
 
@@ -18,7 +18,7 @@ use super::store::{AlarmError, AlarmStore, Raise, Raised, Scope};
 use crate::clock::now_ms;
 use crate::lease::{EntityType, Transition};
 use crate::model::Sample;
-use crate::runtime::{CallError, Evaluator};
+use crate::runtime::{CallError, Evaluator, RulesPool};
 
 /// The rule key of the alarm a failing rule component raises.
 pub const RULE_FAILURE: &str = "RULE_FAILURE";
@@ -69,9 +69,11 @@ pub enum EventError {
 #[derive(Debug)]
 pub struct Alarms {
     store: Arc<AlarmStore>,
-    devices: HashMap<String, DeviceRules>,
+    devices: RwLock<HashMap<String, Arc<DeviceRules>>>,
     /// Per tenant: the rules that see its drivers' lease events.
     drivers: HashMap<u32, Evaluator>,
+    /// Per tenant: the pool (sandbox) its rules run in, for devices added later.
+    pools: HashMap<u32, Arc<RulesPool>>,
     queue: mpsc::UnboundedSender<Queued>,
     queued: Mutex<Option<mpsc::UnboundedReceiver<Queued>>>,
     /// Devices whose rules failed on their last call.
@@ -83,16 +85,23 @@ pub struct Alarms {
 }
 
 impl Alarms {
+    /// The service over devices' and drivers' rules; `pools` are each tenant's
+    /// rules sandbox, where devices attached later get theirs.
     pub fn new(
         store: Arc<AlarmStore>,
         devices: HashMap<String, DeviceRules>,
-        drivers: HashMap<u32, Evaluator>,
+        (drivers, pools): (HashMap<u32, Evaluator>, HashMap<u32, Arc<RulesPool>>),
     ) -> Arc<Self> {
         let (queue, queued) = mpsc::unbounded_channel();
+        let devices = devices
+            .into_iter()
+            .map(|(id, rules)| (id, Arc::new(rules)))
+            .collect();
         Arc::new(Self {
             store,
-            devices,
+            devices: RwLock::new(devices),
             drivers,
+            pools,
             queue,
             queued: Mutex::new(Some(queued)),
             failing: Mutex::default(),
@@ -110,14 +119,46 @@ impl Alarms {
         &self.opened
     }
 
+    /// The rules sandbox of `tenant`.
+    pub fn pool(&self, tenant: u32) -> Option<&Arc<RulesPool>> {
+        self.pools.get(&tenant)
+    }
+
+    /// Runs `rules` for the device from now on (replacing earlier ones).
+    pub fn attach(&self, device_id: &str, rules: DeviceRules) {
+        self.devices
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(device_id.to_owned(), Arc::new(rules));
+    }
+
+    /// Stops running the device's rules (it was removed or is rebuilt).
+    pub fn detach(&self, device_id: &str) {
+        self.devices
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(device_id);
+        lock(&self.failing).remove(device_id);
+    }
+
+    fn rules(&self, device_id: &str) -> Option<Arc<DeviceRules>> {
+        self.devices
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(device_id)
+            .cloned()
+    }
+
     /// The tenant of a device that has rules.
     pub fn tenant_of(&self, device_id: &str) -> Option<u32> {
-        self.devices.get(device_id).map(|d| d.tenant_id)
+        self.rules(device_id).map(|d| d.tenant_id)
     }
 
     /// How the pools of every device's rules are doing, with the device's tenant.
     pub fn component_health(&self) -> Vec<(u32, crate::runtime::PoolHealth)> {
         self.devices
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
             .values()
             .map(|rules| (rules.tenant_id, rules.evaluator.health()))
             .collect()
@@ -131,7 +172,7 @@ impl Alarms {
     /// Runs a device's rules over one round's samples; the signals are applied in
     /// the background. Never blocks the round on storage.
     pub fn on_samples(&self, device_id: &str, samples: &[Sample]) {
-        let Some(rules) = self.devices.get(device_id) else {
+        let Some(rules) = self.rules(device_id) else {
             return;
         };
         let result = rules.evaluator.on_samples(samples);
@@ -145,17 +186,16 @@ impl Alarms {
         let row = &transition.row;
         let event = transition.event();
         let now = now_ms();
-        let (tenant_id, evaluator) = match row.entity_type {
-            EntityType::Device => match self.devices.get(&row.entity_id) {
-                Some(rules) => (rules.tenant_id, &rules.evaluator),
+        let (tenant_id, result) = match row.entity_type {
+            EntityType::Device => match self.rules(&row.entity_id) {
+                Some(rules) => (rules.tenant_id, rules.evaluator.on_event(&event, now, None)),
                 None => return,
             },
             EntityType::Driver => match self.drivers.get(&row.tenant_id) {
-                Some(evaluator) => (row.tenant_id, evaluator),
+                Some(evaluator) => (row.tenant_id, evaluator.on_event(&event, now, None)),
                 None => return,
             },
         };
-        let result = evaluator.on_event(&event, now, None);
         if let Some(signals) = self.checked(tenant_id, &row.entity_id, result) {
             self.enqueue(tenant_id, &row.entity_id, Source::Lease, signals);
         }
@@ -175,8 +215,7 @@ impl Alarms {
         event_id: Option<&str>,
     ) -> Result<Vec<Applied>, EventError> {
         let rules = self
-            .devices
-            .get(device_id)
+            .rules(device_id)
             .filter(|rules| scope.sees(rules.tenant_id))
             .ok_or_else(|| EventError::UnknownDevice(device_id.to_owned()))?;
         let result = rules.evaluator.on_event(kind, ts_ms, event_id);

@@ -7,7 +7,7 @@
 //!   refused (422) and the previous one stays;
 //! - `POST /components/{name}/{version}/activate`: make a registered version
 //!   active again (rollback);
-//! - `POST /reload`: read the pipeline files again now.
+//! - `POST /reload`: read the pipeline files and the device configuration again now.
 
 use std::sync::Arc;
 
@@ -36,7 +36,9 @@ fn view(info: &ComponentInfo) -> serde_json::Value {
 fn deploy_error(e: &DeployError) -> Reply {
     let status = match e {
         DeployError::Invalid(_) | DeployError::Load(_) => StatusCode::BAD_REQUEST,
-        DeployError::Breaks(_) | DeployError::Pipelines(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        DeployError::Breaks(_) | DeployError::Pipelines(_) | DeployError::Devices(_) => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
         DeployError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     error(status, e.to_string())
@@ -98,15 +100,43 @@ pub async fn upload(
     .await
 }
 
-/// `POST /reload`: read the pipeline files again now (the engine also watches
-/// them); `{devices}` swapped, or 422 with every problem.
+/// `POST /reload`: reads the pipeline files, then the device configuration, again
+/// now (the engine also watches them). `{pipelines: {swapped}, devices: {added,
+/// changed, removed, unchanged, restartNeeded}}`; a part that was refused has
+/// `{error}` instead (every problem with its position) and the answer is 422.
 pub async fn reload(State(state): State<ApiState>, _admin: Admin) -> Reply {
     let deployer = Arc::clone(&state.deployer);
-    match tokio::task::spawn_blocking(move || deployer.reload_pipeline_files()).await {
-        Ok(Ok(devices)) => (StatusCode::OK, Json(json!({ "devices": devices }))),
-        Ok(Err(e)) => deploy_error(&e),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
+    let report = match tokio::task::spawn_blocking(move || deployer.reload()).await {
+        Ok(report) => report,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let mut status = StatusCode::OK;
+    let mut part = |result: Result<serde_json::Value, DeployError>| match result {
+        Ok(value) => value,
+        Err(e) => {
+            let (refused, _) = deploy_error(&e);
+            status = status.max(refused);
+            json!({ "error": e.to_string() })
+        }
+    };
+    let pipelines = report
+        .pipelines
+        .map(|r| part(r.map(|swapped| json!({ "swapped": swapped }))));
+    let devices = report.devices.map(|r| {
+        part(r.map(|c| {
+            json!({
+                "added": c.added,
+                "changed": c.changed,
+                "removed": c.removed,
+                "unchanged": c.unchanged,
+                "restartNeeded": c.restart_needed,
+            })
+        }))
+    });
+    (
+        status,
+        Json(json!({ "pipelines": pipelines, "devices": devices })),
+    )
 }
 
 pub async fn activate(

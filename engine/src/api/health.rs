@@ -5,11 +5,12 @@ use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::ApiState;
+use crate::deploy::ReloadStatus;
 use crate::io::LinkState;
 use crate::lease::{EntityState, EntityType, StateFilter};
 
 pub async fn health(State(state): State<ApiState>) -> Json<Value> {
-    let view = &state.collector;
+    let roster = state.fleet.roster();
     let now = crate::clock::now_ms();
     let rows = state
         .leases
@@ -24,7 +25,7 @@ pub async fn health(State(state): State<ApiState>) -> Json<Value> {
             .filter(|r| r.effective_state(now) == wanted)
             .count()
     };
-    let unknown = view.devices.len().saturating_sub(rows.len());
+    let unknown = roster.devices().len().saturating_sub(rows.len());
     let (online, offline, maintain, fault) = (
         count(EntityState::Online),
         count(EntityState::Offline),
@@ -32,7 +33,7 @@ pub async fn health(State(state): State<ApiState>) -> Json<Value> {
         count(EntityState::Fault),
     );
     let mut links = serde_json::Map::new();
-    for info in &view.links {
+    for info in roster.links() {
         let state = match info.link.try_lock() {
             Ok(link) => link.state().as_str(),
             // Busy: a request is in flight, so it is connected.
@@ -57,7 +58,7 @@ pub async fn health(State(state): State<ApiState>) -> Json<Value> {
         },
         "wal": wal(&state),
         "devices": {
-            "total": view.devices.len(),
+            "total": roster.devices().len(),
             "online": online,
             "offline": offline,
             "maintain": maintain,
@@ -66,8 +67,15 @@ pub async fn health(State(state): State<ApiState>) -> Json<Value> {
         },
         "connections": links,
         "auditFailures": state.alarms.store().audit_failures(),
-        "pipelines": pipelines(&state),
-        "quarantined": crate::watchdog::pools(&state.collector.devices, &state.alarms)
+        "pipelines": reloads(
+            &state.deployer.reload_status(),
+            state.deployer.sources().pipelines_dir.as_deref(),
+        ),
+        "config": reloads(
+            &state.deployer.device_reload_status(),
+            state.deployer.sources().config_file.as_deref(),
+        ),
+        "quarantined": crate::watchdog::pools(roster.devices(), &state.alarms)
             .into_iter()
             .filter(|p| p.health.quarantined)
             .map(|p| json!({ "tenant": p.tenant, "component": p.health.component }))
@@ -99,10 +107,9 @@ fn wal(state: &ApiState) -> Value {
     })
 }
 
-fn pipelines(state: &ApiState) -> Value {
-    let status = state.deployer.reload_status();
+fn reloads(status: &ReloadStatus, source: Option<&std::path::Path>) -> Value {
     json!({
-        "dir": state.deployer.pipelines_dir().map(|d| d.display().to_string()),
+        "source": source.map(|d| d.display().to_string()),
         "reloads": status.reloads,
         "reloadFailures": status.failures,
         "lastError": status.last_error,

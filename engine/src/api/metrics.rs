@@ -31,8 +31,12 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 }
 
 fn render(state: &ApiState, out: &mut String) {
-    let view = &state.collector;
-    let stats: Vec<_> = view.counters.iter().map(|c| c.snapshot()).collect();
+    let roster = state.fleet.roster();
+    let stats: Vec<_> = roster
+        .devices()
+        .iter()
+        .map(|d| d.rounds.snapshot())
+        .collect();
     for (name, help, pick) in [
         (
             "sluice_rounds_total",
@@ -51,7 +55,7 @@ fn render(state: &ApiState, out: &mut String) {
         ),
     ] {
         header(out, name, "counter", help);
-        for (device, stat) in view.devices.iter().zip(&stats) {
+        for (device, stat) in roster.devices().iter().zip(&stats) {
             let _ = writeln!(
                 out,
                 "{name}{{device=\"{}\"}} {}",
@@ -66,7 +70,7 @@ fn render(state: &ApiState, out: &mut String) {
         "histogram",
         "Duration of poll rounds.",
     );
-    for (device, stat) in view.devices.iter().zip(&stats) {
+    for (device, stat) in roster.devices().iter().zip(&stats) {
         let id = label(&device.id);
         for (bound, count) in LATENCY_BUCKETS_MS.iter().zip(&stat.latency_buckets) {
             let _ = writeln!(
@@ -94,7 +98,7 @@ fn render(state: &ApiState, out: &mut String) {
         "1 when the device answered its last round.",
     );
     let now = crate::clock::now_ms();
-    for device in view.devices.iter() {
+    for device in roster.devices().iter() {
         let row = state
             .leases
             .store()
@@ -108,7 +112,7 @@ fn render(state: &ApiState, out: &mut String) {
             label(&device.id)
         );
     }
-    let pools = crate::watchdog::pools(&state.collector.devices, &state.alarms);
+    let pools = crate::watchdog::pools(roster.devices(), &state.alarms);
     header(
         out,
         "sluice_component_pool_failures_total",
@@ -140,6 +144,7 @@ fn render(state: &ApiState, out: &mut String) {
         );
     }
     let reload = state.deployer.reload_status();
+    let devices = state.deployer.device_reload_status();
     for (name, help, value) in [
         (
             "sluice_pipeline_reloads_total",
@@ -150,6 +155,16 @@ fn render(state: &ApiState, out: &mut String) {
             "sluice_pipeline_reload_failures_total",
             "Reloads of the pipeline files refused (the running pipelines stayed).",
             reload.failures,
+        ),
+        (
+            "sluice_config_reloads_total",
+            "Reloads of the device configuration that were applied.",
+            devices.reloads,
+        ),
+        (
+            "sluice_config_reload_failures_total",
+            "Reloads of the device configuration refused (the running devices stayed).",
+            devices.failures,
         ),
     ] {
         header(out, name, "counter", help);
@@ -184,7 +199,7 @@ fn render(state: &ApiState, out: &mut String) {
         "counter",
         "Failed component calls (traps, limits) per device.",
     );
-    for device in view.devices.iter() {
+    for device in roster.devices().iter() {
         let (codec, stages) = device.component_failures();
         let id = label(&device.id);
         let _ = writeln!(
@@ -202,7 +217,7 @@ fn render(state: &ApiState, out: &mut String) {
         "counter",
         "Time spent in component calls (codec and pipeline) per device.",
     );
-    for device in view.devices.iter() {
+    for device in roster.devices().iter() {
         let seconds = device.component_time().as_secs_f64();
         let _ = writeln!(
             out,
@@ -222,7 +237,7 @@ fn render(state: &ApiState, out: &mut String) {
         "counter",
         "Reconnects per connection.",
     );
-    for info in &view.links {
+    for info in roster.links() {
         let Ok(link) = info.link.try_lock() else {
             continue;
         };

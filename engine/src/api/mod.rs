@@ -22,13 +22,14 @@ use tokio::sync::watch;
 pub use auth::Tokens;
 
 use crate::alarm::Alarms;
-use crate::collector::Collector;
+use crate::collector::Fleet;
 use crate::uplink::UplinkStats;
 
 /// What the API reads from the running engine.
 #[derive(Debug, Clone)]
 pub struct ApiState {
-    pub collector: Arc<CollectorView>,
+    /// The devices, as they are now.
+    pub fleet: Arc<Fleet>,
     pub uplink: Arc<UplinkStats>,
     pub outbox: Arc<crate::wal::Outbox>,
     pub leases: Arc<crate::lease::Leases>,
@@ -47,32 +48,6 @@ type Reply = (StatusCode, Json<Value>);
 
 fn error(status: StatusCode, message: impl Into<String>) -> Reply {
     (status, Json(json!({ "error": message.into() })))
-}
-
-/// The parts of the collector the API reads (shared, never locked for long).
-#[derive(Debug)]
-pub struct CollectorView {
-    pub devices: Arc<[Arc<crate::collector::Device>]>,
-    pub links: Vec<crate::collector::LinkInfo>,
-    pub counters: Arc<[crate::scheduler::RoundCounters]>,
-}
-
-impl CollectorView {
-    pub fn of(collector: &Collector) -> Self {
-        Self {
-            devices: Arc::clone(&collector.devices),
-            links: collector
-                .links
-                .iter()
-                .map(|info| crate::collector::LinkInfo {
-                    protocol: info.protocol,
-                    address: info.address.clone(),
-                    link: Arc::clone(&info.link),
-                })
-                .collect(),
-            counters: Arc::clone(&collector.counters),
-        }
-    }
 }
 
 /// Serves the API on `listener` until `shutdown` turns true.

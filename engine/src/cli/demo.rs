@@ -88,10 +88,7 @@ async fn demo(reports: Option<u64>) -> anyhow::Result<ExitCode> {
     );
 
     let (stop, stopped) = watch::channel(false);
-    let options = GatewayOptions {
-        config_file: "demo".into(),
-        pipelines_dir: None,
-    };
+    let options = GatewayOptions::default();
     let engine = tokio::spawn(gateway::run(config, options, stopped));
     let printer = tokio::task::spawn_blocking(move || {
         let mut seen = 0;

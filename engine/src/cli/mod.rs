@@ -3,6 +3,7 @@
 mod check;
 mod component;
 mod demo;
+mod reload;
 mod run;
 mod test;
 
@@ -45,6 +46,13 @@ enum Command {
         /// A directory of pipeline files (the built-in `default` is always available).
         #[arg(long)]
         pipelines: Option<PathBuf>,
+    },
+    /// Ask the running gateway to read its pipeline files and device configuration
+    /// again now (it also watches them); prints what changed, or every problem.
+    Reload {
+        /// The gateway's configuration file (its `collector.http` says where it listens).
+        #[arg(long, short)]
+        config: PathBuf,
     },
     /// Manage the components of a gateway.
     Component {
@@ -108,6 +116,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Test { files } => test::run(&files),
         Command::Run { config, pipelines } => run::run(&config, pipelines),
         Command::Demo { reports } => demo::run(reports),
+        Command::Reload { config } => reload::run(&config),
         Command::Component {
             action:
                 ComponentAction::Add {

@@ -21,7 +21,7 @@ pub fn run(config_path: &Path, pipelines: Option<PathBuf>) -> anyhow::Result<Exi
         .enable_all()
         .build()?;
     let options = GatewayOptions {
-        config_file: config_path.display().to_string(),
+        config_file: Some(config_path.to_path_buf()),
         pipelines_dir: pipelines,
     };
     runtime.block_on(async move {

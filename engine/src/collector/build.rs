@@ -1,6 +1,5 @@
-//! Building the collector from a checked configuration: links (shared by
-//! protocol, host and port), codec sessions and pipelines in each tenant's pools,
-//! devices and their heartbeats. Everything a component refuses is reported with
+//! Building devices from a checked configuration: links (shared by protocol, host
+//! and port), codec sessions and pipelines in each tenant's pools. Everything a component refuses is reported with
 //! the position of the device, channel or tag it concerns.
 
 use std::collections::HashMap;
@@ -10,12 +9,12 @@ use std::time::Duration;
 
 use tokio::sync::Mutex as AsyncMutex;
 
-use super::device::{Channel, Device, DeviceParts, LeaseTerms};
-use super::heartbeat::Heartbeat;
+use super::LinkInfo;
+use super::device::{Channel, Device, DeviceParts, LeaseTerms, Probe};
+use super::fleet::Roster;
 use super::reporter::Reporter;
 use super::swap::{PipelineCache, Swappable};
 use super::tag_io::Writable;
-use super::{Collector, LinkInfo};
 use crate::alarm::Alarms;
 use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, Protocol, TagConfig};
 use crate::io::{Budget, Link, LinkSettings};
@@ -23,7 +22,6 @@ use crate::lease::{Leases, TimeoutSource};
 use crate::model::{Access, Setting, SettingValue, TagSpec};
 use crate::pipeline::{self, PipelineSpec};
 use crate::runtime::{CallError, CodecPool, Limits, Registry};
-use crate::scheduler::{DevicePlan, Scheduler};
 use crate::store::SeqAllocator;
 use crate::uplink::Uplink;
 use crate::yaml::{Diagnostics, Pos};
@@ -191,124 +189,144 @@ fn report_call(errors: &mut Diagnostics, error: &CallError, at: Pos, tags: &[&Ta
     }
 }
 
-type LinkKey = (Protocol, String, u16);
+/// What a link connects to. Channels with the same endpoint share the link; a
+/// channel with `sharedConnection: false` names itself as the owner of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    protocol: Protocol,
+    host: String,
+    port: u16,
+    /// The device and channel of an unshared connection.
+    owner: Option<(String, String)>,
+}
 
-struct Builder<'a> {
-    config: &'a GatewayConfig,
-    registry: &'a Registry,
-    uplink: &'a Uplink,
-    budget: Budget,
-    errors: Diagnostics,
-    links: HashMap<LinkKey, usize>,
-    link_infos: Vec<LinkInfo>,
-    codecs: HashMap<(u32, Protocol), Arc<CodecPool>>,
-    cache: PipelineCache<'a>,
-    limits: &'a SandboxLimits,
-    heartbeats: Vec<Heartbeat>,
-    leases: &'a Arc<Leases>,
-    alarms: Option<&'a Arc<Alarms>>,
+impl Endpoint {
+    fn of(device: &DeviceConfig, channel: &ChannelConfig) -> Self {
+        Self {
+            protocol: channel.protocol,
+            host: channel.host.clone(),
+            port: channel.port,
+            owner: (!channel.shared_connection)
+                .then(|| (device.device_id.clone(), channel.channel_id.clone())),
+        }
+    }
 }
 
 /// The engine services devices report to.
 #[derive(Debug)]
-pub struct Services<'a> {
+pub struct Services {
     pub uplink: Uplink,
     pub seq: Arc<SeqAllocator>,
-    pub leases: &'a Arc<Leases>,
+    pub leases: Arc<Leases>,
     /// Runs each device's alarm rules over its samples.
-    pub alarms: Option<&'a Arc<Alarms>>,
+    pub alarms: Option<Arc<Alarms>>,
     /// Each tenant's sandbox.
     pub limits: SandboxLimits,
 }
 
-impl Collector {
-    /// Builds the collector for the enabled devices of `config` (read from `file`).
-    ///
-    /// # Errors
-    /// Every problem found, with positions in `file`: protocols without a codec,
-    /// unknown pipelines, tags or settings a component refuses.
-    pub fn build(
-        file: &str,
-        config: &GatewayConfig,
-        registry: &Registry,
-        pipelines: &PipelineSet,
-        services: Services<'_>,
-    ) -> Result<Collector, BuildError> {
-        let Services {
-            uplink,
-            seq,
-            leases,
-            alarms,
-            limits: _,
-        } = &services;
-        let (uplink, seq, alarms) = (uplink.clone(), Arc::clone(seq), *alarms);
-        let mut builder = Builder {
+/// Builds devices for one configuration. Links and codec pools of devices built
+/// earlier (`previous`) are reused where they fit, so rebuilding some devices
+/// does not touch the connections of the others.
+pub(super) struct Builder<'a> {
+    config: &'a GatewayConfig,
+    registry: &'a Registry,
+    services: &'a Services,
+    budget: &'a Budget,
+    errors: Diagnostics,
+    links: HashMap<Endpoint, usize>,
+    link_infos: Vec<LinkInfo>,
+    /// Links of the previous build, not (yet) taken into this one.
+    reusable: HashMap<Endpoint, LinkInfo>,
+    codecs: HashMap<(u32, &'static str), Arc<CodecPool>>,
+    cache: PipelineCache<'a>,
+    /// Seeds the reconnect jitter of new links.
+    links_made: u64,
+}
+
+impl<'a> Builder<'a> {
+    pub(super) fn new(
+        (file, config): (&str, &'a GatewayConfig),
+        (registry, pipelines): (&'a Registry, &'a PipelineSet),
+        (services, budget): (&'a Services, &'a Budget),
+        previous: Option<&Roster>,
+        links_made: u64,
+    ) -> Self {
+        let mut reusable = HashMap::new();
+        let mut codecs = HashMap::new();
+        if let Some(previous) = previous {
+            for info in previous.links() {
+                reusable.insert(info.endpoint.clone(), info.clone());
+            }
+            for device in previous.devices() {
+                for channel in &device.channels {
+                    let session = channel.session.get();
+                    let name = Protocol::NAMES
+                        .iter()
+                        .map(|(_, protocol)| codec_name(*protocol))
+                        .find(|name| *name == session.health().component);
+                    if let Some(name) = name {
+                        codecs.insert((device.tenant_id, name), session.pool());
+                    }
+                }
+            }
+        }
+        Self {
             config,
             registry,
-            uplink: &uplink,
-            budget: Budget::new(&config.collector.connections),
+            services,
+            budget,
             errors: Diagnostics::new(file),
             links: HashMap::new(),
             link_infos: Vec::new(),
-            codecs: HashMap::new(),
+            reusable,
+            codecs,
             cache: PipelineCache::new(registry, pipelines, &services.limits),
-            limits: &services.limits,
-            heartbeats: Vec::new(),
-            leases,
-            alarms,
-        };
-        let mut devices = Vec::new();
-        let mut plans = Vec::new();
-        for device in config.devices.iter().filter(|d| d.enabled) {
-            if let Some((built, plan)) = builder.device(device) {
-                devices.push(built);
-                plans.push(plan);
+            links_made,
+        }
+    }
+
+    /// The links the devices built (or kept) use, how many links were ever made,
+    /// and every problem found.
+    pub(super) fn finish(self) -> (Vec<LinkInfo>, u64, Diagnostics) {
+        (self.link_infos, self.links_made, self.errors)
+    }
+
+    pub(super) fn errors(&mut self) -> &mut Diagnostics {
+        &mut self.errors
+    }
+
+    /// Takes a device of the previous build as it is, with its links.
+    pub(super) fn keep(&mut self, device: &Device) {
+        for channel in &device.channels {
+            let known = self
+                .link_infos
+                .iter()
+                .any(|info| Arc::ptr_eq(&info.link, &channel.link));
+            if known {
+                continue;
+            }
+            let endpoint = self
+                .reusable
+                .iter()
+                .find(|(_, info)| Arc::ptr_eq(&info.link, &channel.link))
+                .map(|(endpoint, _)| endpoint.clone());
+            if let Some(info) = endpoint.and_then(|e| self.reusable.remove(&e)) {
+                self.links
+                    .insert(info.endpoint.clone(), self.link_infos.len());
+                self.link_infos.push(info);
             }
         }
-        let Builder {
-            errors,
-            link_infos,
-            heartbeats,
-            codecs,
-            ..
-        } = builder;
-        let drivers = codecs
-            .into_iter()
-            .map(|((tenant, protocol), pool)| (tenant, codec_name(protocol).to_owned(), pool))
-            .collect();
-        let scheduler = Scheduler::new(
-            &plans,
-            Duration::from_millis(config.collector.per_device_timeout_ms),
-        );
-        errors.into_result(Collector {
-            devices: devices.into(),
-            links: link_infos,
-            counters: scheduler.counters(),
-            scheduler: Some(scheduler),
-            heartbeats,
-            drivers,
-            leases: Arc::clone(leases),
-            seq,
-            uplink,
-        })
     }
-}
 
-impl Builder<'_> {
-    fn device(&mut self, device: &DeviceConfig) -> Option<(Arc<Device>, DevicePlan)> {
+    pub(super) fn device(&mut self, device: &DeviceConfig) -> Option<Arc<Device>> {
         let tag_configs: Vec<&TagConfig> = device.tags().collect();
         let tags: Vec<TagSpec> = tag_configs.iter().map(|t| component_tag(t)).collect();
         let mut channels = Vec::new();
-        let mut heartbeat_channels = Vec::new();
         let mut next_tag = 0u32;
         for channel in &device.channels {
             let indexes: Vec<u32> = (next_tag..next_tag + channel.tags.len() as u32).collect();
             next_tag += channel.tags.len() as u32;
-            let (built, new_link) = self.channel(device, channel, &tags, &tag_configs, indexes)?;
-            if new_link && channel.heartbeat_ms > 0 {
-                heartbeat_channels.push((channels.len(), channel));
-            }
-            channels.push(built);
+            channels.push(self.channel(device, channel, &tags, &tag_configs, indexes)?);
         }
         let pipeline = self.pipeline(device, &tags)?;
         let writable = if tag_configs.iter().any(|t| t.spec.access != Access::Read) {
@@ -321,8 +339,11 @@ impl Builder<'_> {
         };
         let reporter = Reporter::new(
             self.config.collector.report_mode,
-            self.uplink
-                .device_topic(&device.product_id, &device.device_num, "property/post"),
+            self.services.uplink.device_topic(
+                &device.product_id,
+                &device.device_num,
+                "property/post",
+            ),
             tags.len(),
         );
         let product_timeout = self
@@ -339,49 +360,29 @@ impl Builder<'_> {
             .channels
             .first()
             .map_or_else(String::new, |c| codec_name(c.protocol).to_owned());
-        let built = Arc::new(Device::new(DeviceParts {
+        Some(Arc::new(Device::new(DeviceParts {
             id: device.device_id.clone(),
             product_id: device.product_id.clone(),
             device_num: device.device_num.clone(),
             tenant_id: device.tenant_id,
             pipeline_name: device.pipeline.clone(),
             tags,
+            periods: tag_configs.iter().map(|t| t.period_ms).collect(),
             channels,
             pipeline,
             reporter,
             lease: LeaseTerms {
-                leases: Arc::clone(self.leases),
+                leases: Arc::clone(&self.services.leases),
                 tenant_id: device.tenant_id,
                 driver,
                 timeout_seconds,
                 timeout_source,
             },
-            alarms: self.alarms.cloned(),
+            alarms: self.services.alarms.clone(),
             writable,
-        }));
-        for (index, channel) in heartbeat_channels {
-            // Probe the first polled tag of the channel (any tag if none is polled).
-            let tag = channel
-                .tags
-                .iter()
-                .position(|t| t.period_ms > 0)
-                .unwrap_or(0) as u32;
-            self.heartbeats.push(Heartbeat {
-                device: Arc::clone(&built),
-                channel: index,
-                tag,
-                every: Duration::from_millis(channel.heartbeat_ms),
-                failures_allowed: self.config.collector.heartbeat_failures.max(1),
-            });
-        }
-        let plan = DevicePlan {
-            tag_periods: tag_configs.iter().map(|t| t.period_ms).collect(),
-        };
-        Some((built, plan))
+        })))
     }
 
-    /// The channel and whether it got a link of its own (not shared with an
-    /// earlier channel).
     fn channel(
         &mut self,
         device: &DeviceConfig,
@@ -389,7 +390,7 @@ impl Builder<'_> {
         tags: &[TagSpec],
         tag_configs: &[&TagConfig],
         indexes: Vec<u32>,
-    ) -> Option<(Channel, bool)> {
+    ) -> Option<Channel> {
         let codec = self.codec(device, channel)?;
         let channel_tags: Vec<TagSpec> =
             indexes.iter().map(|i| tags[*i as usize].clone()).collect();
@@ -402,55 +403,70 @@ impl Builder<'_> {
                 return None;
             }
         };
-        let key = (channel.protocol, channel.host.clone(), channel.port);
-        let shared = channel
-            .shared_connection
-            .then(|| self.links.get(&key).copied())
-            .flatten();
-        let (index, new_link) = match shared {
-            Some(index) => (index, false),
-            None => {
-                let settings = LinkSettings {
-                    host: channel.host.clone(),
-                    port: channel.port,
-                    connect_timeout: Duration::from_millis(channel.connect_timeout_ms),
-                    read_timeout: Duration::from_millis(channel.read_timeout_ms),
-                    backoff: self.config.collector.backoff.clone(),
-                    failed_after: FAILED_AFTER_ATTEMPTS,
-                };
-                let seed = self.link_infos.len() as u64 * 0x9E37_79B9 + u64::from(channel.port);
-                let address = settings.address();
-                let link = Link::new(settings, self.budget.clone(), seed);
-                self.link_infos.push(LinkInfo {
-                    protocol: channel.protocol.name(),
-                    address,
-                    link: Arc::new(AsyncMutex::new(link)),
-                });
-                let index = self.link_infos.len() - 1;
-                if channel.shared_connection {
-                    self.links.insert(key, index);
-                }
-                (index, true)
-            }
-        };
-        let link = Arc::clone(&self.link_infos[index].link);
-        Some((
-            Channel::new(
-                channel.channel_id.clone(),
-                link,
-                (session, channel.settings.clone()),
-                indexes,
-            ),
-            new_link,
+        let link = self.link(device, channel);
+        // Probe the first polled tag of the channel (any tag if none is polled).
+        let probe = (channel.heartbeat_ms > 0).then(|| Probe {
+            every: Duration::from_millis(channel.heartbeat_ms),
+            tag: channel
+                .tags
+                .iter()
+                .position(|t| t.period_ms > 0)
+                .unwrap_or(0) as u32,
+        });
+        Some(Channel::new(
+            channel.channel_id.clone(),
+            link,
+            (session, channel.settings.clone()),
+            (indexes, probe),
         ))
     }
 
+    /// The channel's link: one already taken into this build for its endpoint, else
+    /// the previous build's with the same endpoint and settings, else a new one.
+    fn link(&mut self, device: &DeviceConfig, channel: &ChannelConfig) -> Arc<AsyncMutex<Link>> {
+        let endpoint = Endpoint::of(device, channel);
+        if let Some(index) = self.links.get(&endpoint) {
+            return Arc::clone(&self.link_infos[*index].link);
+        }
+        let settings = LinkSettings {
+            host: channel.host.clone(),
+            port: channel.port,
+            connect_timeout: Duration::from_millis(channel.connect_timeout_ms),
+            read_timeout: Duration::from_millis(channel.read_timeout_ms),
+            backoff: self.config.collector.backoff.clone(),
+            failed_after: FAILED_AFTER_ATTEMPTS,
+        };
+        let reused = self
+            .reusable
+            .remove(&endpoint)
+            .filter(|info| info.settings == settings);
+        let info = reused.unwrap_or_else(|| {
+            let seed = self.links_made * 0x9E37_79B9 + u64::from(channel.port);
+            self.links_made += 1;
+            LinkInfo {
+                protocol: channel.protocol.name(),
+                address: settings.address(),
+                endpoint: endpoint.clone(),
+                settings: settings.clone(),
+                link: Arc::new(AsyncMutex::new(Link::new(
+                    settings,
+                    self.budget.clone(),
+                    seed,
+                ))),
+            }
+        });
+        let link = Arc::clone(&info.link);
+        self.links.insert(endpoint, self.link_infos.len());
+        self.link_infos.push(info);
+        link
+    }
+
     fn codec(&mut self, device: &DeviceConfig, channel: &ChannelConfig) -> Option<Arc<CodecPool>> {
-        let key = (device.tenant_id, channel.protocol);
+        let name = codec_name(channel.protocol);
+        let key = (device.tenant_id, name);
         if let Some(pool) = self.codecs.get(&key) {
             return Some(Arc::clone(pool));
         }
-        let name = codec_name(channel.protocol);
         let Some(component) = self.registry.active(name) else {
             self.errors.push(
                 channel.pos,
@@ -464,7 +480,7 @@ impl Builder<'_> {
         match self
             .registry
             .runtime()
-            .codec_pool(&component, self.limits.get(device.tenant_id))
+            .codec_pool(&component, self.services.limits.get(device.tenant_id))
         {
             Ok(pool) => {
                 self.codecs.insert(key, Arc::clone(&pool));

@@ -17,7 +17,7 @@ use crate::lease::{EntityState, EntityType, Leases, Renewal, TimeoutSource};
 use crate::model::{Batch, FrameError, PlannedRead, TagSpec};
 use crate::pipeline::DevicePipeline;
 use crate::runtime::CodecSession;
-use crate::scheduler::RoundOutcome;
+use crate::scheduler::{DevicePlan, RoundCounters, RoundOutcome};
 use crate::store::SeqAllocator;
 use crate::uplink::Uplink;
 
@@ -32,8 +32,18 @@ pub struct Channel {
     pub settings: Vec<crate::model::Setting>,
     /// Device tag index of each of the channel's tags.
     pub tags: Vec<u32>,
+    /// The liveness probe the channel asks for (`heartbeatMs`), if any.
+    pub probe: Option<Probe>,
     /// The link epoch this channel last saw; a new one means a reconnect.
     epoch: AtomicU64,
+}
+
+/// A channel's liveness probe: how often, and which of its tags it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probe {
+    pub every: std::time::Duration,
+    /// Channel-local index of the tag read.
+    pub tag: u32,
 }
 
 impl Channel {
@@ -41,7 +51,7 @@ impl Channel {
         id: String,
         link: Arc<AsyncMutex<Link>>,
         (session, settings): (CodecSession, Vec<crate::model::Setting>),
-        tags: Vec<u32>,
+        (tags, probe): (Vec<u32>, Option<Probe>),
     ) -> Self {
         Self {
             id,
@@ -49,6 +59,7 @@ impl Channel {
             session: Swappable::new(session),
             settings,
             tags,
+            probe,
             epoch: AtomicU64::new(0),
         }
     }
@@ -80,6 +91,8 @@ pub struct DeviceParts {
     /// The name of the device's pipeline.
     pub pipeline_name: String,
     pub tags: Vec<TagSpec>,
+    /// Polling period of each tag, ms (0 = never polled).
+    pub periods: Vec<u64>,
     pub channels: Vec<Channel>,
     pub pipeline: DevicePipeline,
     pub reporter: Reporter,
@@ -90,15 +103,22 @@ pub struct DeviceParts {
     pub writable: Option<Writable>,
 }
 
+/// Gives every device built its own [`Device::key`].
+static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+
 /// A device and everything a round needs.
 #[derive(Debug)]
 pub struct Device {
+    /// Tells this build of the device apart from any other, an earlier build of the
+    /// same `id` included: the scheduler polls devices by key.
+    pub key: u64,
     pub id: String,
     pub product_id: String,
     pub device_num: String,
     pub tenant_id: u32,
     pub pipeline_name: String,
     pub tags: Vec<TagSpec>,
+    periods: Vec<u64>,
     pub channels: Vec<Channel>,
     /// Taken once per round: a new one applies from the next round on.
     pipeline: Swappable<DevicePipeline>,
@@ -106,6 +126,8 @@ pub struct Device {
     lease: LeaseTerms,
     alarms: Option<Arc<Alarms>>,
     pub(super) writable: Option<Writable>,
+    /// Its rounds, counted by the scheduler.
+    pub rounds: Arc<RoundCounters>,
     last_error: Mutex<String>,
     codec_failures: AtomicU64,
     stage_failures: AtomicU64,
@@ -123,22 +145,34 @@ struct ChannelRead {
 impl Device {
     pub fn new(parts: DeviceParts) -> Self {
         Self {
+            key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
             id: parts.id,
             product_id: parts.product_id,
             device_num: parts.device_num,
             tenant_id: parts.tenant_id,
             pipeline_name: parts.pipeline_name,
             tags: parts.tags,
+            periods: parts.periods,
             channels: parts.channels,
             pipeline: Swappable::new(parts.pipeline),
             reporter: parts.reporter,
             lease: parts.lease,
             alarms: parts.alarms,
             writable: parts.writable,
+            rounds: Arc::default(),
             last_error: Mutex::default(),
             codec_failures: AtomicU64::new(0),
             stage_failures: AtomicU64::new(0),
             component_us: AtomicU64::new(0),
+        }
+    }
+
+    /// What the scheduler polls of the device.
+    pub fn plan(&self) -> DevicePlan {
+        DevicePlan {
+            device: self.key,
+            tag_periods: self.periods.clone(),
+            counters: Arc::clone(&self.rounds),
         }
     }
 

@@ -24,7 +24,36 @@ pub struct Heartbeat {
     pub failures_allowed: u32,
 }
 
+/// One heartbeat per link whose channels ask for a probe: the first such channel
+/// (in device order) sends it.
+pub fn for_links(devices: &[Arc<Device>], failures_allowed: u32) -> Vec<Heartbeat> {
+    let mut seen: Vec<&Arc<tokio::sync::Mutex<crate::io::Link>>> = Vec::new();
+    let mut beats = Vec::new();
+    for device in devices {
+        for (index, channel) in device.channels.iter().enumerate() {
+            let Some(probe) = channel.probe else { continue };
+            if seen.iter().any(|link| Arc::ptr_eq(link, &channel.link)) {
+                continue;
+            }
+            seen.push(&channel.link);
+            beats.push(Heartbeat {
+                device: Arc::clone(device),
+                channel: index,
+                tag: probe.tag,
+                every: probe.every,
+                failures_allowed,
+            });
+        }
+    }
+    beats
+}
+
 impl Heartbeat {
+    /// Names the heartbeat: the device build and channel that send it.
+    pub fn key(&self) -> (u64, usize) {
+        (self.device.key, self.channel)
+    }
+
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let mut ticker = tokio::time::interval(self.every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

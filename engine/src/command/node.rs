@@ -59,16 +59,21 @@ pub async fn run(
     mut downlink: mpsc::UnboundedReceiver<Downlink>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    {
-        let commands = Arc::clone(&commands);
-        let _ = tokio::task::spawn_blocking(move || commands.cancel_orphans(now_ms())).await;
-    }
+    let mut devices = commands.fleet().subscribe();
+    // Commands of devices no longer configured are cancelled at the start and
+    // whenever the devices change.
+    devices.mark_changed();
     let mut timer = tokio::time::interval(PASS_EVERY);
     timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = timer.tick() => {}
             () = commands.wake().notified() => {}
+            Ok(()) = devices.changed() => {
+                let commands = Arc::clone(&commands);
+                let _ = tokio::task::spawn_blocking(move || commands.cancel_orphans(now_ms())).await;
+                continue;
+            }
             Some(message) = downlink.recv() => {
                 let commands = Arc::clone(&commands);
                 let _ = tokio::task::spawn_blocking(move || commands.on_downlink(&message, now_ms())).await;

@@ -2,7 +2,7 @@
 //! devices, claims and receipts of outside nodes, cancellation, and the replies
 //! published when a command reaches its final status.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -14,7 +14,7 @@ use super::state::{CommandStatus, result_code};
 use super::store::{CommandError, CommandStore, Created};
 use super::write::{WriteService, to_raw};
 use crate::alarm::Scope;
-use crate::collector::Device;
+use crate::collector::Fleet;
 use crate::model::Access;
 use crate::uplink::{Downlink, Uplink};
 use crate::wal::Message;
@@ -49,22 +49,12 @@ pub enum CreateError {
     Store(#[from] CommandError),
 }
 
-/// Where a device's commands come from and its replies go.
-#[derive(Debug, Clone)]
-struct Target {
-    tenant_id: u32,
-    product_id: String,
-    device_num: String,
-}
-
 /// The command service of one engine.
 #[derive(Debug)]
 pub struct Commands {
     store: Arc<CommandStore>,
     writes: Arc<WriteService>,
-    devices: HashMap<String, Arc<Device>>,
-    targets: HashMap<String, Target>,
-    by_topic: HashMap<(String, String), String>,
+    fleet: Arc<Fleet>,
     uplink: Uplink,
     /// This engine's node id, as it claims its own devices' commands.
     node_id: String,
@@ -75,34 +65,14 @@ impl Commands {
     pub fn new(
         store: Arc<CommandStore>,
         writes: Arc<WriteService>,
-        devices: &[(Arc<Device>, u32)],
+        fleet: Arc<Fleet>,
         uplink: Uplink,
         node_id: String,
     ) -> Arc<Self> {
-        let targets = devices
-            .iter()
-            .map(|(d, tenant)| {
-                let target = Target {
-                    tenant_id: *tenant,
-                    product_id: d.product_id.clone(),
-                    device_num: d.device_num.clone(),
-                };
-                (d.id.clone(), target)
-            })
-            .collect();
-        let by_topic = devices
-            .iter()
-            .map(|(d, _)| ((d.product_id.clone(), d.device_num.clone()), d.id.clone()))
-            .collect();
         Arc::new(Self {
             store,
             writes,
-            devices: devices
-                .iter()
-                .map(|(d, _)| (d.id.clone(), Arc::clone(d)))
-                .collect(),
-            targets,
-            by_topic,
+            fleet,
             uplink,
             node_id,
             wake: Notify::new(),
@@ -127,7 +97,17 @@ impl Commands {
 
     /// The engine's own devices.
     pub fn own_devices(&self) -> HashSet<String> {
-        self.devices.keys().cloned().collect()
+        self.fleet
+            .roster()
+            .devices()
+            .iter()
+            .map(|d| d.id.clone())
+            .collect()
+    }
+
+    /// The devices, to follow their changes.
+    pub fn fleet(&self) -> &Arc<Fleet> {
+        &self.fleet
     }
 
     /// Creates a command for a device `scope` sees, after checking the tag and
@@ -145,12 +125,10 @@ impl Commands {
         actor: &str,
         now: i64,
     ) -> Result<Created, CreateError> {
-        let (Some(device), Some(target)) =
-            (self.devices.get(device_id), self.targets.get(device_id))
-        else {
+        let Some(device) = self.fleet.roster().get(device_id).cloned() else {
             return Err(CreateError::UnknownDevice(device_id.to_owned()));
         };
-        if !scope.sees(target.tenant_id) {
+        if !scope.sees(device.tenant_id) {
             return Err(CreateError::UnknownDevice(device_id.to_owned()));
         }
         let Some(tag) = device.tag_index(&request.key) else {
@@ -168,7 +146,7 @@ impl Commands {
         }
         to_raw(spec, &request.value).map_err(CreateError::Invalid)?;
         let new = NewCommand {
-            tenant_id: target.tenant_id,
+            tenant_id: device.tenant_id,
             device_id: device_id.to_owned(),
             kind: if request.function {
                 CommandKind::FunctionInvoke
@@ -252,7 +230,7 @@ impl Commands {
     /// Publishes `{requestId, commandId, status, resultCode, message, ts}` on the
     /// command's reply topic, through the outbox (durable, like reports).
     pub fn reply(&self, command: &Command) {
-        let Some(target) = self.targets.get(&command.device_id) else {
+        let Some(target) = self.fleet.roster().get(&command.device_id).cloned() else {
             return;
         };
         let suffix = format!("{}/reply", command.kind.topic_suffix());
@@ -288,9 +266,10 @@ impl Commands {
         };
         let product = product.rsplit('/').next().unwrap_or(product);
         let Some(device_id) = self
-            .by_topic
-            .get(&(product.to_owned(), device_num.to_owned()))
-            .cloned()
+            .fleet
+            .roster()
+            .by_identity(product, device_num)
+            .map(|d| d.id.clone())
         else {
             tracing::warn!(topic = %message.topic, "a downlink for an unknown device");
             return;

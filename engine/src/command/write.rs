@@ -10,7 +10,7 @@
 //!   times on a mismatch or a lost connection, never on a device's refusal;
 //! - audited: who, when, which tag, value before, value after, result.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
 use super::state::result_code;
-use crate::collector::{Device, TagIoError};
+use crate::collector::{Fleet, TagIoError};
 use crate::model::{Access, DataType, Quality, Sample, SettingValue, TagSpec, Value};
 use crate::store::{Store, StoreError};
 
@@ -92,7 +92,7 @@ pub struct WriteRecord {
 /// The write service over the engine's devices.
 #[derive(Debug)]
 pub struct WriteService {
-    devices: HashMap<String, Arc<Device>>,
+    fleet: Arc<Fleet>,
     store: Store,
     in_flight: Mutex<HashSet<(u32, String)>>,
     attempts: u32,
@@ -104,12 +104,9 @@ fn db(error: impl std::fmt::Display) -> String {
 
 impl WriteService {
     /// `attempts`: tries per write on a lost connection or a read-back mismatch.
-    pub fn new(devices: &[Arc<Device>], store: &Store, attempts: u32) -> Self {
+    pub fn new(fleet: Arc<Fleet>, store: &Store, attempts: u32) -> Self {
         Self {
-            devices: devices
-                .iter()
-                .map(|d| (d.id.clone(), Arc::clone(d)))
-                .collect(),
+            fleet,
             store: store.clone(),
             in_flight: Mutex::default(),
             attempts: attempts.max(1),
@@ -187,7 +184,7 @@ impl WriteService {
             record.message = message;
             record
         };
-        let Some(device) = self.devices.get(&request.device_id) else {
+        let Some(device) = self.fleet.roster().get(&request.device_id).cloned() else {
             let message = format!("no device `{}`", request.device_id);
             return invalid(record, result_code::INVALID_PARAMETER, message);
         };

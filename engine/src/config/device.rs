@@ -44,6 +44,24 @@ impl DeviceConfig {
     pub fn tags(&self) -> impl Iterator<Item = &TagConfig> {
         self.channels.iter().flat_map(|channel| channel.tags.iter())
     }
+
+    /// Whether both say the same of the device, wherever in the file they stand.
+    pub fn same_as(&self, other: &DeviceConfig) -> bool {
+        self.without_positions() == other.without_positions()
+    }
+
+    fn without_positions(&self) -> DeviceConfig {
+        let mut device = self.clone();
+        device.pos = Pos::default();
+        for channel in &mut device.channels {
+            channel.pos = Pos::default();
+            for tag in &mut channel.tags {
+                tag.pos = Pos::default();
+                tag.address_pos = Pos::default();
+            }
+        }
+        device
+    }
 }
 
 /// Reads the `devices` list and checks names that must be unique across devices.
@@ -199,6 +217,28 @@ mod tests {
         assert_eq!(d.pipeline, "default");
         assert_eq!(d.tags().count(), 1);
         assert_eq!(d.pos.line, 2);
+    }
+
+    #[test]
+    fn a_device_is_the_same_wherever_it_stands_in_the_file() {
+        let first = load_ok(&format!(
+            "devices:\n{}{}",
+            device("a", "P", "A", ""),
+            device("b", "P", "B", "")
+        ));
+        let moved = load_ok(&format!(
+            "# a comment shifts every line\ndevices:\n{}{}",
+            device("b", "P", "B", ""),
+            device("a", "P", "A", "")
+        ));
+        let changed = load_ok(&format!(
+            "devices:\n{}",
+            device("a", "P", "A", "    stateTimeout: 9\n")
+        ));
+        let a = |config: &super::super::GatewayConfig| config.device("a").cloned().expect("a");
+        assert_ne!(a(&first).pos, a(&moved).pos);
+        assert!(a(&first).same_as(&a(&moved)));
+        assert!(!a(&first).same_as(&a(&changed)));
     }
 
     #[test]

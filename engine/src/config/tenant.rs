@@ -44,6 +44,17 @@ pub struct TenantConfig {
     pub pos: Pos,
 }
 
+impl TenantConfig {
+    /// Whether both say the same of the tenant, wherever in the file they stand.
+    pub fn same_as(&self, other: &TenantConfig) -> bool {
+        let at = |tenant: &TenantConfig| TenantConfig {
+            pos: Pos::default(),
+            ..tenant.clone()
+        };
+        at(self) == at(other)
+    }
+}
+
 /// A tenant's `limits`: each of its component instances gets this much.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TenantLimits {

@@ -93,7 +93,7 @@ pub enum LinkError {
 }
 
 /// Where and how to connect.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LinkSettings {
     pub host: String,
     pub port: u16,

@@ -13,8 +13,8 @@
 mod model;
 mod store;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use serde_json::json;
@@ -43,6 +43,18 @@ pub struct Announce {
     pub event_topic: String,
 }
 
+impl Announce {
+    /// The topics of the device (or driver) with this MQTT identity.
+    pub fn device(uplink: &Uplink, product_id: &str, device_num: &str) -> Self {
+        Self {
+            status_topic: uplink.device_topic(product_id, device_num, "status/post"),
+            event_topic: uplink.device_topic(product_id, device_num, "event/post"),
+        }
+    }
+}
+
+type EntityKey = (EntityType, String);
+
 /// The lease service: queued heartbeats, the scanner, the announcements.
 #[derive(Debug)]
 pub struct Leases {
@@ -50,7 +62,9 @@ pub struct Leases {
     queue: Mutex<Vec<Renewal>>,
     wake: Notify,
     scan_interval: Duration,
-    announce: HashMap<(EntityType, String), Announce>,
+    announce: RwLock<HashMap<EntityKey, Announce>>,
+    /// Entities no longer configured: their heartbeats still in flight are dropped.
+    retired: Mutex<HashSet<EntityKey>>,
     uplink: Uplink,
     /// Where state changes go inside the engine (the alarm rules), if anywhere.
     changes: Option<mpsc::UnboundedSender<Transition>>,
@@ -60,7 +74,7 @@ impl Leases {
     pub fn new(
         store: Arc<dyn StateStore>,
         scan_interval: Duration,
-        announce: HashMap<(EntityType, String), Announce>,
+        announce: HashMap<EntityKey, Announce>,
         uplink: Uplink,
         changes: Option<mpsc::UnboundedSender<Transition>>,
     ) -> Arc<Self> {
@@ -69,7 +83,8 @@ impl Leases {
             queue: Mutex::default(),
             wake: Notify::new(),
             scan_interval,
-            announce,
+            announce: RwLock::new(announce),
+            retired: Mutex::default(),
             uplink,
             changes,
         })
@@ -79,12 +94,39 @@ impl Leases {
         &self.store
     }
 
+    /// Announces the state changes of a (new) entity on these topics.
+    pub fn announce(&self, entity: EntityKey, announce: Announce) {
+        lock(&self.retired).remove(&entity);
+        self.announce
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(entity, announce);
+    }
+
+    /// An entity that is no longer configured: its state is set (and announced)
+    /// once more, then it is no longer announced and late heartbeats are dropped.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn retire(
+        &self,
+        entity_type: EntityType,
+        entity_id: &str,
+        state: EntityState,
+    ) -> Result<(), LeaseError> {
+        let entity = (entity_type, entity_id.to_owned());
+        lock(&self.retired).insert(entity.clone());
+        let result = self.set_state(entity_type, entity_id, state);
+        self.announce
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&entity);
+        result.map(|_| ())
+    }
+
     /// Queues a heartbeat; applied within [`RENEW_EVERY`]. Never blocks a round.
     pub fn renew(&self, renewal: Renewal) {
-        self.queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(renewal);
+        lock(&self.queue).push(renewal);
         self.wake.notify_one();
     }
 
@@ -130,7 +172,11 @@ impl Leases {
     }
 
     async fn apply_renewals(self: &Arc<Self>) {
-        let batch = std::mem::take(&mut *self.queue.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut batch = std::mem::take(&mut *lock(&self.queue));
+        {
+            let retired = lock(&self.retired);
+            batch.retain(|r| !retired.contains(&(r.entity_type, r.entity_id.clone())));
+        }
         if batch.is_empty() {
             return;
         }
@@ -184,8 +230,13 @@ impl Leases {
                 // The receiver lives as long as the engine.
                 let _ = changes.send(transition.clone());
             }
-            let Some(announce) = self.announce.get(&(row.entity_type, row.entity_id.clone()))
-            else {
+            let announce = self
+                .announce
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&(row.entity_type, row.entity_id.clone()))
+                .cloned();
+            let Some(announce) = announce else {
                 continue;
             };
             let status = json!({ "status": row.state.as_str(), "ts": now })
@@ -213,6 +264,10 @@ impl Leases {
             });
         }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

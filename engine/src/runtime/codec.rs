@@ -76,6 +76,11 @@ type Session<'a> = wit_protocol::GuestSession<'a>;
 type Outcome<T> = Result<Result<T, FrameError>, CallError>;
 
 impl CodecSession {
+    /// The pool this lives in: new sessions of the same tenant and codec share it.
+    pub fn pool(&self) -> Arc<CodecPool> {
+        Arc::clone(self.binding.pool())
+    }
+
     /// How the pool this lives in is doing (failures, quarantine).
     pub fn health(&self) -> super::PoolHealth {
         self.binding.health()

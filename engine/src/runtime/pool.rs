@@ -359,7 +359,7 @@ pub(super) struct Binding<W: World> {
 }
 
 impl<W: World> Binding<W> {
-    pub(super) fn pool(&self) -> &Pool<W> {
+    pub(super) fn pool(&self) -> &Arc<Pool<W>> {
         &self.pool
     }
 

@@ -9,11 +9,13 @@
 //! - First due times are spread evenly over one period, so thousands of devices with
 //!   the same period do not all fire at once.
 //! - Tags with period 0 are never polled (write-only).
+//! - Devices are added and removed while it runs ([`PlanChange`]); the others'
+//!   due times are not touched.
 
 mod counters;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -38,98 +40,151 @@ pub type RoundFuture = Pin<Box<dyn Future<Output = RoundOutcome> + Send>>;
 
 /// Runs rounds; the collector implements it, tests use a fake.
 pub trait Rounds: Send + Sync + 'static {
-    /// Reads `tags` (indexes into the device's tags) of device `device`.
-    fn run(&self, device: usize, tags: Arc<[u32]>) -> RoundFuture;
+    /// Reads `tags` (indexes into the device's tags) of the device planned as `device`.
+    fn run(&self, device: u64, tags: Arc<[u32]>) -> RoundFuture;
 }
 
 /// What to poll for one device: its tags and their periods (0 = never).
 #[derive(Debug, Clone)]
 pub struct DevicePlan {
+    /// Names the device in [`Rounds::run`] and [`PlanChange::Remove`]; unique.
+    pub device: u64,
     pub tag_periods: Vec<u64>,
+    /// Where the device's rounds are counted.
+    pub counters: Arc<RoundCounters>,
+}
+
+/// A change of the devices polled, applied between two dispatches.
+#[derive(Debug)]
+pub enum PlanChange {
+    /// Poll a new device; its first rounds are spread over one period from now.
+    Add(DevicePlan),
+    /// Stop polling a device; a round in flight finishes on its own.
+    Remove(u64),
 }
 
 #[derive(Debug)]
 struct Job {
-    device: usize,
+    device: u64,
     period: Duration,
     tags: Arc<[u32]>,
+}
+
+/// A polled device: what serialises its work and where its rounds are counted.
+#[derive(Debug)]
+struct Polled {
+    /// Held while the device runs a round: the per-device serialisation.
+    busy: Arc<Mutex<()>>,
+    counters: Arc<RoundCounters>,
+    jobs: Vec<u64>,
 }
 
 /// The scheduler and the shared state of its devices.
 #[derive(Debug)]
 pub struct Scheduler {
-    jobs: Vec<Job>,
-    /// Held while a device runs a round (or a write): the per-device serialisation.
-    busy: Vec<Arc<Mutex<()>>>,
-    counters: Arc<[RoundCounters]>,
+    /// Jobs by id; ids are never reused, so a queued id of a removed job is
+    /// recognised and dropped.
+    jobs: HashMap<u64, Job>,
+    next_job: u64,
+    devices: HashMap<u64, Polled>,
     device_timeout: Duration,
+    changes: mpsc::UnboundedReceiver<PlanChange>,
+    changer: mpsc::UnboundedSender<PlanChange>,
 }
+
+type Queue = BinaryHeap<Reverse<(Instant, u64)>>;
 
 impl Scheduler {
     /// Jobs for every device: one per distinct non-zero tag period.
-    pub fn new(devices: &[DevicePlan], device_timeout: Duration) -> Self {
-        let mut jobs = Vec::new();
-        for (device, plan) in devices.iter().enumerate() {
-            let mut by_period: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
-            for (tag, &period) in plan.tag_periods.iter().enumerate() {
-                if period > 0 {
-                    by_period.entry(period).or_default().push(tag as u32);
-                }
+    pub fn new(devices: Vec<DevicePlan>, device_timeout: Duration) -> Self {
+        let (changer, changes) = mpsc::unbounded_channel();
+        let mut scheduler = Self {
+            jobs: HashMap::new(),
+            next_job: 0,
+            devices: HashMap::new(),
+            device_timeout,
+            changes,
+            changer,
+        };
+        for plan in devices {
+            scheduler.add(plan);
+        }
+        scheduler
+    }
+
+    /// Where to send changes of the devices polled, before or while it runs.
+    pub fn changer(&self) -> mpsc::UnboundedSender<PlanChange> {
+        self.changer.clone()
+    }
+
+    /// Adds the device's jobs; returns their ids.
+    fn add(&mut self, plan: DevicePlan) -> Vec<u64> {
+        let mut by_period: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+        for (tag, &period) in plan.tag_periods.iter().enumerate() {
+            if period > 0 {
+                by_period.entry(period).or_default().push(tag as u32);
             }
-            for (period, tags) in by_period {
-                jobs.push(Job {
-                    device,
+        }
+        let mut ids = Vec::new();
+        for (period, tags) in by_period {
+            let id = self.next_job;
+            self.next_job += 1;
+            self.jobs.insert(
+                id,
+                Job {
+                    device: plan.device,
                     period: Duration::from_millis(period),
                     tags: tags.into(),
-                });
+                },
+            );
+            ids.push(id);
+        }
+        // A device planned again (same name) replaces its earlier jobs.
+        self.remove(plan.device);
+        self.devices.insert(
+            plan.device,
+            Polled {
+                busy: Arc::new(Mutex::new(())),
+                counters: plan.counters,
+                jobs: ids.clone(),
+            },
+        );
+        ids
+    }
+
+    fn remove(&mut self, device: u64) {
+        if let Some(polled) = self.devices.remove(&device) {
+            for job in polled.jobs {
+                self.jobs.remove(&job);
             }
         }
-        Self {
-            jobs,
-            busy: devices.iter().map(|_| Arc::new(Mutex::new(()))).collect(),
-            counters: devices.iter().map(|_| RoundCounters::default()).collect(),
-            device_timeout,
+    }
+
+    /// First due time of each of `jobs`: spread evenly over one period among the
+    /// jobs that share that period.
+    fn first_due(&self, jobs: &[u64], start: Instant, queue: &mut Queue) {
+        let mut per_period: BTreeMap<Duration, u32> = BTreeMap::new();
+        for id in jobs {
+            *per_period.entry(self.jobs[id].period).or_default() += 1;
         }
-    }
-
-    /// Round counters, by device index.
-    pub fn counters(&self) -> Arc<[RoundCounters]> {
-        Arc::clone(&self.counters)
-    }
-
-    /// The lock that serialises work on device `device` (writes take it too).
-    pub fn device_lock(&self, device: usize) -> Option<Arc<Mutex<()>>> {
-        self.busy.get(device).cloned()
-    }
-
-    /// First due time of each job: spread evenly over one period among the jobs
-    /// that share that period.
-    fn first_due(&self, start: Instant) -> Vec<Instant> {
-        let mut per_period: BTreeMap<Duration, usize> = BTreeMap::new();
-        for job in &self.jobs {
-            *per_period.entry(job.period).or_default() += 1;
+        let mut seen: BTreeMap<Duration, u32> = BTreeMap::new();
+        for id in jobs {
+            let period = self.jobs[id].period;
+            let index = seen.entry(period).or_default();
+            let offset = period * *index / per_period[&period].max(1);
+            *index += 1;
+            queue.push(Reverse((start + offset, *id)));
         }
-        let mut seen: BTreeMap<Duration, usize> = BTreeMap::new();
-        self.jobs
-            .iter()
-            .map(|job| {
-                let count = per_period[&job.period] as u32;
-                let index = seen.entry(job.period).or_default();
-                let offset = job.period * (*index as u32) / count.max(1);
-                *index += 1;
-                start + offset
-            })
-            .collect()
     }
 
     /// Runs until `shutdown` turns true (or its sender is dropped). Rounds in flight
     /// are left to finish on their own.
-    pub async fn run<R: Rounds>(self, rounds: Arc<R>, mut shutdown: watch::Receiver<bool>) {
-        let mut queue: BinaryHeap<Reverse<(Instant, usize)>> = BinaryHeap::new();
-        for (job, due) in self.first_due(Instant::now()).into_iter().enumerate() {
-            queue.push(Reverse((due, job)));
-        }
-        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
+    pub async fn run<R: Rounds>(mut self, rounds: Arc<R>, mut shutdown: watch::Receiver<bool>) {
+        let mut queue = Queue::new();
+        let mut all: Vec<u64> = self.jobs.keys().copied().collect();
+        all.sort_unstable();
+        self.first_due(&all, Instant::now(), &mut queue);
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(u64, Instant)>();
         loop {
             let next_due = queue.peek().map(|Reverse((due, _))| *due);
             tokio::select! {
@@ -140,19 +195,28 @@ impl Scheduler {
                     }
                 } => {
                     let now = Instant::now();
-                    while let Some(Reverse((due, index))) = queue.peek().copied() {
+                    while let Some(Reverse((due, id))) = queue.peek().copied() {
                         if due > now {
                             break;
                         }
                         queue.pop();
-                        if let Some(next) = self.dispatch(index, &rounds, &done_tx) {
-                            queue.push(Reverse((next, index)));
+                        if let Some(next) = self.dispatch(id, &rounds, &done_tx) {
+                            queue.push(Reverse((next, id)));
                         }
                     }
                 }
-                Some((index, completed)) = done_rx.recv() => {
-                    queue.push(Reverse((completed + self.jobs[index].period, index)));
+                Some((id, completed)) = done_rx.recv() => {
+                    if let Some(job) = self.jobs.get(&id) {
+                        queue.push(Reverse((completed + job.period, id)));
+                    }
                 }
+                Some(change) = self.changes.recv() => match change {
+                    PlanChange::Add(plan) => {
+                        let ids = self.add(plan);
+                        self.first_due(&ids, Instant::now(), &mut queue);
+                    }
+                    PlanChange::Remove(device) => self.remove(device),
+                },
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
                         break;
@@ -162,34 +226,33 @@ impl Scheduler {
         }
     }
 
-    /// Starts job `index` if its device is free; otherwise counts a skip and returns
-    /// when the job is due again.
+    /// Starts job `id` if its device is free; otherwise counts a skip and returns
+    /// when the job is due again. A job removed meanwhile is dropped.
     fn dispatch<R: Rounds>(
         &self,
-        index: usize,
+        id: u64,
         rounds: &Arc<R>,
-        done: &mpsc::UnboundedSender<(usize, Instant)>,
+        done: &mpsc::UnboundedSender<(u64, Instant)>,
     ) -> Option<Instant> {
-        let job = &self.jobs[index];
-        let counters = &self.counters[job.device];
-        let Ok(guard) = Arc::clone(&self.busy[job.device]).try_lock_owned() else {
-            counters.skipped();
+        let job = self.jobs.get(&id)?;
+        let polled = self.devices.get(&job.device)?;
+        let Ok(guard) = Arc::clone(&polled.busy).try_lock_owned() else {
+            polled.counters.skipped();
             return Some(Instant::now() + job.period);
         };
-        counters.started();
+        polled.counters.started();
         let future = rounds.run(job.device, Arc::clone(&job.tags));
         let limit = self.device_timeout;
-        let counters = Arc::clone(&self.counters);
-        let device = job.device;
+        let counters = Arc::clone(&polled.counters);
         let done = done.clone();
         tokio::spawn(async move {
             let started = Instant::now();
             let outcome = timeout(limit, future).await.unwrap_or(RoundOutcome::Failed);
             drop(guard);
             let completed = Instant::now();
-            counters[device].finished(completed - started, outcome == RoundOutcome::Failed);
+            counters.finished(completed - started, outcome == RoundOutcome::Failed);
             // The scheduler may have stopped; then nobody needs the completion.
-            let _ = done.send((index, completed));
+            let _ = done.send((id, completed));
         });
         None
     }

@@ -8,7 +8,7 @@ use super::*;
 struct FakeRounds {
     start: Instant,
     durations: Vec<Duration>,
-    log: StdMutex<Vec<(usize, Vec<u32>, u64)>>,
+    log: StdMutex<Vec<(u64, Vec<u32>, u64)>>,
 }
 
 impl FakeRounds {
@@ -21,7 +21,7 @@ impl FakeRounds {
     }
 
     /// Start times (ms since the test began) of device `device`'s rounds.
-    fn starts(&self, device: usize) -> Vec<u64> {
+    fn starts(&self, device: u64) -> Vec<u64> {
         let log = self.log.lock().expect("log");
         log.iter()
             .filter(|(d, _, _)| *d == device)
@@ -31,13 +31,13 @@ impl FakeRounds {
 }
 
 impl Rounds for FakeRounds {
-    fn run(&self, device: usize, tags: Arc<[u32]>) -> RoundFuture {
+    fn run(&self, device: u64, tags: Arc<[u32]>) -> RoundFuture {
         let at = (Instant::now() - self.start).as_millis() as u64;
         self.log
             .lock()
             .expect("log")
             .push((device, tags.to_vec(), at));
-        let duration = self.durations[device];
+        let duration = self.durations[device as usize];
         Box::pin(async move {
             tokio::time::sleep(duration).await;
             RoundOutcome::Done
@@ -45,10 +45,19 @@ impl Rounds for FakeRounds {
     }
 }
 
-fn plan(periods: &[u64]) -> DevicePlan {
-    DevicePlan {
-        tag_periods: periods.to_vec(),
-    }
+/// Plans for devices 0, 1, ... with these tag periods, and their counters.
+fn plans(devices: &[&[u64]]) -> (Vec<DevicePlan>, Vec<Arc<RoundCounters>>) {
+    let plans: Vec<DevicePlan> = devices
+        .iter()
+        .enumerate()
+        .map(|(device, periods)| DevicePlan {
+            device: device as u64,
+            tag_periods: periods.to_vec(),
+            counters: Arc::default(),
+        })
+        .collect();
+    let counters = plans.iter().map(|p| Arc::clone(&p.counters)).collect();
+    (plans, counters)
 }
 
 /// Runs the scheduler for `span` of virtual time.
@@ -63,7 +72,7 @@ async fn run_for(scheduler: Scheduler, rounds: Arc<FakeRounds>, span: Duration) 
 #[tokio::test(start_paused = true)]
 async fn first_rounds_are_spread_over_one_period() {
     let rounds = FakeRounds::new(vec![Duration::ZERO; 4]);
-    let scheduler = Scheduler::new(&vec![plan(&[1000]); 4], Duration::from_secs(5));
+    let scheduler = Scheduler::new(plans(&[&[1000u64][..]; 4]).0, Duration::from_secs(5));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(900)).await;
     let firsts: Vec<u64> = (0..4).map(|d| rounds.starts(d)[0]).collect();
     assert_eq!(firsts, [0, 250, 500, 750]);
@@ -72,8 +81,8 @@ async fn first_rounds_are_spread_over_one_period() {
 #[tokio::test(start_paused = true)]
 async fn the_next_round_is_due_one_period_after_completion() {
     let rounds = FakeRounds::new(vec![Duration::from_millis(300)]);
-    let scheduler = Scheduler::new(&[plan(&[1000])], Duration::from_secs(5));
-    let counters = scheduler.counters();
+    let (plans, counters) = plans(&[&[1000]]);
+    let scheduler = Scheduler::new(plans, Duration::from_secs(5));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(4000)).await;
     assert_eq!(rounds.starts(0), [0, 1300, 2600, 3900]);
     let stats = counters[0].snapshot();
@@ -84,8 +93,8 @@ async fn the_next_round_is_due_one_period_after_completion() {
 async fn a_round_that_finds_its_device_busy_is_skipped_and_counted() {
     // Tags 0 and 1 poll every 100 ms, tag 2 every 1000 ms; each round takes 250 ms.
     let rounds = FakeRounds::new(vec![Duration::from_millis(250)]);
-    let scheduler = Scheduler::new(&[plan(&[100, 100, 1000])], Duration::from_secs(5));
-    let counters = scheduler.counters();
+    let (plans, counters) = plans(&[&[100, 100, 1000]]);
+    let scheduler = Scheduler::new(plans, Duration::from_secs(5));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(2000)).await;
     let stats = counters[0].snapshot();
     assert!(stats.skipped > 0, "{stats:?}");
@@ -100,8 +109,8 @@ async fn a_round_that_finds_its_device_busy_is_skipped_and_counted() {
 #[tokio::test(start_paused = true)]
 async fn a_round_over_the_device_timeout_fails_and_the_device_is_polled_again() {
     let rounds = FakeRounds::new(vec![Duration::from_secs(3600)]);
-    let scheduler = Scheduler::new(&[plan(&[1000])], Duration::from_millis(500));
-    let counters = scheduler.counters();
+    let (plans, counters) = plans(&[&[1000]]);
+    let scheduler = Scheduler::new(plans, Duration::from_millis(500));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(3200)).await;
     assert_eq!(rounds.starts(0), [0, 1500, 3000]);
     assert_eq!(counters[0].snapshot().failed, 2);
@@ -110,7 +119,7 @@ async fn a_round_over_the_device_timeout_fails_and_the_device_is_polled_again() 
 #[tokio::test(start_paused = true)]
 async fn a_slow_device_never_delays_another() {
     let rounds = FakeRounds::new(vec![Duration::from_secs(5), Duration::ZERO]);
-    let scheduler = Scheduler::new(&[plan(&[100]), plan(&[100])], Duration::from_secs(10));
+    let scheduler = Scheduler::new(plans(&[&[100], &[100]]).0, Duration::from_secs(10));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(1000)).await;
     assert_eq!(rounds.starts(0).len(), 1);
     let fast = rounds.starts(1);
@@ -121,7 +130,7 @@ async fn a_slow_device_never_delays_another() {
 #[tokio::test(start_paused = true)]
 async fn write_only_tags_are_never_polled() {
     let rounds = FakeRounds::new(vec![Duration::ZERO, Duration::ZERO]);
-    let scheduler = Scheduler::new(&[plan(&[0, 500]), plan(&[0])], Duration::from_secs(1));
+    let scheduler = Scheduler::new(plans(&[&[0, 500], &[0]]).0, Duration::from_secs(1));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(1200)).await;
     let log = rounds.log.lock().expect("log");
     assert!(
@@ -129,4 +138,35 @@ async fn write_only_tags_are_never_polled() {
             .all(|(device, tags, _)| *device == 0 && tags == &[1]),
         "{log:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn devices_added_and_removed_while_running_leave_the_others_alone() {
+    let rounds = FakeRounds::new(vec![Duration::ZERO; 3]);
+    let (plans, counters) = plans(&[&[100], &[100], &[200]]);
+    let mut plans = plans.into_iter();
+    let (first, second, third) = (plans.next(), plans.next(), plans.next());
+    let scheduler = Scheduler::new(
+        first.into_iter().chain(second).collect(),
+        Duration::from_secs(1),
+    );
+    let changer = scheduler.changer();
+    let (stop, stopped) = watch::channel(false);
+    let task = tokio::spawn(scheduler.run(Arc::clone(&rounds), stopped));
+    tokio::time::sleep(Duration::from_millis(420)).await;
+    changer.send(PlanChange::Remove(1)).expect("running");
+    changer
+        .send(PlanChange::Add(third.expect("plan")))
+        .expect("running");
+    tokio::time::sleep(Duration::from_millis(580)).await;
+    stop.send(true).expect("scheduler alive");
+    task.await.expect("scheduler ends");
+    assert_eq!(
+        rounds.starts(0),
+        [0, 100, 200, 300, 400, 500, 600, 700, 800, 900],
+        "device 0 keeps its rhythm"
+    );
+    assert_eq!(rounds.starts(1), [50, 150, 250, 350], "removed at 420 ms");
+    assert_eq!(rounds.starts(2), [420, 620, 820], "added at 420 ms");
+    assert_eq!(counters[2].snapshot().total, 3);
 }

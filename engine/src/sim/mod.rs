@@ -89,6 +89,8 @@ pub(crate) struct Shared {
     pub(crate) max_connections: usize,
     /// Currently open (served) connections.
     pub(crate) open: AtomicUsize,
+    /// Connections served so far.
+    pub(crate) accepted: AtomicUsize,
     /// Responses sent, exceptions included.
     pub(crate) requests: AtomicU64,
 }
@@ -130,6 +132,7 @@ impl Simulator {
                 delay_nanos: AtomicU64::new(delay),
                 max_connections: config.max_connections,
                 open: AtomicUsize::new(0),
+                accepted: AtomicUsize::new(0),
                 requests: AtomicU64::new(0),
             }),
         }
@@ -205,6 +208,11 @@ impl Simulator {
     /// Client connections currently open, over every socket served.
     pub fn open_connections(&self) -> usize {
         self.shared.open.load(Ordering::Acquire)
+    }
+
+    /// Client connections served so far, over every socket served.
+    pub fn accepted_connections(&self) -> usize {
+        self.shared.accepted.load(Ordering::Acquire)
     }
 
     /// Requests answered so far, exception responses included.

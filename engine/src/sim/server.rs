@@ -66,7 +66,10 @@ impl Slot {
                 (open < shared.max_connections).then_some(open + 1)
             })
             .ok()
-            .map(|_| Self(Arc::clone(shared)))
+            .map(|_| {
+                shared.accepted.fetch_add(1, Ordering::AcqRel);
+                Self(Arc::clone(shared))
+            })
     }
 }
 

@@ -1,0 +1,211 @@
+//! Components deployed while the engine runs: uploaded versions are compiled and
+//! checked against their world, every device's pipeline is rebuilt with them off
+//! the hot path, and the new pipelines are swapped in at each device's next round.
+//! A version that breaks any pipeline is rolled back before a device sees it.
+//! Deployed versions are kept in the data directory (`components/NAME/VERSION.wasm`
+//! and `components/NAME/manifest.json`, written via rename) and installed again at
+//! start, with the version that was active.
+
+mod reload;
+mod shelf;
+
+use std::sync::{Arc, Mutex};
+
+pub use reload::{ReloadReport, ReloadStatus, Sources, watch_sources};
+pub use shelf::Shelf;
+
+use crate::collector::{Fleet, PipelineSet, SandboxLimits, reload_codec, reload_pipelines};
+use crate::runtime::{ComponentInfo, ComponentKind, LoadError, Registry};
+use crate::yaml::Diagnostics;
+
+/// Sub-directory of the data directory holding deployed components.
+pub const COMPONENTS_DIR: &str = "components";
+
+/// Why a deployment was refused; nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum DeployError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("the new version breaks a pipeline, so the previous one stays active:\n{0}")]
+    Breaks(Diagnostics),
+    #[error("cannot keep the component in the data directory: {0}")]
+    Storage(String),
+    #[error("the pipeline files have problems, so the running pipelines stay:\n{0}")]
+    Pipelines(Diagnostics),
+    #[error("the device configuration has problems, so the running devices stay:\n{0}")]
+    Devices(Diagnostics),
+}
+
+/// `codec`, `stage` or `rules`.
+pub fn parse_kind(text: &str) -> Option<ComponentKind> {
+    [
+        ComponentKind::Codec,
+        ComponentKind::Stage,
+        ComponentKind::Rules,
+    ]
+    .into_iter()
+    .find(|k| k.as_str() == text)
+}
+
+/// A name or version usable as a file name: letters, digits, `.`, `_`, `-`.
+fn check_word(what: &str, word: &str) -> Result<(), DeployError> {
+    let fine = !word.is_empty()
+        && word.len() <= 64
+        && !word.starts_with('.')
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if fine {
+        Ok(())
+    } else {
+        Err(DeployError::Invalid(format!(
+            "{what} `{word}`: use 1 to 64 letters, digits, `.`, `_` or `-`, not starting with `.`"
+        )))
+    }
+}
+
+/// Deploys components into a running engine.
+#[derive(Debug)]
+pub struct Deployer {
+    registry: Arc<Registry>,
+    fleet: Arc<Fleet>,
+    /// The pipelines in use.
+    pipelines: Mutex<PipelineSet>,
+    /// The files they and the devices come from.
+    sources: Sources,
+    limits: SandboxLimits,
+    shelf: Shelf,
+    /// One deployment or reload at a time: each one sees the previous one done.
+    busy: Mutex<()>,
+    /// How reloads of the pipeline files, and of the device configuration, went.
+    status: Mutex<(ReloadStatus, ReloadStatus)>,
+}
+
+impl Deployer {
+    pub fn new(
+        (registry, fleet): (Arc<Registry>, Arc<Fleet>),
+        (pipelines, sources, limits): (PipelineSet, Sources, SandboxLimits),
+        shelf: Shelf,
+    ) -> Self {
+        Self {
+            registry,
+            fleet,
+            pipelines: Mutex::new(pipelines),
+            sources,
+            limits,
+            shelf,
+            busy: Mutex::new(()),
+            status: Mutex::default(),
+        }
+    }
+
+    pub fn sources(&self) -> &Sources {
+        &self.sources
+    }
+
+    pub fn list(&self) -> Vec<ComponentInfo> {
+        self.registry.list()
+    }
+
+    /// Installs `bytes` as `version` of `name` and makes it active in every
+    /// pipeline (from each device's next round), or changes nothing. Blocking:
+    /// compiles and rebuilds.
+    ///
+    /// # Errors
+    /// Bytes that are not a component of `kind`, a bad name or version, a version
+    /// that breaks a pipeline (rolled back), or storage trouble.
+    pub fn upload(
+        &self,
+        kind: ComponentKind,
+        name: &str,
+        version: &str,
+        bytes: &[u8],
+    ) -> Result<ComponentInfo, DeployError> {
+        check_word("name", name)?;
+        check_word("version", version)?;
+        let _one = lock(&self.busy);
+        let previous = self.active_version(name);
+        let loaded = self.registry.install(kind, name, version, bytes)?;
+        if let Err(problems) = self.rebuild(kind, name) {
+            self.restore_previous(name, previous);
+            return Err(DeployError::Breaks(problems));
+        }
+        self.shelf.keep(kind, name, version, bytes, loaded.hash())?;
+        tracing::info!(
+            component = name,
+            version,
+            hash = loaded.hash(),
+            "component deployed"
+        );
+        Ok(ComponentInfo {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            kind,
+            hash: loaded.hash().to_owned(),
+            active: true,
+        })
+    }
+
+    /// Makes an earlier (or later) registered version active again: a rollback.
+    ///
+    /// # Errors
+    /// No such version, or it breaks a pipeline (the active one stays).
+    pub fn activate(&self, name: &str, version: &str) -> Result<ComponentInfo, DeployError> {
+        let _one = lock(&self.busy);
+        let previous = self.active_version(name);
+        let loaded = self.registry.activate(name, version)?;
+        if let Err(problems) = self.rebuild(loaded.kind(), name) {
+            self.restore_previous(name, previous);
+            return Err(DeployError::Breaks(problems));
+        }
+        self.shelf.record_active(loaded.kind(), name, version)?;
+        tracing::info!(component = name, version, "component activated");
+        Ok(ComponentInfo {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            kind: loaded.kind(),
+            hash: loaded.hash().to_owned(),
+            active: true,
+        })
+    }
+
+    fn active_version(&self, name: &str) -> Option<String> {
+        self.registry
+            .list()
+            .into_iter()
+            .find(|c| c.name == name && c.active)
+            .map(|c| c.version)
+    }
+
+    fn restore_previous(&self, name: &str, previous: Option<String>) {
+        if let Some(previous) = previous
+            && let Err(error) = self.registry.activate(name, &previous)
+        {
+            tracing::error!(component = name, %error, "cannot restore the previous version");
+        }
+    }
+
+    /// Puts the new active version of `name` to use: stages in every pipeline,
+    /// a codec in every channel that speaks it (those links reconnect); rules
+    /// evaluators are rebuilt at the next start.
+    fn rebuild(&self, kind: ComponentKind, name: &str) -> Result<usize, Diagnostics> {
+        match kind {
+            ComponentKind::Stage => {
+                let pipelines = lock(&self.pipelines);
+                let roster = self.fleet.roster();
+                reload_pipelines(roster.devices(), &self.registry, &pipelines, &self.limits)
+            }
+            ComponentKind::Codec => {
+                let roster = self.fleet.roster();
+                reload_codec(roster.devices(), &self.registry, name, &self.limits)
+            }
+            ComponentKind::Rules => Ok(0),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,223 @@
+//! Reloads while the engine runs: the pipeline files (every device's pipeline
+//! rebuilt, swapped in at its next round) and the device configuration (devices
+//! added, changed and removed; the others untouched). Both are checked whole
+//! first; a refused reload changes nothing and says why. The files are watched,
+//! and `POST /reload` reloads both at once.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::{DeployError, Deployer, lock};
+use crate::collector::{DeviceChanges, PipelineSet, reload_pipelines};
+
+/// How often the files are looked at for changes.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// Where the engine's reloadable configuration comes from.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// The device configuration file.
+    pub config_file: Option<PathBuf>,
+    /// The pipeline files' directory (`--pipelines`); without it only the
+    /// built-in pipeline is in use.
+    pub pipelines_dir: Option<PathBuf>,
+}
+
+/// How reloads of one source went, for `/health` and `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReloadStatus {
+    /// Reloads that were applied.
+    pub reloads: u64,
+    /// Reloads refused; what ran before stayed.
+    pub failures: u64,
+    /// Why the last reload was refused, until one succeeds.
+    pub last_error: Option<String>,
+}
+
+impl ReloadStatus {
+    fn record<T>(&mut self, what: &str, result: &Result<T, DeployError>) {
+        match result {
+            Ok(_) => {
+                self.reloads += 1;
+                self.last_error = None;
+            }
+            Err(error) => {
+                self.failures += 1;
+                self.last_error = Some(error.to_string());
+                tracing::error!(%error, "{what} reload refused");
+            }
+        }
+    }
+}
+
+/// What one `POST /reload` did: each source's outcome, when there is one.
+#[derive(Debug)]
+pub struct ReloadReport {
+    /// Devices whose pipelines were swapped.
+    pub pipelines: Option<Result<usize, DeployError>>,
+    pub devices: Option<Result<DeviceChanges, DeployError>>,
+}
+
+impl Deployer {
+    /// How the reloads of the pipeline files went.
+    pub fn reload_status(&self) -> ReloadStatus {
+        lock(&self.status).0.clone()
+    }
+
+    /// How the reloads of the device configuration went.
+    pub fn device_reload_status(&self) -> ReloadStatus {
+        lock(&self.status).1.clone()
+    }
+
+    /// Reads the pipeline files again and, when every pipeline builds for every
+    /// device, swaps them in at each device's next round. Blocking.
+    ///
+    /// # Errors
+    /// No pipelines directory, or problems in a file or in building a pipeline
+    /// (`FILE:LINE:COL` each); the running pipelines stay.
+    pub fn reload_pipeline_files(&self) -> Result<usize, DeployError> {
+        let Some(dir) = &self.sources.pipelines_dir else {
+            return Err(DeployError::Invalid(
+                "the engine runs without --pipelines: only the built-in pipeline is in use".into(),
+            ));
+        };
+        let _one = lock(&self.busy);
+        let result = PipelineSet::load_dir(dir)
+            .map_err(DeployError::Pipelines)
+            .and_then(|set| {
+                let roster = self.fleet.roster();
+                let swapped =
+                    reload_pipelines(roster.devices(), &self.registry, &set, &self.limits)
+                        .map_err(DeployError::Pipelines)?;
+                *lock(&self.pipelines) = set;
+                tracing::info!(devices = swapped, "pipelines reloaded");
+                Ok(swapped)
+            });
+        lock(&self.status).0.record("pipeline", &result);
+        result
+    }
+
+    /// Reads the device configuration file again and applies what changed in its
+    /// `devices` and `products`. Blocking.
+    ///
+    /// # Errors
+    /// No configuration file, or problems in it or in building a changed device
+    /// (`FILE:LINE:COL` each); the running devices stay.
+    pub fn reload_devices(&self) -> Result<DeviceChanges, DeployError> {
+        let Some(file) = &self.sources.config_file else {
+            return Err(DeployError::Invalid(
+                "the engine runs without a configuration file".into(),
+            ));
+        };
+        let _one = lock(&self.busy);
+        let result = crate::config::load_file(file)
+            .and_then(|config| {
+                let pipelines = lock(&self.pipelines);
+                let name = file.display().to_string();
+                self.fleet
+                    .reload(&name, &config, &self.registry, &pipelines)
+            })
+            .map_err(DeployError::Devices);
+        if let Ok(changes) = &result
+            && !changes.restart_needed.is_empty()
+        {
+            tracing::warn!(
+                sections = ?changes.restart_needed,
+                "these sections changed too and apply at the next start"
+            );
+        }
+        lock(&self.status).1.record("device configuration", &result);
+        result
+    }
+
+    /// Reloads the pipeline files (when there is a directory), then the device
+    /// configuration (when there is a file), so devices may name a pipeline
+    /// added in the same go.
+    pub fn reload(&self) -> ReloadReport {
+        ReloadReport {
+            pipelines: self
+                .sources
+                .pipelines_dir
+                .is_some()
+                .then(|| self.reload_pipeline_files()),
+            devices: self
+                .sources
+                .config_file
+                .is_some()
+                .then(|| self.reload_devices()),
+        }
+    }
+}
+
+type Fingerprint = Vec<(PathBuf, u64, Option<SystemTime>)>;
+
+fn stamp(path: PathBuf) -> (PathBuf, u64, Option<SystemTime>) {
+    let meta = std::fs::metadata(&path).ok();
+    let size = meta.as_ref().map_or(0, std::fs::Metadata::len);
+    let modified = meta.and_then(|m| m.modified().ok());
+    (path, size, modified)
+}
+
+/// Every YAML file's name, size and modification time.
+fn pipeline_files(dir: &Path) -> Fingerprint {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .map(stamp)
+        .collect();
+    files.sort();
+    files
+}
+
+fn config_file(file: Option<&Path>) -> Fingerprint {
+    file.map(|f| stamp(f.to_path_buf())).into_iter().collect()
+}
+
+/// Reloads the pipeline files whenever one is added, changed or removed, and
+/// the device configuration whenever its file changes (or when new pipelines
+/// came while its last reload was refused), until `shutdown`.
+pub async fn watch_sources(
+    deployer: Arc<Deployer>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let sources = deployer.sources().clone();
+    let dir = sources.pipelines_dir.as_deref();
+    let file = sources.config_file.as_deref();
+    let mut pipelines_seen = dir.map(pipeline_files);
+    let mut config_seen = config_file(file);
+    let mut timer = tokio::time::interval(WATCH_EVERY);
+    loop {
+        tokio::select! {
+            _ = timer.tick() => {}
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    return;
+                }
+            }
+        }
+        let pipelines_now = dir.map(pipeline_files);
+        let config_now = config_file(file);
+        let pipelines_changed = pipelines_now != pipelines_seen;
+        let config_changed = config_now != config_seen;
+        pipelines_seen = pipelines_now;
+        config_seen = config_now;
+        if !pipelines_changed && !config_changed {
+            continue;
+        }
+        let deployer = Arc::clone(&deployer);
+        // Refusals are logged and kept in the status by the reloads themselves.
+        let _ = tokio::task::spawn_blocking(move || {
+            let pipelines_ok = pipelines_changed && deployer.reload_pipeline_files().is_ok();
+            let devices_refused = deployer.device_reload_status().last_error.is_some();
+            if config_changed || (pipelines_ok && devices_refused) {
+                let _ = deployer.reload_devices();
+            }
+        })
+        .await;
+    }
+}

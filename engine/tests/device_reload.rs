@@ -1,0 +1,216 @@
+//! Editing the device configuration of a running engine: devices are added,
+//! changed and removed without touching the other devices' connections or
+//! rounds; a broken edit is refused with its position and changes nothing.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use sluice::sim::{SimHandle, Simulator};
+use support::engine::{Engine, scratch_dir};
+use support::mqtt::{Message, Subscriber};
+use support::peers::{Mosquitto, free_port};
+
+const ADMIN: &str = "admin-token";
+
+/// One device entry polling register 40001 of the simulator on `port` every
+/// 100 ms, scaled by `factor`.
+fn device(id: &str, port: u16, factor: u32) -> String {
+    format!(
+        "  - deviceId: {id}
+    productId: P
+    deviceNum: {id}
+    channels:
+      - channelId: main
+        protocol: modbus-tcp
+        host: 127.0.0.1
+        port: {port}
+        tags:
+          - {{ key: t, address: '40001', dataType: UINT16, periodMs: 100, factor: {factor} }}
+"
+    )
+}
+
+/// `(seq, value)` of every report of device `id`, in arrival order.
+fn reports(messages: &[Message], id: &str) -> Vec<(i64, f64)> {
+    let topic = format!("P/{id}/property/post");
+    messages
+        .iter()
+        .filter(|m| m.topic == topic)
+        .map(|m| {
+            let json = m.json();
+            (
+                json["seq"].as_i64().expect("seq"),
+                json["values"][0]["value"].as_f64().expect("value"),
+            )
+        })
+        .collect()
+}
+
+/// Waits until device `id`'s latest report carries `value`.
+async fn until_value(subscriber: &Subscriber, id: &str, value: f64) {
+    subscriber
+        .wait_until(Duration::from_secs(15), &format!("{id} = {value}"), |m| {
+            reports(m, id).last().is_some_and(|(_, v)| *v == value)
+        })
+        .await;
+}
+
+/// Sequence numbers without a gap or a repeat.
+fn assert_unbroken(seen: &[(i64, f64)], what: &str) {
+    let mut seqs: Vec<i64> = seen.iter().map(|(seq, _)| *seq).collect();
+    seqs.sort_unstable();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "{what}: no seq lost or repeated: {seqs:?}"
+    );
+}
+
+async fn health(http: u16) -> Value {
+    let text = Engine::http_get(http, "/health").await.expect("health");
+    serde_json::from_str(&text).expect("json")
+}
+
+async fn serve(value: u16) -> (Simulator, SimHandle) {
+    let (sim, handle) = support::sim::simulator(10, Duration::ZERO).await;
+    sim.set_holding(0, &[value]);
+    (sim, handle)
+}
+
+fn write_config(path: &Path, collector: &str, devices: &[String]) {
+    std::fs::write(path, format!("{collector}devices:\n{}", devices.concat())).expect("config");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_added_changed_and_removed_live_leave_the_others_untouched() {
+    let (sim_a, handle_a) = serve(11).await;
+    let (sim_b, handle_b) = serve(22).await;
+    let (_sim_c, handle_c) = serve(33).await;
+    let (a, b, c) = (
+        handle_a.local_addr().port(),
+        handle_b.local_addr().port(),
+        handle_c.local_addr().port(),
+    );
+    let broker = Mosquitto::start();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let collector = format!(
+        "collector:
+  workerThreads: 2
+  mqtt: {{ brokerUrl: tcp://127.0.0.1:{}, clientId: reload-{http} }}
+  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
+  wal: {{ dir: ./data }}
+",
+        broker.port()
+    );
+    let dir = scratch_dir("device-reload");
+    let file = dir.join("devices.yaml");
+    write_config(&file, &collector, &[device("a", a, 1), device("b", b, 1)]);
+    let _engine = Engine::start_with(&dir, &file);
+    until_value(&subscriber, "a", 11.0).await;
+    until_value(&subscriber, "b", 22.0).await;
+    assert_eq!(sim_a.accepted_connections(), 1);
+
+    // Edited on disk: b changes its scale, c is new; the watcher applies it.
+    write_config(
+        &file,
+        &collector,
+        &[device("a", a, 1), device("b", b, 2), device("c", c, 1)],
+    );
+    until_value(&subscriber, "b", 44.0).await;
+    until_value(&subscriber, "c", 33.0).await;
+    let status = health(http).await;
+    assert_eq!(status["config"]["reloads"], 1, "{status}");
+    assert_eq!(status["devices"]["total"], 3, "{status}");
+
+    // Removed: b stops, goes offline, and its connection is closed.
+    write_config(&file, &collector, &[device("a", a, 1), device("c", c, 1)]);
+    subscriber
+        .wait_until(Duration::from_secs(15), "b offline", |m| {
+            m.iter()
+                .any(|m| m.topic == "P/b/status/post" && m.json()["status"] == "offline")
+        })
+        .await;
+    let mut waited = 0;
+    while sim_b.open_connections() > 0 && waited < 100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    assert_eq!(
+        sim_b.open_connections(),
+        0,
+        "b's connection is closed once no device uses it"
+    );
+    let b_reports = reports(&subscriber.messages(), "b").len();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(reports(&subscriber.messages(), "b").len(), b_reports);
+
+    // A broken edit: refused with its position, everything keeps running.
+    std::fs::write(
+        &file,
+        format!(
+            "{collector}devices:\n{}{}",
+            device("a", a, 1),
+            device("c", c, 1).replace("'40001'", "'49x'")
+        ),
+    )
+    .expect("config");
+    let (status, refused) = Engine::request(http, "POST", "/reload", Some(ADMIN), None).await;
+    assert_eq!(status, 422, "{refused}");
+    let message = refused["devices"]["error"].as_str().unwrap_or("");
+    assert!(message.contains("devices.yaml:"), "{message}");
+    let before = reports(&subscriber.messages(), "c").len();
+    subscriber
+        .wait_until(Duration::from_secs(5), "c still polled", |m| {
+            reports(m, "c").len() >= before + 3
+        })
+        .await;
+    assert!(health(http).await["config"]["lastError"].is_string());
+
+    // A device of a tenant the running engine does not know: tenants change at
+    // the next start, so the edit is refused.
+    let with_tenant = format!(
+        "{collector}tenants: [{{ tenantId: 7, name: seven }}]\ndevices:\n{}{}",
+        device("a", a, 1),
+        device("c", c, 1).replace("channels:", "tenantId: 7\n    channels:")
+    );
+    std::fs::write(&file, with_tenant).expect("config");
+    let (status, refused) = Engine::request(http, "POST", "/reload", Some(ADMIN), None).await;
+    assert_eq!(status, 422, "{refused}");
+    let message = refused["devices"]["error"].as_str().unwrap_or("");
+    assert!(message.contains("tenant 7 is new"), "{message}");
+
+    // A collector change is reported as needing a restart; devices still apply.
+    let slower = collector.replace("workerThreads: 2", "workerThreads: 3");
+    write_config(&file, &slower, &[device("a", a, 1), device("c", c, 3)]);
+    // This time through `sluice reload`, which asks the running engine.
+    let reload = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["reload", "--config"])
+        .arg(&file)
+        .output()
+        .expect("sluice reload runs");
+    let done: Value = serde_json::from_slice(&reload.stdout).expect("json answer");
+    assert!(reload.status.success(), "{done}");
+    assert_eq!(done["devices"]["restartNeeded"][0], "collector", "{done}");
+    until_value(&subscriber, "c", 99.0).await;
+    let status = health(http).await;
+    assert!(status["config"]["lastError"].is_null(), "{status}");
+
+    // Device a was never touched: one connection, every seq, no round skipped.
+    assert_eq!(sim_a.accepted_connections(), 1);
+    let seen = reports(&subscriber.messages(), "a");
+    assert!(seen.len() > 20, "{seen:?}");
+    assert_unbroken(&seen, "a");
+    assert_unbroken(&reports(&subscriber.messages(), "b"), "b");
+    let metrics = Engine::http_get(http, "/metrics").await.expect("metrics");
+    assert!(
+        metrics.contains("sluice_rounds_skipped_total{device=\"a\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("device=\"b\""),
+        "b is gone from the metrics"
+    );
+}
