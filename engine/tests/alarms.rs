@@ -346,11 +346,7 @@ fn service(f: &Fixture, devices: &[(&str, u32, Arc<RulesPool>)]) -> Arc<Alarms> 
             )
         })
         .collect();
-    Alarms::new(
-        Arc::clone(&f.store),
-        devices,
-        (HashMap::new(), HashMap::new()),
-    )
+    Alarms::new(Arc::clone(&f.store), devices, HashMap::new())
 }
 
 fn results(applied: &[Applied]) -> Vec<(String, Option<AlarmState>)> {
@@ -699,11 +695,7 @@ async fn thresholds_raise_once_clear_with_hysteresis_and_do_not_reopen_after_a_r
                 evaluator,
             },
         )]);
-        Alarms::new(
-            Arc::clone(&f.store),
-            devices,
-            (HashMap::new(), HashMap::new()),
-        )
+        Alarms::new(Arc::clone(&f.store), devices, HashMap::new())
     };
     let alarms = build();
     let _stop = running(&alarms);
@@ -800,11 +792,7 @@ async fn a_hostile_tenant_rule_fails_only_for_its_tenant_and_raises_a_rule_failu
             evaluator,
         },
     );
-    let alarms = Alarms::new(
-        Arc::clone(&f.store),
-        devices,
-        (HashMap::new(), HashMap::new()),
-    );
+    let alarms = Alarms::new(Arc::clone(&f.store), devices, HashMap::new());
     let _stop = running(&alarms);
     for mode in ["loop", "memory", "trap"] {
         let device = format!("bad-{mode}");

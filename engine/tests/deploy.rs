@@ -487,3 +487,84 @@ async fn a_codec_version_deployed_while_polling_reconnects_its_links_and_loses_n
     assert!(seen.iter().all(|(_, v)| *v == 5.0));
     until_value(subscriber, 5.0, "still polling").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rules_version_uploaded_while_running_takes_the_next_event_and_rolls_back() {
+    let rig = Rig::start(5).await;
+    let http = rig.http;
+    let dir = scratch_dir("rules-deploy");
+    let pipelines = dir.join("pipelines");
+    std::fs::create_dir_all(&pipelines).expect("dir");
+    std::fs::write(
+        pipelines.join("hot.yaml"),
+        "name: hot\nstages:\n  - use: swap_bytes\n  - use: decode\nalarms:\n  thresholds:\n    - { tag: t, above: 90, clearAt: 80, ruleKey: HOT }\n",
+    )
+    .expect("pipeline");
+    let device = |id: &str, pipeline: &str| {
+        format!(
+            "  - {{ deviceId: {id}, productId: P, deviceNum: {id}, pipeline: {pipeline}, channels: [ {{ channelId: c, protocol: modbus-tcp, host: 127.0.0.1, port: {}, tags: [ {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }} ] }} ] }}\n",
+            rig.port()
+        )
+    };
+    let collector = rig.collector("rules");
+    let config = format!("{collector}devices:\n{}", device("d", "default"));
+    let _engine = Engine::start_with_pipelines(&dir, &config, &pipelines);
+    let event = |kind: &str| serde_json::json!({ "deviceId": "d", "type": kind });
+    let post = |kind: &str| {
+        let body = event(kind);
+        async move { Engine::request(http, "POST", "/events", Some(ADMIN), Some(&body)).await }
+    };
+    let (status, answer) = post("CUSTOM_ONE").await;
+    assert_eq!(
+        status, 422,
+        "the built-in rules know no such event: {answer}"
+    );
+    let builtin = active_version(http, "alarm_rules").await;
+
+    // A new rules version: the next event is judged by it.
+    let (status, deployed) = put_bytes(
+        http,
+        "/components/alarm_rules/2.0.0?kind=rules",
+        &component("hostile_rules"),
+    )
+    .await;
+    assert_eq!(status, 200, "{deployed}");
+    let (status, answer) = post("CUSTOM_ONE").await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["results"][0]["result"], "opened", "{answer}");
+
+    // Rollback: the built-in rules again.
+    let path = format!("/components/alarm_rules/{builtin}/activate");
+    let (status, rolled) = Engine::request(http, "POST", &path, Some(ADMIN), None).await;
+    assert_eq!(status, 200, "{rolled}");
+    let (status, answer) = post("CUSTOM_TWO").await;
+    assert_eq!(status, 422, "{answer}");
+
+    // With a device whose pipeline has thresholds, a version that refuses them
+    // breaks its rules: refused, and the built-in rules stay.
+    let config = format!(
+        "{collector}devices:\n{}{}",
+        device("d", "default"),
+        device("e", "hot")
+    );
+    std::fs::write(dir.join("devices.yaml"), config).expect("config");
+    let (status, reloaded) = Engine::request(http, "POST", "/reload", Some(ADMIN), None).await;
+    assert_eq!(status, 200, "{reloaded}");
+    let (status, refused) = put_bytes(
+        http,
+        "/components/alarm_rules/3.0.0?kind=rules",
+        &component("hostile_rules"),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("device `e`"),
+        "{refused}"
+    );
+    assert_eq!(active_version(http, "alarm_rules").await, builtin);
+    let (status, answer) = post("CUSTOM_THREE").await;
+    assert_eq!(status, 422, "{answer}");
+}

@@ -18,7 +18,7 @@ pub mod store;
 
 pub use delivery::{Delivery, DeliveryPlan, Notifier, QuietHours, Recipient, TickReport};
 pub use model::{ActionRecord, Alarm, Change, Source};
-pub use service::{Alarms, Applied, DeviceRules, EventError, RULE_FAILURE};
+pub use service::{Alarms, Applied, DeviceRules, EventError, RULE_FAILURE, TenantRules};
 pub use state::{AlarmAction, AlarmState, Signal, SignalKind};
 pub use store::{
     AlarmError, AlarmFilter, AlarmStats, AlarmStore, AuditError, AuditTable, AuditWriter, Chain,

@@ -30,6 +30,13 @@ pub struct DeviceRules {
     pub evaluator: Evaluator,
 }
 
+/// One tenant's rules sandbox and the rules of its drivers.
+#[derive(Debug)]
+pub struct TenantRules {
+    pub pool: Arc<RulesPool>,
+    pub drivers: Option<Arc<Evaluator>>,
+}
+
 /// Signals waiting to be applied.
 #[derive(Debug)]
 struct Queued {
@@ -70,10 +77,9 @@ pub enum EventError {
 pub struct Alarms {
     store: Arc<AlarmStore>,
     devices: RwLock<HashMap<String, Arc<DeviceRules>>>,
-    /// Per tenant: the rules that see its drivers' lease events.
-    drivers: HashMap<u32, Evaluator>,
-    /// Per tenant: the pool (sandbox) its rules run in, for devices added later.
-    pools: HashMap<u32, Arc<RulesPool>>,
+    /// Per tenant: the pool (sandbox) its rules run in, for devices added later,
+    /// and the rules that see its drivers' lease events.
+    tenants: RwLock<HashMap<u32, TenantRules>>,
     queue: mpsc::UnboundedSender<Queued>,
     queued: Mutex<Option<mpsc::UnboundedReceiver<Queued>>>,
     /// Devices whose rules failed on their last call.
@@ -85,12 +91,12 @@ pub struct Alarms {
 }
 
 impl Alarms {
-    /// The service over devices' and drivers' rules; `pools` are each tenant's
-    /// rules sandbox, where devices attached later get theirs.
+    /// The service over devices' and each tenant's rules (its sandbox, where
+    /// devices attached later get theirs, and its drivers' rules).
     pub fn new(
         store: Arc<AlarmStore>,
         devices: HashMap<String, DeviceRules>,
-        (drivers, pools): (HashMap<u32, Evaluator>, HashMap<u32, Arc<RulesPool>>),
+        tenants: HashMap<u32, TenantRules>,
     ) -> Arc<Self> {
         let (queue, queued) = mpsc::unbounded_channel();
         let devices = devices
@@ -100,8 +106,7 @@ impl Alarms {
         Arc::new(Self {
             store,
             devices: RwLock::new(devices),
-            drivers,
-            pools,
+            tenants: RwLock::new(tenants),
             queue,
             queued: Mutex::new(Some(queued)),
             failing: Mutex::default(),
@@ -120,8 +125,37 @@ impl Alarms {
     }
 
     /// The rules sandbox of `tenant`.
-    pub fn pool(&self, tenant: u32) -> Option<&Arc<RulesPool>> {
-        self.pools.get(&tenant)
+    pub fn pool(&self, tenant: u32) -> Option<Arc<RulesPool>> {
+        read(&self.tenants)
+            .get(&tenant)
+            .map(|t| Arc::clone(&t.pool))
+    }
+
+    /// The tenants whose rules run component `name`.
+    pub fn tenants_running(&self, name: &str) -> Vec<u32> {
+        read(&self.tenants)
+            .iter()
+            .filter(|(_, t)| t.pool.name() == name)
+            .map(|(tenant, _)| *tenant)
+            .collect()
+    }
+
+    /// Puts a tenant's new rules in place at once: its sandbox, its drivers' rules
+    /// and the rules of its devices (those not listed keep theirs).
+    pub fn replace_tenant(
+        &self,
+        tenant: u32,
+        rules: TenantRules,
+        devices: Vec<(String, DeviceRules)>,
+    ) {
+        let mut all = self.devices.write().unwrap_or_else(|p| p.into_inner());
+        for (id, device_rules) in devices {
+            all.insert(id, Arc::new(device_rules));
+        }
+        self.tenants
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(tenant, rules);
     }
 
     /// Runs `rules` for the device from now on (replacing earlier ones).
@@ -142,11 +176,7 @@ impl Alarms {
     }
 
     fn rules(&self, device_id: &str) -> Option<Arc<DeviceRules>> {
-        self.devices
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(device_id)
-            .cloned()
+        read(&self.devices).get(device_id).cloned()
     }
 
     /// The tenant of a device that has rules.
@@ -156,9 +186,7 @@ impl Alarms {
 
     /// How the pools of every device's rules are doing, with the device's tenant.
     pub fn component_health(&self) -> Vec<(u32, crate::runtime::PoolHealth)> {
-        self.devices
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
+        read(&self.devices)
             .values()
             .map(|rules| (rules.tenant_id, rules.evaluator.health()))
             .collect()
@@ -191,7 +219,10 @@ impl Alarms {
                 Some(rules) => (rules.tenant_id, rules.evaluator.on_event(&event, now, None)),
                 None => return,
             },
-            EntityType::Driver => match self.drivers.get(&row.tenant_id) {
+            EntityType::Driver => match read(&self.tenants)
+                .get(&row.tenant_id)
+                .and_then(|t| t.drivers.clone())
+            {
                 Some(evaluator) => (row.tenant_id, evaluator.on_event(&event, now, None)),
                 None => return,
             },
@@ -372,6 +403,10 @@ fn engine_signal(kind: SignalKind, message: String, ts_ms: i64) -> Signal {
         message,
         event_id: None,
     }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|p| p.into_inner())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -148,6 +148,11 @@ impl Fleet {
         &self.services
     }
 
+    /// The alarm service the devices' rules run in, if any.
+    pub fn alarms(&self) -> Option<&Arc<crate::alarm::Alarms>> {
+        self.services.alarms.as_ref()
+    }
+
     /// Starts the heartbeats of the current links; later rosters start theirs as
     /// they come. Needs the runtime.
     pub(super) fn start(&self, shutdown: watch::Receiver<bool>) {

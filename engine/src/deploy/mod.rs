@@ -188,8 +188,8 @@ impl Deployer {
     }
 
     /// Puts the new active version of `name` to use: stages in every pipeline,
-    /// a codec in every channel that speaks it (those links reconnect); rules
-    /// evaluators are rebuilt at the next start.
+    /// a codec in every channel that speaks it (those links reconnect), rules in
+    /// every tenant sandbox that runs it.
     fn rebuild(&self, kind: ComponentKind, name: &str) -> Result<usize, Diagnostics> {
         match kind {
             ComponentKind::Stage => {
@@ -201,7 +201,21 @@ impl Deployer {
                 let roster = self.fleet.roster();
                 reload_codec(roster.devices(), &self.registry, name, &self.limits)
             }
-            ComponentKind::Rules => Ok(0),
+            ComponentKind::Rules => match self.fleet.alarms() {
+                Some(alarms) => {
+                    let pipelines = lock(&self.pipelines);
+                    let roster = self.fleet.roster();
+                    let targets = (roster.devices(), &*pipelines);
+                    crate::alarm::build::reload_rules(
+                        alarms,
+                        &self.registry,
+                        name,
+                        targets,
+                        &self.limits,
+                    )
+                }
+                None => Ok(0),
+            },
         }
     }
 }
