@@ -10,7 +10,11 @@
 //! - swap latency of a stage upload: `PUT /components/scale/...` from the request
 //!   to its answer (compile, check, rebuild every device's pipeline) and to the
 //!   first report carrying the new stage's values, for the fleet, against the
-//!   poll period.
+//!   poll period;
+//! - a device-config reload: one device added to the file (`POST /reload`) from
+//!   the request to its answer and to the new device's first report, then removed
+//!   again, against the poll period and the stage swap; the simulator's accepted
+//!   connections show whether any other device's connection was touched.
 //!
 //! Environment (optional): `SLUICE_BENCH_DEVICES` (200), `SLUICE_BENCH_SWAPS` (5).
 #![allow(clippy::print_stdout)]
@@ -28,6 +32,23 @@ const ADMIN: &str = "bench-admin";
 const PERIOD_MS: u64 = 100;
 const TIMEOUT: Duration = Duration::from_secs(120);
 
+/// One device entry polling register 40001 of the simulator socket `port`.
+fn device(id: &str, port: u16) -> String {
+    format!(
+        "  - deviceId: {id}
+    productId: P
+    deviceNum: {id}
+    channels:
+      - channelId: main
+        protocol: modbus-tcp
+        host: 127.0.0.1
+        port: {port}
+        tags:
+          - {{ key: t, address: '40001', dataType: UINT16, periodMs: {PERIOD_MS} }}
+"
+    )
+}
+
 fn config(broker: &Broker, http: std::net::SocketAddr, sims: &[SimHandle]) -> String {
     let mut text = format!(
         "collector:
@@ -42,20 +63,7 @@ devices:
         broker.address
     );
     for (i, sim) in sims.iter().enumerate() {
-        text.push_str(&format!(
-            "  - deviceId: d{i}
-    productId: P
-    deviceNum: D{i}
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {}
-        tags:
-          - {{ key: t, address: '40001', dataType: UINT16, periodMs: {PERIOD_MS} }}
-",
-            sim.local_addr().port()
-        ));
+        text.push_str(&device(&format!("D{i}"), sim.local_addr().port()));
     }
     text
 }
@@ -89,11 +97,12 @@ fn main() {
         ..SimConfig::default()
     });
     sim.set_holding(0, &[7]);
-    let sims = serve(&rt, &sim, devices);
+    // One socket more than devices: the device-config reload adds a device on it.
+    let sims = serve(&rt, &sim, devices + 1);
     let broker = Broker::start();
     let http = free_local_address();
     let scratch = Scratch::new("deploy");
-    let text = config(&broker, http, &sims);
+    let text = config(&broker, http, &sims[..devices]);
     println!(
         "deploy bench: {devices} devices polled every {PERIOD_MS} ms, {} logical CPUs",
         std::thread::available_parallelism().map_or(0, usize::from)
@@ -170,6 +179,71 @@ fn main() {
         mean(&answers) / PERIOD_MS as f64,
         mean(&visible) / PERIOD_MS as f64
     );
+    reload_devices(&scratch, &text, (&broker, http), (&sim, &sims[devices]), swaps);
     let metrics = engine.metrics();
-    println!("rounds skipped during the run: {}", metrics.skipped);
+    println!("\nrounds skipped during the run: {}", metrics.skipped);
+    let stage_visible = mean(&visible);
+    println!("(stage swap visible after {stage_visible:.1} ms, for the ratio below)");
+}
+
+/// Adds a device to the config file and reloads, waits for its first report,
+/// removes it and reloads again, `times` times; prints the latencies.
+fn reload_devices(
+    scratch: &Scratch,
+    base: &str,
+    (broker, http): (&Broker, std::net::SocketAddr),
+    (sim, spare): (&Simulator, &SimHandle),
+    times: u64,
+) {
+    let file = scratch.0.join("devices.yaml");
+    let accepted_before = sim.accepted_connections();
+    let (mut added, mut visible, mut removed) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..times {
+        let id = format!("NEW{round}");
+        let with = format!("{base}{}", device(&id, spare.local_addr().port()));
+        std::fs::write(&file, with).expect("config");
+        let started = Instant::now();
+        let (status, body) = http_request(http, "POST", "/reload", ADMIN, b"").expect("reload");
+        assert_eq!(status, 200, "{body}");
+        added.push(started.elapsed());
+        let topic = format!("P/{id}/property/post");
+        while !broker.seen(&topic) {
+            assert!(started.elapsed() < TIMEOUT, "the new device never reported");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        visible.push(started.elapsed());
+        std::fs::write(&file, base).expect("config");
+        let started = Instant::now();
+        let (status, body) = http_request(http, "POST", "/reload", ADMIN, b"").expect("reload");
+        assert_eq!(status, 200, "{body}");
+        removed.push(started.elapsed());
+    }
+    let mean =
+        |d: &[Duration]| d.iter().map(Duration::as_secs_f64).sum::<f64>() / d.len() as f64 * 1e3;
+    let max = |d: &[Duration]| d.iter().map(Duration::as_secs_f64).fold(0.0, f64::max) * 1e3;
+    println!("\n== device-config reload, {times} adds and removes ==");
+    println!(
+        "add answered (read, diff, build one device):  mean {:.1} ms, max {:.1} ms",
+        mean(&added),
+        max(&added)
+    );
+    println!(
+        "first report of the added device:             mean {:.1} ms, max {:.1} ms",
+        mean(&visible),
+        max(&visible)
+    );
+    println!(
+        "remove answered:                              mean {:.1} ms, max {:.1} ms",
+        mean(&removed),
+        max(&removed)
+    );
+    println!(
+        "in poll periods ({PERIOD_MS} ms): add answered {:.2}, visible {:.2}",
+        mean(&added) / PERIOD_MS as f64,
+        mean(&visible) / PERIOD_MS as f64
+    );
+    println!(
+        "connections accepted by the simulator meanwhile: {} (one per added device)",
+        sim.accepted_connections() - accepted_before
+    );
 }

@@ -1,7 +1,26 @@
-//! Wall-clock time for timestamps. Scheduling uses tokio's monotonic clock; only
-//! the times written into payloads and records come from here.
+//! Wall-clock time for timestamps, and the ticks of periodic background tasks.
+//! Scheduling uses tokio's monotonic clock; only the times written into payloads
+//! and records come from the wall clock.
 
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+use tokio::time::Interval;
+
+/// Waits for the next tick of `timer`; `false` as soon as `shutdown` turns true
+/// (or its sender is gone), so a task loops `while next_tick(..).await`.
+pub async fn next_tick(timer: &mut Interval, shutdown: &mut watch::Receiver<bool>) -> bool {
+    loop {
+        tokio::select! {
+            _ = timer.tick() => return true,
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    return false;
+                }
+            }
+        }
+    }
+}
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub fn now_ms() -> i64 {

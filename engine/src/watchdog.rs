@@ -51,15 +51,7 @@ fn alarm_subject(tenant: u32, component: &str) -> String {
 pub async fn watch(fleet: Arc<Fleet>, alarms: Arc<Alarms>, mut shutdown: watch::Receiver<bool>) {
     let mut open: HashSet<(u32, String)> = HashSet::new();
     let mut timer = tokio::time::interval(WATCH_EVERY);
-    loop {
-        tokio::select! {
-            _ = timer.tick() => {}
-            changed = shutdown.changed() => {
-                if changed.is_err() || *shutdown.borrow() {
-                    return;
-                }
-            }
-        }
+    while crate::clock::next_tick(&mut timer, &mut shutdown).await {
         let now: HashSet<(u32, String)> = pools(fleet.roster().devices(), &alarms)
             .into_iter()
             .filter(|p| p.health.quarantined)

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::engine::{Engine, scratch_dir};
+use support::engine::{Engine, modbus_device, scratch_dir};
 use support::mqtt::Subscriber;
 use support::peers::{Mosquitto, free_port};
 use support::sim::simulator;
@@ -32,20 +32,8 @@ devices:
 }
 
 fn device(id: &str, port: u16, unit: u8, tags: &str) -> String {
-    format!(
-        "  - deviceId: {id}
-    productId: P
-    deviceNum: {id}
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {port}
-        unitId: {unit}
-        readTimeoutMs: 1500
-        tags:
-{tags}"
-    )
+    let channel = format!("        unitId: {unit}\n        readTimeoutMs: 1500\n");
+    modbus_device(id, port, &channel, tags)
 }
 
 /// The value of a Prometheus sample line `name{labels} value`.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::engine::{Engine, scratch_dir};
-use support::mqtt::{Message, Subscriber};
+use support::mqtt::{Subscriber, reports};
 use support::peers::{Mosquitto, free_port};
 
 const ADMIN: &str = "admin-token";
@@ -61,6 +61,11 @@ impl Rig {
     }
 }
 
+/// Uploads the test component `name` with PUT; returns status and JSON body.
+async fn upload(http: u16, path: &str, name: &str) -> (u16, Value) {
+    put_bytes(http, path, &component(name)).await
+}
+
 fn component(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("SLUICE_TEST_COMPONENTS")).join(format!("{name}.wasm"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -87,29 +92,6 @@ async fn put_bytes(http: u16, path: &str, bytes: &[u8]) -> (u16, Value) {
         .expect("status");
     let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
-}
-
-fn reports(messages: &[Message]) -> Vec<(i64, f64)> {
-    messages
-        .iter()
-        .filter(|m| m.topic == TOPIC)
-        .map(|m| {
-            let json = m.json();
-            (
-                json["seq"].as_i64().expect("seq"),
-                json["values"][0]["value"].as_f64().expect("value"),
-            )
-        })
-        .collect()
-}
-
-/// Waits until the latest report carries `value`.
-async fn until_value(subscriber: &Subscriber, value: f64, what: &str) -> Vec<Message> {
-    subscriber
-        .wait_until(Duration::from_secs(15), what, |m| {
-            reports(m).last().is_some_and(|(_, v)| *v == value)
-        })
-        .await
 }
 
 async fn active_version(http: u16, name: &str) -> String {
@@ -147,22 +129,25 @@ async fn a_stage_uploaded_while_polling_takes_over_between_rounds_and_rolls_back
     );
     let dir = scratch_dir("deploy");
     let mut engine = Engine::start(&dir, &config);
-    until_value(subscriber, 5.0, "the built-in scale").await;
+    subscriber
+        .until_value(TOPIC, 5.0, "the built-in scale")
+        .await;
     let builtin = active_version(http, "scale").await;
 
-    let (status, deployed) =
-        put_bytes(http, "/components/scale/2.0.0", &component("shifted_scale")).await;
+    let (status, deployed) = upload(http, "/components/scale/2.0.0", "shifted_scale").await;
     assert_eq!(status, 200, "{deployed}");
     assert_eq!(
         (deployed["version"].as_str(), deployed["kind"].as_str()),
         (Some("2.0.0"), Some("stage"))
     );
     assert_eq!(deployed["hash"].as_str().map(str::len), Some(64));
-    let messages = until_value(subscriber, 1005.0, "the deployed scale").await;
+    let messages = subscriber
+        .until_value(TOPIC, 1005.0, "the deployed scale")
+        .await;
     // Keep polling a while after the switch, then check the whole sequence.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let messages = [messages, subscriber.messages()].concat();
-    let mut seen: Vec<(i64, f64)> = reports(&messages);
+    let mut seen: Vec<(i64, f64)> = reports(&messages, TOPIC);
     seen.sort_by_key(|(seq, _)| *seq);
     seen.dedup();
     assert!(
@@ -186,7 +171,7 @@ async fn a_stage_uploaded_while_polling_takes_over_between_rounds_and_rolls_back
     // Garbage, and a stage that refuses the pipeline's settings: nothing changes.
     let (status, refused) = put_bytes(http, "/components/scale/3.0.0", b"not wasm").await;
     assert_eq!(status, 400, "{refused}");
-    let (status, refused) = put_bytes(http, "/components/scale/4.0.0", &component("hostile")).await;
+    let (status, refused) = upload(http, "/components/scale/4.0.0", "hostile").await;
     assert_eq!(status, 422, "{refused}");
     assert!(
         refused["error"]
@@ -196,7 +181,9 @@ async fn a_stage_uploaded_while_polling_takes_over_between_rounds_and_rolls_back
         "{refused}"
     );
     assert_eq!(active_version(http, "scale").await, "2.0.0");
-    until_value(subscriber, 1005.0, "still the deployed scale").await;
+    subscriber
+        .until_value(TOPIC, 1005.0, "still the deployed scale")
+        .await;
 
     // Without the admin token, nothing.
     let (status, _) = Engine::request(http, "GET", "/components", None, None).await;
@@ -206,7 +193,9 @@ async fn a_stage_uploaded_while_polling_takes_over_between_rounds_and_rolls_back
     let path = format!("/components/scale/{builtin}/activate");
     let (status, rolled) = Engine::request(http, "POST", &path, Some(ADMIN), None).await;
     assert_eq!(status, 200, "{rolled}");
-    until_value(subscriber, 5.0, "the built-in scale again").await;
+    subscriber
+        .until_value(TOPIC, 5.0, "the built-in scale again")
+        .await;
 
     // Deployed versions survive a restart, with the version that was active.
     let (status, _) = Engine::request(
@@ -218,16 +207,18 @@ async fn a_stage_uploaded_while_polling_takes_over_between_rounds_and_rolls_back
     )
     .await;
     assert_eq!(status, 200);
-    until_value(subscriber, 1005.0, "2.0.0 active before the restart").await;
+    subscriber
+        .until_value(TOPIC, 1005.0, "2.0.0 active before the restart")
+        .await;
     engine.kill();
     let before = subscriber.messages().len();
     let _engine = Engine::start(&dir, &config);
     subscriber
         .wait_until(Duration::from_secs(15), "reports after the restart", |m| {
-            reports(&m[before.min(m.len())..]).len() >= 2
+            reports(&m[before.min(m.len())..], TOPIC).len() >= 2
         })
         .await;
-    let after = reports(&subscriber.messages()[before..]);
+    let after = reports(&subscriber.messages()[before..], TOPIC);
     assert!(
         after.iter().all(|(_, v)| *v == 1005.0),
         "restored 2.0.0: {after:?}"
@@ -263,7 +254,7 @@ async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing()
         port = rig.port(),
     );
     let _engine = Engine::start_with_pipelines(&dir, &config, &pipelines);
-    until_value(subscriber, 123.4, "scaled values").await;
+    subscriber.until_value(TOPIC, 123.4, "scaled values").await;
 
     // An edit picked up by the watcher: without `scale`, the raw value is published.
     std::fs::write(
@@ -271,7 +262,9 @@ async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing()
         "name: p\nstages:\n  - use: swap_bytes\n  - use: decode\n",
     )
     .expect("edit");
-    until_value(subscriber, 1234.0, "the edited pipeline").await;
+    subscriber
+        .until_value(TOPIC, 1234.0, "the edited pipeline")
+        .await;
 
     // A broken edit: reported with its position, the running pipeline stays.
     std::fs::write(
@@ -303,7 +296,9 @@ async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing()
             .contains("nope")
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    until_value(subscriber, 1234.0, "still the last good pipeline").await;
+    subscriber
+        .until_value(TOPIC, 1234.0, "still the last good pipeline")
+        .await;
 
     // Fixed again, by an explicit reload.
     std::fs::write(&file, scaled).expect("edit");
@@ -314,7 +309,7 @@ async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing()
         "{done}"
     );
     assert_eq!(done["devices"]["unchanged"], 1, "{done}");
-    until_value(subscriber, 123.4, "scaled again").await;
+    subscriber.until_value(TOPIC, 123.4, "scaled again").await;
     let health: Value =
         serde_json::from_str(&Engine::http_get(http, "/health").await.expect("health"))
             .expect("json");
@@ -354,12 +349,7 @@ devices:
         })
         .await;
     // Tenant 1 deploys a stage that traps on every batch.
-    let (status, body) = put_bytes(
-        http,
-        "/components/hostile/1.0.0?kind=stage",
-        &component("hostile"),
-    )
-    .await;
+    let (status, body) = upload(http, "/components/hostile/1.0.0?kind=stage", "hostile").await;
     assert_eq!(status, 200, "{body}");
     std::fs::write(
         &file,
@@ -444,7 +434,7 @@ async fn a_codec_version_deployed_while_polling_reconnects_its_links_and_loses_n
         port = rig.port(),
     );
     let _engine = Engine::start(&scratch_dir("codec-deploy"), &config);
-    until_value(subscriber, 5.0, "reports").await;
+    subscriber.until_value(TOPIC, 5.0, "reports").await;
     let reconnects = |metrics: &str| -> f64 {
         metrics
             .lines()
@@ -477,7 +467,7 @@ async fn a_codec_version_deployed_while_polling_reconnects_its_links_and_loses_n
     );
     assert_eq!(active_version(http, "modbus_tcp").await, "2.0.0");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut seen = reports(&subscriber.messages());
+    let mut seen = reports(&subscriber.messages(), TOPIC);
     seen.sort_by_key(|(seq, _)| *seq);
     seen.dedup();
     assert!(
@@ -485,7 +475,7 @@ async fn a_codec_version_deployed_while_polling_reconnects_its_links_and_loses_n
         "no seq lost or repeated: {seen:?}"
     );
     assert!(seen.iter().all(|(_, v)| *v == 5.0));
-    until_value(subscriber, 5.0, "still polling").await;
+    subscriber.until_value(TOPIC, 5.0, "still polling").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -522,10 +512,10 @@ async fn a_rules_version_uploaded_while_running_takes_the_next_event_and_rolls_b
     let builtin = active_version(http, "alarm_rules").await;
 
     // A new rules version: the next event is judged by it.
-    let (status, deployed) = put_bytes(
+    let (status, deployed) = upload(
         http,
         "/components/alarm_rules/2.0.0?kind=rules",
-        &component("hostile_rules"),
+        "hostile_rules",
     )
     .await;
     assert_eq!(status, 200, "{deployed}");
@@ -550,10 +540,10 @@ async fn a_rules_version_uploaded_while_running_takes_the_next_event_and_rolls_b
     std::fs::write(dir.join("devices.yaml"), config).expect("config");
     let (status, reloaded) = Engine::request(http, "POST", "/reload", Some(ADMIN), None).await;
     assert_eq!(status, 200, "{reloaded}");
-    let (status, refused) = put_bytes(
+    let (status, refused) = upload(
         http,
         "/components/alarm_rules/3.0.0?kind=rules",
-        &component("hostile_rules"),
+        "hostile_rules",
     )
     .await;
     assert_eq!(status, 422, "{refused}");

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use sluice::sim::{SimHandle, Simulator};
-use support::engine::{Engine, scratch_dir};
-use support::mqtt::{Message, Subscriber};
+use support::engine::{Engine, modbus_device, scratch_dir};
+use support::mqtt::{Subscriber, reports};
 use support::peers::{Mosquitto, free_port};
 
 const ADMIN: &str = "admin-token";
@@ -18,44 +18,20 @@ const ADMIN: &str = "admin-token";
 /// One device entry polling register 40001 of the simulator on `port` every
 /// 100 ms, scaled by `factor`.
 fn device(id: &str, port: u16, factor: u32) -> String {
-    format!(
-        "  - deviceId: {id}
-    productId: P
-    deviceNum: {id}
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {port}
-        tags:
-          - {{ key: t, address: '40001', dataType: UINT16, periodMs: 100, factor: {factor} }}
-"
-    )
+    let tag = format!(
+        "          - {{ key: t, address: '40001', dataType: UINT16, periodMs: 100, factor: {factor} }}\n"
+    );
+    modbus_device(id, port, "", &tag)
 }
 
-/// `(seq, value)` of every report of device `id`, in arrival order.
-fn reports(messages: &[Message], id: &str) -> Vec<(i64, f64)> {
-    let topic = format!("P/{id}/property/post");
-    messages
-        .iter()
-        .filter(|m| m.topic == topic)
-        .map(|m| {
-            let json = m.json();
-            (
-                json["seq"].as_i64().expect("seq"),
-                json["values"][0]["value"].as_f64().expect("value"),
-            )
-        })
-        .collect()
+fn topic(id: &str) -> String {
+    format!("P/{id}/property/post")
 }
 
 /// Waits until device `id`'s latest report carries `value`.
 async fn until_value(subscriber: &Subscriber, id: &str, value: f64) {
-    subscriber
-        .wait_until(Duration::from_secs(15), &format!("{id} = {value}"), |m| {
-            reports(m, id).last().is_some_and(|(_, v)| *v == value)
-        })
-        .await;
+    let what = format!("{id} = {value}");
+    subscriber.until_value(&topic(id), value, &what).await;
 }
 
 /// Sequence numbers without a gap or a repeat.
@@ -143,9 +119,12 @@ async fn devices_added_changed_and_removed_live_leave_the_others_untouched() {
         0,
         "b's connection is closed once no device uses it"
     );
-    let b_reports = reports(&subscriber.messages(), "b").len();
+    let b_reports = reports(&subscriber.messages(), &topic("b")).len();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(reports(&subscriber.messages(), "b").len(), b_reports);
+    assert_eq!(
+        reports(&subscriber.messages(), &topic("b")).len(),
+        b_reports
+    );
 
     // A broken edit: refused with its position, everything keeps running.
     std::fs::write(
@@ -161,10 +140,10 @@ async fn devices_added_changed_and_removed_live_leave_the_others_untouched() {
     assert_eq!(status, 422, "{refused}");
     let message = refused["devices"]["error"].as_str().unwrap_or("");
     assert!(message.contains("devices.yaml:"), "{message}");
-    let before = reports(&subscriber.messages(), "c").len();
+    let before = reports(&subscriber.messages(), &topic("c")).len();
     subscriber
         .wait_until(Duration::from_secs(5), "c still polled", |m| {
-            reports(m, "c").len() >= before + 3
+            reports(m, &topic("c")).len() >= before + 3
         })
         .await;
     assert!(health(http).await["config"]["lastError"].is_string());
@@ -200,10 +179,10 @@ async fn devices_added_changed_and_removed_live_leave_the_others_untouched() {
 
     // Device a was never touched: one connection, every seq, no round skipped.
     assert_eq!(sim_a.accepted_connections(), 1);
-    let seen = reports(&subscriber.messages(), "a");
+    let seen = reports(&subscriber.messages(), &topic("a"));
     assert!(seen.len() > 20, "{seen:?}");
     assert_unbroken(&seen, "a");
-    assert_unbroken(&reports(&subscriber.messages(), "b"), "b");
+    assert_unbroken(&reports(&subscriber.messages(), &topic("b")), "b");
     let metrics = Engine::http_get(http, "/metrics").await.expect("metrics");
     assert!(
         metrics.contains("sluice_rounds_skipped_total{device=\"a\"} 0"),

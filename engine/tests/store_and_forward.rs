@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::engine::{Engine, scratch_dir};
+use support::engine::{Engine, modbus_device, scratch_dir};
 use support::mqtt::{Message, Subscriber};
 use support::peers::{Mosquitto, Peer, free_port};
 use support::sim::simulator;
@@ -34,20 +34,8 @@ fn config(mqtt: u16, http: u16, modbus: u16, wal: &str, tags: usize, period: u64
 "
     );
     for (unit, id) in DEVICES.iter().enumerate() {
-        text.push_str(&format!(
-            "  - deviceId: {id}
-    productId: P
-    deviceNum: {id}
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {modbus}
-        unitId: {}
-        tags:
-",
-            unit + 1
-        ));
+        let channel = format!("        unitId: {}\n", unit + 1);
+        text.push_str(&modbus_device(id, modbus, &channel, ""));
         for t in 0..tags {
             text.push_str(&format!(
                 "          - {{ key: t{t}, address: '{}', dataType: UINT16, periodMs: {period} }}\n",

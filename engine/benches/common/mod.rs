@@ -268,6 +268,8 @@ pub struct Broker {
     /// Messages on `.../property/post` topics.
     reports: Arc<AtomicU64>,
     last: Arc<Mutex<Vec<u8>>>,
+    /// Every topic reports came on.
+    topics: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 impl Broker {
@@ -277,7 +279,12 @@ impl Broker {
         let received = Arc::new(AtomicU64::new(0));
         let reports = Arc::new(AtomicU64::new(0));
         let last = Arc::new(Mutex::new(Vec::new()));
-        let (counter, keep) = (Arc::clone(&received), Arc::clone(&last));
+        let topics = Arc::new(Mutex::new(std::collections::HashSet::new()));
+        let (counter, keep, seen) = (
+            Arc::clone(&received),
+            Arc::clone(&last),
+            Arc::clone(&topics),
+        );
         let report_counter = Arc::clone(&reports);
         std::thread::Builder::new()
             .name("bench-mqtt-drain".into())
@@ -289,6 +296,11 @@ impl Broker {
                         if let Ok(mut last) = keep.lock() {
                             *last = payload;
                         }
+                        if let Ok(mut seen) = seen.lock()
+                            && !seen.contains(&topic)
+                        {
+                            seen.insert(topic);
+                        }
                     }
                 }
             })
@@ -298,6 +310,7 @@ impl Broker {
             received,
             reports,
             last,
+            topics,
         }
     }
 
@@ -308,6 +321,11 @@ impl Broker {
     /// Reports (`.../property/post`) received.
     pub fn reports(&self) -> u64 {
         self.reports.load(Ordering::Relaxed)
+    }
+
+    /// Whether a report came on `topic`.
+    pub fn seen(&self, topic: &str) -> bool {
+        self.topics.lock().is_ok_and(|t| t.contains(topic))
     }
 
     /// The last report received, as text.

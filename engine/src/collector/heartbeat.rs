@@ -57,15 +57,8 @@ impl Heartbeat {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let mut ticker = tokio::time::interval(self.every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => self.beat().await,
-                changed = shutdown.changed() => {
-                    if changed.is_err() || *shutdown.borrow() {
-                        return;
-                    }
-                }
-            }
+        while crate::clock::next_tick(&mut ticker, &mut shutdown).await {
+            self.beat().await;
         }
     }
 

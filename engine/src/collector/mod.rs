@@ -150,16 +150,7 @@ async fn drivers_heartbeat(fleet: Arc<Fleet>, mut shutdown: watch::Receiver<bool
     // Failures of each pool (by address) at the last heartbeat.
     let mut seen: HashMap<usize, u64> = HashMap::new();
     let mut ticker = tokio::time::interval(DRIVER_HEARTBEAT);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            changed = shutdown.changed() => {
-                if changed.is_err() || *shutdown.borrow() {
-                    return;
-                }
-                continue;
-            }
-        }
+    while crate::clock::next_tick(&mut ticker, &mut shutdown).await {
         // Per tenant and codec: its pools and their failures so far.
         let mut drivers: HashMap<(u32, String), HashMap<usize, u64>> = HashMap::new();
         for device in fleet.roster().devices() {

@@ -191,15 +191,7 @@ pub async fn watch_sources(
     let mut pipelines_seen = dir.map(pipeline_files);
     let mut config_seen = config_file(file);
     let mut timer = tokio::time::interval(WATCH_EVERY);
-    loop {
-        tokio::select! {
-            _ = timer.tick() => {}
-            changed = shutdown.changed() => {
-                if changed.is_err() || *shutdown.borrow() {
-                    return;
-                }
-            }
-        }
+    while crate::clock::next_tick(&mut timer, &mut shutdown).await {
         let pipelines_now = dir.map(pipeline_files);
         let config_now = config_file(file);
         let pipelines_changed = pipelines_now != pipelines_seen;

@@ -115,6 +115,14 @@ impl Subscriber {
             .collect()
     }
 
+    /// Waits (bounded) until the latest report on `topic` carries `value` first.
+    pub async fn until_value(&self, topic: &str, value: f64, what: &str) -> Vec<Message> {
+        self.wait_until(Duration::from_secs(15), what, |m| {
+            reports(m, topic).last().is_some_and(|(_, v)| *v == value)
+        })
+        .await
+    }
+
     /// Waits (bounded) until `check` holds for the messages received so far.
     pub async fn wait_until(
         &self,
@@ -138,4 +146,19 @@ impl Subscriber {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// `(seq, first value)` of every property report on `topic`, in arrival order.
+pub fn reports(messages: &[Message], topic: &str) -> Vec<(i64, f64)> {
+    messages
+        .iter()
+        .filter(|m| m.topic == topic)
+        .map(|m| {
+            let json = m.json();
+            (
+                json["seq"].as_i64().expect("seq"),
+                json["values"][0]["value"].as_f64().expect("value"),
+            )
+        })
+        .collect()
 }
