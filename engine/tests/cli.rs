@@ -74,6 +74,34 @@ fn check_reports_pipeline_mistakes_found_by_the_components() {
 }
 
 #[test]
+fn check_follows_pipelines_that_include_pipelines() {
+    let inner = scratch(
+        "inner.yaml",
+        "stages:\n  - use: scale\n    settings:\n      decimals: 99\n",
+    );
+    let outer = scratch(
+        "outer.yaml",
+        "stages:\n  - use: swap_bytes\n  - pipeline: inner\n  - pipeline: default\n",
+    );
+    let looping = scratch("looping.yaml", "stages:\n  - pipeline: looping\n");
+    let dangling = scratch("dangling.yaml", "stages:\n  - pipeline: nowhere\n");
+    let [inner, outer, looping, dangling] =
+        [inner, outer, looping, dangling].map(|p| p.display().to_string());
+    let (code, stdout, _) = sluice(&["check", &inner, &outer, &looping, &dangling]);
+    assert_eq!(code, 1);
+    for expected in [
+        format!("{inner}:4:7: stage `scale`: setting `decimals` must be from 0 to 12"),
+        format!(
+            "{outer}:3:5: in pipeline `inner` at {inner}:4:7: stage `scale`: setting `decimals`"
+        ),
+        format!("{looping}:2:5: a cycle: looping -> looping"),
+        format!("{dangling}:2:5: unknown pipeline `nowhere`"),
+    ] {
+        assert!(stdout.contains(&expected), "{expected}\n{stdout}");
+    }
+}
+
+#[test]
 fn the_shipped_config_and_pipelines_are_valid() {
     let (code, stdout, stderr) = sluice(&[
         "check",

@@ -1,6 +1,6 @@
 //! `sluice check FILE...`: validates every file and prints every problem.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use sluice::runtime::{Limits, Registry, Runtime, RuntimeConfig};
@@ -8,22 +8,31 @@ use sluice::yaml::{Kind, parse};
 use sluice::{config, pipeline};
 
 pub fn run(files: &[impl AsRef<Path>]) -> anyhow::Result<ExitCode> {
-    let mut registry = None;
+    let files: Vec<PathBuf> = files.iter().map(|f| f.as_ref().to_path_buf()).collect();
+    let kinds: Vec<bool> = files.iter().map(|f| is_pipeline(f)).collect();
+    let pipelines: Vec<PathBuf> = files
+        .iter()
+        .zip(&kinds)
+        .filter(|(_, pipeline)| **pipeline)
+        .map(|(file, _)| file.clone())
+        .collect();
+    let registry = if pipelines.is_empty() {
+        None
+    } else {
+        Some(Registry::with_builtins(Runtime::new(
+            RuntimeConfig::default(),
+        )?)?)
+    };
+    // Loaded as one set, so the files may include each other's pipelines.
+    let mut specs = pipeline::load_set(&pipelines).into_iter();
     let mut problems = 0;
-    for file in files {
-        let file = file.as_ref();
-        let result = if is_pipeline(file) {
-            let registry = match &registry {
-                Some(registry) => registry,
-                None => registry.insert(Registry::with_builtins(Runtime::new(
-                    RuntimeConfig::default(),
-                )?)?),
-            };
-            pipeline::load_file(file).and_then(|spec| {
+    for (file, is_pipeline) in files.iter().zip(kinds) {
+        let spec = if is_pipeline { specs.next() } else { None };
+        let result = match (spec, &registry) {
+            (Some(spec), Some(registry)) => spec.and_then(|spec| {
                 pipeline::Pipeline::build(&spec, registry, Limits::default()).map(drop)
-            })
-        } else {
-            config::load_file(file).map(drop)
+            }),
+            _ => config::load_file(file).map(drop),
         };
         match result {
             Ok(()) => println!("{}: ok", file.display()),

@@ -12,9 +12,10 @@ pub fn run(files: &[impl AsRef<Path>]) -> anyhow::Result<ExitCode> {
     let registry = Registry::with_builtins(Runtime::new(RuntimeConfig::default())?)?;
     let mut failed = 0;
     let mut passed = 0;
-    for file in files {
-        let file = file.as_ref();
-        match pipeline::load_file(file).and_then(|spec| pipeline::run_tests(&spec, &registry)) {
+    let paths: Vec<_> = files.iter().map(|f| f.as_ref().to_path_buf()).collect();
+    // Loaded as one set, so the files may include each other's pipelines.
+    for (file, spec) in paths.iter().zip(pipeline::load_set(&paths)) {
+        match spec.and_then(|spec| pipeline::run_tests(&spec, &registry)) {
             Ok(cases) => {
                 passed += cases;
                 println!("{}: {cases} test(s) passed", file.display());

@@ -44,18 +44,14 @@ impl PipelineSet {
     /// # Errors
     /// Never for a correct build (the embedded file is checked by the tests).
     pub fn builtin() -> Result<Self, Diagnostics> {
-        let spec = pipeline::load_str(
-            "pipelines/default.yaml",
-            pipeline::DEFAULT_PIPELINE,
-            "default",
-            Path::new("."),
-        )?;
+        let spec = pipeline::builtin()?;
         Ok(Self {
             specs: HashMap::from([(spec.name.clone(), spec)]),
         })
     }
 
-    /// The built-in default plus every `*.yaml` in `dir` (a file may replace `default`).
+    /// The built-in default plus every `*.yaml` in `dir` (a file may replace
+    /// `default`), loaded as one set so they may include each other.
     ///
     /// # Errors
     /// Every problem of every file.
@@ -76,8 +72,8 @@ impl PipelineSet {
             .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
             .collect();
         files.sort();
-        for file in files {
-            match pipeline::load_file(&file) {
+        for loaded in pipeline::load_set(&files) {
+            match loaded {
                 Ok(spec) => {
                     set.specs.insert(spec.name.clone(), spec);
                 }

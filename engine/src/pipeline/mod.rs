@@ -2,23 +2,22 @@
 //! read from YAML, resolved against the component registry, and run per device.
 
 mod cases;
+mod include;
 mod settings;
 mod spec;
 
 use std::sync::Arc;
 
 pub use cases::{Case, run as run_tests};
+pub use include::{DEFAULT_PIPELINE, builtin, load_set};
 pub use settings::{PositionedSettings, flatten};
-pub use spec::{ComponentRef, PipelineSpec, StageSpec, load_file, load_str};
+pub use spec::{ComponentRef, Included, PipelineSpec, StageSpec, load_file, load_str};
 
 use crate::model::{Batch, TagSpec};
 use crate::runtime::{
     CallError, ComponentKind, Limits, LoadedComponent, Processor, Registry, StagePool,
 };
 use crate::yaml::Diagnostics;
-
-/// The built-in default pipeline (`pipelines/default.yaml`).
-pub const DEFAULT_PIPELINE: &str = include_str!("../../../pipelines/default.yaml");
 
 /// A pipeline whose components are resolved and instantiated for one tenant.
 #[derive(Debug)]
@@ -56,40 +55,66 @@ impl Pipeline {
         let mut errors = Diagnostics::new(&spec.file);
         let mut stages = Vec::new();
         for stage in &spec.stages {
-            let Some(component) = resolve(stage, registry, &mut errors) else {
-                continue;
-            };
-            if component.kind() != ComponentKind::Stage {
-                errors.push(
-                    stage.pos,
-                    format!(
-                        "component `{}` is a {} component; a pipeline stage needs a stage component",
-                        component.name(),
-                        component.kind()
-                    ),
-                );
-                continue;
-            }
-            let pool = match registry.runtime().stage_pool(&component, limits) {
-                Ok(pool) => pool,
-                Err(error) => {
-                    errors.push(stage.pos, error.to_string());
-                    continue;
+            let mut own = Diagnostics::new(&spec.file);
+            let built = Self::stage(stage, registry, limits, &mut own);
+            match &stage.included {
+                None => errors.extend(own),
+                // An included stage's problems show at the include, naming the
+                // place in the other file.
+                Some(included) => {
+                    for item in own.items() {
+                        errors.push(
+                            included.at,
+                            format!(
+                                "in pipeline `{}` at {}:{}: {}",
+                                included.pipeline, included.file, item.pos, item.message
+                            ),
+                        );
+                    }
                 }
-            };
-            // The component checks its own settings; no tags are involved yet.
-            if let Err(error) = pool.processor(&stage.settings.settings, &[]) {
-                report(&error, stage, &mut errors);
-                continue;
             }
-            stages.push(Stage {
-                pool,
-                settings: stage.settings.clone(),
-            });
+            stages.extend(built);
         }
         errors.into_result(Self {
             name: spec.name.clone(),
             stages,
+        })
+    }
+
+    /// One stage: its component resolved and its settings checked.
+    fn stage(
+        stage: &StageSpec,
+        registry: &Registry,
+        limits: Limits,
+        errors: &mut Diagnostics,
+    ) -> Option<Stage> {
+        let component = resolve(stage, registry, errors)?;
+        if component.kind() != ComponentKind::Stage {
+            errors.push(
+                stage.pos,
+                format!(
+                    "component `{}` is a {} component; a pipeline stage needs a stage component",
+                    component.name(),
+                    component.kind()
+                ),
+            );
+            return None;
+        }
+        let pool = match registry.runtime().stage_pool(&component, limits) {
+            Ok(pool) => pool,
+            Err(error) => {
+                errors.push(stage.pos, error.to_string());
+                return None;
+            }
+        };
+        // The component checks its own settings; no tags are involved yet.
+        if let Err(error) = pool.processor(&stage.settings.settings, &[]) {
+            report(&error, stage, errors);
+            return None;
+        }
+        Some(Stage {
+            pool,
+            settings: stage.settings.clone(),
         })
     }
 
@@ -190,6 +215,15 @@ fn resolve(
                 None
             }
         },
+        ComponentRef::Pipeline(name) => {
+            errors.push(
+                stage.pos,
+                format!(
+                    "pipeline `{name}`: includes are resolved when pipeline files are loaded as a set"
+                ),
+            );
+            None
+        }
         ComponentRef::File(path) => {
             let name = path
                 .file_stem()

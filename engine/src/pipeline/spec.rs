@@ -8,6 +8,7 @@
 //!     settings:
 //!       decimals: 3
 //!   - path: ./my_stage.wasm   # or a component file, relative to this file
+//!   - pipeline: checks     # or the stages of another pipeline, in place
 //! alarms:                  # optional: settings of the device tenant's rules component
 //!   thresholds:
 //!     - { tag: temperature, above: 80, clearAt: 75 }
@@ -28,6 +29,9 @@ pub enum ComponentRef {
     },
     /// A component file, resolved against the pipeline file's folder.
     File(PathBuf),
+    /// The stages of another pipeline, in place (replaced when pipeline files
+    /// are loaded as a set: [`super::load_set`]).
+    Pipeline(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +39,18 @@ pub struct StageSpec {
     pub component: ComponentRef,
     pub settings: PositionedSettings,
     pub pos: Pos,
+    /// For a stage taken in from another pipeline: where it is written.
+    pub included: Option<Included>,
+}
+
+/// Where an included stage is written, and the include that took it in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Included {
+    /// The pipeline whose file holds the stage.
+    pub pipeline: String,
+    pub file: String,
+    /// The include in the pipeline being read.
+    pub at: Pos,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -140,12 +156,29 @@ fn read_stage(node: &Node, base: &Path, errors: &mut Diagnostics) -> Option<Stag
     let name = fields.optional::<String>("use", errors);
     let version = fields.optional::<String>("version", errors);
     let path = fields.optional::<String>("path", errors);
-    let settings = fields
-        .node("settings")
+    let pipeline = fields.optional::<String>("pipeline", errors);
+    let settings_node = fields.node("settings");
+    let settings = settings_node
         .map(|n| flatten(n, errors))
         .unwrap_or_default();
     let pos = fields.pos();
     fields.finish(errors);
+    if let Some(pipeline) = pipeline {
+        if name.is_some() || path.is_some() || version.is_some() || settings_node.is_some() {
+            errors.push(
+                pos,
+                "stage: `pipeline` includes another pipeline's stages as they are; \
+                 it takes no `use`, `path`, `version` or `settings`",
+            );
+            return None;
+        }
+        return Some(StageSpec {
+            component: ComponentRef::Pipeline(pipeline),
+            settings,
+            pos,
+            included: None,
+        });
+    }
     let component = match (name, path) {
         (Some(name), None) => ComponentRef::Named { name, version },
         (None, Some(path)) if version.is_none() => ComponentRef::File(base.join(path)),
@@ -163,7 +196,8 @@ fn read_stage(node: &Node, base: &Path, errors: &mut Diagnostics) -> Option<Stag
         (None, None) => {
             errors.push(
                 pos,
-                "stage: missing `use` (a registered component) or `path` (a component file)",
+                "stage: missing `use` (a registered component), `path` (a component file) \
+                 or `pipeline` (another pipeline's stages)",
             );
             return None;
         }
@@ -172,5 +206,6 @@ fn read_stage(node: &Node, base: &Path, errors: &mut Diagnostics) -> Option<Stag
         component,
         settings,
         pos,
+        included: None,
     })
 }
