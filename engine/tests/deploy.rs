@@ -1,7 +1,8 @@
-//! Deploying a stage into a running engine: the new version takes over between
-//! two rounds with no sequence number lost or repeated and no round skipped; a
-//! broken upload and a version that breaks the pipeline change nothing; a
-//! rollback restores the earlier behaviour; a restart keeps what was deployed.
+//! Deploying components into a running engine that polls a pymodbus device: the
+//! new version takes over between two rounds with no sequence number lost or
+//! repeated and no round skipped; a broken upload and a version that breaks the
+//! pipeline change nothing; a rollback restores the earlier behaviour; a restart
+//! keeps what was deployed.
 
 mod support;
 
@@ -11,29 +12,26 @@ use std::time::Duration;
 use serde_json::Value;
 use support::engine::{Engine, scratch_dir};
 use support::mqtt::{Subscriber, reports};
-use support::peers::{Mosquitto, free_port};
+use support::peers::{Mosquitto, Peer, PyModbus, free_port};
 
 const ADMIN: &str = "admin-token";
 const TOPIC: &str = "P/D/property/post";
 
-/// A simulated device holding one value in register 40001, Mosquitto with a
+/// A pymodbus device holding one value in register 40001, Mosquitto with a
 /// subscriber, and a free port for the engine's HTTP API.
 struct Rig {
-    _sim: sluice::sim::Simulator,
-    device: sluice::sim::SimHandle,
-    _broker: support::peers::Peer,
+    device: Peer,
+    _broker: Peer,
     subscriber: Subscriber,
     http: u16,
 }
 
 impl Rig {
     async fn start(value: u16) -> Self {
-        let (sim, device) = support::sim::simulator(10, Duration::ZERO).await;
-        sim.set_holding(0, &[value]);
+        let device = PyModbus::start(&serde_json::json!({ "hr": { "0": [value] } }));
         let broker = Mosquitto::start();
         let subscriber = Subscriber::connect(broker.port()).await;
         Self {
-            _sim: sim,
             device,
             _broker: broker,
             subscriber,
@@ -42,7 +40,7 @@ impl Rig {
     }
 
     fn port(&self) -> u16 {
-        self.device.local_addr().port()
+        self.device.port()
     }
 
     /// The `collector` section of an engine config for this rig.

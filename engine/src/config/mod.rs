@@ -19,8 +19,9 @@
 //! missing key, duplicate name) is collected with its `LINE:COLUMN` and the whole list
 //! is returned as [`Diagnostics`], so a user fixes a file in one go.
 //!
-//! Only the three sections are allowed at the top level; all of them are optional (a
-//! missing `collector` means all defaults, missing `devices` means no devices).
+//! Only `collector`, `tenants`, `products` and `devices` are allowed at the top
+//! level; all of them are optional (a missing `collector` means all defaults,
+//! missing `devices` means no devices).
 
 mod alarms;
 mod channel;
