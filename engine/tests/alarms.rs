@@ -711,19 +711,19 @@ async fn thresholds_raise_once_clear_with_hysteresis_and_do_not_reopen_after_a_r
             )
             .expect("list")
     };
-    alarms.on_samples("oven", &batch(&[Value::Float(85.0)]).samples);
+    alarms.on_samples("oven", 0, &batch(&[Value::Float(85.0)]).samples);
     let first = wait_for("the raise", || listed(None).first().cloned()).await;
     assert_eq!(
         (first.rule_key.as_str(), first.source),
         ("TEMP_HIGH", Source::Rule)
     );
-    alarms.on_samples("oven", &batch(&[Value::Float(90.0)]).samples);
+    alarms.on_samples("oven", 0, &batch(&[Value::Float(90.0)]).samples);
     // The engine restarts: the rules' memory is gone, the alarm is not.
     let restarted = build();
     let _stop2 = running(&restarted);
-    restarted.on_samples("oven", &batch(&[Value::Float(88.0)]).samples);
-    restarted.on_samples("oven", &batch(&[Value::Float(76.0)]).samples);
-    restarted.on_samples("oven", &batch(&[Value::Float(74.0)]).samples);
+    restarted.on_samples("oven", 0, &batch(&[Value::Float(88.0)]).samples);
+    restarted.on_samples("oven", 0, &batch(&[Value::Float(76.0)]).samples);
+    restarted.on_samples("oven", 0, &batch(&[Value::Float(74.0)]).samples);
     let cleared = wait_for("the clear", || {
         f.store
             .get(first.id, Scope::All)
@@ -737,7 +737,7 @@ async fn thresholds_raise_once_clear_with_hysteresis_and_do_not_reopen_after_a_r
         1,
         "still high after the restart is the same alarm"
     );
-    restarted.on_samples("oven", &batch(&[Value::Float(81.0)]).samples);
+    restarted.on_samples("oven", 0, &batch(&[Value::Float(81.0)]).samples);
     let second = wait_for("the second raise", || {
         listed(Some(AlarmState::New))
             .first()

@@ -18,10 +18,38 @@ const ADMIN: &str = "admin-token";
 /// One device entry polling register 40001 of the simulator on `port` every
 /// 100 ms, scaled by `factor`.
 fn device(id: &str, port: u16, factor: u32) -> String {
+    device_with(id, port, factor, "")
+}
+
+/// [`device`] with more keys on its channel (lines indented by 8).
+fn device_with(id: &str, port: u16, factor: u32, channel: &str) -> String {
     let tag = format!(
         "          - {{ key: t, address: '40001', dataType: UINT16, periodMs: 100, factor: {factor} }}\n"
     );
-    modbus_device(id, port, "", &tag)
+    modbus_device(id, port, channel, &tag)
+}
+
+/// The `collector` section for an engine using `broker` and HTTP port `http`.
+fn collector(broker: u16, http: u16) -> String {
+    format!(
+        "collector:
+  workerThreads: 2
+  mqtt: {{ brokerUrl: tcp://127.0.0.1:{broker}, clientId: reload-{http} }}
+  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
+  wal: {{ dir: ./data }}
+"
+    )
+}
+
+/// Waits (bounded) until `check` holds.
+async fn until(what: &str, check: impl Fn() -> bool) {
+    for _ in 0..300 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
 }
 
 fn topic(id: &str) -> String {
@@ -72,15 +100,7 @@ async fn devices_added_changed_and_removed_live_leave_the_others_untouched() {
     let broker = Mosquitto::start();
     let subscriber = Subscriber::connect(broker.port()).await;
     let http = free_port();
-    let collector = format!(
-        "collector:
-  workerThreads: 2
-  mqtt: {{ brokerUrl: tcp://127.0.0.1:{}, clientId: reload-{http} }}
-  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
-  wal: {{ dir: ./data }}
-",
-        broker.port()
-    );
+    let collector = collector(broker.port(), http);
     let dir = scratch_dir("device-reload");
     let file = dir.join("devices.yaml");
     write_config(&file, &collector, &[device("a", a, 1), device("b", b, 1)]);
@@ -109,16 +129,12 @@ async fn devices_added_changed_and_removed_live_leave_the_others_untouched() {
                 .any(|m| m.topic == "P/b/status/post" && m.json()["status"] == "offline")
         })
         .await;
-    let mut waited = 0;
-    while sim_b.open_connections() > 0 && waited < 100 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        waited += 1;
-    }
-    assert_eq!(
-        sim_b.open_connections(),
-        0,
-        "b's connection is closed once no device uses it"
-    );
+    until("b's connection closed once no device uses it", || {
+        sim_b.open_connections() == 0
+    })
+    .await;
+    // Its round in progress at the reload may still report; then nothing more.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let b_reports = reports(&subscriber.messages(), &topic("b")).len();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
@@ -192,4 +208,70 @@ async fn devices_added_changed_and_removed_live_leave_the_others_untouched() {
         !metrics.contains("device=\"b\""),
         "b is gone from the metrics"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_connection_follows_its_first_channel_and_a_new_identity_leaves_the_old_offline() {
+    let (sim, handle) = serve(11).await;
+    let port = handle.local_addr().port();
+    let broker = Mosquitto::start();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let collector = collector(broker.port(), http);
+    let dir = scratch_dir("shared-reload");
+    let file = dir.join("devices.yaml");
+    write_config(
+        &file,
+        &collector,
+        &[device("x", port, 1), device("w", port, 1)],
+    );
+    let _engine = Engine::start_with(&dir, &file);
+    until_value(&subscriber, "x", 11.0).await;
+    until_value(&subscriber, "w", 11.0).await;
+    assert_eq!(sim.accepted_connections(), 1, "one shared connection");
+
+    // The second channel's timeout does not make the shared connection's
+    // settings (the first channel's do): w is rebuilt on the same connection.
+    let slow = "        readTimeoutMs: 1500\n";
+    write_config(
+        &file,
+        &collector,
+        &[device("x", port, 1), device_with("w", port, 2, slow)],
+    );
+    until_value(&subscriber, "w", 22.0).await;
+    assert_eq!(sim.accepted_connections(), 1, "x's connection untouched");
+
+    // The first channel's timeout does: one new connection replaces the old one
+    // for both devices, never two side by side.
+    write_config(
+        &file,
+        &collector,
+        &[
+            device_with("x", port, 3, slow),
+            device_with("w", port, 2, slow),
+        ],
+    );
+    until_value(&subscriber, "x", 33.0).await;
+    until("the new connection alone", || {
+        sim.accepted_connections() == 2 && sim.open_connections() == 1
+    })
+    .await;
+    until_value(&subscriber, "w", 22.0).await;
+
+    // w gets another MQTT identity: its old status topic is left offline.
+    let renamed = device_with("w", port, 2, slow).replace("deviceNum: w", "deviceNum: w2");
+    write_config(
+        &file,
+        &collector,
+        &[device_with("x", port, 3, slow), renamed],
+    );
+    until_value(&subscriber, "w2", 22.0).await;
+    subscriber
+        .wait_until(Duration::from_secs(15), "w's old status offline", |m| {
+            m.iter()
+                .rev()
+                .find(|m| m.topic == "P/w/status/post")
+                .is_some_and(|m| m.json()["status"] == "offline")
+        })
+        .await;
 }

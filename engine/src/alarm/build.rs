@@ -67,7 +67,7 @@ pub fn build(
     let alarms = Alarms::new(store, HashMap::new(), sandboxes_by_tenant);
     for device in config.devices.iter().filter(|d| d.enabled) {
         match device_rules(&alarms, device, pipelines) {
-            Ok(Some(rules)) => alarms.attach(&device.device_id, rules),
+            Ok(Some(rules)) => alarms.attach(&device.device_id, 0, rules),
             Ok(None) => {}
             Err(error) => errors.push(device.pos, error),
         }

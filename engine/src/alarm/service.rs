@@ -30,6 +30,13 @@ pub struct DeviceRules {
     pub evaluator: Evaluator,
 }
 
+/// A device's rules and the build of the device they were made for (0: any).
+#[derive(Debug, Clone)]
+struct Attached {
+    build: u64,
+    rules: Arc<DeviceRules>,
+}
+
 /// One tenant's rules sandbox and the rules of its drivers.
 #[derive(Debug)]
 pub struct TenantRules {
@@ -76,7 +83,7 @@ pub enum EventError {
 #[derive(Debug)]
 pub struct Alarms {
     store: Arc<AlarmStore>,
-    devices: RwLock<HashMap<String, Arc<DeviceRules>>>,
+    devices: RwLock<HashMap<String, Attached>>,
     /// Per tenant: the pool (sandbox) its rules run in, for devices added later,
     /// and the rules that see its drivers' lease events.
     tenants: RwLock<HashMap<u32, TenantRules>>,
@@ -101,7 +108,13 @@ impl Alarms {
         let (queue, queued) = mpsc::unbounded_channel();
         let devices = devices
             .into_iter()
-            .map(|(id, rules)| (id, Arc::new(rules)))
+            .map(|(id, rules)| {
+                let attached = Attached {
+                    build: 0,
+                    rules: Arc::new(rules),
+                };
+                (id, attached)
+            })
             .collect();
         Arc::new(Self {
             store,
@@ -150,7 +163,12 @@ impl Alarms {
     ) {
         let mut all = self.devices.write().unwrap_or_else(|p| p.into_inner());
         for (id, device_rules) in devices {
-            all.insert(id, Arc::new(device_rules));
+            let build = all.get(&id).map_or(0, |a| a.build);
+            let attached = Attached {
+                build,
+                rules: Arc::new(device_rules),
+            };
+            all.insert(id, attached);
         }
         self.tenants
             .write()
@@ -158,25 +176,32 @@ impl Alarms {
             .insert(tenant, rules);
     }
 
-    /// Runs `rules` for the device from now on (replacing earlier ones).
-    pub fn attach(&self, device_id: &str, rules: DeviceRules) {
+    /// Runs `rules` for build `build` of the device from now on (0: whatever
+    /// build), replacing earlier ones: samples of other builds are not judged.
+    pub fn attach(&self, device_id: &str, build: u64, rules: DeviceRules) {
+        let attached = Attached {
+            build,
+            rules: Arc::new(rules),
+        };
         self.devices
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(device_id.to_owned(), Arc::new(rules));
+            .insert(device_id.to_owned(), attached);
     }
 
-    /// Stops running the device's rules (it was removed or is rebuilt).
+    /// Stops running the device's rules (it was removed or is rebuilt). A
+    /// `RULE_FAILURE` it has open is cleared once rules of it run well again.
     pub fn detach(&self, device_id: &str) {
         self.devices
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(device_id);
-        lock(&self.failing).remove(device_id);
     }
 
     fn rules(&self, device_id: &str) -> Option<Arc<DeviceRules>> {
-        read(&self.devices).get(device_id).cloned()
+        read(&self.devices)
+            .get(device_id)
+            .map(|a| Arc::clone(&a.rules))
     }
 
     /// The tenant of a device that has rules.
@@ -188,7 +213,7 @@ impl Alarms {
     pub fn component_health(&self) -> Vec<(u32, crate::runtime::PoolHealth)> {
         read(&self.devices)
             .values()
-            .map(|rules| (rules.tenant_id, rules.evaluator.health()))
+            .map(|a| (a.rules.tenant_id, a.rules.evaluator.health()))
             .collect()
     }
 
@@ -197,12 +222,20 @@ impl Alarms {
         lock(&self.failures).clone()
     }
 
-    /// Runs a device's rules over one round's samples; the signals are applied in
-    /// the background. Never blocks the round on storage.
-    pub fn on_samples(&self, device_id: &str, samples: &[Sample]) {
-        let Some(rules) = self.rules(device_id) else {
+    /// Runs a device's rules over one round's samples of its build `build`; the
+    /// signals are applied in the background. Never blocks the round on storage.
+    pub fn on_samples(&self, device_id: &str, build: u64, samples: &[Sample]) {
+        let attached = read(&self.devices).get(device_id).cloned();
+        let Some(Attached {
+            build: made_for,
+            rules,
+        }) = attached
+        else {
             return;
         };
+        if made_for != 0 && made_for != build {
+            return;
+        }
         let result = rules.evaluator.on_samples(samples);
         if let Some(signals) = self.checked(rules.tenant_id, device_id, result) {
             self.enqueue(rules.tenant_id, device_id, Source::Rule, signals);

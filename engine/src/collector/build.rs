@@ -208,6 +208,49 @@ impl Endpoint {
     }
 }
 
+/// How a channel's link connects; a shared link takes the settings of the first
+/// channel (in file order) that uses it.
+fn link_settings(config: &GatewayConfig, channel: &ChannelConfig) -> LinkSettings {
+    LinkSettings {
+        host: channel.host.clone(),
+        port: channel.port,
+        connect_timeout: Duration::from_millis(channel.connect_timeout_ms),
+        read_timeout: Duration::from_millis(channel.read_timeout_ms),
+        backoff: config.collector.backoff.clone(),
+        failed_after: FAILED_AFTER_ATTEMPTS,
+    }
+}
+
+/// The link each endpoint of `config`'s enabled devices gets: its endpoint and
+/// the settings of its first channel.
+pub(super) fn wanted_links(config: &GatewayConfig) -> HashMap<Endpoint, LinkSettings> {
+    let mut wanted = HashMap::new();
+    for device in config.devices.iter().filter(|d| d.enabled) {
+        for channel in &device.channels {
+            wanted
+                .entry(Endpoint::of(device, channel))
+                .or_insert_with(|| link_settings(config, channel));
+        }
+    }
+    wanted
+}
+
+/// Whether every link `device` uses in `roster` is the one `wanted` asks for
+/// (same endpoint, same settings), so the device can be kept as it is.
+pub(super) fn links_fit(
+    device: &Device,
+    roster: &Roster,
+    wanted: &HashMap<Endpoint, LinkSettings>,
+) -> bool {
+    device.channels.iter().all(|channel| {
+        roster
+            .links()
+            .iter()
+            .find(|info| Arc::ptr_eq(&info.link, &channel.link))
+            .is_some_and(|info| wanted.get(&info.endpoint) == Some(&info.settings))
+    })
+}
+
 /// The engine services devices report to.
 #[derive(Debug)]
 pub struct Services {
@@ -424,14 +467,7 @@ impl<'a> Builder<'a> {
         if let Some(index) = self.links.get(&endpoint) {
             return Arc::clone(&self.link_infos[*index].link);
         }
-        let settings = LinkSettings {
-            host: channel.host.clone(),
-            port: channel.port,
-            connect_timeout: Duration::from_millis(channel.connect_timeout_ms),
-            read_timeout: Duration::from_millis(channel.read_timeout_ms),
-            backoff: self.config.collector.backoff.clone(),
-            failed_after: FAILED_AFTER_ATTEMPTS,
-        };
+        let settings = link_settings(self.config, channel);
         let reused = self
             .reusable
             .remove(&endpoint)

@@ -279,7 +279,7 @@ impl Device {
             }
         };
         if let Some(alarms) = &self.alarms {
-            self.timed(|| alarms.on_samples(&self.id, &samples));
+            self.timed(|| alarms.on_samples(&self.id, self.key, &samples));
         }
         let who = Identity {
             device_id: &self.id,

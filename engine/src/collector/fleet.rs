@@ -10,10 +10,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 
 use super::LinkInfo;
-use super::build::{Builder, PipelineSet, Services};
+use super::build::{self, Builder, PipelineSet, Services};
 use super::device::Device;
 use super::heartbeat;
-use crate::config::GatewayConfig;
+use crate::config::{DeviceConfig, GatewayConfig};
 use crate::io::Budget;
 use crate::lease::{Announce, EntityState, EntityType};
 use crate::runtime::Registry;
@@ -219,9 +219,33 @@ impl Fleet {
             Some(&previous),
             applied.links_made,
         );
+        // Kept first, so their links are in place before any device is built:
+        // a rebuilt device on the same endpoint shares them.
+        let wanted = build::wanted_links(&config);
+        let enabled: Vec<&DeviceConfig> = config.devices.iter().filter(|d| d.enabled).collect();
+        let kept: Vec<Option<&Arc<Device>>> = enabled
+            .iter()
+            .map(|device| {
+                let old = previous.get(&device.device_id)?;
+                let same = running
+                    .device(&device.device_id)
+                    .is_some_and(|before| before.enabled && before.same_as(device))
+                    && product_timeout(running, device) == product_timeout(&config, device)
+                    && build::links_fit(old, &previous, &wanted);
+                same.then_some(old)
+            })
+            .collect();
+        for old in kept.iter().flatten() {
+            builder.keep(old);
+        }
         let mut devices = Vec::new();
         let mut rules = Vec::new();
-        for device in config.devices.iter().filter(|d| d.enabled) {
+        for (device, kept) in enabled.into_iter().zip(kept) {
+            if let Some(old) = kept {
+                devices.push(Arc::clone(old));
+                changes.unchanged += 1;
+                continue;
+            }
             if device.tenant_id != 0 && running.tenant(device.tenant_id).is_none() {
                 builder.errors().push(
                     device.pos,
@@ -232,31 +256,19 @@ impl Fleet {
                 );
                 continue;
             }
-            let old = previous.get(&device.device_id);
-            let product_timeout = |c: &GatewayConfig| {
-                c.product(&device.product_id)
-                    .and_then(|p| p.state_timeout_s)
-            };
-            let same = running
-                .device(&device.device_id)
-                .is_some_and(|before| before.enabled && before.same_as(device))
-                && product_timeout(running) == product_timeout(&config);
-            match old {
-                Some(old) if same => {
-                    builder.keep(old);
-                    devices.push(Arc::clone(old));
-                    changes.unchanged += 1;
-                    continue;
-                }
-                Some(_) => changes.changed.push(device.device_id.clone()),
-                None => changes.added.push(device.device_id.clone()),
+            if previous.get(&device.device_id).is_some() {
+                changes.changed.push(device.device_id.clone());
+            } else {
+                changes.added.push(device.device_id.clone());
             }
             let Some(built) = builder.device(device) else {
                 continue;
             };
             if let Some(alarms) = &self.services.alarms {
                 match crate::alarm::build::device_rules(alarms, device, pipelines) {
-                    Ok(Some(device_rules)) => rules.push((device.device_id.clone(), device_rules)),
+                    Ok(Some(device_rules)) => {
+                        rules.push((device.device_id.clone(), built.key, device_rules));
+                    }
                     Ok(None) => {}
                     Err(error) => builder.errors().push(device.pos, error),
                 }
@@ -292,17 +304,18 @@ impl Fleet {
         &self,
         previous: &Roster,
         roster: &Arc<Roster>,
-        rules: Vec<(String, crate::alarm::DeviceRules)>,
+        rules: Vec<(String, u64, crate::alarm::DeviceRules)>,
         changes: &DeviceChanges,
     ) {
         let leases = &self.services.leases;
-        let gone = changes.removed.iter().chain(&changes.changed);
         if let Some(alarms) = &self.services.alarms {
-            for id in gone.clone() {
+            // A changed device's rules are replaced (or dropped when its new
+            // pipeline has none); a late round of its old build finds them taken.
+            for id in changes.removed.iter().chain(&changes.changed) {
                 alarms.detach(id);
             }
-            for (id, device_rules) in rules {
-                alarms.attach(&id, device_rules);
+            for (id, build, device_rules) in rules {
+                alarms.attach(&id, build, device_rules);
             }
         }
         for id in changes.added.iter().chain(&changes.changed) {
@@ -318,13 +331,18 @@ impl Fleet {
             }
         }
         *self.roster.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(roster);
-        for id in gone {
+        for id in &changes.removed {
             if let Some(old) = previous.get(id) {
                 // The scheduler outlives the fleet's users; a send fails only at shutdown.
                 let _ = self.plans.send(PlanChange::Remove(old.key));
             }
         }
-        for id in changes.added.iter().chain(&changes.changed) {
+        for id in &changes.changed {
+            if let (Some(old), Some(new)) = (previous.get(id), roster.get(id)) {
+                let _ = self.plans.send(PlanChange::Replace(old.key, new.plan()));
+            }
+        }
+        for id in &changes.added {
             if let Some(device) = roster.get(id) {
                 let _ = self.plans.send(PlanChange::Add(device.plan()));
             }
@@ -343,6 +361,13 @@ impl Fleet {
             "devices reloaded"
         );
     }
+}
+
+/// The lease length its product gives `device` in `config`.
+fn product_timeout(config: &GatewayConfig, device: &DeviceConfig) -> Option<u64> {
+    config
+        .product(&device.product_id)
+        .and_then(|p| p.state_timeout_s)
 }
 
 /// The sections of `new` that differ from the running ones but cannot change live.

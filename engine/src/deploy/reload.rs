@@ -180,7 +180,9 @@ fn config_file(file: Option<&Path>) -> Fingerprint {
 
 /// Reloads the pipeline files whenever one is added, changed or removed, and
 /// the device configuration whenever its file changes (or when new pipelines
-/// came while its last reload was refused), until `shutdown`.
+/// came while its last reload was refused), until `shutdown`. A change is taken
+/// once the files have looked the same for one whole tick, so a file caught
+/// while it is being written is not read half-way.
 pub async fn watch_sources(
     deployer: Arc<Deployer>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
@@ -188,19 +190,20 @@ pub async fn watch_sources(
     let sources = deployer.sources().clone();
     let dir = sources.pipelines_dir.as_deref();
     let file = sources.config_file.as_deref();
-    let mut pipelines_seen = dir.map(pipeline_files);
-    let mut config_seen = config_file(file);
+    let look = || (dir.map(pipeline_files), config_file(file));
+    let mut applied = look();
+    let mut last = applied.clone();
     let mut timer = tokio::time::interval(WATCH_EVERY);
     while crate::clock::next_tick(&mut timer, &mut shutdown).await {
-        let pipelines_now = dir.map(pipeline_files);
-        let config_now = config_file(file);
-        let pipelines_changed = pipelines_now != pipelines_seen;
-        let config_changed = config_now != config_seen;
-        pipelines_seen = pipelines_now;
-        config_seen = config_now;
-        if !pipelines_changed && !config_changed {
+        let now = look();
+        let settled = now == last;
+        last = now.clone();
+        if !settled || now == applied {
             continue;
         }
+        let pipelines_changed = now.0 != applied.0;
+        let config_changed = now.1 != applied.1;
+        applied = now;
         let deployer = Arc::clone(&deployer);
         // Refusals are logged and kept in the status by the reloads themselves.
         let _ = tokio::task::spawn_blocking(move || {

@@ -65,6 +65,8 @@ pub struct Leases {
     announce: RwLock<HashMap<EntityKey, Announce>>,
     /// Entities no longer configured: their heartbeats still in flight are dropped.
     retired: Mutex<HashSet<EntityKey>>,
+    /// Held while renewals are written, and while an entity is retired.
+    serial: Mutex<()>,
     uplink: Uplink,
     /// Where state changes go inside the engine (the alarm rules), if anywhere.
     changes: Option<mpsc::UnboundedSender<Transition>>,
@@ -85,6 +87,7 @@ impl Leases {
             scan_interval,
             announce: RwLock::new(announce),
             retired: Mutex::default(),
+            serial: Mutex::default(),
             uplink,
             changes,
         })
@@ -95,12 +98,24 @@ impl Leases {
     }
 
     /// Announces the state changes of a (new) entity on these topics.
+    /// Topics that change (a device given another identity) are left saying
+    /// `offline`, so nobody keeps reading a stale `online` there.
     pub fn announce(&self, entity: EntityKey, announce: Announce) {
         lock(&self.retired).remove(&entity);
-        self.announce
+        let status_topic = announce.status_topic.clone();
+        let before = self
+            .announce
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(entity, announce);
+        if let Some(before) = before
+            && before.status_topic != status_topic
+        {
+            self.uplink.status(
+                before.status_topic,
+                status_payload(EntityState::Offline, now_ms()),
+            );
+        }
     }
 
     /// An entity that is no longer configured: its state is set (and announced)
@@ -115,6 +130,7 @@ impl Leases {
         state: EntityState,
     ) -> Result<(), LeaseError> {
         let entity = (entity_type, entity_id.to_owned());
+        let _serial = lock(&self.serial);
         lock(&self.retired).insert(entity.clone());
         let result = self.set_state(entity_type, entity_id, state);
         self.announce
@@ -173,15 +189,21 @@ impl Leases {
 
     async fn apply_renewals(self: &Arc<Self>) {
         let mut batch = std::mem::take(&mut *lock(&self.queue));
-        {
-            let retired = lock(&self.retired);
-            batch.retain(|r| !retired.contains(&(r.entity_type, r.entity_id.clone())));
-        }
         if batch.is_empty() {
             return;
         }
-        let store = Arc::clone(&self.store);
-        match tokio::task::spawn_blocking(move || store.renew(&batch, now_ms())).await {
+        let this = Arc::clone(self);
+        let applied = tokio::task::spawn_blocking(move || {
+            // Retiring waits for this write, and this write skips whoever was
+            // retired before it: a removed device never comes back online.
+            let _serial = lock(&this.serial);
+            {
+                let retired = lock(&this.retired);
+                batch.retain(|r| !retired.contains(&(r.entity_type, r.entity_id.clone())));
+            }
+            this.store.renew(&batch, now_ms())
+        });
+        match applied.await {
             Ok(Ok(transitions)) => self.publish(&transitions),
             Ok(Err(error)) => tracing::error!(%error, "lease renewals failed"),
             Err(error) => tracing::error!(%error, "lease renewals failed"),
@@ -239,10 +261,10 @@ impl Leases {
             let Some(announce) = announce else {
                 continue;
             };
-            let status = json!({ "status": row.state.as_str(), "ts": now })
-                .to_string()
-                .into_bytes();
-            self.uplink.status(announce.status_topic.clone(), status);
+            self.uplink.status(
+                announce.status_topic.clone(),
+                status_payload(row.state, now),
+            );
             let event = transition.event();
             let payload = json!({
                 "event": event,
@@ -264,6 +286,13 @@ impl Leases {
             });
         }
     }
+}
+
+/// The retained status of a device or driver: `{status, ts}`.
+fn status_payload(state: EntityState, ts: i64) -> Vec<u8> {
+    json!({ "status": state.as_str(), "ts": ts })
+        .to_string()
+        .into_bytes()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -84,8 +84,8 @@ impl Expander<'_> {
                 stages.push(stage.clone());
                 continue;
             };
-            if path.contains(name) {
-                let cycle = [path.as_slice(), std::slice::from_ref(name)].concat();
+            if let Some(start) = path.iter().position(|p| p == name) {
+                let cycle = [&path[start..], std::slice::from_ref(name)].concat();
                 problems.push((stage.pos, format!("a cycle: {}", cycle.join(" -> "))));
                 continue;
             }

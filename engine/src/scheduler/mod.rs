@@ -61,6 +61,10 @@ pub enum PlanChange {
     Add(DevicePlan),
     /// Stop polling a device; a round in flight finishes on its own.
     Remove(u64),
+    /// Poll a new build of a device instead of the old one (`.0`): the new one
+    /// waits for a round of the old one still in flight, so two rounds of one
+    /// device never overlap.
+    Replace(u64, DevicePlan),
 }
 
 #[derive(Debug)]
@@ -107,7 +111,7 @@ impl Scheduler {
             changer,
         };
         for plan in devices {
-            scheduler.add(plan);
+            scheduler.add(plan, None);
         }
         scheduler
     }
@@ -117,8 +121,9 @@ impl Scheduler {
         self.changer.clone()
     }
 
-    /// Adds the device's jobs; returns their ids.
-    fn add(&mut self, plan: DevicePlan) -> Vec<u64> {
+    /// Adds the device's jobs; returns their ids. `busy` is the device's lock
+    /// (a new one unless it replaces an earlier build).
+    fn add(&mut self, plan: DevicePlan, busy: Option<Arc<Mutex<()>>>) -> Vec<u64> {
         let mut by_period: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
         for (tag, &period) in plan.tag_periods.iter().enumerate() {
             if period > 0 {
@@ -144,7 +149,7 @@ impl Scheduler {
         self.devices.insert(
             plan.device,
             Polled {
-                busy: Arc::new(Mutex::new(())),
+                busy: busy.unwrap_or_default(),
                 counters: plan.counters,
                 jobs: ids.clone(),
             },
@@ -152,12 +157,13 @@ impl Scheduler {
         ids
     }
 
-    fn remove(&mut self, device: u64) {
-        if let Some(polled) = self.devices.remove(&device) {
-            for job in polled.jobs {
-                self.jobs.remove(&job);
-            }
+    /// Drops the device's jobs; returns its lock.
+    fn remove(&mut self, device: u64) -> Option<Arc<Mutex<()>>> {
+        let polled = self.devices.remove(&device)?;
+        for job in polled.jobs {
+            self.jobs.remove(&job);
         }
+        Some(polled.busy)
     }
 
     /// First due time of each of `jobs`: spread evenly over one period among the
@@ -210,13 +216,21 @@ impl Scheduler {
                         queue.push(Reverse((completed + job.period, id)));
                     }
                 }
-                Some(change) = self.changes.recv() => match change {
-                    PlanChange::Add(plan) => {
-                        let ids = self.add(plan);
-                        self.first_due(&ids, Instant::now(), &mut queue);
-                    }
-                    PlanChange::Remove(device) => self.remove(device),
-                },
+                Some(change) = self.changes.recv() => {
+                    let (plan, busy) = match change {
+                        PlanChange::Add(plan) => (plan, None),
+                        PlanChange::Replace(old, plan) => {
+                            let busy = self.remove(old);
+                            (plan, busy)
+                        }
+                        PlanChange::Remove(device) => {
+                            self.remove(device);
+                            continue;
+                        }
+                    };
+                    let ids = self.add(plan, busy);
+                    self.first_due(&ids, Instant::now(), &mut queue);
+                }
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
                         break;

@@ -158,7 +158,7 @@ async fn devices_added_and_removed_while_running_leave_the_others_alone() {
     changer
         .send(PlanChange::Add(third.expect("plan")))
         .expect("running");
-    tokio::time::sleep(Duration::from_millis(580)).await;
+    tokio::time::sleep(Duration::from_millis(530)).await;
     stop.send(true).expect("scheduler alive");
     task.await.expect("scheduler ends");
     assert_eq!(
@@ -169,4 +169,31 @@ async fn devices_added_and_removed_while_running_leave_the_others_alone() {
     assert_eq!(rounds.starts(1), [50, 150, 250, 350], "removed at 420 ms");
     assert_eq!(rounds.starts(2), [420, 620, 820], "added at 420 ms");
     assert_eq!(counters[2].snapshot().total, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replacing_build_waits_for_the_round_of_the_old_one() {
+    let rounds = FakeRounds::new(vec![Duration::from_millis(300), Duration::ZERO]);
+    let (plans, counters) = plans(&[&[100], &[100]]);
+    let mut plans = plans.into_iter();
+    let (old, new) = (plans.next(), plans.next());
+    let scheduler = Scheduler::new(old.into_iter().collect(), Duration::from_secs(1));
+    let changer = scheduler.changer();
+    let (stop, stopped) = watch::channel(false);
+    let task = tokio::spawn(scheduler.run(Arc::clone(&rounds), stopped));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    changer
+        .send(PlanChange::Replace(0, new.expect("plan")))
+        .expect("running");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.send(true).expect("scheduler alive");
+    task.await.expect("scheduler ends");
+    assert_eq!(rounds.starts(0), [0], "the old build is not polled again");
+    let new_starts = rounds.starts(1);
+    assert_eq!(new_starts.first(), Some(&350), "{new_starts:?}");
+    assert_eq!(
+        counters[1].snapshot().skipped,
+        3,
+        "due at 50, 150, 250: busy"
+    );
 }
