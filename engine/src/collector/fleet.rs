@@ -205,12 +205,14 @@ impl Fleet {
             restart_needed: restart_needed(running, new),
             ..DeviceChanges::default()
         };
-        let config = GatewayConfig {
+        let mut config = GatewayConfig {
             collector: running.collector.clone(),
             tenants: running.tenants.clone(),
             products: new.products.clone(),
             devices: new.devices.clone(),
         };
+        // A tenant's fallback pipeline is the running one, like the rest of `tenants`.
+        crate::config::resolve_pipelines(&mut config.devices, &config.products, &config.tenants);
         let previous = self.roster();
         let mut builder = Builder::new(
             (file, &config),

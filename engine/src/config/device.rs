@@ -32,6 +32,8 @@ pub struct DeviceConfig {
     /// `pipeline`: the name of the pipeline the device's samples go through; when
     /// absent, its product's `pipeline`, else its tenant's, else `default`.
     pub pipeline: String,
+    /// Whether the entry names its pipeline (else `pipeline` was resolved).
+    pub pipeline_named: bool,
     /// `channels`: at least one.
     pub channels: Vec<ChannelConfig>,
     /// Where the entry starts.
@@ -118,6 +120,7 @@ pub(super) fn read_all(
             .map(|_| at_least(&mut f, "stateTimeout", 1, 1, errors));
         // Empty until resolved from the product or tenant (see `resolve_pipelines`).
         let pipeline = text(&mut f, "pipeline", errors).unwrap_or_default();
+        let pipeline_named = !pipeline.is_empty();
         let channels = read_channels(item, &mut f, collector.merge_gap, errors);
         f.finish(errors);
         if let (Some(device_id), Some((product_id, _)), Some((device_num, _))) =
@@ -131,6 +134,7 @@ pub(super) fn read_all(
                 tenant_id,
                 state_timeout_s,
                 pipeline,
+                pipeline_named,
                 channels,
                 pos: item.pos,
             });

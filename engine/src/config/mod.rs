@@ -85,12 +85,12 @@ impl GatewayConfig {
 
 /// Gives every device that names no pipeline its product's, else its tenant's,
 /// else the built-in `default`.
-fn resolve_pipelines(
+pub fn resolve_pipelines(
     devices: &mut [DeviceConfig],
     products: &[ProductConfig],
     tenants: &[TenantConfig],
 ) {
-    for device in devices.iter_mut().filter(|d| d.pipeline.is_empty()) {
+    for device in devices.iter_mut().filter(|d| !d.pipeline_named) {
         let product = products
             .iter()
             .find(|p| p.product_id == device.product_id)
@@ -207,6 +207,12 @@ mod tests {
         let config = load_str("t.yaml", text).expect("valid");
         let pipelines: Vec<&str> = config.devices.iter().map(|d| d.pipeline.as_str()).collect();
         assert_eq!(pipelines, ["product-p", "tenant-p", "default", "own"]);
+        // Resolved again against other tenants (a running gateway's), only the
+        // devices that name no pipeline change.
+        let mut devices = config.devices.clone();
+        resolve_pipelines(&mut devices, &config.products, &[]);
+        let pipelines: Vec<&str> = devices.iter().map(|d| d.pipeline.as_str()).collect();
+        assert_eq!(pipelines, ["product-p", "default", "default", "own"]);
     }
 
     #[test]
