@@ -241,19 +241,19 @@ fn render(state: &ApiState, out: &mut String) {
         let Ok(link) = info.link.try_lock() else {
             continue;
         };
-        let address = label(&info.address);
+        let address = label(&info.address());
         for state in LinkState::ALL {
             let value = u8::from(link.state() == state);
             let _ = writeln!(
                 out,
                 "sluice_connection_state{{protocol=\"{}\",address=\"{address}\",state=\"{state}\"}} {value}",
-                info.protocol
+                info.protocol()
             );
         }
         let _ = writeln!(
             out,
             "sluice_connection_reconnects_total{{protocol=\"{}\",address=\"{address}\"}} {}",
-            info.protocol,
+            info.protocol(),
             link.reconnects()
         );
     }

@@ -197,6 +197,10 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
     fn of(device: &DeviceConfig, channel: &ChannelConfig) -> Self {
         Self {
             protocol: channel.protocol,
@@ -476,8 +480,6 @@ impl<'a> Builder<'a> {
             let seed = self.links_made * 0x9E37_79B9 + u64::from(channel.port);
             self.links_made += 1;
             LinkInfo {
-                protocol: channel.protocol.name(),
-                address: settings.address(),
                 endpoint: endpoint.clone(),
                 settings: settings.clone(),
                 link: Arc::new(AsyncMutex::new(Link::new(

@@ -37,14 +37,23 @@ use crate::lease::{
 use crate::runtime::Registry;
 use crate::scheduler::{RoundFuture, RoundOutcome, Rounds, Scheduler};
 
-/// A link and what is known of it for reporting.
+/// A link, what it connects to and how.
 #[derive(Debug, Clone)]
 pub struct LinkInfo {
-    pub protocol: &'static str,
-    pub address: String,
     pub endpoint: Endpoint,
     pub settings: LinkSettings,
     pub link: Arc<AsyncMutex<Link>>,
+}
+
+impl LinkInfo {
+    pub fn protocol(&self) -> &'static str {
+        self.endpoint.protocol().name()
+    }
+
+    /// `HOST:PORT`, for reporting.
+    pub fn address(&self) -> String {
+        self.settings.address()
+    }
 }
 
 /// The collector: its devices (shared with the HTTP API, commands and
