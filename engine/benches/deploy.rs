@@ -34,19 +34,10 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// One device entry polling register 40001 of the simulator socket `port`.
 fn device(id: &str, port: u16) -> String {
-    format!(
-        "  - deviceId: {id}
-    productId: P
-    deviceNum: {id}
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {port}
-        tags:
-          - {{ key: t, address: '40001', dataType: UINT16, periodMs: {PERIOD_MS} }}
-"
-    )
+    let tag = format!(
+        "          - {{ key: t, address: '40001', dataType: UINT16, periodMs: {PERIOD_MS} }}\n"
+    );
+    common::yaml::modbus_device(id, port, "", &tag)
 }
 
 fn config(broker: &Broker, http: std::net::SocketAddr, sims: &[SimHandle]) -> String {

@@ -7,10 +7,11 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::engine::{Engine, modbus_device, scratch_dir};
+use support::engine::{Engine, scratch_dir};
 use support::mqtt::Subscriber;
 use support::peers::{Mosquitto, free_port};
 use support::sim::simulator;
+use support::yaml::modbus_device;
 
 fn collector(mqtt: u16, http: u16, mode: &str, keep_alive: u16) -> String {
     format!(

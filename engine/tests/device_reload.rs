@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 use sluice::sim::{SimHandle, Simulator};
-use support::engine::{Engine, modbus_device, scratch_dir};
+use support::engine::{Engine, scratch_dir};
 use support::mqtt::{Subscriber, reports};
 use support::peers::{Mosquitto, free_port};
+use support::yaml::modbus_device;
 
 const ADMIN: &str = "admin-token";
 

@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::engine::{Engine, modbus_device, scratch_dir};
+use support::engine::{Engine, scratch_dir};
 use support::mqtt::{Message, Subscriber};
 use support::peers::{Mosquitto, Peer, free_port};
 use support::sim::simulator;
+use support::yaml::modbus_device;
 
 const DEVICES: [&str; 3] = ["d1", "d2", "d3"];
 

@@ -3,6 +3,9 @@
 //! embedded MQTT broker with a counting drain.
 #![allow(dead_code)]
 
+#[path = "../../tests/support/yaml.rs"]
+pub mod yaml;
+
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};

@@ -10,3 +10,4 @@ pub mod engine;
 pub mod mqtt;
 pub mod peers;
 pub mod sim;
+pub mod yaml;
