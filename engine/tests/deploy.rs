@@ -59,6 +59,17 @@ impl Rig {
     }
 }
 
+/// A scratch directory with a `pipelines` folder holding `file` with `text`:
+/// the directory, the folder and the file.
+fn with_pipeline(name: &str, file: &str, text: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let dir = scratch_dir(name);
+    let pipelines = dir.join("pipelines");
+    std::fs::create_dir_all(&pipelines).expect("dir");
+    let file = pipelines.join(file);
+    std::fs::write(&file, text).expect("pipeline");
+    (dir, pipelines, file)
+}
+
 /// Uploads the test component `name` with PUT; returns status and JSON body.
 async fn upload(http: u16, path: &str, name: &str) -> (u16, Value) {
     put_bytes(http, path, &component(name)).await
@@ -228,12 +239,8 @@ async fn a_stage_uploaded_while_polling_takes_over_between_rounds_and_rolls_back
 async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing() {
     let rig = Rig::start(1234).await;
     let (subscriber, http) = (&rig.subscriber, rig.http);
-    let dir = scratch_dir("reload");
-    let pipelines = dir.join("pipelines");
-    std::fs::create_dir_all(&pipelines).expect("dir");
-    let file = pipelines.join("p.yaml");
     let scaled = "name: p\nstages:\n  - use: swap_bytes\n  - use: decode\n  - use: scale\n    settings: { decimals: 3 }\n";
-    std::fs::write(&file, scaled).expect("pipeline");
+    let (dir, pipelines, file) = with_pipeline("reload", "p.yaml", scaled);
     let config = format!(
         "{collector}devices:
   - deviceId: d
@@ -318,15 +325,11 @@ async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing()
 async fn a_tenants_component_that_keeps_failing_is_quarantined_with_an_alarm_and_others_carry_on() {
     let rig = Rig::start(5).await;
     let (subscriber, http) = (&rig.subscriber, rig.http);
-    let dir = scratch_dir("quarantine");
-    let pipelines = dir.join("pipelines");
-    std::fs::create_dir_all(&pipelines).expect("dir");
-    let file = pipelines.join("t1.yaml");
-    std::fs::write(
-        &file,
+    let (dir, pipelines, file) = with_pipeline(
+        "quarantine",
+        "t1.yaml",
         "name: t1\nstages:\n  - use: swap_bytes\n  - use: decode\n",
-    )
-    .expect("pipeline");
+    );
     let port = rig.port();
     let config = format!(
         "{collector}tenants:
@@ -480,14 +483,11 @@ async fn a_codec_version_deployed_while_polling_reconnects_its_links_and_loses_n
 async fn a_rules_version_uploaded_while_running_takes_the_next_event_and_rolls_back() {
     let rig = Rig::start(5).await;
     let http = rig.http;
-    let dir = scratch_dir("rules-deploy");
-    let pipelines = dir.join("pipelines");
-    std::fs::create_dir_all(&pipelines).expect("dir");
-    std::fs::write(
-        pipelines.join("hot.yaml"),
+    let (dir, pipelines, _) = with_pipeline(
+        "rules-deploy",
+        "hot.yaml",
         "name: hot\nstages:\n  - use: swap_bytes\n  - use: decode\nalarms:\n  thresholds:\n    - { tag: t, above: 90, clearAt: 80, ruleKey: HOT }\n",
-    )
-    .expect("pipeline");
+    );
     let device = |id: &str, pipeline: &str| {
         format!(
             "  - {{ deviceId: {id}, productId: P, deviceNum: {id}, pipeline: {pipeline}, channels: [ {{ channelId: c, protocol: modbus-tcp, host: 127.0.0.1, port: {}, tags: [ {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }} ] }} ] }}\n",
