@@ -10,9 +10,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use sluice::components::BUILTIN;
 use sluice::model::{Access, Batch, ByteOrder, DataType, Quality, Sample, Span, TagSpec, Value};
 use sluice::pipeline::{self, Pipeline};
+use sluice::runtime::BUILTIN;
 use sluice::runtime::{ComponentKind, Limits, Registry, Runtime, RuntimeConfig};
 
 fn tags(n: usize) -> Vec<TagSpec> {

@@ -13,8 +13,8 @@ mod common;
 use std::sync::Arc;
 
 use common::{builtin, runtime, setting, tag};
-use sluice::components::BUILTIN;
 use sluice::model::{DataType, Setting, SettingValue, TagSpec, Value};
+use sluice::runtime::BUILTIN;
 use sluice::runtime::{CallError, CodecPool, CodecSession, ComponentKind, Limits};
 
 /// Tight limits: a frame of a few KiB never needs more.

@@ -416,7 +416,7 @@ devices:
 }
 
 fn builtin(name: &str) -> &'static [u8] {
-    sluice::components::BUILTIN
+    sluice::runtime::BUILTIN
         .iter()
         .find(|b| b.name == name)
         .map(|b| b.wasm)

@@ -6,7 +6,9 @@ mod common;
 use std::sync::Arc;
 
 use common::{TS, builtin, runtime, setting, tag};
-use sluice::model::{ByteOrder, DataType, FrameError, Quality, SettingValue, TagSpec, Value};
+use sluice::model::{
+    ByteOrder, DataType, DeviceError, FrameError, Quality, SettingValue, TagSpec, Value,
+};
 use sluice::runtime::{CallError, CodecPool, CodecSession, ComponentKind, Limits};
 
 fn pool() -> Arc<CodecPool> {
@@ -126,11 +128,11 @@ fn an_exception_on_a_merged_request_is_split_and_remembered() {
         .parse_read(plan[0].id, &answer(&sent, &[0x83, 0x02]), TS)
         .expect("call")
         .expect_err("exception");
-    let FrameError::Device {
+    let FrameError::Device(DeviceError {
         code,
         message,
         retry,
-    } = error
+    }) = error
     else {
         panic!("an exception is a device error, not a malformed frame: {error:?}");
     };
@@ -151,7 +153,7 @@ fn an_exception_on_a_merged_request_is_split_and_remembered() {
     let split_again = session
         .parse_read(again[1].id, &answer(&sent, &[0x83, 0x02]), TS)
         .expect("call");
-    let Err(FrameError::Device { retry, .. }) = split_again else {
+    let Err(FrameError::Device(DeviceError { retry, .. })) = split_again else {
         panic!("{split_again:?}")
     };
     assert_eq!(retry.len(), 2);
@@ -165,7 +167,7 @@ fn an_exception_on_a_merged_request_is_split_and_remembered() {
         .parse_read(plan[0].id, &answer(&sent, &[0x83, 0x06]), TS)
         .expect("call");
     assert!(
-        matches!(busy, Err(FrameError::Device { code: 6, ref retry, .. }) if retry.is_empty()),
+        matches!(busy, Err(FrameError::Device(DeviceError { code: 6, ref retry, .. })) if retry.is_empty()),
         "{busy:?}"
     );
 }
@@ -249,7 +251,10 @@ fn writes_use_the_function_for_the_table_and_size() {
         .check_write(&answer(&word, &[0x86, 0x03]))
         .expect("call");
     assert!(
-        matches!(rejected, Err(FrameError::Device { code: 3, .. })),
+        matches!(
+            rejected,
+            Err(FrameError::Device(DeviceError { code: 3, .. }))
+        ),
         "{rejected:?}"
     );
     let float = session
@@ -263,14 +268,11 @@ fn writes_use_the_function_for_the_table_and_size() {
     );
     let input = session.encode_write(3, Value::Int(1)).expect("call");
     assert!(
-        matches!(input, Err(FrameError::Device { ref message, .. }) if message.contains("read-only")),
+        matches!(input, Err(FrameError::Device(DeviceError { ref message, .. })) if message.contains("read-only")),
         "{input:?}"
     );
     let too_big = session.encode_write(1, Value::Int(70_000)).expect("call");
-    assert!(
-        matches!(too_big, Err(FrameError::Device { .. })),
-        "{too_big:?}"
-    );
+    assert!(matches!(too_big, Err(FrameError::Device(_))), "{too_big:?}");
 }
 
 #[test]

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use common::{batch, builtin, runtime, setting, test_component};
-use sluice::components::BUILTIN;
 use sluice::model::{DataType, Quality, SettingValue, TagSpec, Value};
+use sluice::runtime::BUILTIN;
 use sluice::runtime::{
     CallError, ComponentKind, Limit, Limits, LoadError, Registry, Runtime, RuntimeConfig, StagePool,
 };
@@ -283,7 +283,7 @@ fn a_failed_install_never_replaces_the_active_version() {
         .expect("installs");
     assert_eq!(registry.active("scale").expect("active").hash(), new.hash());
     registry
-        .activate("scale", sluice::components::BUILTIN_VERSION)
+        .activate("scale", sluice::runtime::BUILTIN_VERSION)
         .expect("rollback");
     assert!(Arc::ptr_eq(
         &before,

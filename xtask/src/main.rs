@@ -3,8 +3,11 @@
 //! - `test`: everything a fresh machine needs (wasm target, protocol peers), then every
 //!   test (the README's test command);
 //! - `lint`: `cargo fmt --check` and `cargo clippy -D warnings` on both workspaces;
+//! - `layers`: the import graph of the engine's top-level modules, checked;
 //! - `ci`: `lint` then `test`, as `.ci/run` does.
 #![allow(clippy::print_stdout)]
+
+mod layers;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -18,8 +21,9 @@ fn main() -> ExitCode {
         "test" => test(&root),
         "lint" => lint(&root),
         "ci" => lint(&root).and_then(|()| test(&root)),
+        "layers" => check_layers(&root, true),
         _ => {
-            eprintln!("usage: cargo xtask <test | lint | ci>");
+            eprintln!("usage: cargo xtask <test | lint | layers | ci>");
             return ExitCode::from(2);
         }
     };
@@ -81,6 +85,32 @@ fn host_triple() -> Result<String, String> {
         .find_map(|line| line.strip_prefix("host: "))
         .map(str::to_owned)
         .ok_or_else(|| "rustc -vV printed no host triple".to_owned())
+}
+
+/// Checks that the engine's modules import one way only; prints the graph when `show`.
+fn check_layers(root: &Path, show: bool) -> Result<(), String> {
+    println!("==> layers of engine/src");
+    match layers::check(&root.join("engine").join("src")) {
+        Ok(graph) => {
+            if show {
+                for (module, targets) in &graph.edges {
+                    let names: Vec<&str> = targets.iter().map(String::as_str).collect();
+                    println!("{module} -> {}", names.join(" "));
+                }
+            }
+            println!(
+                "layers: {} modules, no cycle, none names a higher layer",
+                graph.edges.len()
+            );
+            Ok(())
+        }
+        Err(problems) => {
+            for problem in &problems {
+                eprintln!("layers: {problem}");
+            }
+            Err(format!("{} layering problem(s)", problems.len()))
+        }
+    }
 }
 
 fn lint(root: &Path) -> Result<(), String> {

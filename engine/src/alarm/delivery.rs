@@ -16,9 +16,10 @@ use serde_json::json;
 use tokio::sync::{Notify, oneshot, watch};
 
 use super::model::Alarm;
-use super::state::{AlarmAction, AlarmState};
-use super::store::{AlarmError, AlarmStore, Scope};
+use super::store::{AlarmError, AlarmStore};
 use crate::clock::now_ms;
+use crate::model::Scope;
+use crate::model::{AlarmAction, AlarmState};
 
 /// How long a published alarm may wait for its PUBACK before the next tick retries.
 const ACK_TIMEOUT: Duration = Duration::from_secs(10);

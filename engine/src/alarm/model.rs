@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::state::{AlarmAction, AlarmState};
+use crate::model::{AlarmAction, AlarmState};
 
 /// What raised an alarm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,12 +13,14 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{Notify, mpsc, watch};
 
 use super::model::{Alarm, Source};
-use super::state::{Signal, SignalKind};
-use super::store::{AlarmError, AlarmStore, Raise, Raised, Scope};
+use super::store::{AlarmError, AlarmStore, Raise, Raised};
 use crate::clock::now_ms;
 use crate::lease::{EntityType, Transition};
 use crate::model::Sample;
+use crate::model::Scope;
+use crate::model::{Signal, SignalKind};
 use crate::runtime::{CallError, Evaluator, RulesPool};
+use crate::sync::{lock, read, write};
 
 /// The rule key of the alarm a failing rule component raises.
 pub const RULE_FAILURE: &str = "RULE_FAILURE";
@@ -161,7 +163,7 @@ impl Alarms {
         rules: TenantRules,
         devices: Vec<(String, DeviceRules)>,
     ) {
-        let mut all = self.devices.write().unwrap_or_else(|p| p.into_inner());
+        let mut all = write(&self.devices);
         for (id, device_rules) in devices {
             let build = all.get(&id).map_or(0, |a| a.build);
             let attached = Attached {
@@ -170,10 +172,7 @@ impl Alarms {
             };
             all.insert(id, attached);
         }
-        self.tenants
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(tenant, rules);
+        write(&self.tenants).insert(tenant, rules);
     }
 
     /// Runs `rules` for build `build` of the device from now on (0: whatever
@@ -183,19 +182,13 @@ impl Alarms {
             build,
             rules: Arc::new(rules),
         };
-        self.devices
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(device_id.to_owned(), attached);
+        write(&self.devices).insert(device_id.to_owned(), attached);
     }
 
     /// Stops running the device's rules (it was removed or is rebuilt). A
     /// `RULE_FAILURE` it has open is cleared once rules of it run well again.
     pub fn detach(&self, device_id: &str) {
-        self.devices
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(device_id);
+        write(&self.devices).remove(device_id);
     }
 
     fn rules(&self, device_id: &str) -> Option<Arc<DeviceRules>> {
@@ -436,12 +429,4 @@ fn engine_signal(kind: SignalKind, message: String, ts_ms: i64) -> Signal {
         message,
         event_id: None,
     }
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(|p| p.into_inner())
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use redb::{ReadableTable, TableDefinition};
 
 use super::model::{ActionRecord, Alarm, Change, Source};
-use super::state::{AlarmAction, AlarmState};
+use crate::model::{AlarmAction, AlarmState, Scope};
 use crate::runtime::{CallError, RulesPool};
 use crate::store::tables::{history, ids_under, next_seq, put_indexed, record};
 use crate::store::{Store, StoreError};
@@ -112,23 +112,6 @@ impl AuditWriter for TableAudit {
         record: &ActionRecord,
     ) -> Result<(), AuditError> {
         table.insert(record)
-    }
-}
-
-/// Whose alarms a caller may see and touch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// The operator: every tenant.
-    All,
-    Tenant(u32),
-}
-
-impl Scope {
-    pub fn sees(self, tenant_id: u32) -> bool {
-        match self {
-            Scope::All => true,
-            Scope::Tenant(id) => id == tenant_id,
-        }
     }
 }
 

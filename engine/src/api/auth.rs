@@ -6,8 +6,8 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 
 use super::{ApiState, Reply, error};
-use crate::alarm::Scope;
 use crate::config::GatewayConfig;
+use crate::model::Scope;
 
 /// Every token the API accepts.
 #[derive(Debug, Clone, Default)]

@@ -17,12 +17,12 @@ use serde_json::{Value, json};
 
 use super::auth::{Caller, NodeCaller};
 use super::{ApiState, Reply, error};
-use crate::alarm::Scope;
 use crate::clock::now_ms;
 use crate::command::{
     CommandError, CommandRequest, Commands, CreateError, Created, Receipt, ReceiptOutcome,
     Rejection,
 };
+use crate::model::Scope;
 
 const MAX_CLAIM: usize = 100;
 

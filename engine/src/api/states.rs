@@ -10,9 +10,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiState, Reply, error};
-use crate::alarm::Scope;
 use crate::clock::now_ms;
 use crate::lease::{EntityState, EntityType, StateFilter, StateRow};
+use crate::model::Scope;
 
 /// A row as the API shows it, with its effective state.
 fn view(row: &StateRow, now: i64) -> Value {

@@ -13,7 +13,7 @@ use super::LinkInfo;
 use super::device::{Channel, Device, DeviceParts, LeaseTerms, Probe};
 use super::fleet::Roster;
 use super::reporter::Reporter;
-use super::swap::{PipelineCache, Swappable};
+use super::swap::PipelineCache;
 use super::tag_io::Writable;
 use crate::alarm::Alarms;
 use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, Protocol, TagConfig};
@@ -23,6 +23,7 @@ use crate::model::{Access, Setting, SettingValue, TagSpec};
 use crate::pipeline::{self, PipelineSpec};
 use crate::runtime::{CallError, CodecPool, Limits, Registry};
 use crate::store::SeqAllocator;
+use crate::sync::Swappable;
 use crate::uplink::Uplink;
 use crate::yaml::{Diagnostics, Pos};
 

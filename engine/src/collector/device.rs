@@ -8,17 +8,17 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::reporter::{Identity, Reporter};
-use super::swap::Swappable;
 use super::tag_io::Writable;
 use crate::alarm::Alarms;
 use crate::clock::now_ms;
 use crate::io::{Link, LinkError};
 use crate::lease::{EntityState, EntityType, Leases, Renewal, TimeoutSource};
-use crate::model::{Batch, FrameError, PlannedRead, TagSpec};
+use crate::model::{Batch, PlannedRead, TagSpec};
 use crate::pipeline::DevicePipeline;
 use crate::runtime::CodecSession;
 use crate::scheduler::{DevicePlan, RoundCounters, RoundOutcome};
 use crate::store::SeqAllocator;
+use crate::sync::Swappable;
 use crate::uplink::Uplink;
 
 /// A device's channel: the link it uses (maybe shared) and its codec session.
@@ -342,7 +342,7 @@ impl Device {
         let mut link = channel.link.lock().await;
         // The codec of this round, even if a new version is swapped in meanwhile.
         let session = channel.session.get();
-        let epoch = match link.ensure_online(&session).await {
+        let epoch = match link.ensure_online(&*session).await {
             Ok(epoch) => epoch,
             Err(error) => {
                 if !matches!(error, LinkError::Backoff { .. }) {
@@ -396,53 +396,46 @@ impl Device {
                     continue;
                 }
             };
-            // A lost connection or a malformed answer ends the channel's round.
-            let lost = match link.exchange(&session, &frame).await {
-                Err(error) => Some(error.to_string()),
-                Ok(answer) => {
-                    // The sample time is when the answer arrived, not when it was processed.
+            // The sample time is when the answer arrived, not when it was processed.
+            let exchanged = link
+                .request(&*session, &frame, |answer| {
                     let arrived = now_ms();
-                    match self.timed(|| session.parse_read(request.id, &answer, arrived)) {
-                        Ok(Ok(parsed)) => {
-                            read.answered = true;
-                            batch.append(parsed, to_device);
-                            None
-                        }
-                        Ok(Err(FrameError::Device { retry, message, .. })) => {
-                            // The device answered: the connection is fine.
-                            read.answered = true;
-                            if retry.is_empty() {
-                                self.note_error(format!("channel {}: {message}", channel.id));
-                                bad.extend(request.tags.iter().map(|t| to_device(*t)));
-                            } else {
-                                for split in retry.into_iter().rev() {
-                                    queue.push_front(split);
-                                }
-                            }
-                            None
-                        }
-                        Ok(Err(FrameError::Malformed(message))) => {
-                            link.mark_offline(&message);
-                            Some(format!("malformed answer: {message}"))
-                        }
-                        Err(error) => {
-                            self.codec_failures.fetch_add(1, Ordering::Relaxed);
-                            self.note_error(error);
-                            bad.extend(request.tags.iter().map(|t| to_device(*t)));
-                            None
+                    self.timed(|| session.parse_read(request.id, answer, arrived))
+                })
+                .await;
+            match exchanged {
+                Ok(Ok(parsed)) => {
+                    read.answered = true;
+                    batch.append(parsed, to_device);
+                }
+                Ok(Err(refusal)) => {
+                    // The device answered: the connection is fine.
+                    read.answered = true;
+                    if refusal.retry.is_empty() {
+                        self.note_error(format!("channel {}: {}", channel.id, refusal.message));
+                        bad.extend(request.tags.iter().map(|t| to_device(*t)));
+                    } else {
+                        for split in refusal.retry.into_iter().rev() {
+                            queue.push_front(split);
                         }
                     }
                 }
-            };
-            if let Some(reason) = lost {
-                self.note_error(format!("channel {}: {reason}", channel.id));
-                let rest = request
-                    .tags
-                    .iter()
-                    .chain(queue.iter().flat_map(|r| &r.tags));
-                bad.extend(rest.map(|t| to_device(*t)));
-                read.unreachable = true;
-                return read;
+                Err(LinkError::Codec(error)) => {
+                    self.codec_failures.fetch_add(1, Ordering::Relaxed);
+                    self.note_error(error);
+                    bad.extend(request.tags.iter().map(|t| to_device(*t)));
+                }
+                Err(lost) => {
+                    // A lost connection or a malformed answer ends the channel's round.
+                    self.note_error(format!("channel {}: {lost}", channel.id));
+                    let rest = request
+                        .tags
+                        .iter()
+                        .chain(queue.iter().flat_map(|r| &r.tags));
+                    bad.extend(rest.map(|t| to_device(*t)));
+                    read.unreachable = true;
+                    return read;
+                }
             }
         }
         read

@@ -18,6 +18,7 @@ use crate::io::Budget;
 use crate::lease::{Announce, EntityState, EntityType};
 use crate::runtime::Registry;
 use crate::scheduler::PlanChange;
+use crate::sync::{lock, read, write};
 use crate::yaml::Diagnostics;
 
 /// The devices of one configuration and the links they use.
@@ -136,7 +137,7 @@ impl Fleet {
 
     /// The current devices.
     pub fn roster(&self) -> Arc<Roster> {
-        Arc::clone(&self.roster.read().unwrap_or_else(|p| p.into_inner()))
+        Arc::clone(&read(&self.roster))
     }
 
     /// Changes whenever the devices change.
@@ -332,7 +333,7 @@ impl Fleet {
                 );
             }
         }
-        *self.roster.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(roster);
+        *write(&self.roster) = Arc::clone(roster);
         for id in &changes.removed {
             if let Some(old) = previous.get(id) {
                 // The scheduler outlives the fleet's users; a send fails only at shutdown.
@@ -388,8 +389,4 @@ fn restart_needed(running: &GatewayConfig, new: &GatewayConfig) -> Vec<&'static 
         sections.push("tenants");
     }
     sections
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }

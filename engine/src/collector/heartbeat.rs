@@ -11,7 +11,6 @@ use tokio::time::Instant;
 
 use super::device::Device;
 use crate::io::LinkState;
-use crate::model::FrameError;
 
 /// A heartbeat for one link, using one device's channel to build the probe.
 #[derive(Debug)]
@@ -86,20 +85,14 @@ impl Heartbeat {
         let Ok(Ok(frame)) = session.encode_read(request.id) else {
             return;
         };
-        match link
-            .heartbeat(&session, &frame, self.failures_allowed)
-            .await
-        {
-            Ok(answer) => {
-                // Any well-formed answer, an exception included, proves the device is there.
-                let parsed = session.parse_read(request.id, &answer, crate::clock::now_ms());
-                if let Ok(Err(FrameError::Malformed(message))) = parsed {
-                    link.mark_offline(&message);
-                }
-            }
-            Err(error) => {
-                tracing::debug!(device = %self.device.id, %error, "heartbeat failed");
-            }
+        // Any well-formed answer, a refusal included, proves the device is there.
+        let answered = link
+            .heartbeat(&*session, &frame, self.failures_allowed, |answer| {
+                session.parse_read(request.id, answer, crate::clock::now_ms())
+            })
+            .await;
+        if let Err(error) = answered {
+            tracing::debug!(device = %self.device.id, %error, "heartbeat failed");
         }
     }
 }

@@ -10,6 +10,7 @@
 mod build;
 mod device;
 mod fleet;
+mod framing;
 mod heartbeat;
 mod reporter;
 mod swap;
@@ -26,7 +27,7 @@ pub use build::{
 };
 pub use device::{Channel, Device, DeviceParts, LeaseTerms, Probe};
 pub use fleet::{DeviceChanges, Fleet, Roster};
-pub use swap::{Swappable, reload_codec, reload_pipelines};
+pub use swap::{reload_codec, reload_pipelines};
 pub use tag_io::{TagIoError, Writable};
 
 use crate::config::GatewayConfig;

@@ -9,6 +9,7 @@ use crate::config::ReportMode;
 use crate::model::{Quality, Sample, TagSpec, Value};
 use crate::report::{ReportHeader, payload};
 use crate::store::{SeqAllocator, StoreError};
+use crate::sync::lock;
 use crate::uplink::Uplink;
 use crate::wal::Message;
 
@@ -40,7 +41,7 @@ impl Reporter {
 
     /// Forgets what was published (after a reconnect every value is news again).
     pub fn forget(&self) {
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = lock(&self.last);
         last.iter_mut().for_each(|slot| *slot = None);
     }
 
@@ -90,7 +91,7 @@ impl Reporter {
     }
 
     fn changed(&self, samples: Vec<Sample>) -> Vec<Sample> {
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = lock(&self.last);
         samples
             .into_iter()
             .filter(|sample| {

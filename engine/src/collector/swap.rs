@@ -3,7 +3,7 @@
 //! its next round on, never in the middle of one.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use super::device::Device;
 use super::{PipelineSet, SandboxLimits};
@@ -11,26 +11,6 @@ use crate::model::TagSpec;
 use crate::pipeline::{DevicePipeline, Pipeline};
 use crate::runtime::{CodecPool, Registry};
 use crate::yaml::{Diagnostics, Pos};
-
-/// A value replaced as a whole; readers keep the one they took.
-#[derive(Debug)]
-pub struct Swappable<T>(RwLock<Arc<T>>);
-
-impl<T> Swappable<T> {
-    pub fn new(value: T) -> Self {
-        Self(RwLock::new(Arc::new(value)))
-    }
-
-    /// The current value.
-    pub fn get(&self) -> Arc<T> {
-        Arc::clone(&self.0.read().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// Replaces the value; whoever holds the old one finishes with it.
-    pub fn set(&self, value: T) {
-        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(value);
-    }
-}
 
 /// Pipelines built per tenant and pipeline name, shared by that tenant's devices.
 pub(super) struct PipelineCache<'a> {

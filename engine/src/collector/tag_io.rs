@@ -3,10 +3,10 @@
 //! interleaves with a round's frames.
 
 use super::device::{Channel, Device};
-use super::swap::Swappable;
 use crate::io::LinkError;
-use crate::model::{Batch, FrameError, Sample, Value};
+use crate::model::{Batch, DeviceError, FrameError, Sample, Value};
 use crate::pipeline::DevicePipeline;
+use crate::sync::Swappable;
 
 /// What a device needs to be written: which tags are read back, and a pipeline of
 /// its own to decode what is read (the polling pipeline's memory, such as a
@@ -43,10 +43,17 @@ impl From<LinkError> for TagIoError {
 
 fn from_frame(error: FrameError) -> TagIoError {
     match error {
-        FrameError::Device { code, message, .. } => TagIoError::Refused { code, message },
+        FrameError::Device(refusal) => refused(refusal),
         FrameError::Malformed(message) => {
             TagIoError::Unreachable(format!("malformed answer: {message}"))
         }
+    }
+}
+
+fn refused(refusal: DeviceError) -> TagIoError {
+    TagIoError::Refused {
+        code: refusal.code,
+        message: refusal.message,
     }
 }
 
@@ -81,21 +88,14 @@ impl Device {
         let (channel, local) = self.channel_of(tag)?;
         let mut link = channel.link.lock().await;
         let session = channel.session.get();
-        link.ensure_online(&session).await?;
+        link.ensure_online(&*session).await?;
         let frame = session
             .encode_write(local, value)
             .map_err(|e| TagIoError::Component(e.to_string()))?
             .map_err(from_frame)?;
-        let answer = link.exchange(&session, &frame).await?;
-        match session.check_write(&answer) {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error @ FrameError::Malformed(_))) => {
-                link.mark_offline(&error.to_string());
-                Err(from_frame(error))
-            }
-            Ok(Err(error)) => Err(from_frame(error)),
-            Err(error) => Err(TagIoError::Component(error.to_string())),
-        }
+        link.request(&*session, &frame, |answer| session.check_write(answer))
+            .await?
+            .map_err(refused)
     }
 
     /// Reads tag `tag` now and decodes it (engineering value).
@@ -115,7 +115,7 @@ impl Device {
         {
             let mut link = channel.link.lock().await;
             let session = channel.session.get();
-            link.ensure_online(&session).await?;
+            link.ensure_online(&*session).await?;
             let plan = session
                 .plan(&[local])
                 .map_err(|e| TagIoError::Component(e.to_string()))?;
@@ -124,19 +124,15 @@ impl Device {
                     .encode_read(request.id)
                     .map_err(|e| TagIoError::Component(e.to_string()))?
                     .map_err(from_frame)?;
-                let answer = link.exchange(&session, &frame).await?;
-                let arrived = crate::clock::now_ms();
-                match session.parse_read(request.id, &answer, arrived) {
-                    Ok(Ok(parsed)) => raw.append(parsed, |l| {
-                        channel.tags.get(l as usize).copied().unwrap_or(u32::MAX)
-                    }),
-                    Ok(Err(error @ FrameError::Malformed(_))) => {
-                        link.mark_offline(&error.to_string());
-                        return Err(from_frame(error));
-                    }
-                    Ok(Err(error)) => return Err(from_frame(error)),
-                    Err(error) => return Err(TagIoError::Component(error.to_string())),
-                }
+                let parsed = link
+                    .request(&*session, &frame, |answer| {
+                        session.parse_read(request.id, answer, crate::clock::now_ms())
+                    })
+                    .await?
+                    .map_err(refused)?;
+                raw.append(parsed, |l| {
+                    channel.tags.get(l as usize).copied().unwrap_or(u32::MAX)
+                });
             }
         }
         // A fresh decode each time: reset first, so no memory of an earlier read.

@@ -3,7 +3,6 @@
 //! the write service that executes commands on the engine's own devices. Design
 //! and invariants: `docs/commands.md`.
 //!
-//! - [`state`]: statuses, actions, receipt results, result codes;
 //! - [`model`]: the command record, receipts and their outcomes;
 //! - [`store`]: the redb tables and every change, each one transaction;
 //! - [`service`]: creating, cancelling, receipts of nodes, replies, the downlink;
@@ -13,14 +12,13 @@
 pub mod model;
 pub mod node;
 pub mod service;
-pub mod state;
 pub mod store;
 pub mod write;
 
+pub use crate::model::{CommandAction, CommandStatus, ReceiptResult, result_code};
 pub use model::{
     Command, CommandKind, CommandRecord, Delivery, NewCommand, Receipt, ReceiptOutcome, Rejection,
 };
 pub use service::{CommandRequest, Commands, CreateError};
-pub use state::{CommandAction, CommandStatus, ReceiptResult, result_code};
 pub use store::{CommandError, CommandStore, Created, Swept, Timings};
 pub use write::{WriteRecord, WriteRequest, WriteService, WriteStatus};

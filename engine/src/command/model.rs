@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::state::{CommandAction, CommandStatus, ReceiptResult};
+use crate::model::{CommandAction, CommandStatus, ReceiptResult};
 
 /// What a command asks of the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,11 +10,11 @@ use tokio::sync::{mpsc, watch};
 
 use super::model::{Command, Receipt};
 use super::service::Commands;
-use super::state::{ReceiptResult, result_code};
 use super::store::Swept;
 use super::write::{WriteRecord, WriteRequest, WriteStatus};
 use crate::alarm::{AlarmStore, Raise, Source};
 use crate::clock::now_ms;
+use crate::model::{ReceiptResult, result_code};
 use crate::uplink::Downlink;
 
 /// How often the timers run and claims are made when nothing wakes the node.
@@ -120,7 +120,7 @@ async fn pass(commands: &Arc<Commands>, alarms: &Arc<AlarmStore>, execute_own: b
 /// reclaimed too often (its node keeps taking it and going silent).
 async fn after_sweep(commands: &Arc<Commands>, alarms: &Arc<AlarmStore>, swept: Swept, now: i64) {
     for id in swept.unanswered.iter().chain(&swept.expired) {
-        if let Ok(Some(command)) = commands.store().get(*id, crate::alarm::Scope::All) {
+        if let Ok(Some(command)) = commands.store().get(*id, crate::model::Scope::All) {
             commands.reply(&command);
         }
     }

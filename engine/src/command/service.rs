@@ -10,12 +10,12 @@ use serde_json::{Value as Json, json};
 use tokio::sync::Notify;
 
 use super::model::{Command, CommandKind, Delivery, NewCommand, Receipt, ReceiptOutcome};
-use super::state::{CommandStatus, result_code};
 use super::store::{CommandError, CommandStore, Created};
 use super::write::{WriteService, to_raw};
-use crate::alarm::Scope;
 use crate::collector::Fleet;
 use crate::model::Access;
+use crate::model::Scope;
+use crate::model::{CommandStatus, result_code};
 use crate::uplink::{Downlink, Uplink};
 use crate::wal::Message;
 

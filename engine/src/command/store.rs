@@ -10,8 +10,8 @@ use redb::{ReadableTable, TableDefinition};
 use super::model::{
     Command, CommandRecord, Delivery, NewCommand, Receipt, ReceiptOutcome, Rejection,
 };
-use super::state::{CommandAction, CommandStatus, ReceiptResult, result_code};
-use crate::alarm::Scope;
+use crate::model::Scope;
+use crate::model::{CommandAction, CommandStatus, ReceiptResult, result_code};
 use crate::runtime::{CallError, RulesPool};
 use crate::store::tables::{history, ids_under, next_seq, put_indexed, record};
 use crate::store::{Store, StoreError};

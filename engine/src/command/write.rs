@@ -18,10 +18,11 @@ use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
-use super::state::result_code;
 use crate::collector::{Fleet, TagIoError};
+use crate::model::result_code;
 use crate::model::{Access, DataType, Quality, Sample, SettingValue, TagSpec, Value};
 use crate::store::{Store, StoreError};
+use crate::sync::lock;
 
 /// (tenant, requestId) -> write record (JSON): the audit trail and the results
 /// repeated requests get.
@@ -273,10 +274,6 @@ impl WriteService {
         record.message = format!("{} ({} attempts)", record.message, record.attempts);
         record
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn blank(request: &WriteRequest) -> WriteRecord {

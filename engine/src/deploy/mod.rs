@@ -16,6 +16,7 @@ pub use shelf::Shelf;
 
 use crate::collector::{Fleet, PipelineSet, SandboxLimits, reload_codec, reload_pipelines};
 use crate::runtime::{ComponentInfo, ComponentKind, LoadError, Registry};
+use crate::sync::lock;
 use crate::yaml::Diagnostics;
 
 /// Sub-directory of the data directory holding deployed components.
@@ -218,8 +219,4 @@ impl Deployer {
             },
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }

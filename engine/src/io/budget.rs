@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::ConnectionLimits;
+use crate::sync::lock;
 
 /// Room for open connections, shared by every link.
 #[derive(Debug, Clone)]
@@ -50,7 +51,7 @@ impl Budget {
     /// When the host's or the global cap is reached.
     pub fn acquire(&self, host: &str) -> Result<Permit, BudgetExceeded> {
         let semaphore = {
-            let mut hosts = self.per_host.lock().unwrap_or_else(|p| p.into_inner());
+            let mut hosts = lock(&self.per_host);
             Arc::clone(
                 hosts
                     .entry(host.to_owned())

@@ -8,28 +8,29 @@
 //! ```
 //!
 //! A link is used under a lock, so requests of the devices sharing it are
-//! serialised. Each exchange writes a request frame and reads the answer in two
-//! phases: the codec's header length, then the size the codec reads from the
-//! header (bounded by [`MAX_FRAME`] before anything is buffered). Any I/O error,
-//! timeout or malformed frame drops the socket: the byte stream can no longer be
-//! trusted. A round cancelled mid-exchange (per-device timeout) leaves the link
-//! marked, and the socket is dropped before its next use.
+//! serialised. [`Link::request`] is the whole exchange with a device: the request
+//! frame out, the answer in (framed by the codec, see [`super::exchange`]), and the
+//! answer classified: data, a device's refusal (an exception or end code: the
+//! connection is fine), or a failure. Any I/O error, timeout or malformed answer
+//! drops the connection: the byte stream can no longer be trusted. A round
+//! cancelled mid-exchange (per-device timeout) leaves the link marked, and the
+//! connection is dropped before its next use.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};
 
 use super::backoff::{Jitter, delay};
-use super::budget::{Budget, BudgetExceeded, Permit};
+use super::budget::{Budget, Permit};
+use super::error::LinkError;
+use super::exchange::{discard_pending, transact};
+use super::framer::Framer;
+use super::transport::{Connection, Dialer, Tcp};
 use crate::config::BackoffConfig;
-use crate::model::FrameError;
-use crate::runtime::{CallError, CodecSession};
+use crate::model::{DeviceError, FrameError};
 
-/// The largest frame a link accepts; a header announcing more is malformed.
-pub const MAX_FRAME: u32 = 64 * 1024;
 /// Handshake steps a codec may ask for before the link gives up.
 const MAX_HANDSHAKE_STEPS: u32 = 8;
 
@@ -72,26 +73,6 @@ impl fmt::Display for LinkState {
     }
 }
 
-/// Why a link could not carry a request.
-#[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
-pub enum LinkError {
-    #[error("waiting {retry_in:?} before reconnecting (last error: {last})")]
-    Backoff { retry_in: Duration, last: String },
-    #[error(transparent)]
-    Budget(#[from] BudgetExceeded),
-    #[error("connecting to {address} failed: {detail}")]
-    Connect { address: String, detail: String },
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
-    #[error("connection lost: {0}")]
-    Io(String),
-    #[error("{0}")]
-    Frame(FrameError),
-    #[error("codec failed: {0}")]
-    Codec(#[from] CallError),
-}
-
 /// Where and how to connect.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkSettings {
@@ -120,7 +101,8 @@ pub struct Link {
     settings: LinkSettings,
     budget: Budget,
     state: LinkState,
-    stream: Option<TcpStream>,
+    dialer: Arc<dyn Dialer>,
+    stream: Option<Connection>,
     permit: Option<Permit>,
     /// Connection attempts that failed in a row.
     attempts: u32,
@@ -141,11 +123,23 @@ pub struct Link {
 }
 
 impl Link {
+    /// A link over TCP.
     pub fn new(settings: LinkSettings, budget: Budget, seed: u64) -> Self {
+        Self::with_dialer(settings, budget, seed, Arc::new(Tcp))
+    }
+
+    /// A link whose connections `dialer` opens.
+    pub fn with_dialer(
+        settings: LinkSettings,
+        budget: Budget,
+        seed: u64,
+        dialer: Arc<dyn Dialer>,
+    ) -> Self {
         Self {
             settings,
             budget,
             state: LinkState::Idle,
+            dialer,
             stream: None,
             permit: None,
             attempts: 0,
@@ -190,19 +184,23 @@ impl Link {
         }
     }
 
-    /// Drops the socket after a failure and schedules the reconnect.
-    pub fn mark_offline(&mut self, reason: &str) {
+    /// Drops the connection after a failure and schedules the reconnect.
+    fn mark_offline(&mut self, reason: &str) {
         if self.stream.is_some() {
             tracing::warn!(address = %self.settings.address(), reason, "connection dropped");
         }
+        self.drop_connection();
+        self.last_error = reason.to_owned();
+        self.enter(LinkState::Offline);
+        self.schedule_retry();
+    }
+
+    fn drop_connection(&mut self) {
         self.stream = None;
         self.permit = None;
         self.interrupted = false;
         self.stale = false;
         self.heartbeat_failures = 0;
-        self.last_error = reason.to_owned();
-        self.enter(LinkState::Offline);
-        self.schedule_retry();
     }
 
     /// Closes the connection on purpose (a new codec version must start with its
@@ -210,11 +208,7 @@ impl Link {
     /// and without counting a failure.
     pub fn restart(&mut self, reason: &str) {
         tracing::info!(address = %self.settings.address(), reason, "reconnecting");
-        self.stream = None;
-        self.permit = None;
-        self.interrupted = false;
-        self.stale = false;
-        self.heartbeat_failures = 0;
+        self.drop_connection();
         self.retry_at = None;
         self.enter(LinkState::Idle);
     }
@@ -230,13 +224,13 @@ impl Link {
         });
     }
 
-    /// Makes sure the link is connected (and handshaken with `session`'s codec),
+    /// Makes sure the link is connected (and handshaken with `framer`'s codec),
     /// returning its epoch. Does not wait out a backoff: it fails at once instead,
     /// so a round of a device that is down costs nothing.
     ///
     /// # Errors
     /// Backoff not elapsed, budget exhausted, or the connect/handshake failed.
-    pub async fn ensure_online(&mut self, session: &CodecSession) -> Result<u64, LinkError> {
+    pub async fn ensure_online<F: Framer>(&mut self, framer: &F) -> Result<u64, LinkError> {
         if self.interrupted {
             self.mark_offline("an exchange was cancelled mid-frame");
         }
@@ -253,7 +247,7 @@ impl Link {
             }
         }
         self.enter(LinkState::Connecting);
-        match self.connect(session).await {
+        match self.connect(framer).await {
             Ok(()) => {
                 if self.epoch > 0 {
                     self.reconnects += 1;
@@ -267,8 +261,7 @@ impl Link {
                 Ok(self.epoch)
             }
             Err(error) => {
-                self.stream = None;
-                self.permit = None;
+                self.drop_connection();
                 self.last_error = error.to_string();
                 self.schedule_retry();
                 Err(error)
@@ -276,76 +269,90 @@ impl Link {
         }
     }
 
-    async fn connect(&mut self, session: &CodecSession) -> Result<(), LinkError> {
+    async fn connect<F: Framer>(&mut self, framer: &F) -> Result<(), LinkError> {
         let permit = self.budget.acquire(&self.settings.host)?;
         let address = self.settings.address();
-        let stream =
-            match timeout(self.settings.connect_timeout, TcpStream::connect(&address)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(error)) => {
-                    return Err(LinkError::Connect {
-                        address,
-                        detail: error.to_string(),
-                    });
-                }
-                Err(_) => {
-                    return Err(LinkError::Connect {
-                        address,
-                        detail: format!("no answer within {:?}", self.settings.connect_timeout),
-                    });
-                }
-            };
-        // Small request/response frames: waiting to coalesce them only adds latency.
-        stream
-            .set_nodelay(true)
-            .map_err(|e| LinkError::Io(e.to_string()))?;
+        let dialing = self.dialer.dial(&self.settings.host, self.settings.port);
+        let stream = match timeout(self.settings.connect_timeout, dialing).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => {
+                return Err(LinkError::Connect {
+                    address,
+                    detail: error.to_string(),
+                });
+            }
+            Err(_) => {
+                return Err(LinkError::Connect {
+                    address,
+                    detail: format!("no answer within {:?}", self.settings.connect_timeout),
+                });
+            }
+        };
         self.stream = Some(stream);
         self.permit = Some(permit);
-        session.reset()?;
+        framer.reset().map_err(LinkError::codec)?;
         for step in 0..MAX_HANDSHAKE_STEPS {
-            let Some(frame) = session.handshake(step)? else {
+            let Some(frame) = framer.handshake(step).map_err(LinkError::codec)? else {
                 return Ok(());
             };
-            let answer = self.exchange(session, &frame).await?;
-            session
-                .check_handshake(step, &answer)?
-                .map_err(LinkError::Frame)?;
+            let answer = self.try_exchange(framer, &frame).await?;
+            match framer
+                .check_handshake(step, &answer)
+                .map_err(LinkError::codec)?
+            {
+                Ok(()) => {}
+                Err(FrameError::Malformed(message)) => return Err(LinkError::Malformed(message)),
+                Err(FrameError::Device(refusal)) => return Err(LinkError::Refused(refusal)),
+            }
         }
-        Err(LinkError::Frame(FrameError::Malformed(format!(
+        Err(LinkError::Malformed(format!(
             "the codec asked for more than {MAX_HANDSHAKE_STEPS} handshake steps"
-        ))))
+        )))
     }
 
-    /// Sends `frame` and reads the answer, framed by `session`'s codec. A failure
-    /// drops the connection.
+    /// Sends `frame` and reads the answer, which `read` decodes: the whole exchange
+    /// with the device. A device's refusal (an exception or end code) is the inner
+    /// error: the connection is fine. An I/O error, a timeout or a malformed
+    /// answer drops the connection; a failed codec call does not.
     ///
     /// # Errors
-    /// Not connected, I/O error, timeout, or a header the codec rejects.
-    pub async fn exchange(
+    /// Not connected, I/O error, timeout, a malformed answer, or a failed codec call.
+    pub async fn request<F: Framer, T>(
         &mut self,
-        session: &CodecSession,
+        framer: &F,
         frame: &[u8],
-    ) -> Result<Vec<u8>, LinkError> {
-        let result = self.try_exchange(session, frame).await;
-        if let Err(error) = &result {
+        read: impl FnOnce(&[u8]) -> Result<Result<T, FrameError>, F::Failure>,
+    ) -> Result<Result<T, DeviceError>, LinkError> {
+        let result = match self.try_exchange(framer, frame).await {
+            Ok(answer) => decode(&answer, read),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = &result
+            && drops_connection(error)
+        {
             self.mark_offline(&error.to_string());
         }
         result
     }
 
-    /// A heartbeat: an exchange whose timeout alone does not drop the connection;
-    /// `failures_allowed` heartbeats failing in a row do.
+    /// A heartbeat: a request whose timeout alone does not drop the connection;
+    /// `failures_allowed` heartbeats timing out in a row do. Any well-formed answer,
+    /// a refusal included, proves the device is there.
     ///
     /// # Errors
-    /// As for [`Link::exchange`]; the link is OFFLINE afterwards only if the
+    /// As for [`Link::request`]; the link is OFFLINE afterwards only if the
     /// failure was not a timeout, or the timeouts reached `failures_allowed`.
-    pub async fn heartbeat(
+    pub async fn heartbeat<F: Framer, T>(
         &mut self,
-        session: &CodecSession,
+        framer: &F,
         frame: &[u8],
         failures_allowed: u32,
-    ) -> Result<Vec<u8>, LinkError> {
-        let result = self.try_exchange(session, frame).await;
+        read: impl FnOnce(&[u8]) -> Result<Result<T, FrameError>, F::Failure>,
+    ) -> Result<Result<T, DeviceError>, LinkError> {
+        let result = match self.try_exchange(framer, frame).await {
+            Ok(answer) => decode(&answer, read),
+            Err(error) => Err(error),
+        };
         match &result {
             Ok(_) => self.heartbeat_failures = 0,
             Err(LinkError::Timeout(_)) => {
@@ -359,14 +366,15 @@ impl Link {
                     self.mark_offline(&reason);
                 }
             }
-            Err(error) => self.mark_offline(&error.to_string()),
+            Err(error) if drops_connection(error) => self.mark_offline(&error.to_string()),
+            Err(_) => {}
         }
         result
     }
 
-    async fn try_exchange(
+    async fn try_exchange<F: Framer>(
         &mut self,
-        session: &CodecSession,
+        framer: &F,
         frame: &[u8],
     ) -> Result<Vec<u8>, LinkError> {
         let read_timeout = self.settings.read_timeout;
@@ -374,11 +382,11 @@ impl Link {
             return Err(LinkError::Io("not connected".into()));
         };
         if self.stale {
-            discard_pending(stream)?;
+            discard_pending(stream.as_mut())?;
             self.stale = false;
         }
         self.interrupted = true;
-        let result = match timeout(read_timeout, transact(stream, session, frame)).await {
+        let result = match timeout(read_timeout, transact(stream.as_mut(), framer, frame)).await {
             Ok(result) => result,
             Err(_) => Err(LinkError::Timeout(read_timeout)),
         };
@@ -390,45 +398,19 @@ impl Link {
     }
 }
 
-/// Reads and drops whatever already arrived (a late answer to a timed-out heartbeat).
-fn discard_pending(stream: &mut TcpStream) -> Result<(), LinkError> {
-    let mut scratch = [0u8; 512];
-    loop {
-        match stream.try_read(&mut scratch) {
-            Ok(0) => return Err(LinkError::Io("closed by the peer".into())),
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) => return Err(LinkError::Io(e.to_string())),
-        }
+/// What the codec read of an answer: data, a device's refusal, or a failure.
+fn decode<T, E: std::error::Error + Send + Sync + 'static>(
+    answer: &[u8],
+    read: impl FnOnce(&[u8]) -> Result<Result<T, FrameError>, E>,
+) -> Result<Result<T, DeviceError>, LinkError> {
+    match read(answer).map_err(LinkError::codec)? {
+        Ok(value) => Ok(Ok(value)),
+        Err(FrameError::Device(refusal)) => Ok(Err(refusal)),
+        Err(FrameError::Malformed(message)) => Err(LinkError::Malformed(message)),
     }
 }
 
-/// One request and its answer on `stream`.
-async fn transact(
-    stream: &mut TcpStream,
-    session: &CodecSession,
-    frame: &[u8],
-) -> Result<Vec<u8>, LinkError> {
-    let io = |e: std::io::Error| LinkError::Io(e.to_string());
-    stream.write_all(frame).await.map_err(io)?;
-    let head_len = session.header_len()?;
-    if head_len == 0 || head_len > MAX_FRAME {
-        return Err(LinkError::Frame(FrameError::Malformed(format!(
-            "header length {head_len}"
-        ))));
-    }
-    let mut answer = vec![0u8; head_len as usize];
-    stream.read_exact(&mut answer).await.map_err(io)?;
-    let total = session.frame_length(&answer)?.map_err(LinkError::Frame)?;
-    if total < head_len || total > MAX_FRAME {
-        return Err(LinkError::Frame(FrameError::Malformed(format!(
-            "a frame of {total} bytes (header {head_len}, limit {MAX_FRAME})"
-        ))));
-    }
-    answer.resize(total as usize, 0);
-    stream
-        .read_exact(&mut answer[head_len as usize..])
-        .await
-        .map_err(io)?;
-    Ok(answer)
+/// Whether a failed exchange leaves the byte stream untrustworthy.
+fn drops_connection(error: &LinkError) -> bool {
+    !matches!(error, LinkError::Codec(_) | LinkError::Backoff { .. })
 }

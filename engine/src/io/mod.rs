@@ -1,11 +1,24 @@
-//! Connections to devices: the connection budget, reconnect backoff and the link
-//! state machine. Frames are built and parsed by codec components; this module
-//! only moves bytes, keeps time and decides when a connection is lost.
+//! Connections to devices: the connection budget, reconnect backoff, the link
+//! state machine and the whole exchange with a device. Frames are built and parsed
+//! by codecs behind the [`Framer`] trait; this module moves bytes, keeps time,
+//! tells a device's refusal from a transport failure and decides when a connection
+//! is lost.
 
 mod backoff;
 mod budget;
+mod error;
+mod exchange;
+mod framer;
 mod link;
+mod transport;
+
+#[cfg(test)]
+mod tests;
 
 pub use backoff::{Jitter, delay};
 pub use budget::{Budget, BudgetExceeded, Permit};
-pub use link::{Link, LinkError, LinkSettings, LinkState, MAX_FRAME};
+pub use error::LinkError;
+pub use exchange::MAX_FRAME;
+pub use framer::Framer;
+pub use link::{Link, LinkSettings, LinkState};
+pub use transport::{Connection, Dialer, Dialing, Stream, Tcp};

@@ -10,7 +10,6 @@
 //! that ran out while the engine was down expires at the first scan, and a lease
 //! still running stays online until its device answers again.
 
-mod model;
 mod store;
 
 use std::collections::{HashMap, HashSet};
@@ -20,10 +19,13 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::{Notify, mpsc, watch};
 
-pub use model::{EntityState, EntityType, StateRow, TimeoutSource, Transition};
-pub use store::{LeaseError, RedbStateStore, Renewal, StateFilter, StateStore};
+pub use crate::model::{
+    EntityState, EntityType, Renewal, StateFilter, StateRow, TimeoutSource, Transition,
+};
+pub use store::{LeaseError, RedbStateStore, StateStore};
 
 use crate::clock::now_ms;
+use crate::sync::{lock, read, write};
 use crate::uplink::Uplink;
 use crate::wal::Message;
 
@@ -103,11 +105,7 @@ impl Leases {
     pub fn announce(&self, entity: EntityKey, announce: Announce) {
         lock(&self.retired).remove(&entity);
         let status_topic = announce.status_topic.clone();
-        let before = self
-            .announce
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(entity, announce);
+        let before = write(&self.announce).insert(entity, announce);
         if let Some(before) = before
             && before.status_topic != status_topic
         {
@@ -133,10 +131,7 @@ impl Leases {
         let _serial = lock(&self.serial);
         lock(&self.retired).insert(entity.clone());
         let result = self.set_state(entity_type, entity_id, state);
-        self.announce
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&entity);
+        write(&self.announce).remove(&entity);
         result.map(|_| ())
     }
 
@@ -252,10 +247,7 @@ impl Leases {
                 // The receiver lives as long as the engine.
                 let _ = changes.send(transition.clone());
             }
-            let announce = self
-                .announce
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
+            let announce = read(&self.announce)
                 .get(&(row.entity_type, row.entity_id.clone()))
                 .cloned();
             let Some(announce) = announce else {
@@ -293,10 +285,6 @@ fn status_payload(state: EntityState, ts: i64) -> Vec<u8> {
     json!({ "status": state.as_str(), "ts": ts })
         .to_string()
         .into_bytes()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::model::{EntityState, EntityType, StateRow, TimeoutSource, Transition};
+use crate::model::{EntityState, EntityType, Renewal, StateFilter, StateRow, Transition};
 use crate::store::Store;
 
 /// Why the lease store failed.
@@ -14,27 +14,6 @@ pub struct LeaseError(pub String);
 
 fn db<E: std::fmt::Display>(error: E) -> LeaseError {
     LeaseError(error.to_string())
-}
-
-/// A heartbeat: the entity is alive (or reports a fault) for `timeout_seconds`.
-#[derive(Debug, Clone)]
-pub struct Renewal {
-    pub entity_type: EntityType,
-    pub entity_id: String,
-    pub parent_id: String,
-    pub tenant_id: u32,
-    /// Online or Fault; an operator's Maintain is kept while heartbeats go on.
-    pub state: EntityState,
-    pub timeout_seconds: u64,
-    pub timeout_source: TimeoutSource,
-    pub extension: serde_json::Value,
-}
-
-/// Which rows a list wants (by state: callers filter on the effective state).
-#[derive(Debug, Clone, Default)]
-pub struct StateFilter {
-    pub entity_type: Option<EntityType>,
-    pub parent: Option<String>,
 }
 
 /// Storage of entity states and leases.

@@ -13,7 +13,7 @@ use super::bindings::wit;
 use super::convert::{batch_from_wit, settings_to_wit, tags_to_wit, value_to_wit};
 use super::pool::{Binding, Live, Pool};
 use super::{CallError, Sandbox};
-use crate::model::{Batch, FrameError, PlannedRead, Setting, TagSpec, Value};
+use crate::model::{Batch, DeviceError, FrameError, PlannedRead, Setting, TagSpec, Value};
 
 /// One tenant's instances of one codec component.
 pub type CodecPool = Pool<Codec>;
@@ -64,11 +64,11 @@ fn planned_from_wit(read: wit_protocol::PlannedRead) -> PlannedRead {
 fn frame_error_from_wit(error: wit_protocol::FrameError) -> FrameError {
     match error {
         wit_protocol::FrameError::Malformed(message) => FrameError::Malformed(message),
-        wit_protocol::FrameError::Device(device) => FrameError::Device {
+        wit_protocol::FrameError::Device(device) => FrameError::Device(DeviceError {
             code: device.code,
             message: device.message,
             retry: device.retry.into_iter().map(planned_from_wit).collect(),
-        },
+        }),
     }
 }
 

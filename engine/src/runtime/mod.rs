@@ -16,6 +16,7 @@
 
 mod artifact;
 mod bindings;
+mod builtin;
 mod codec;
 mod convert;
 mod error;
@@ -32,6 +33,7 @@ use std::sync::Arc;
 use wasmtime::component::{InstancePre, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+pub use builtin::{BUILTIN, BUILTIN_VERSION, Builtin};
 pub use codec::{CodecPool, CodecSession};
 pub use error::{CallError, Limit, LoadError, human_bytes};
 pub use pool::PoolHealth;

@@ -6,7 +6,7 @@
 //! generation and recreate their resource on their next call.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{InstancePre, ResourceAny};
@@ -15,6 +15,7 @@ use wasmtime::{Engine, Store, Trap};
 use super::bindings::wit;
 use super::convert::issues_from_wit;
 use super::{CallError, Limit, Limits, Sandbox};
+use crate::sync::lock;
 
 /// A world's generated bindings, as the pool needs them (sealed: the module is private).
 pub trait World: Sized + Send + 'static {
@@ -139,14 +140,6 @@ pub(super) struct Slot<W> {
 pub(super) struct Live<W> {
     pub(super) store: Store<Sandbox>,
     pub(super) bindings: W,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while a slot is locked can at worst leave a dead instance, which the
-    // next call rebuilds, so a poisoned lock is used as is.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl<W: World> Pool<W> {

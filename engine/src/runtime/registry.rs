@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use super::{ComponentKind, LoadError, LoadedComponent, Runtime};
+use crate::sync::{read, write};
 
 /// What a caller may know of a registered version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,11 +52,11 @@ impl Registry {
             entries: RwLock::default(),
             changed: tokio::sync::watch::Sender::new(0),
         };
-        for builtin in crate::components::BUILTIN {
+        for builtin in super::builtin::BUILTIN {
             registry.install(
                 builtin.kind,
                 builtin.name,
-                crate::components::BUILTIN_VERSION,
+                super::builtin::BUILTIN_VERSION,
                 builtin.wasm,
             )?;
         }
@@ -102,7 +103,7 @@ impl Registry {
         }
         // Compile and check outside the lock: readers are never held up.
         let loaded = self.runtime.load(kind, name, bytes)?;
-        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        let mut entries = write(&self.entries);
         let entry = entries.entry(name.to_owned()).or_default();
         entry
             .versions
@@ -119,7 +120,7 @@ impl Registry {
     /// # Errors
     /// When no such version is registered.
     pub fn activate(&self, name: &str, version: &str) -> Result<Arc<LoadedComponent>, LoadError> {
-        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        let mut entries = write(&self.entries);
         let entry = entries
             .get_mut(name)
             .ok_or_else(|| unknown(name, version))?;
@@ -136,20 +137,20 @@ impl Registry {
 
     /// The active version of `name`.
     pub fn active(&self, name: &str) -> Option<Arc<LoadedComponent>> {
-        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        let entries = read(&self.entries);
         let entry = entries.get(name)?;
         entry.versions.get(&entry.active).cloned()
     }
 
     /// A given version of `name`, active or not.
     pub fn version(&self, name: &str, version: &str) -> Option<Arc<LoadedComponent>> {
-        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        let entries = read(&self.entries);
         entries.get(name)?.versions.get(version).cloned()
     }
 
     /// Every registered version, by name then version.
     pub fn list(&self) -> Vec<ComponentInfo> {
-        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        let entries = read(&self.entries);
         entries
             .iter()
             .flat_map(|(name, entry)| {

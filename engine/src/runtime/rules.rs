@@ -12,8 +12,10 @@ use super::bindings::rules::exports::sluice::dataflow::transitions as wit_transi
 use super::bindings::wit;
 use super::convert::{sample_to_wit, settings_to_wit, tags_to_wit};
 use super::pool::{Binding, Live, Pool};
-use crate::alarm::{AlarmAction, AlarmState, Signal, SignalKind};
-use crate::command::{CommandAction, CommandStatus};
+use crate::model::{
+    AlarmAction, AlarmState, CommandAction, CommandStatus, Signal, SignalKind, Transitions,
+    Whitelist,
+};
 use crate::model::{Sample, Setting, TagSpec};
 
 /// One tenant's instances of one rules component.
@@ -77,6 +79,45 @@ impl Pool<Rules> {
         .map(|next| {
             next.map(status_from_wit)
                 .map_err(|allowed| allowed.into_iter().map(command_action_from_wit).collect())
+        })
+    }
+
+    /// Both whitelists as tables: every state asked with every action, and every
+    /// alarm state for its allowed actions. Read once per load, so no store
+    /// transaction has to call the component.
+    ///
+    /// # Errors
+    /// A failed call.
+    pub fn whitelist(&self) -> Result<Whitelist, CallError> {
+        let mut alarm_next = Vec::new();
+        let mut allowed = Vec::new();
+        for state in AlarmState::ALL {
+            allowed.push((state, self.alarm_actions(state)?));
+            for action in AlarmAction::ALL {
+                alarm_next.push(((state, action), self.alarm_transition(state, action)?));
+            }
+        }
+        let mut command_next = Vec::new();
+        for status in CommandStatus::ALL {
+            for action in CommandAction::ALL {
+                command_next.push(((status, action), self.command_transition(status, action)?));
+            }
+        }
+        // A command status allows what its refusals name (none for a final status).
+        let command_allowed = CommandStatus::ALL.map(|status| {
+            let actions = CommandAction::ALL
+                .into_iter()
+                .filter(|action| {
+                    command_next
+                        .iter()
+                        .any(|((s, a), next)| *s == status && a == action && next.is_ok())
+                })
+                .collect();
+            (status, actions)
+        });
+        Ok(Whitelist {
+            alarms: Transitions::new(alarm_next, allowed),
+            commands: Transitions::new(command_next, command_allowed),
         })
     }
 

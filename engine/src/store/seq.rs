@@ -18,6 +18,7 @@ use std::sync::Mutex;
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{Store, StoreError};
+use crate::sync::lock;
 
 /// Device id -> highest reserved sequence number (WAL off).
 const CEILINGS: TableDefinition<&str, u64> = TableDefinition::new("seq_ceilings");
@@ -86,7 +87,7 @@ impl SeqAllocator {
     /// # Errors
     /// When a new block cannot be reserved durably; no number is handed out then.
     pub fn next(&self, device: &str) -> Result<u64, StoreError> {
-        let mut ranges = self.ranges.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ranges = lock(&self.ranges);
         let ceiling = if self.wal_enabled { u64::MAX } else { 0 };
         let range = ranges
             .entry(device.to_owned())

@@ -8,6 +8,7 @@ use super::WalError;
 use super::log::{Appended, MessageLog};
 use super::record::{Message, Record};
 use crate::config::OverflowPolicy;
+use crate::sync::lock;
 
 #[derive(Debug, Default)]
 struct Ring {
@@ -35,7 +36,7 @@ impl MemoryLog {
     }
 
     fn ring(&self) -> std::sync::MutexGuard<'_, Ring> {
-        self.ring.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.ring)
     }
 }
 

@@ -28,6 +28,7 @@ pub use redb_log::{FORMAT_VERSION, RedbLog, count};
 
 use crate::config::{OverflowPolicy, WalConfig};
 use crate::store::Store;
+use crate::sync::lock;
 
 /// Why the WAL failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -131,7 +132,7 @@ impl Outbox {
     }
 
     fn ring(&self) -> std::sync::MutexGuard<'_, VecDeque<Message>> {
-        self.ring.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.ring)
     }
 
     /// Queues a message for the next commit. Never blocks: when the ring is full

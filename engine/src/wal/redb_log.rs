@@ -9,6 +9,7 @@ use super::log::{Appended, MessageLog};
 use super::record::{Message, Record, decode, encode};
 use crate::config::OverflowPolicy;
 use crate::store::{LAST_COMMITTED, Store};
+use crate::sync::lock;
 
 /// Record id -> encoded record.
 const RECORDS: TableDefinition<u64, &[u8]> = TableDefinition::new("wal_records");
@@ -101,7 +102,7 @@ impl RedbLog {
     }
 
     fn counters(&self) -> std::sync::MutexGuard<'_, Counters> {
-        self.counters.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.counters)
     }
 }
 

@@ -3,10 +3,10 @@
 
 use std::path::PathBuf;
 
-use sluice::components::BUILTIN;
 use sluice::model::{
     Access, Batch, ByteOrder, DataType, Quality, Sample, Setting, SettingValue, TagSpec, Value,
 };
+use sluice::runtime::BUILTIN;
 use sluice::runtime::{Runtime, RuntimeConfig};
 
 pub const TS: i64 = 1_700_000_000_000;

@@ -1,6 +1,6 @@
 //! The words of the alarm state machine: states, actions and the signals rules
 //! emit. Which action leads where is not here: the rules component owns the
-//! whitelist (see [`crate::runtime::RulesPool::alarm_transition`]).
+//! whitelist, read once per load into a [`super::Whitelist`].
 
 use std::fmt;
 

@@ -1,7 +1,7 @@
 //! The default components, built from `components/` for wasm32-wasip2 by the build
 //! script and embedded in the binary, so a gateway needs one file.
 
-use crate::runtime::ComponentKind;
+use super::ComponentKind;
 
 /// A component compiled into the engine binary.
 #[derive(Debug)]

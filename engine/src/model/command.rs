@@ -1,5 +1,5 @@
 //! The words of the downlink command machine. Which action leads where is the
-//! rules component's whitelist (see [`crate::runtime::RulesPool::command_transition`]).
+//! rules component's whitelist, read once per load into a [`super::Whitelist`].
 
 use std::fmt;
 

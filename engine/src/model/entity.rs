@@ -1,4 +1,5 @@
-//! Entity state rows: what the lease table holds for each driver and device.
+//! Entity state rows: what the lease table holds for each driver and device, and
+//! the heartbeats that renew them.
 
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +27,8 @@ impl EntityType {
         }
     }
 
-    pub(super) fn code(self) -> u8 {
+    /// The number the seed gives the entity type (in stored keys).
+    pub fn code(self) -> u8 {
         match self {
             EntityType::Driver => 3,
             EntityType::Device => 6,
@@ -136,4 +138,25 @@ impl Transition {
             self.row.state.as_str()
         )
     }
+}
+
+/// A heartbeat: the entity is alive (or reports a fault) for `timeout_seconds`.
+#[derive(Debug, Clone)]
+pub struct Renewal {
+    pub entity_type: EntityType,
+    pub entity_id: String,
+    pub parent_id: String,
+    pub tenant_id: u32,
+    /// Online or Fault; an operator's Maintain is kept while heartbeats go on.
+    pub state: EntityState,
+    pub timeout_seconds: u64,
+    pub timeout_source: TimeoutSource,
+    pub extension: serde_json::Value,
+}
+
+/// Which rows a list wants (by state: callers filter on the effective state).
+#[derive(Debug, Clone, Default)]
+pub struct StateFilter {
+    pub entity_type: Option<EntityType>,
+    pub parent: Option<String>,
 }

@@ -1,0 +1,362 @@
+//! The link against in-memory peers, with a native framer and a paused clock:
+//! every timeout and backoff below elapses in virtual time, at once.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::time::Instant;
+
+use super::*;
+use crate::config::{BackoffConfig, ConnectionLimits};
+use crate::model::{DeviceError, FrameError};
+
+/// A length-prefixed protocol: two bytes of big-endian length, then the body. A
+/// body starting with `E` is a device's refusal; a header of `FF FF` is garbage.
+/// With `handshake`, a connection starts by sending `HELLO` and expects `OK`.
+#[derive(Debug, Default)]
+struct LengthFramer {
+    handshake: bool,
+    resets: AtomicU32,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the framer broke")]
+struct Broken;
+
+impl Framer for LengthFramer {
+    type Failure = Broken;
+
+    fn reset(&self) -> Result<(), Broken> {
+        self.resets.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn handshake(&self, step: u32) -> Result<Option<Vec<u8>>, Broken> {
+        Ok((self.handshake && step == 0).then(|| frame(b"HELLO")))
+    }
+
+    fn check_handshake(&self, _step: u32, answer: &[u8]) -> Result<Result<(), FrameError>, Broken> {
+        Ok(match &answer[2..] {
+            b"OK" => Ok(()),
+            other => Err(FrameError::Device(DeviceError {
+                code: 9,
+                message: format!("handshake answered {other:?}"),
+                retry: Vec::new(),
+            })),
+        })
+    }
+
+    fn header_len(&self) -> Result<u32, Broken> {
+        Ok(2)
+    }
+
+    fn frame_length(&self, head: &[u8]) -> Result<Result<u32, FrameError>, Broken> {
+        Ok(match head {
+            [0xFF, 0xFF] => Err(FrameError::Malformed("a garbage header".into())),
+            [high, low] => Ok(2 + u32::from(u16::from_be_bytes([*high, *low]))),
+            _ => Err(FrameError::Malformed("short header".into())),
+        })
+    }
+}
+
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = u16::try_from(body.len())
+        .expect("short")
+        .to_be_bytes()
+        .to_vec();
+    out.extend_from_slice(body);
+    out
+}
+
+/// The body of an answer, as a codec's parse would read it.
+fn body(answer: &[u8]) -> Result<Result<Vec<u8>, FrameError>, Broken> {
+    Ok(match &answer[2..] {
+        [b'E', code, ..] => Err(FrameError::Device(DeviceError {
+            code: u32::from(*code),
+            message: "refused".into(),
+            retry: Vec::new(),
+        })),
+        rest => Ok(rest.to_vec()),
+    })
+}
+
+/// How the peer answers each request it reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Peer {
+    /// The request body back; `OK` to a handshake.
+    Echo,
+    /// Never a word.
+    Silent,
+    /// A header no codec accepts.
+    Garbage,
+    /// Answers, but only after this much (virtual) time.
+    Late(Duration),
+}
+
+/// Opens in-memory connections to a peer; refuses the first `refuse_first`.
+#[derive(Debug)]
+struct Memory {
+    peer: Peer,
+    refuse_first: u32,
+    dials: AtomicU32,
+}
+
+impl Memory {
+    fn new(peer: Peer) -> Arc<Self> {
+        Self::refusing(peer, 0)
+    }
+
+    fn refusing(peer: Peer, refuse_first: u32) -> Arc<Self> {
+        Arc::new(Self {
+            peer,
+            refuse_first,
+            dials: AtomicU32::new(0),
+        })
+    }
+}
+
+impl Dialer for Memory {
+    fn dial<'a>(&'a self, _host: &'a str, _port: u16) -> Dialing<'a> {
+        let attempt = self.dials.fetch_add(1, Ordering::Relaxed);
+        let peer = self.peer;
+        let refuse = attempt < self.refuse_first;
+        Box::pin(async move {
+            if refuse {
+                return Err(io::Error::new(io::ErrorKind::ConnectionRefused, "refused"));
+            }
+            let (client, server) = tokio::io::duplex(4096);
+            tokio::spawn(serve(server, peer));
+            Ok(Box::new(client) as Connection)
+        })
+    }
+}
+
+async fn serve(mut stream: DuplexStream, peer: Peer) {
+    loop {
+        let mut head = [0u8; 2];
+        if stream.read_exact(&mut head).await.is_err() {
+            return;
+        }
+        let mut request = vec![0u8; usize::from(u16::from_be_bytes(head))];
+        if stream.read_exact(&mut request).await.is_err() {
+            return;
+        }
+        let answer = match peer {
+            Peer::Silent => continue,
+            Peer::Garbage => vec![0xFF, 0xFF, 0],
+            Peer::Echo | Peer::Late(_) if request == b"HELLO" => frame(b"OK"),
+            Peer::Echo => frame(&request),
+            Peer::Late(after) => {
+                tokio::time::sleep(after).await;
+                frame(&request)
+            }
+        };
+        if stream.write_all(&answer).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn settings() -> LinkSettings {
+    LinkSettings {
+        host: "plc".into(),
+        port: 502,
+        connect_timeout: Duration::from_secs(2),
+        read_timeout: Duration::from_secs(1),
+        backoff: BackoffConfig {
+            base_ms: 1000,
+            max_ms: 8000,
+            jitter: 0.0,
+        },
+        failed_after: 3,
+    }
+}
+
+fn link(dialer: Arc<Memory>) -> Link {
+    let budget = Budget::new(&ConnectionLimits {
+        max_total: 4,
+        max_per_host: 2,
+    });
+    Link::with_dialer(settings(), budget, 7, dialer)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_comes_back_decoded_and_the_link_stays_online() {
+    let framer = LengthFramer::default();
+    let mut link = link(Memory::new(Peer::Echo));
+    assert_eq!(link.ensure_online(&framer).await.expect("online"), 1);
+    let answer = link.request(&framer, &frame(b"read 1"), body).await;
+    assert_eq!(answer.expect("exchange").expect("data"), b"read 1");
+    assert_eq!(link.state(), LinkState::Online);
+    assert_eq!(
+        link.ensure_online(&framer).await.expect("online"),
+        1,
+        "same connection"
+    );
+    assert_eq!(
+        framer.resets.load(Ordering::Relaxed),
+        1,
+        "reset once per connection"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_device_refusal_is_not_a_transport_failure() {
+    let framer = LengthFramer::default();
+    let mut link = link(Memory::new(Peer::Echo));
+    link.ensure_online(&framer).await.expect("online");
+    let answer = link.request(&framer, &frame(b"E\x02"), body).await;
+    let refusal = answer.expect("the exchange worked").expect_err("refused");
+    assert_eq!(refusal.code, 2);
+    assert_eq!(link.state(), LinkState::Online);
+    assert_eq!(
+        link.ensure_online(&framer).await.expect("online"),
+        1,
+        "no reconnect"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_malformed_answer_drops_the_connection_and_backs_off() {
+    let framer = LengthFramer::default();
+    let mut link = link(Memory::new(Peer::Garbage));
+    link.ensure_online(&framer).await.expect("online");
+    let failed = link.request(&framer, &frame(b"read"), body).await;
+    assert!(matches!(failed, Err(LinkError::Malformed(_))), "{failed:?}");
+    assert_eq!(link.state(), LinkState::Recovering);
+    assert!(
+        link.last_error().contains("garbage"),
+        "{}",
+        link.last_error()
+    );
+    let waiting = link.ensure_online(&framer).await;
+    assert!(
+        matches!(waiting, Err(LinkError::Backoff { .. })),
+        "{waiting:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(link.ensure_online(&framer).await.expect("again"), 2);
+    assert_eq!(link.reconnects(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_device_times_out_after_the_read_timeout() {
+    let framer = LengthFramer::default();
+    let mut link = link(Memory::new(Peer::Silent));
+    link.ensure_online(&framer).await.expect("online");
+    let started = Instant::now();
+    let failed = link.request(&framer, &frame(b"read"), body).await;
+    assert!(matches!(failed, Err(LinkError::Timeout(_))), "{failed:?}");
+    assert_eq!(started.elapsed(), Duration::from_secs(1));
+    assert_eq!(link.state(), LinkState::Recovering);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_codec_call_keeps_the_connection() {
+    let framer = LengthFramer::default();
+    let mut link = link(Memory::new(Peer::Echo));
+    link.ensure_online(&framer).await.expect("online");
+    let failed = link
+        .request(&framer, &frame(b"read"), |_| {
+            Err::<Result<(), _>, _>(Broken)
+        })
+        .await;
+    assert!(matches!(failed, Err(LinkError::Codec(_))), "{failed:?}");
+    assert_eq!(link.state(), LinkState::Online);
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_connects_back_off_exponentially_then_the_link_is_failed() {
+    let framer = LengthFramer::default();
+    let memory = Memory::refusing(Peer::Echo, 4);
+    let mut link = link(Arc::clone(&memory));
+    let mut waits = Vec::new();
+    loop {
+        match link.ensure_online(&framer).await {
+            Ok(_) => break,
+            Err(LinkError::Backoff { retry_in, .. }) => {
+                waits.push(retry_in);
+                tokio::time::sleep(retry_in).await;
+            }
+            Err(LinkError::Connect { .. }) => {}
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        waits,
+        [1, 2, 4, 8].map(Duration::from_secs),
+        "doubling from the base, capped"
+    );
+    assert_eq!(memory.dials.load(Ordering::Relaxed), 5);
+    assert_eq!(link.state(), LinkState::Online);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_state_is_failed_after_too_many_attempts() {
+    let framer = LengthFramer::default();
+    let mut link = link(Memory::refusing(Peer::Echo, u32::MAX));
+    let mut states = Vec::new();
+    for _ in 0..4 {
+        let _ = link.ensure_online(&framer).await;
+        states.push(link.state());
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    }
+    use LinkState::{Failed, Recovering};
+    assert_eq!(states, [Recovering, Recovering, Recovering, Failed]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handshake_comes_first_and_a_broken_answer_to_it_fails_the_connect() {
+    let framer = LengthFramer {
+        handshake: true,
+        ..LengthFramer::default()
+    };
+    let mut link = link(Memory::new(Peer::Echo));
+    link.ensure_online(&framer).await.expect("handshaken");
+    let answer = link.request(&framer, &frame(b"after"), body).await;
+    assert_eq!(answer.expect("exchange").expect("data"), b"after");
+
+    let mut broken = self::link(Memory::new(Peer::Garbage));
+    let failed = broken.ensure_online(&framer).await;
+    assert!(matches!(failed, Err(LinkError::Malformed(_))), "{failed:?}");
+    assert_eq!(broken.state(), LinkState::Recovering);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_late_heartbeat_is_tolerated_and_its_answer_discarded() {
+    let framer = LengthFramer::default();
+    let mut link = link(Memory::new(Peer::Late(Duration::from_millis(1500))));
+    link.ensure_online(&framer).await.expect("online");
+    let late = link.heartbeat(&framer, &frame(b"beat-1"), 2, body).await;
+    assert!(matches!(late, Err(LinkError::Timeout(_))), "{late:?}");
+    assert_eq!(link.state(), LinkState::Online, "one timeout is allowed");
+    // The late answer arrives meanwhile; the next exchange must not take it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let next = link.heartbeat(&framer, &frame(b"beat-2"), 2, body).await;
+    assert!(matches!(next, Err(LinkError::Timeout(_))), "{next:?}");
+    assert_eq!(link.state(), LinkState::Recovering, "two in a row drop it");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_round_cancelled_mid_exchange_reconnects_before_the_next_use() {
+    let framer = LengthFramer::default();
+    let memory = Memory::new(Peer::Silent);
+    let mut link = link(Arc::clone(&memory));
+    link.ensure_online(&framer).await.expect("online");
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(100),
+        link.request(&framer, &frame(b"read"), body),
+    )
+    .await;
+    assert!(cancelled.is_err(), "the round's own deadline cut it");
+    let _ = link.ensure_online(&framer).await;
+    assert_eq!(
+        link.state(),
+        LinkState::Recovering,
+        "the half-read stream is dropped"
+    );
+    assert_eq!(memory.dials.load(Ordering::Relaxed), 1);
+}

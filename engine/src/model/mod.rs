@@ -1,0 +1,24 @@
+//! The data every layer shares, in the engine's own types: samples and tags as
+//! they flow between the engine and its components (the runtime converts them to
+//! and from the WIT types at the boundary), and the vocabularies of the lifecycles
+//! (alarm states, command statuses, entity states) with their whitelists.
+
+mod alarm;
+mod command;
+mod entity;
+mod frame;
+mod sample;
+mod scope;
+mod tag;
+mod whitelist;
+
+pub use alarm::{AlarmAction, AlarmState, Signal, SignalKind};
+pub use command::{CommandAction, CommandStatus, ReceiptResult, result_code};
+pub use entity::{
+    EntityState, EntityType, Renewal, StateFilter, StateRow, TimeoutSource, Transition,
+};
+pub use frame::{DeviceError, FrameError, PlannedRead};
+pub use sample::{Batch, Quality, Sample, Span, Value};
+pub use scope::Scope;
+pub use tag::{Access, ByteOrder, ConfigIssue, DataType, Setting, SettingValue, TagSpec};
+pub use whitelist::{Transitions, Whitelist};

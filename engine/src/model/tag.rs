@@ -1,0 +1,124 @@
+//! Tags and settings as components see them: data types, byte orders, access.
+
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DataType {
+    Bool,
+    Int16,
+    Uint16,
+    Int32,
+    Uint32,
+    Int64,
+    Uint64,
+    Float32,
+    Float64,
+    Bcd16,
+    Bcd32,
+    String,
+}
+
+impl DataType {
+    /// Names as the config writes them.
+    pub const NAMES: &'static [(&'static str, DataType)] = &[
+        ("BOOL", DataType::Bool),
+        ("INT16", DataType::Int16),
+        ("UINT16", DataType::Uint16),
+        ("INT32", DataType::Int32),
+        ("UINT32", DataType::Uint32),
+        ("INT64", DataType::Int64),
+        ("UINT64", DataType::Uint64),
+        ("FLOAT32", DataType::Float32),
+        ("FLOAT64", DataType::Float64),
+        ("BCD16", DataType::Bcd16),
+        ("BCD32", DataType::Bcd32),
+        ("STRING", DataType::String),
+    ];
+}
+
+/// Byte order of a multi-register value: the order in which the bytes of the
+/// big-endian value `A B C D` appear on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ByteOrder {
+    #[default]
+    Abcd,
+    Badc,
+    Cdab,
+    Dcba,
+}
+
+impl ByteOrder {
+    pub const NAMES: &'static [(&'static str, ByteOrder)] = &[
+        ("ABCD", ByteOrder::Abcd),
+        ("BADC", ByteOrder::Badc),
+        ("CDAB", ByteOrder::Cdab),
+        ("DCBA", ByteOrder::Dcba),
+    ];
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Access {
+    Read,
+    Write,
+    ReadWrite,
+}
+
+impl Access {
+    pub const NAMES: &'static [(&'static str, Access)] = &[
+        ("R", Access::Read),
+        ("W", Access::Write),
+        ("RW", Access::ReadWrite),
+    ];
+}
+
+/// One scalar setting handed to a component.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SettingValue {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl fmt::Display for SettingValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SettingValue::Bool(v) => write!(f, "{v}"),
+            SettingValue::Int(v) => write!(f, "{v}"),
+            SettingValue::Float(v) => write!(f, "{v}"),
+            SettingValue::Text(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setting {
+    pub key: String,
+    pub value: SettingValue,
+}
+
+/// A tag as components see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TagSpec {
+    pub key: String,
+    pub address: String,
+    pub data_type: DataType,
+    /// Characters of a STRING tag; 0 otherwise.
+    pub length: u32,
+    pub byte_order: ByteOrder,
+    pub factor: f64,
+    pub offset: f64,
+    pub deadband: f64,
+    pub access: Access,
+    pub settings: Vec<Setting>,
+}
+
+/// A configuration mistake a component reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigIssue {
+    /// The tag it is about, if any.
+    pub tag: Option<u32>,
+    /// The setting or tag field it is about; empty for the whole configuration.
+    pub key: String,
+    pub message: String,
+}
