@@ -1,4 +1,6 @@
-//! One gateway: everything `sluice run` starts, wired together.
+//! One gateway: its configuration compiled with the components it runs (the
+//! built-in ones and those deployed into its data directory), and everything
+//! `sluice run` starts, wired together.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -8,20 +10,76 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tokio::sync::{mpsc, watch};
 
-use crate::alarm::{self, Alarms, Delivery, TableAudit};
+use crate::alarm::{self, AlarmStore, Alarms, Delivery, TableAudit};
 use crate::api::{self, ApiState, Tokens};
-use crate::collector::{Collector, Fleet, PipelineSet, SandboxLimits, Services};
+use crate::collector::{Collector, Fleet, SampleSink, Services};
 use crate::command::{self, CommandStore, Commands, Timings, WriteService};
+use crate::compile::{self, Compiled, Pools, Sources};
 use crate::config::{GatewayConfig, Protocol};
-use crate::deploy::{Deployer, Shelf, Sources};
+use crate::deploy::{Deployer, Shelf};
 use crate::lease::{Announce, EntityType, Leases, RedbStateStore};
-use crate::runtime::{Registry, Runtime, RuntimeConfig};
+use crate::model::{CommandAction, CommandStatus, Transitions};
+use crate::runtime::{LoadError, Registry, Runtime, RuntimeConfig};
 use crate::store::{SeqAllocator, Store, StoreError};
 use crate::uplink::Uplink;
 use crate::wal::{Outbox, WalError};
+use crate::yaml::Diagnostics;
 
 /// Sub-directory of the data directory holding precompiled components.
 const COMPONENT_CACHE: &str = "component-cache";
+
+/// What a compile is for: `sluice check` leaves the data directory as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    Check,
+    Run,
+}
+
+/// Why a gateway cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// What the configuration or a component says is wrong, at its positions.
+    #[error("{0}")]
+    Problems(Diagnostics),
+    #[error(transparent)]
+    Runtime(#[from] LoadError),
+}
+
+/// A gateway compiled and ready to start.
+#[derive(Debug)]
+pub struct Prepared {
+    pub compiled: Compiled,
+    pub registry: Arc<Registry>,
+    pub shelf: Shelf,
+}
+
+/// Compiles the gateway `sources` describe, with the components it would run:
+/// the built-in ones and those deployed into its data directory. `sluice check`
+/// and `sluice run` both come here, so they refuse the same things in the same words.
+///
+/// # Errors
+/// Every problem of the files or the components, or a runtime that cannot start.
+pub fn compile(sources: &Sources, purpose: Purpose) -> Result<Prepared, Refusal> {
+    let loaded = sources.load().map_err(Refusal::Problems)?;
+    let data_dir = loaded.config.collector.wal.dir.clone();
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: (purpose == Purpose::Run).then(|| data_dir.join(COMPONENT_CACHE)),
+        ..RuntimeConfig::default()
+    })?;
+    let registry = Arc::new(Registry::with_builtins(runtime)?);
+    // Components deployed while an earlier run was up come back, active as they were.
+    let shelf = Shelf::new(&data_dir);
+    for problem in shelf.restore(&registry) {
+        tracing::error!(%problem, "a deployed component could not be restored");
+    }
+    let compiled = compile::build(loaded, &registry, &mut Pools::new(), &|_| true)
+        .map_err(Refusal::Problems)?;
+    Ok(Prepared {
+        compiled,
+        registry,
+        shelf,
+    })
+}
 
 enum StateError {
     /// The database file is unreadable: set it aside and start afresh.
@@ -69,7 +127,7 @@ fn announcements(
         )
     });
     let drivers = Protocol::NAMES.iter().map(|protocol| {
-        let driver = crate::collector::codec_name(protocol.1);
+        let driver = protocol.1.codec();
         (
             (EntityType::Driver, driver.to_owned()),
             Announce::device(uplink, "driver", driver),
@@ -82,7 +140,7 @@ fn announcements(
 fn commands(
     config: &GatewayConfig,
     store: &Store,
-    alarms: &Alarms,
+    whitelist: Transitions<CommandStatus, CommandAction>,
     fleet: &Arc<Fleet>,
     uplink: &Uplink,
 ) -> Arc<Commands> {
@@ -97,11 +155,7 @@ fn commands(
         retry_base_ms: i64::try_from(c.retry_base_ms).unwrap_or(i64::MAX),
         retry_max_ms: i64::try_from(c.retry_max_ms).unwrap_or(i64::MAX),
     };
-    let command_store = Arc::new(CommandStore::new(
-        store,
-        Arc::clone(alarms.store().whitelist()),
-        timings,
-    ));
+    let command_store = Arc::new(CommandStore::new(store, whitelist, timings));
     let writes = Arc::new(WriteService::new(
         Arc::clone(fleet),
         store,
@@ -120,40 +174,24 @@ fn commands(
     )
 }
 
-/// What to run: where the configuration came from (watched and reloaded while
-/// the gateway runs) and the extra pipeline files (the built-in `default` is
-/// always there).
-pub type GatewayOptions = Sources;
-
-/// Runs the gateway until `shutdown` turns true.
+/// Runs the compiled gateway until `shutdown` turns true; `sources` are watched
+/// and reloaded while it runs.
 ///
 /// # Errors
-/// Anything that stops it from starting: an unusable data directory, pipelines
-/// or devices the components refuse, an HTTP address in use.
+/// Anything that stops it from starting: an unusable data directory, an HTTP
+/// address in use.
 pub async fn run(
-    config: GatewayConfig,
-    options: GatewayOptions,
+    prepared: Prepared,
+    sources: Sources,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
+    let Prepared {
+        mut compiled,
+        registry,
+        shelf,
+    } = prepared;
+    let config = compiled.config.clone();
     let data_dir: &Path = &config.collector.wal.dir;
-    let runtime = Runtime::new(RuntimeConfig {
-        cache_dir: Some(data_dir.join(COMPONENT_CACHE)),
-        ..RuntimeConfig::default()
-    })?;
-    let registry = Arc::new(Registry::with_builtins(runtime)?);
-    // Components deployed while an earlier run was up come back, active as they were.
-    let shelf = Shelf::new(data_dir);
-    for problem in shelf.restore(&registry) {
-        tracing::error!(%problem, "a deployed component could not be restored");
-    }
-    let file = options
-        .config_file
-        .as_ref()
-        .map_or_else(|| "configuration".to_owned(), |f| f.display().to_string());
-    let pipelines = match &options.pipelines_dir {
-        Some(dir) => PipelineSet::load_dir(dir)?,
-        None => PipelineSet::builtin()?,
-    };
     let (store, seq, outbox) = match open_state(&config) {
         Ok(state) => state,
         Err(StateError::Damaged(error)) => {
@@ -168,16 +206,16 @@ pub async fn run(
         }
         Err(StateError::Fatal(error)) => return Err(error),
     };
-    let alarms = alarm::build::build(
-        &file,
-        &config,
-        &registry,
-        &pipelines,
+    let alarm_store = AlarmStore::new(
         &store,
+        compiled.whitelist.alarms.clone(),
         Arc::new(TableAudit),
-    )
-    .map_err(|problems| anyhow::anyhow!("{problems}"))
-    .context("the alarm rules cannot run")?;
+    );
+    let alarms = Alarms::new(
+        Arc::new(alarm_store),
+        HashMap::new(),
+        std::mem::take(&mut compiled.tenants),
+    );
     let committer = tokio::spawn(Arc::clone(&outbox).run_committer(shutdown.clone()));
     let (downlink, downlink_messages) = mpsc::unbounded_channel();
     let (uplink, publisher) = Uplink::start(
@@ -199,33 +237,29 @@ pub async fn run(
     let delivery = Delivery::new(
         Arc::clone(alarms.store()),
         Arc::new(uplink.clone()),
-        alarm::build::delivery_plan(&config, &uplink),
+        alarm::delivery_plan(&config, &uplink),
     );
     let delivery_task = tokio::spawn(delivery.run(Arc::clone(alarms.opened()), shutdown.clone()));
-    let mut collector = Collector::build(
-        &file,
-        &config,
-        &registry,
-        &pipelines,
+    let command_whitelist = compiled.whitelist.commands.clone();
+    let pipelines = compiled.pipelines.clone();
+    let mut collector = Collector::new(
+        compiled,
         Services {
             uplink: uplink.clone(),
             seq,
             leases: Arc::clone(&leases),
-            alarms: Some(Arc::clone(&alarms)),
-            limits: SandboxLimits::of(&config),
+            sink: Some(Arc::clone(&alarms) as Arc<dyn SampleSink>),
         },
-    )
-    .map_err(|problems| anyhow::anyhow!("{problems}"))
-    .context("the configuration cannot run")?;
+    );
     let fleet = Arc::clone(collector.fleet());
-    let commands = commands(&config, &store, &alarms, &fleet, &uplink);
+    let commands = commands(&config, &store, command_whitelist, &fleet, &uplink);
     let deployer = Arc::new(Deployer::new(
-        (Arc::clone(&registry), Arc::clone(&fleet)),
         (
-            pipelines.clone(),
-            options.clone(),
-            SandboxLimits::of(&config),
+            Arc::clone(&registry),
+            Arc::clone(&fleet),
+            Some(Arc::clone(&alarms)),
         ),
+        (pipelines, sources),
         shelf,
     ));
     let watchdog_task = tokio::spawn(crate::watchdog::watch(

@@ -6,6 +6,7 @@
 //! - [`alarm`]: the alarm lifecycle (rules, whitelist, supersede, audit, delivery);
 //! - [`yaml`]: YAML with positions, for `FILE:LINE:COL` errors;
 //! - [`config`]: the device/channel/tag configuration file;
+//! - [`compile`]: the config compiler: files and components into a runnable gateway;
 //! - [`io`]: connections to devices (budget, backoff, link state machine);
 //! - [`scheduler`]: the due-time queue that runs poll rounds;
 //! - [`collector`]: devices, links and pipelines built from the config, polled;
@@ -31,6 +32,7 @@ pub mod broker;
 pub mod clock;
 pub mod collector;
 pub mod command;
+pub mod compile;
 pub mod config;
 pub mod deploy;
 pub mod gateway;

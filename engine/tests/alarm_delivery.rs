@@ -7,12 +7,11 @@ mod common;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use common::{builtin, runtime, scratch};
+use common::{scratch, whitelist};
 use sluice::alarm::{
     AlarmAction, AlarmState, AlarmStore, Delivery, DeliveryPlan, Notifier, QuietHours, Raise,
     Raised, Recipient, Scope, Source, TableAudit, TickReport,
 };
-use sluice::runtime::{ComponentKind, Limits};
 use sluice::store::Store;
 use tokio::sync::oneshot;
 
@@ -54,16 +53,9 @@ impl Broker {
 
 fn setup(name: &str, plan: DeliveryPlan) -> (Arc<AlarmStore>, Arc<Broker>, Delivery) {
     let dir = scratch(&format!("delivery-{name}"));
-    let runtime = runtime();
-    let component = runtime
-        .load(ComponentKind::Rules, "alarm_rules", builtin("alarm_rules"))
-        .expect("loads");
-    let pool = runtime
-        .rules_pool(&component, Limits::default())
-        .expect("pool");
     let store = Arc::new(AlarmStore::new(
         &Store::open(&dir).expect("store"),
-        pool,
+        whitelist().alarms,
         Arc::new(TableAudit),
     ));
     let broker = Arc::new(Broker::default());

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{TS, batch, builtin, runtime, scratch, setting, tag, test_component};
+use common::{TS, batch, builtin, runtime, scratch, setting, tag, test_component, whitelist};
 use sluice::alarm::{
     ActionRecord, AlarmAction, AlarmError, AlarmState, AlarmStore, Alarms, Applied, AuditError,
     AuditTable, AuditWriter, DeviceRules, EventError, RULE_FAILURE, Raise, Raised, Scope, Source,
@@ -30,7 +30,8 @@ fn rules_pool(runtime: &Runtime, name: &str, bytes: &[u8], limits: Limits) -> Ar
     runtime.rules_pool(&component, limits).expect("pool")
 }
 
-fn whitelist(runtime: &Runtime) -> Arc<RulesPool> {
+/// A sandbox of the built-in rules component.
+fn default_rules(runtime: &Runtime) -> Arc<RulesPool> {
     rules_pool(
         runtime,
         "alarm_rules",
@@ -45,15 +46,15 @@ struct Fixture {
     store: Arc<AlarmStore>,
 }
 
-fn open(dir: &std::path::Path, runtime: &Runtime, audit: Arc<dyn AuditWriter>) -> Arc<AlarmStore> {
+fn open(dir: &std::path::Path, audit: Arc<dyn AuditWriter>) -> Arc<AlarmStore> {
     let store = Store::open(dir).expect("store");
-    Arc::new(AlarmStore::new(&store, whitelist(runtime), audit))
+    Arc::new(AlarmStore::new(&store, whitelist().alarms, audit))
 }
 
 fn fixture(name: &str) -> Fixture {
     let dir = scratch(name);
     let runtime = runtime();
-    let store = open(&dir, &runtime, Arc::new(TableAudit));
+    let store = open(&dir, Arc::new(TableAudit));
     Fixture {
         dir,
         runtime,
@@ -217,7 +218,7 @@ fn every_whitelist_cell_is_applied_or_refused_with_the_allowed_actions() {
                 }
             }
         }
-        assert_eq!(f.store.allowed(from).expect("allowed"), allowed);
+        assert_eq!(f.store.allowed(from), allowed);
     }
     assert_eq!(cells, 81);
 }
@@ -368,7 +369,7 @@ fn results(applied: &[Applied]) -> Vec<(String, Option<AlarmState>)> {
 #[tokio::test]
 async fn clears_are_paired_by_type_and_never_change_the_state() {
     let f = fixture("clears");
-    let pool = whitelist(&f.runtime);
+    let pool = default_rules(&f.runtime);
     let alarms = service(&f, &[("home", 0, pool)]);
     for kind in ["SOS", "POWER_OFF", "DOOR_OPEN"] {
         alarms
@@ -521,13 +522,9 @@ fn alarms_their_history_and_active_keys_survive_a_restart() {
             NOW + 1,
         )
         .expect("confirm");
-    let Fixture {
-        dir,
-        runtime,
-        store,
-    } = f;
+    let Fixture { dir, store, .. } = f;
     drop(store);
-    let store = open(&dir, &runtime, Arc::new(TableAudit));
+    let store = open(&dir, Arc::new(TableAudit));
     let alarm = store.get(id, Scope::All).expect("read").expect("kept");
     assert_eq!(alarm.state, AlarmState::Confirmed);
     assert_eq!(alarm.confirmed_by.as_deref(), Some("ann"));
@@ -570,9 +567,8 @@ impl AuditWriter for FlakyAudit {
 #[test]
 fn a_failed_audit_write_rolls_the_change_back_and_is_counted() {
     let dir = scratch("audit");
-    let runtime = runtime();
     let audit = Arc::new(FlakyAudit::default());
-    let store = open(&dir, &runtime, Arc::clone(&audit) as Arc<dyn AuditWriter>);
+    let store = open(&dir, Arc::clone(&audit) as Arc<dyn AuditWriter>);
     let (id, _) = opened(
         store
             .raise(&raise("gate", "DOOR_OPEN", Source::Event), NOW)
@@ -679,7 +675,7 @@ fn running(alarms: &Arc<Alarms>) -> watch::Sender<bool> {
 #[tokio::test]
 async fn thresholds_raise_once_clear_with_hysteresis_and_do_not_reopen_after_a_restart() {
     let f = fixture("thresholds");
-    let pool = whitelist(&f.runtime);
+    let pool = default_rules(&f.runtime);
     let settings = [
         setting("thresholds.0.tag", SettingValue::Text("temp".into())),
         setting("thresholds.0.above", SettingValue::Float(80.0)),
@@ -770,7 +766,7 @@ async fn a_hostile_tenant_rule_fails_only_for_its_tenant_and_raises_a_rule_failu
         &test_component("hostile_rules"),
         small,
     );
-    let good = whitelist(&f.runtime);
+    let good = default_rules(&f.runtime);
     let mut devices = HashMap::new();
     for mode in ["loop", "memory", "trap"] {
         let evaluator = hostile

@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use common::{TS, builtin, runtime, scratch};
+use common::{TS, scratch, whitelist};
 use serde_json::json;
 use sluice::alarm::{AlarmStore, Raised, Scope, Source, TableAudit};
 use sluice::command::node::{RECLAIMS_RULE, reclaim_alarm};
@@ -15,26 +15,15 @@ use sluice::command::{
     CommandAction, CommandError, CommandKind, CommandStatus, CommandStore, Created, Delivery,
     NewCommand, Receipt, ReceiptOutcome, ReceiptResult, Rejection, Timings,
 };
-use sluice::runtime::{ComponentKind, Limits, RulesPool};
 use sluice::store::Store;
 
 const T0: i64 = TS;
 const SECOND: i64 = 1000;
 
-fn pool() -> Arc<RulesPool> {
-    let runtime = runtime();
-    let component = runtime
-        .load(ComponentKind::Rules, "alarm_rules", builtin("alarm_rules"))
-        .expect("loads");
-    runtime
-        .rules_pool(&component, Limits::default())
-        .expect("pool")
-}
-
 fn store(name: &str) -> CommandStore {
     CommandStore::new(
         &Store::open(&scratch(name)).expect("store"),
-        pool(),
+        whitelist().commands,
         Timings::default(),
     )
 }
@@ -134,11 +123,11 @@ fn the_whitelist_is_the_seeds_seven_state_machine() {
         (S::Timeout, vec![]),
         (S::Cancelled, vec![]),
     ]);
-    let pool = pool();
+    let whitelist = whitelist().commands;
     for from in CommandStatus::ALL {
         let row = &table[&from];
         for action in CommandAction::ALL {
-            let got = pool.command_transition(from, action).expect("call");
+            let got = whitelist.next(from, action);
             match row.iter().find(|(a, _)| *a == action) {
                 Some((_, to)) => assert_eq!(got, Ok(*to), "{from} --{action}-->"),
                 None => {
@@ -395,7 +384,7 @@ fn leases_reclaims_sent_timeouts_and_expiry_follow_the_clock() {
     // The engine raises that alarm in the alarm store.
     let alarms = AlarmStore::new(
         &Store::open(&scratch("reclaim-alarm")).expect("store"),
-        pool(),
+        whitelist().alarms,
         Arc::new(TableAudit),
     );
     let raised = alarms

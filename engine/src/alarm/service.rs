@@ -15,35 +15,20 @@ use tokio::sync::{Notify, mpsc, watch};
 use super::model::{Alarm, Source};
 use super::store::{AlarmError, AlarmStore, Raise, Raised};
 use crate::clock::now_ms;
-use crate::lease::{EntityType, Transition};
-use crate::model::Sample;
-use crate::model::Scope;
-use crate::model::{Signal, SignalKind};
-use crate::runtime::{CallError, Evaluator, RulesPool};
+use crate::collector::SampleSink;
+use crate::compile::{Compiled, DeviceRules, TenantRules};
+use crate::model::{EntityType, Sample, Scope, Signal, SignalKind, Transition};
+use crate::runtime::{CallError, RulesPool};
 use crate::sync::{lock, read, write};
 
 /// The rule key of the alarm a failing rule component raises.
 pub const RULE_FAILURE: &str = "RULE_FAILURE";
-
-/// One device's rules.
-#[derive(Debug)]
-pub struct DeviceRules {
-    pub tenant_id: u32,
-    pub evaluator: Evaluator,
-}
 
 /// A device's rules and the build of the device they were made for (0: any).
 #[derive(Debug, Clone)]
 struct Attached {
     build: u64,
     rules: Arc<DeviceRules>,
-}
-
-/// One tenant's rules sandbox and the rules of its drivers.
-#[derive(Debug)]
-pub struct TenantRules {
-    pub pool: Arc<RulesPool>,
-    pub drivers: Option<Arc<Evaluator>>,
 }
 
 /// Signals waiting to be applied.
@@ -139,11 +124,12 @@ impl Alarms {
         &self.opened
     }
 
-    /// The rules sandbox of `tenant`.
-    pub fn pool(&self, tenant: u32) -> Option<Arc<RulesPool>> {
+    /// Every tenant's rules sandbox.
+    pub fn sandboxes(&self) -> Vec<(u32, Arc<RulesPool>)> {
         read(&self.tenants)
-            .get(&tenant)
-            .map(|t| Arc::clone(&t.pool))
+            .iter()
+            .map(|(tenant, rules)| (*tenant, Arc::clone(&rules.pool)))
+            .collect()
     }
 
     /// The tenants whose rules run component `name`.
@@ -173,6 +159,33 @@ impl Alarms {
             all.insert(id, attached);
         }
         write(&self.tenants).insert(tenant, rules);
+    }
+
+    /// Puts the rules a compile made with a new version of rules component `name`
+    /// in place for every tenant running it: its sandbox, its drivers' rules and
+    /// its devices' rules, at once. Returns how many devices got new rules.
+    pub fn replace_rules(&self, compiled: Compiled, name: &str) -> usize {
+        let running = self.tenants_running(name);
+        let mut devices: HashMap<u32, Vec<(String, DeviceRules)>> = HashMap::new();
+        for device in compiled.devices {
+            if let Some(rules) = device.rules
+                && running.contains(&rules.tenant_id)
+            {
+                devices
+                    .entry(rules.tenant_id)
+                    .or_default()
+                    .push((device.config.device_id, rules));
+            }
+        }
+        let mut swapped = 0;
+        for (tenant, rules) in compiled.tenants {
+            if running.contains(&tenant) {
+                let devices = devices.remove(&tenant).unwrap_or_default();
+                swapped += devices.len();
+                self.replace_tenant(tenant, rules, devices);
+            }
+        }
+        swapped
     }
 
     /// Runs `rules` for build `build` of the device from now on (0: whatever
@@ -418,6 +431,21 @@ impl Alarms {
             results.push(result);
         }
         results
+    }
+}
+
+impl SampleSink for Alarms {
+    fn on_samples(&self, device_id: &str, build: u64, samples: &[Sample]) {
+        Alarms::on_samples(self, device_id, build, samples);
+    }
+
+    fn devices_built(&self, gone: &[String], built: Vec<(String, u64, DeviceRules)>) {
+        for id in gone {
+            self.detach(id);
+        }
+        for (id, build, rules) in built {
+            self.attach(&id, build, rules);
+        }
     }
 }
 

@@ -8,8 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use redb::{ReadableTable, TableDefinition};
 
 use super::model::{ActionRecord, Alarm, Change, Source};
-use crate::model::{AlarmAction, AlarmState, Scope};
-use crate::runtime::{CallError, RulesPool};
+use crate::model::{AlarmAction, AlarmState, Scope, Transitions};
 use crate::store::tables::{history, ids_under, next_seq, put_indexed, record};
 use crate::store::{Store, StoreError};
 
@@ -42,8 +41,6 @@ pub enum AlarmError {
     Audit(String),
     #[error("alarm store: {0}")]
     Store(String),
-    #[error("alarm rules: {0}")]
-    Rules(#[from] CallError),
 }
 
 fn list(actions: &[AlarmAction]) -> String {
@@ -176,11 +173,11 @@ pub struct Chain {
     pub superseded_by: Option<u64>,
 }
 
-/// The alarm tables, the whitelist's component and the audit writer.
+/// The alarm tables, the whitelist and the audit writer.
 #[derive(Debug)]
 pub struct AlarmStore {
     store: Store,
-    whitelist: Arc<RulesPool>,
+    whitelist: Transitions<AlarmState, AlarmAction>,
     audit: Arc<dyn AuditWriter>,
     audit_failures: AtomicU64,
 }
@@ -237,8 +234,12 @@ struct Entry<'a> {
 }
 
 impl AlarmStore {
-    /// The alarm tables in `store`; transitions are asked of `whitelist`.
-    pub fn new(store: &Store, whitelist: Arc<RulesPool>, audit: Arc<dyn AuditWriter>) -> Self {
+    /// The alarm tables in `store`; transitions follow `whitelist`.
+    pub fn new(
+        store: &Store,
+        whitelist: Transitions<AlarmState, AlarmAction>,
+        audit: Arc<dyn AuditWriter>,
+    ) -> Self {
         Self {
             store: store.clone(),
             whitelist,
@@ -247,22 +248,14 @@ impl AlarmStore {
         }
     }
 
-    /// The rules component whose whitelist the store follows.
-    pub fn whitelist(&self) -> &Arc<RulesPool> {
-        &self.whitelist
-    }
-
     /// Changes rolled back because their audit record could not be written.
     pub fn audit_failures(&self) -> u64 {
         self.audit_failures.load(Ordering::Relaxed)
     }
 
     /// The actions the whitelist allows in `state`.
-    ///
-    /// # Errors
-    /// The rules component failed.
-    pub fn allowed(&self, state: AlarmState) -> Result<Vec<AlarmAction>, AlarmError> {
-        Ok(self.whitelist.alarm_actions(state)?)
+    pub fn allowed(&self, state: AlarmState) -> &[AlarmAction] {
+        self.whitelist.allowed(state)
     }
 
     /// Runs `change` in one write transaction, committed only if it succeeds.
@@ -317,7 +310,7 @@ impl AlarmStore {
         let from = alarm.state;
         let to = self
             .whitelist
-            .alarm_transition(from, action)?
+            .next(from, action)
             .map_err(|allowed| AlarmError::Refused {
                 state: from,
                 action,
@@ -325,7 +318,7 @@ impl AlarmStore {
             })?;
         alarm.state = to;
         alarm.stamp(action, actor, now);
-        if self.allowed(to)?.is_empty() {
+        if self.allowed(to).is_empty() {
             release(tables, alarm)?;
         }
         tables.put(alarm, Some(from))?;
@@ -445,7 +438,7 @@ impl AlarmStore {
         new_id: u64,
         now: i64,
     ) -> Result<Alarm, AlarmError> {
-        let allowed = self.allowed(old.state)?;
+        let allowed = self.allowed(old.state);
         if allowed.contains(&AlarmAction::Supersede) {
             old.superseded_by = Some(new_id);
             old.active_key = None;

@@ -147,11 +147,11 @@ fn actions_view(
     alarm_state: AlarmState,
     superseded_by: Option<u64>,
 ) -> Result<Value, AlarmError> {
-    let allowed = store.allowed(alarm_state)?;
+    let allowed = store.allowed(alarm_state);
     let mut view = json!({
         "id": id,
         "state": alarm_state,
-        "actions": by_people(&allowed),
+        "actions": by_people(allowed),
     });
     if let Some(newer) = superseded_by.filter(|_| alarm_state == AlarmState::Superseded) {
         view["note"] = json!(format!(

@@ -1,51 +1,62 @@
-//! `sluice check FILE...`: validates every file and prints every problem.
+//! `sluice check FILE... [--pipelines DIR]`: compiles every device configuration
+//! exactly as `sluice run` would (with the pipeline files given and the
+//! components it would run), checks every pipeline file, and prints every
+//! problem as `FILE:LINE:COL`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use sluice::compile::Sources;
+use sluice::gateway::{self, Purpose, Refusal};
+use sluice::pipeline::{self, Pipeline};
 use sluice::runtime::{Limits, Registry, Runtime, RuntimeConfig};
-use sluice::yaml::{Kind, parse};
-use sluice::{config, pipeline};
+use sluice::yaml::{Diagnostics, Kind, parse};
 
-pub fn run(files: &[impl AsRef<Path>]) -> anyhow::Result<ExitCode> {
-    let files: Vec<PathBuf> = files.iter().map(|f| f.as_ref().to_path_buf()).collect();
-    let kinds: Vec<bool> = files.iter().map(|f| is_pipeline(f)).collect();
-    let pipelines: Vec<PathBuf> = files
-        .iter()
-        .zip(&kinds)
-        .filter(|(_, pipeline)| **pipeline)
-        .map(|(file, _)| file.clone())
-        .collect();
-    let registry = if pipelines.is_empty() {
-        None
-    } else {
-        Some(Registry::with_builtins(Runtime::new(
-            RuntimeConfig::default(),
-        )?)?)
-    };
-    // Loaded as one set, so the files may include each other's pipelines.
-    let mut specs = pipeline::load_set(&pipelines).into_iter();
-    let mut problems = 0;
-    for (file, is_pipeline) in files.iter().zip(kinds) {
-        let spec = if is_pipeline { specs.next() } else { None };
-        let result = match (spec, &registry) {
-            (Some(spec), Some(registry)) => spec.and_then(|spec| {
-                pipeline::Pipeline::build(&spec, registry, Limits::default()).map(drop)
-            }),
-            _ => config::load_file(file).map(drop),
+pub fn run(files: &[PathBuf], pipelines_dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let (pipelines, configs): (Vec<PathBuf>, Vec<PathBuf>) =
+        files.iter().cloned().partition(|f| is_pipeline(f));
+    let mut verdicts: Vec<(PathBuf, Result<(), Diagnostics>)> = Vec::new();
+    if !pipelines.is_empty() {
+        let registry = Registry::with_builtins(Runtime::new(RuntimeConfig::default())?)?;
+        // Loaded as one set, so the files may include each other's pipelines.
+        for (file, spec) in pipelines.iter().zip(pipeline::load_set(&pipelines)) {
+            let built = spec
+                .and_then(|spec| Pipeline::build(&spec, &registry, Limits::default()).map(drop));
+            verdicts.push((file.clone(), built));
+        }
+    }
+    for config in configs {
+        let sources = Sources {
+            config_file: Some(config.clone()),
+            pipelines_dir: pipelines_dir.clone(),
+            pipeline_files: pipelines.clone(),
         };
-        match result {
+        let compiled = match gateway::compile(&sources, Purpose::Check) {
+            Ok(_) => Ok(()),
+            Err(Refusal::Problems(problems)) => Err(problems),
+            Err(other) => return Err(other.into()),
+        };
+        verdicts.push((config, compiled));
+    }
+    let mut printed: Vec<String> = Vec::new();
+    for (file, verdict) in verdicts {
+        match verdict {
             Ok(()) => println!("{}: ok", file.display()),
-            Err(errors) => {
-                problems += errors.len();
-                println!("{errors}");
+            Err(problems) => {
+                // A pipeline file's problem is also each configuration's that uses it.
+                for line in problems.to_string().lines() {
+                    if !printed.iter().any(|p| p == line) {
+                        println!("{line}");
+                        printed.push(line.to_owned());
+                    }
+                }
             }
         }
     }
-    if problems == 0 {
+    if printed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!("{problems} problem(s) found");
+        eprintln!("{} problem(s) found", printed.len());
         Ok(ExitCode::FAILURE)
     }
 }

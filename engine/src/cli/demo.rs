@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sluice::broker::EmbeddedBroker;
-use sluice::config;
-use sluice::gateway::{self, GatewayOptions};
+use sluice::compile::Sources;
+use sluice::gateway::{self, Purpose};
 use sluice::sim::{SimConfig, Simulator, animate, demo_device};
 use tokio::sync::watch;
 
@@ -79,8 +79,16 @@ async fn demo(reports: Option<u64>) -> anyhow::Result<ExitCode> {
         http,
         &data.display().to_string(),
     );
-    let config =
-        config::load_str("demo", &text).map_err(|problems| anyhow::anyhow!("{problems}"))?;
+    std::fs::create_dir_all(&data)?;
+    let file = data.join("demo.yaml");
+    std::fs::write(&file, text)?;
+    let sources = Sources {
+        config_file: Some(file),
+        ..Sources::default()
+    };
+    let Some(prepared) = super::run::prepare(&sources, Purpose::Run)? else {
+        return Ok(ExitCode::FAILURE);
+    };
     eprintln!(
         "demo: simulator on {}, MQTT broker on {}, HTTP API on http://{http}/health",
         sim_handle.local_addr(),
@@ -88,8 +96,7 @@ async fn demo(reports: Option<u64>) -> anyhow::Result<ExitCode> {
     );
 
     let (stop, stopped) = watch::channel(false);
-    let options = GatewayOptions::default();
-    let engine = tokio::spawn(gateway::run(config, options, stopped));
+    let engine = tokio::spawn(gateway::run(prepared, sources, stopped));
     let printer = tokio::task::spawn_blocking(move || {
         let mut seen = 0;
         while let Ok((topic, payload)) = broker.messages().recv() {

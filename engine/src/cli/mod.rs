@@ -26,11 +26,16 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Validate device configs and pipeline files; prints every error as FILE:LINE:COL.
+    /// Validate device configs and pipeline files as `run` would; prints every
+    /// problem as FILE:LINE:COL.
     Check {
-        /// Config or pipeline YAML files (a file with a top-level `stages` key is a pipeline).
+        /// Config or pipeline YAML files (a file with a top-level `stages` key is a
+        /// pipeline; the configs are compiled with them).
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// A directory of pipeline files, as given to `run`.
+        #[arg(long)]
+        pipelines: Option<PathBuf>,
     },
     /// Run the `tests:` cases of pipeline files; prints every failure as FILE:LINE:COL.
     Test {
@@ -112,7 +117,7 @@ pub fn init_logging(verbose: u8) {
 /// prints them and exits with status 1).
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Check { files } => check::run(&files),
+        Command::Check { files, pipelines } => check::run(&files, pipelines),
         Command::Test { files } => test::run(&files),
         Command::Run { config, pipelines } => run::run(&config, pipelines),
         Command::Demo { reports } => demo::run(reports),

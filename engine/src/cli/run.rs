@@ -1,29 +1,46 @@
-//! `sluice run --config FILE`: runs a gateway until SIGINT or SIGTERM.
+//! `sluice run --config FILE`: compiles the gateway (every problem is printed as
+//! `sluice check` prints it) and runs it until SIGINT or SIGTERM.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use sluice::config;
-use sluice::gateway::{self, GatewayOptions};
+use sluice::compile::Sources;
+use sluice::gateway::{self, Prepared, Purpose, Refusal};
 use tokio::sync::watch;
 
 pub fn run(config_path: &Path, pipelines: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let config = match config::load_file(config_path) {
-        Ok(config) => config,
-        Err(problems) => {
-            eprintln!("{problems}");
-            return Ok(ExitCode::FAILURE);
-        }
+    let sources = Sources {
+        config_file: Some(config_path.to_path_buf()),
+        pipelines_dir: pipelines,
+        pipeline_files: Vec::new(),
     };
+    let Some(prepared) = prepare(&sources, Purpose::Run)? else {
+        return Ok(ExitCode::FAILURE);
+    };
+    serve(prepared, sources)
+}
+
+/// The compiled gateway, or `None` once its problems are printed.
+pub fn prepare(sources: &Sources, purpose: Purpose) -> anyhow::Result<Option<Prepared>> {
+    match gateway::compile(sources, purpose) {
+        Ok(prepared) => Ok(Some(prepared)),
+        Err(Refusal::Problems(problems)) => {
+            eprintln!("{problems}");
+            eprintln!("{} problem(s) found", problems.len());
+            Ok(None)
+        }
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// Runs `prepared` on a runtime of its configured size until a signal.
+fn serve(prepared: Prepared, sources: Sources) -> anyhow::Result<ExitCode> {
+    let workers = prepared.compiled.config.collector.worker_threads.max(1) as usize;
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(config.collector.worker_threads.max(1) as usize)
+        .worker_threads(workers)
         .thread_name("sluice-worker")
         .enable_all()
         .build()?;
-    let options = GatewayOptions {
-        config_file: Some(config_path.to_path_buf()),
-        pipelines_dir: pipelines,
-    };
     runtime.block_on(async move {
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(async move {
@@ -31,7 +48,7 @@ pub fn run(config_path: &Path, pipelines: Option<PathBuf>) -> anyhow::Result<Exi
             tracing::info!("stopping");
             let _ = stop.send(true);
         });
-        gateway::run(config, options, stopped).await
+        gateway::run(prepared, sources, stopped).await
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -8,8 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::reporter::{Identity, Reporter};
-use super::tag_io::Writable;
-use crate::alarm::Alarms;
+use super::sink::SampleSink;
 use crate::clock::now_ms;
 use crate::io::{Link, LinkError};
 use crate::lease::{EntityState, EntityType, Leases, Renewal, TimeoutSource};
@@ -70,6 +69,15 @@ impl Channel {
     }
 }
 
+/// What a device needs to be written: which tags are read back, and a pipeline of
+/// its own to decode what is read (the polling pipeline's memory, such as a
+/// deadband, must not see these reads).
+#[derive(Debug)]
+pub struct Writable {
+    pub readback: Vec<bool>,
+    pub decoder: Swappable<DevicePipeline>,
+}
+
 /// How a device's heartbeats renew its lease.
 #[derive(Debug, Clone)]
 pub struct LeaseTerms {
@@ -97,8 +105,8 @@ pub struct DeviceParts {
     pub pipeline: DevicePipeline,
     pub reporter: Reporter,
     pub lease: LeaseTerms,
-    /// The alarm service that runs the device's rules over its samples.
-    pub alarms: Option<Arc<Alarms>>,
+    /// Who else hears of its samples (the alarm rules).
+    pub sink: Option<Arc<dyn SampleSink>>,
     /// For a device with writable tags: read-back flags and a decoder.
     pub writable: Option<Writable>,
 }
@@ -124,7 +132,7 @@ pub struct Device {
     pipeline: Swappable<DevicePipeline>,
     pub reporter: Reporter,
     lease: LeaseTerms,
-    alarms: Option<Arc<Alarms>>,
+    sink: Option<Arc<dyn SampleSink>>,
     pub(super) writable: Option<Writable>,
     /// Its rounds, counted by the scheduler.
     pub rounds: Arc<RoundCounters>,
@@ -157,7 +165,7 @@ impl Device {
             pipeline: Swappable::new(parts.pipeline),
             reporter: parts.reporter,
             lease: parts.lease,
-            alarms: parts.alarms,
+            sink: parts.sink,
             writable: parts.writable,
             rounds: Arc::default(),
             last_error: Mutex::default(),
@@ -278,8 +286,8 @@ impl Device {
                 lost.samples
             }
         };
-        if let Some(alarms) = &self.alarms {
-            self.timed(|| alarms.on_samples(&self.id, self.key, &samples));
+        if let Some(sink) = &self.sink {
+            self.timed(|| sink.on_samples(&self.id, self.key, &samples));
         }
         let who = Identity {
             device_id: &self.id,

@@ -2,81 +2,28 @@
 //! configuration changes. Readers (rounds, the HTTP API, commands) take the
 //! current roster and keep it for as long as they need; a device that is left
 //! out of a new roster finishes its round in progress and is dropped.
+//!
+//! A reload has two steps: [`Fleet::plan_reload`] decides which devices are kept
+//! as they run and which are rebuilt; the caller compiles the rebuilt ones, and
+//! [`ReloadPlan::apply`] wires and commits them, all or nothing.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 
-use super::LinkInfo;
-use super::build::{self, Builder, PipelineSet, Services};
-use super::device::Device;
 use super::heartbeat;
-use crate::config::{DeviceConfig, GatewayConfig};
+use super::links::wanted_links;
+use super::roster::Roster;
+use super::wiring::{Services, Wiring};
+use crate::compile::Compiled;
+use crate::config::{DeviceConfig, GatewayConfig, resolve_pipelines};
 use crate::io::Budget;
 use crate::lease::{Announce, EntityState, EntityType};
-use crate::runtime::Registry;
 use crate::scheduler::PlanChange;
 use crate::sync::{lock, read, write};
 use crate::yaml::Diagnostics;
-
-/// The devices of one configuration and the links they use.
-#[derive(Debug, Default)]
-pub struct Roster {
-    devices: Vec<Arc<Device>>,
-    links: Vec<LinkInfo>,
-    by_id: HashMap<String, usize>,
-    by_key: HashMap<u64, usize>,
-}
-
-impl Roster {
-    pub(super) fn new(devices: Vec<Arc<Device>>, links: Vec<LinkInfo>) -> Self {
-        let by_id = devices
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (d.id.clone(), i))
-            .collect();
-        let by_key = devices
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (d.key, i))
-            .collect();
-        Self {
-            devices,
-            links,
-            by_id,
-            by_key,
-        }
-    }
-
-    /// The polled devices, in configuration order.
-    pub fn devices(&self) -> &[Arc<Device>] {
-        &self.devices
-    }
-
-    /// The links the devices use, each once.
-    pub fn links(&self) -> &[LinkInfo] {
-        &self.links
-    }
-
-    /// The device with this `deviceId`.
-    pub fn get(&self, id: &str) -> Option<&Arc<Device>> {
-        self.by_id.get(id).map(|i| &self.devices[*i])
-    }
-
-    /// The device built with this [`Device::key`].
-    pub fn by_key(&self, key: u64) -> Option<&Arc<Device>> {
-        self.by_key.get(&key).map(|i| &self.devices[*i])
-    }
-
-    /// The device with this MQTT identity.
-    pub fn by_identity(&self, product_id: &str, device_num: &str) -> Option<&Arc<Device>> {
-        self.devices
-            .iter()
-            .find(|d| d.product_id == product_id && d.device_num == device_num)
-    }
-}
 
 /// What a reload of the device configuration did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -140,6 +87,11 @@ impl Fleet {
         Arc::clone(&read(&self.roster))
     }
 
+    /// The configuration the devices run with now.
+    pub fn config(&self) -> GatewayConfig {
+        lock(&self.applied).config.clone()
+    }
+
     /// Changes whenever the devices change.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
@@ -147,11 +99,6 @@ impl Fleet {
 
     pub(super) fn services(&self) -> &Services {
         &self.services
-    }
-
-    /// The alarm service the devices' rules run in, if any.
-    pub fn alarms(&self) -> Option<&Arc<crate::alarm::Alarms>> {
-        self.services.alarms.as_ref()
     }
 
     /// Starts the heartbeats of the current links; later rosters start theirs as
@@ -184,23 +131,14 @@ impl Fleet {
         }
     }
 
-    /// Applies a new device configuration: devices whose configuration did not
-    /// change keep running untouched (their connections, sessions and rounds);
-    /// changed ones are rebuilt, new ones added, and removed ones stopped after
-    /// their round in progress. All or nothing: when any device cannot be built,
-    /// nothing changes. Only `devices` and `products` apply live; `collector` and
-    /// `tenants` are reported as needing a restart. Blocking (compiles pipelines).
-    ///
-    /// # Errors
-    /// Every problem found, at its position in `file`.
-    pub fn reload(
-        &self,
-        file: &str,
-        new: &GatewayConfig,
-        registry: &Registry,
-        pipelines: &PipelineSet,
-    ) -> Result<DeviceChanges, Diagnostics> {
-        let mut applied = lock(&self.applied);
+    /// Starts a reload to the device configuration `new` (read from `file`):
+    /// devices whose configuration did not change are kept running untouched
+    /// (their connections, sessions and rounds); the others are to be compiled and
+    /// handed to [`ReloadPlan::apply`]. Only `devices` and `products` apply live;
+    /// `collector` and `tenants` are reported as needing a restart. One reload at
+    /// a time: the plan holds the fleet until it is applied or dropped.
+    pub fn plan_reload(&self, file: &str, new: &GatewayConfig) -> ReloadPlan<'_> {
+        let applied = lock(&self.applied);
         let running = &applied.config;
         let mut changes = DeviceChanges {
             restart_needed: restart_needed(running, new),
@@ -213,74 +151,36 @@ impl Fleet {
             devices: new.devices.clone(),
         };
         // A tenant's fallback pipeline is the running one, like the rest of `tenants`.
-        crate::config::resolve_pipelines(&mut config.devices, &config.products, &config.tenants);
+        resolve_pipelines(&mut config.devices, &config.products, &config.tenants);
         let previous = self.roster();
-        let mut builder = Builder::new(
-            (file, &config),
-            (registry, pipelines),
-            (&self.services, &self.budget),
-            Some(&previous),
-            applied.links_made,
-        );
-        // Kept first, so their links are in place before any device is built:
-        // a rebuilt device on the same endpoint shares them.
-        let wanted = build::wanted_links(&config);
-        let enabled: Vec<&DeviceConfig> = config.devices.iter().filter(|d| d.enabled).collect();
-        let kept: Vec<Option<&Arc<Device>>> = enabled
-            .iter()
-            .map(|device| {
-                let old = previous.get(&device.device_id)?;
-                let same = running
+        let wanted = wanted_links(&config);
+        let mut problems = Diagnostics::new(file);
+        let mut kept = HashSet::new();
+        for device in config.devices.iter().filter(|d| d.enabled) {
+            let old = previous.get(&device.device_id);
+            let same = old.is_some_and(|old| {
+                running
                     .device(&device.device_id)
                     .is_some_and(|before| before.enabled && before.same_as(device))
                     && product_timeout(running, device) == product_timeout(&config, device)
-                    && build::links_fit(old, &previous, &wanted);
-                same.then_some(old)
-            })
-            .collect();
-        for old in kept.iter().flatten() {
-            builder.keep(old);
-        }
-        let mut devices = Vec::new();
-        let mut rules = Vec::new();
-        for (device, kept) in enabled.into_iter().zip(kept) {
-            if let Some(old) = kept {
-                devices.push(Arc::clone(old));
+                    && previous.links_fit(old, &wanted)
+            });
+            if same {
+                kept.insert(device.device_id.clone());
                 changes.unchanged += 1;
-                continue;
-            }
-            if device.tenant_id != 0 && running.tenant(device.tenant_id).is_none() {
-                builder.errors().push(
+            } else if device.tenant_id != 0 && running.tenant(device.tenant_id).is_none() {
+                problems.push(
                     device.pos,
                     format!(
                         "device `{}`: tenant {} is new; tenants are added at the next start",
                         device.device_id, device.tenant_id
                     ),
                 );
-                continue;
-            }
-            if previous.get(&device.device_id).is_some() {
+            } else if old.is_some() {
                 changes.changed.push(device.device_id.clone());
             } else {
                 changes.added.push(device.device_id.clone());
             }
-            let Some(built) = builder.device(device) else {
-                continue;
-            };
-            if let Some(alarms) = &self.services.alarms {
-                match crate::alarm::build::device_rules(alarms, device, pipelines) {
-                    Ok(Some(device_rules)) => {
-                        rules.push((device.device_id.clone(), built.key, device_rules));
-                    }
-                    Ok(None) => {}
-                    Err(error) => builder.errors().push(device.pos, error),
-                }
-            }
-            devices.push(built);
-        }
-        let (links, links_made, errors) = builder.finish();
-        if !errors.is_empty() {
-            return Err(errors);
         }
         changes.removed = previous
             .devices()
@@ -293,34 +193,21 @@ impl Fleet {
             })
             .map(|d| d.id.clone())
             .collect();
-        let roster = Arc::new(Roster::new(devices, links));
-        self.commit(&previous, &roster, rules, &changes);
-        applied.config = config;
-        applied.links_made = links_made;
-        self.sync_heartbeats(&mut applied, &roster);
-        Ok(changes)
+        ReloadPlan {
+            fleet: self,
+            applied,
+            config,
+            kept,
+            previous,
+            changes,
+            problems,
+        }
     }
 
-    /// Puts a checked roster in place and tells everyone who keeps something per
-    /// device: alarm rules, lease announcements, the scheduler.
-    fn commit(
-        &self,
-        previous: &Roster,
-        roster: &Arc<Roster>,
-        rules: Vec<(String, u64, crate::alarm::DeviceRules)>,
-        changes: &DeviceChanges,
-    ) {
+    /// Puts a wired roster in place and tells everyone who keeps something per
+    /// device: the sample sink, lease announcements, the scheduler.
+    fn commit(&self, previous: &Roster, roster: &Arc<Roster>, changes: &DeviceChanges) {
         let leases = &self.services.leases;
-        if let Some(alarms) = &self.services.alarms {
-            // A changed device's rules are replaced (or dropped when its new
-            // pipeline has none); a late round of its old build finds them taken.
-            for id in changes.removed.iter().chain(&changes.changed) {
-                alarms.detach(id);
-            }
-            for (id, build, device_rules) in rules {
-                alarms.attach(&id, build, device_rules);
-            }
-        }
         for id in changes.added.iter().chain(&changes.changed) {
             if let Some(device) = roster.get(id) {
                 leases.announce(
@@ -363,6 +250,97 @@ impl Fleet {
             unchanged = changes.unchanged,
             "devices reloaded"
         );
+    }
+}
+
+/// A reload decided but not applied: which devices stay and which are rebuilt.
+#[derive(Debug)]
+pub struct ReloadPlan<'f> {
+    fleet: &'f Fleet,
+    applied: MutexGuard<'f, Applied>,
+    config: GatewayConfig,
+    kept: HashSet<String>,
+    previous: Arc<Roster>,
+    changes: DeviceChanges,
+    problems: Diagnostics,
+}
+
+impl ReloadPlan<'_> {
+    /// The configuration the devices will run with: the new devices and products,
+    /// the running collector and tenants.
+    pub fn config(&self) -> &GatewayConfig {
+        &self.config
+    }
+
+    /// Whether `device` is (re)built, so must be compiled.
+    pub fn rebuilds(&self, device: &DeviceConfig) -> bool {
+        !self.kept.contains(&device.device_id)
+    }
+
+    /// What the reload refuses on its own (the compiler aside): tenants added.
+    pub fn problems(&self) -> &Diagnostics {
+        &self.problems
+    }
+
+    /// Wires the compiled devices (those [`ReloadPlan::rebuilds`] picked) beside
+    /// the kept ones and puts them all in place at once.
+    pub fn apply(mut self, compiled: Compiled) -> DeviceChanges {
+        let fleet = self.fleet;
+        let mut wiring = Wiring::new(
+            &self.config,
+            (&fleet.services, &fleet.budget),
+            Some(&self.previous),
+            self.applied.links_made,
+        );
+        // Kept first, so their links are in place before any device is wired: a
+        // rebuilt device on the same endpoint shares them.
+        let kept: Vec<_> = self
+            .previous
+            .devices()
+            .iter()
+            .filter(|d| self.kept.contains(&d.id))
+            .cloned()
+            .collect();
+        for device in &kept {
+            wiring.keep(device);
+        }
+        let mut fresh: HashMap<String, _> = compiled
+            .devices
+            .into_iter()
+            .map(|d| (d.config.device_id.clone(), d))
+            .collect();
+        let mut devices = Vec::new();
+        let mut rules = Vec::new();
+        for config in self.config.devices.iter().filter(|d| d.enabled) {
+            if let Some(old) = kept.iter().find(|d| d.id == config.device_id) {
+                devices.push(Arc::clone(old));
+            } else if let Some(compiled) = fresh.remove(&config.device_id) {
+                let (device, device_rules) = wiring.device(compiled);
+                if let Some(device_rules) = device_rules {
+                    rules.push((device.id.clone(), device.key, device_rules));
+                }
+                devices.push(device);
+            }
+        }
+        let (links, links_made) = wiring.finish();
+        let roster = Arc::new(Roster::new(devices, links));
+        if let Some(sink) = &fleet.services.sink {
+            // A rebuilt device's old build is no longer judged by any rules; its
+            // new build is judged by the new ones from its first round.
+            let gone: Vec<String> = self
+                .changes
+                .removed
+                .iter()
+                .chain(&self.changes.changed)
+                .cloned()
+                .collect();
+            sink.devices_built(&gone, rules);
+        }
+        fleet.commit(&self.previous, &roster, &self.changes);
+        self.applied.config = std::mem::take(&mut self.config);
+        self.applied.links_made = links_made;
+        fleet.sync_heartbeats(&mut self.applied, &roster);
+        self.changes
     }
 }
 

@@ -5,17 +5,6 @@
 use super::device::{Channel, Device};
 use crate::io::LinkError;
 use crate::model::{Batch, DeviceError, FrameError, Sample, Value};
-use crate::pipeline::DevicePipeline;
-use crate::sync::Swappable;
-
-/// What a device needs to be written: which tags are read back, and a pipeline of
-/// its own to decode what is read (the polling pipeline's memory, such as a
-/// deadband, must not see these reads).
-#[derive(Debug)]
-pub struct Writable {
-    pub readback: Vec<bool>,
-    pub decoder: Swappable<DevicePipeline>,
-}
 
 /// Why a tag could not be written or read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

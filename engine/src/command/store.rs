@@ -11,8 +11,7 @@ use super::model::{
     Command, CommandRecord, Delivery, NewCommand, Receipt, ReceiptOutcome, Rejection,
 };
 use crate::model::Scope;
-use crate::model::{CommandAction, CommandStatus, ReceiptResult, result_code};
-use crate::runtime::{CallError, RulesPool};
+use crate::model::{CommandAction, CommandStatus, ReceiptResult, Transitions, result_code};
 use crate::store::tables::{history, ids_under, next_seq, put_indexed, record};
 use crate::store::{Store, StoreError};
 
@@ -81,8 +80,6 @@ pub enum CommandError {
     },
     #[error("command store: {0}")]
     Store(String),
-    #[error("command rules: {0}")]
-    Rules(#[from] CallError),
 }
 
 fn list(actions: &[CommandAction]) -> String {
@@ -136,11 +133,11 @@ pub struct Swept {
     pub expired: Vec<u64>,
 }
 
-/// The command tables and the whitelist's component.
+/// The command tables and the whitelist.
 #[derive(Debug)]
 pub struct CommandStore {
     store: Store,
-    whitelist: std::sync::Arc<RulesPool>,
+    whitelist: Transitions<CommandStatus, CommandAction>,
     timings: Timings,
 }
 
@@ -216,7 +213,11 @@ impl<'t> Tables<'t> {
 }
 
 impl CommandStore {
-    pub fn new(store: &Store, whitelist: std::sync::Arc<RulesPool>, timings: Timings) -> Self {
+    pub fn new(
+        store: &Store,
+        whitelist: Transitions<CommandStatus, CommandAction>,
+        timings: Timings,
+    ) -> Self {
         Self {
             store: store.clone(),
             whitelist,
@@ -249,7 +250,7 @@ impl CommandStore {
         let from = command.status;
         let to = self
             .whitelist
-            .command_transition(from, action)?
+            .next(from, action)
             .map_err(|allowed| CommandError::Refused {
                 status: from,
                 action,

@@ -33,6 +33,15 @@ impl Protocol {
         }
     }
 
+    /// The codec component that speaks it.
+    pub fn codec(&self) -> &'static str {
+        match self {
+            Protocol::ModbusTcp => "modbus_tcp",
+            Protocol::S7 => "s7",
+            Protocol::Mc => "mc",
+        }
+    }
+
     /// The port used when a channel names none; MC has no standard port.
     pub fn default_port(&self) -> Option<u16> {
         match self {

@@ -2,7 +2,7 @@
 //! and scale it, and how often to read it.
 
 use super::read::{Text, Unique, choice, read_at, required_text, required_with, text};
-use crate::model::{Access, ByteOrder, DataType, TagSpec};
+use crate::model::{Access, ByteOrder, DataType, Setting, SettingValue, TagSpec};
 use crate::yaml::{self, Diagnostics, Fields, FromNode, Node, Pos};
 
 /// Shortest polling period accepted, in milliseconds.
@@ -44,6 +44,22 @@ pub struct TagConfig {
     pub pos: Pos,
     /// Where `address` is written, for address errors the codec reports later.
     pub address_pos: Pos,
+}
+
+impl TagConfig {
+    /// The tag as components see it, with its valid range as settings.
+    pub fn component_spec(&self) -> TagSpec {
+        let mut spec = self.spec.clone();
+        for (key, bound) in [("min", self.min), ("max", self.max)] {
+            if let Some(value) = bound {
+                spec.settings.push(Setting {
+                    key: key.into(),
+                    value: SettingValue::Float(value),
+                });
+            }
+        }
+        spec
+    }
 }
 
 /// Reads one tag. `channel_order` is the channel's byte order; `keys` the tag keys

@@ -11,10 +11,13 @@ mod shelf;
 
 use std::sync::{Arc, Mutex};
 
-pub use reload::{ReloadReport, ReloadStatus, Sources, watch_sources};
+pub use reload::{ReloadReport, ReloadStatus, watch_sources};
 pub use shelf::Shelf;
 
-use crate::collector::{Fleet, PipelineSet, SandboxLimits, reload_codec, reload_pipelines};
+use crate::alarm::Alarms;
+use crate::collector::{Fleet, swap_codec, swap_pipelines};
+use crate::compile::{self, Compiled, Loaded, Pools, Sources};
+use crate::pipeline::PipelineSet;
 use crate::runtime::{ComponentInfo, ComponentKind, LoadError, Registry};
 use crate::sync::lock;
 use crate::yaml::Diagnostics;
@@ -72,11 +75,12 @@ fn check_word(what: &str, word: &str) -> Result<(), DeployError> {
 pub struct Deployer {
     registry: Arc<Registry>,
     fleet: Arc<Fleet>,
+    /// The alarm service whose rules a rules component's new version replaces.
+    alarms: Option<Arc<Alarms>>,
     /// The pipelines in use.
     pipelines: Mutex<PipelineSet>,
     /// The files they and the devices come from.
     sources: Sources,
-    limits: SandboxLimits,
     shelf: Shelf,
     /// One deployment or reload at a time: each one sees the previous one done.
     busy: Mutex<()>,
@@ -86,16 +90,16 @@ pub struct Deployer {
 
 impl Deployer {
     pub fn new(
-        (registry, fleet): (Arc<Registry>, Arc<Fleet>),
-        (pipelines, sources, limits): (PipelineSet, Sources, SandboxLimits),
+        (registry, fleet, alarms): (Arc<Registry>, Arc<Fleet>, Option<Arc<Alarms>>),
+        (pipelines, sources): (PipelineSet, Sources),
         shelf: Shelf,
     ) -> Self {
         Self {
             registry,
             fleet,
+            alarms,
             pipelines: Mutex::new(pipelines),
             sources,
-            limits,
             shelf,
             busy: Mutex::new(()),
             status: Mutex::default(),
@@ -190,33 +194,50 @@ impl Deployer {
 
     /// Puts the new active version of `name` to use: stages in every pipeline,
     /// a codec in every channel that speaks it (those links reconnect), rules in
-    /// every tenant sandbox that runs it.
+    /// every tenant sandbox that runs it. The running configuration is compiled
+    /// again with it first; nothing is swapped unless all of it compiles.
     fn rebuild(&self, kind: ComponentKind, name: &str) -> Result<usize, Diagnostics> {
-        match kind {
-            ComponentKind::Stage => {
-                let pipelines = lock(&self.pipelines);
-                let roster = self.fleet.roster();
-                reload_pipelines(roster.devices(), &self.registry, &pipelines, &self.limits)
-            }
-            ComponentKind::Codec => {
-                let roster = self.fleet.roster();
-                reload_codec(roster.devices(), &self.registry, name, &self.limits)
-            }
-            ComponentKind::Rules => match self.fleet.alarms() {
-                Some(alarms) => {
-                    let pipelines = lock(&self.pipelines);
-                    let roster = self.fleet.roster();
-                    let targets = (roster.devices(), &*pipelines);
-                    crate::alarm::build::reload_rules(
-                        alarms,
-                        &self.registry,
-                        name,
-                        targets,
-                        &self.limits,
-                    )
-                }
-                None => Ok(0),
-            },
+        let mut pools = self.running_pools();
+        if kind != ComponentKind::Stage {
+            pools.forget(name);
         }
+        let compiled = self.compile_running(None, &mut pools)?;
+        let roster = self.fleet.roster();
+        Ok(match kind {
+            ComponentKind::Stage => swap_pipelines(roster.devices(), compiled),
+            ComponentKind::Codec => swap_codec(roster.devices(), compiled, name),
+            ComponentKind::Rules => self
+                .alarms
+                .as_ref()
+                .map_or(0, |alarms| alarms.replace_rules(compiled, name)),
+        })
+    }
+
+    /// The pools the running devices and tenants use, for a compile to reuse.
+    fn running_pools(&self) -> Pools {
+        let mut pools = Pools::new();
+        for (tenant, pool) in self.fleet.roster().codec_pools() {
+            pools.reuse_codec(tenant, pool);
+        }
+        for (tenant, pool) in self.alarms.iter().flat_map(|a| a.sandboxes()) {
+            pools.reuse_rules(tenant, pool);
+        }
+        pools
+    }
+
+    /// Compiles the running configuration with `pipelines` (the running ones if
+    /// none) and the registry's active components.
+    fn compile_running(
+        &self,
+        pipelines: Option<PipelineSet>,
+        pools: &mut Pools,
+    ) -> Result<Compiled, Diagnostics> {
+        let pipelines = pipelines.unwrap_or_else(|| lock(&self.pipelines).clone());
+        let loaded = Loaded {
+            file: self.sources.config_name(),
+            config: self.fleet.config(),
+            pipelines,
+        };
+        compile::build(loaded, &self.registry, pools, &|_| true)
     }
 }

@@ -8,21 +8,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::{DeployError, Deployer, lock};
-use crate::collector::{DeviceChanges, PipelineSet, reload_pipelines};
+use super::{DeployError, Deployer};
+use crate::collector::{DeviceChanges, swap_pipelines};
+use crate::compile::{self, Loaded};
+use crate::pipeline::files_in;
+use crate::sync::lock;
 
 /// How often the files are looked at for changes.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
-
-/// Where the engine's reloadable configuration comes from.
-#[derive(Debug, Clone, Default)]
-pub struct Sources {
-    /// The device configuration file.
-    pub config_file: Option<PathBuf>,
-    /// The pipeline files' directory (`--pipelines`); without it only the
-    /// built-in pipeline is in use.
-    pub pipelines_dir: Option<PathBuf>,
-}
 
 /// How reloads of one source went, for `/health` and `/metrics`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -70,53 +63,72 @@ impl Deployer {
         lock(&self.status).1.clone()
     }
 
-    /// Reads the pipeline files again and, when every pipeline builds for every
-    /// device, swaps them in at each device's next round. Blocking.
+    /// Reads the pipeline files again and, when the running configuration compiles
+    /// with them, swaps every device's new pipeline in at its next round. Blocking.
     ///
     /// # Errors
     /// No pipelines directory, or problems in a file or in building a pipeline
     /// (`FILE:LINE:COL` each); the running pipelines stay.
     pub fn reload_pipeline_files(&self) -> Result<usize, DeployError> {
-        let Some(dir) = &self.sources.pipelines_dir else {
+        if self.sources.pipelines_dir.is_none() {
             return Err(DeployError::Invalid(
                 "the engine runs without --pipelines: only the built-in pipeline is in use".into(),
             ));
-        };
+        }
         let _one = lock(&self.busy);
-        let result = PipelineSet::load_dir(dir)
-            .map_err(DeployError::Pipelines)
+        let result = self
+            .sources
+            .load_pipelines()
             .and_then(|set| {
-                let roster = self.fleet.roster();
-                let swapped =
-                    reload_pipelines(roster.devices(), &self.registry, &set, &self.limits)
-                        .map_err(DeployError::Pipelines)?;
+                let compiled =
+                    self.compile_running(Some(set.clone()), &mut self.running_pools())?;
+                let swapped = swap_pipelines(self.fleet.roster().devices(), compiled);
                 *lock(&self.pipelines) = set;
                 tracing::info!(devices = swapped, "pipelines reloaded");
                 Ok(swapped)
-            });
+            })
+            .map_err(DeployError::Pipelines);
         lock(&self.status).0.record("pipeline", &result);
         result
     }
 
     /// Reads the device configuration file again and applies what changed in its
-    /// `devices` and `products`. Blocking.
+    /// `devices` and `products`: the changed and new devices are compiled (with
+    /// the running pipelines) and put in place with the others untouched. Blocking.
     ///
     /// # Errors
-    /// No configuration file, or problems in it or in building a changed device
+    /// No configuration file, or problems in it or in a changed device
     /// (`FILE:LINE:COL` each); the running devices stay.
     pub fn reload_devices(&self) -> Result<DeviceChanges, DeployError> {
-        let Some(file) = &self.sources.config_file else {
+        if self.sources.config_file.is_none() {
             return Err(DeployError::Invalid(
                 "the engine runs without a configuration file".into(),
             ));
-        };
+        }
         let _one = lock(&self.busy);
-        let result = crate::config::load_file(file)
+        let result = self
+            .sources
+            .load_config()
             .and_then(|config| {
-                let pipelines = lock(&self.pipelines);
-                let name = file.display().to_string();
-                self.fleet
-                    .reload(&name, &config, &self.registry, &pipelines)
+                let mut pools = self.running_pools();
+                let file = self.sources.config_name();
+                let plan = self.fleet.plan_reload(&file, &config);
+                let loaded = Loaded {
+                    file,
+                    config: plan.config().clone(),
+                    pipelines: lock(&self.pipelines).clone(),
+                };
+                let compiled =
+                    compile::build(loaded, &self.registry, &mut pools, &|d| plan.rebuilds(d));
+                let mut problems = plan.problems().clone();
+                match compiled {
+                    Ok(compiled) if problems.is_empty() => Ok(plan.apply(compiled)),
+                    Ok(_) => Err(problems.sorted()),
+                    Err(more) => {
+                        problems.extend(more);
+                        Err(problems.sorted())
+                    }
+                }
             })
             .map_err(DeployError::Devices);
         if let Ok(changes) = &result
@@ -159,19 +171,13 @@ fn stamp(path: PathBuf) -> (PathBuf, u64, Option<SystemTime>) {
     (path, size, modified)
 }
 
-/// Every YAML file's name, size and modification time.
+/// Every pipeline file's name, size and modification time.
 fn pipeline_files(dir: &Path) -> Fingerprint {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut files: Vec<_> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+    files_in(dir)
+        .unwrap_or_default()
+        .into_iter()
         .map(stamp)
-        .collect();
-    files.sort();
-    files
+        .collect()
 }
 
 fn config_file(file: Option<&Path>) -> Fingerprint {

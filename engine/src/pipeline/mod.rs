@@ -3,6 +3,7 @@
 
 mod cases;
 mod include;
+mod set;
 mod settings;
 mod spec;
 
@@ -10,6 +11,7 @@ use std::sync::Arc;
 
 pub use cases::{Case, run as run_tests};
 pub use include::{DEFAULT_PIPELINE, builtin, load_set};
+pub use set::{PipelineSet, files_in};
 pub use settings::{PositionedSettings, flatten};
 pub use spec::{ComponentRef, Included, PipelineSpec, StageSpec, load_file, load_str};
 

@@ -1,28 +1,31 @@
-//! Errors found while loading a YAML document, each at a position.
+//! Problems found while loading documents, each at a position of a file.
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::Pos;
 
-/// One problem at one place in a document.
+/// One problem at one place in one file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Diagnostic {
+    pub file: Arc<str>,
     pub pos: Pos,
     pub message: String,
 }
 
-/// Every problem found in one file, in document order.
+/// Every problem found, in file and document order. Problems pushed without a
+/// file are in the list's own file; problems moved in from another list keep theirs.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Diagnostics {
-    file: String,
+    file: Arc<str>,
     items: Vec<Diagnostic>,
 }
 
 impl Diagnostics {
     /// An empty list for `file` (the name printed in front of each line).
-    pub fn new(file: impl Into<String>) -> Self {
+    pub fn new(file: impl AsRef<str>) -> Self {
         Self {
-            file: file.into(),
+            file: Arc::from(file.as_ref()),
             items: Vec::new(),
         }
     }
@@ -31,8 +34,10 @@ impl Diagnostics {
         &self.file
     }
 
+    /// A problem at `pos` of this list's file.
     pub fn push(&mut self, pos: Pos, message: impl Into<String>) {
         self.items.push(Diagnostic {
+            file: Arc::clone(&self.file),
             pos,
             message: message.into(),
         });
@@ -50,29 +55,27 @@ impl Diagnostics {
         &self.items
     }
 
-    /// Moves the problems of `other` (another file, or a nested check) into this list,
-    /// keeping their own file name when it differs.
+    /// Moves the problems of `other` (another file, or a nested check) into this
+    /// list; each keeps its own file.
     pub fn extend(&mut self, other: Diagnostics) {
-        if other.file == self.file || other.file.is_empty() {
-            self.items.extend(other.items);
-        } else {
-            for item in other.items {
-                self.items.push(Diagnostic {
-                    pos: item.pos,
-                    message: format!("{}:{}: {}", other.file, item.pos, item.message),
-                });
-            }
-        }
+        self.items.extend(other.items);
     }
 
-    /// `Ok(value)` when nothing was found, the list otherwise.
-    pub fn into_result<T>(mut self, value: T) -> Result<T, Diagnostics> {
+    /// `Ok(value)` when nothing was found, the list otherwise (sorted).
+    pub fn into_result<T>(self, value: T) -> Result<T, Diagnostics> {
         if self.items.is_empty() {
             Ok(value)
         } else {
-            self.items.sort_by_key(|d| (d.pos.line, d.pos.column));
-            Err(self)
+            Err(self.sorted())
         }
+    }
+
+    /// The list by file, then position.
+    pub fn sorted(mut self) -> Self {
+        self.items.sort_by(|a, b| {
+            (&a.file, a.pos.line, a.pos.column).cmp(&(&b.file, b.pos.line, b.pos.column))
+        });
+        self
     }
 }
 
@@ -83,7 +86,7 @@ impl fmt::Display for Diagnostics {
             if i > 0 {
                 writeln!(f)?;
             }
-            write!(f, "{}:{}: {}", self.file, item.pos, item.message)?;
+            write!(f, "{}:{}: {}", item.file, item.pos, item.message)?;
         }
         Ok(())
     }

@@ -3,11 +3,12 @@
 
 use std::path::PathBuf;
 
+use sluice::model::Whitelist;
 use sluice::model::{
     Access, Batch, ByteOrder, DataType, Quality, Sample, Setting, SettingValue, TagSpec, Value,
 };
 use sluice::runtime::BUILTIN;
-use sluice::runtime::{Runtime, RuntimeConfig};
+use sluice::runtime::{ComponentKind, Limits, Runtime, RuntimeConfig};
 
 pub const TS: i64 = 1_700_000_000_000;
 
@@ -22,6 +23,19 @@ pub fn scratch(name: &str) -> PathBuf {
 
 pub fn runtime() -> Runtime {
     Runtime::new(RuntimeConfig::default()).expect("runtime")
+}
+
+/// The whitelists of the built-in rules component, as the engine reads them at load.
+pub fn whitelist() -> Whitelist {
+    let runtime = runtime();
+    let component = runtime
+        .load(ComponentKind::Rules, "alarm_rules", builtin("alarm_rules"))
+        .expect("loads");
+    runtime
+        .rules_pool(&component, Limits::default())
+        .expect("pool")
+        .whitelist()
+        .expect("whitelist")
 }
 
 /// A guest built for the tests from `components/testing`.

@@ -1,0 +1,152 @@
+//! The collector at work: the scheduler running every device's rounds, and the
+//! protocol drivers' own heartbeats.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::fleet::Fleet;
+use super::roster::Roster;
+use super::wiring::{Services, Wiring};
+use crate::compile::Compiled;
+use crate::io::Budget;
+use crate::lease::{
+    DRIVER_HEARTBEAT, DRIVER_LEASE_SECONDS, EntityState, EntityType, Renewal, TimeoutSource,
+};
+use crate::scheduler::{RoundFuture, RoundOutcome, Rounds, Scheduler};
+
+/// The collector: its devices (shared with the HTTP API, commands and
+/// deployments) and the scheduler that polls them.
+#[derive(Debug)]
+pub struct Collector {
+    fleet: Arc<Fleet>,
+    scheduler: Option<Scheduler>,
+}
+
+struct DeviceRounds {
+    fleet: Arc<Fleet>,
+}
+
+impl Rounds for DeviceRounds {
+    fn run(&self, device: u64, tags: Arc<[u32]>) -> RoundFuture {
+        // A device removed since it was planned has nothing left to do.
+        let Some(device) = self.fleet.roster().by_key(device).cloned() else {
+            return Box::pin(async { RoundOutcome::Done });
+        };
+        let fleet = Arc::clone(&self.fleet);
+        let span = tracing::info_span!("round", device = %device.id);
+        Box::pin(tracing::Instrument::instrument(
+            async move {
+                let services = fleet.services();
+                device.poll(&tags, &services.seq, &services.uplink).await
+            },
+            span,
+        ))
+    }
+}
+
+impl Collector {
+    /// The collector of the compiled devices; their rules go to the sample sink.
+    pub fn new(compiled: Compiled, services: Services) -> Collector {
+        let Compiled {
+            config, devices, ..
+        } = compiled;
+        let budget = Budget::new(&config.collector.connections);
+        let mut wiring = Wiring::new(&config, (&services, &budget), None, 0);
+        let mut built = Vec::new();
+        let mut rules = Vec::new();
+        for compiled in devices {
+            let (device, device_rules) = wiring.device(compiled);
+            if let Some(device_rules) = device_rules {
+                rules.push((device.id.clone(), device.key, device_rules));
+            }
+            built.push(device);
+        }
+        let (links, links_made) = wiring.finish();
+        if let Some(sink) = &services.sink {
+            sink.devices_built(&[], rules);
+        }
+        let roster = Roster::new(built, links);
+        let scheduler = Scheduler::new(
+            roster.devices().iter().map(|d| d.plan()).collect(),
+            Duration::from_millis(config.collector.per_device_timeout_ms),
+        );
+        let fleet = Fleet::new(
+            roster,
+            (config, links_made),
+            (services, budget),
+            scheduler.changer(),
+        );
+        Collector {
+            fleet: Arc::new(fleet),
+            scheduler: Some(scheduler),
+        }
+    }
+
+    /// The devices, as they are now and after every reload.
+    pub fn fleet(&self) -> &Arc<Fleet> {
+        &self.fleet
+    }
+
+    /// Runs rounds (and heartbeats) until `shutdown` turns true. Can run once.
+    pub async fn run(&mut self, shutdown: watch::Receiver<bool>) {
+        let Some(scheduler) = self.scheduler.take() else {
+            return;
+        };
+        self.fleet.start(shutdown.clone());
+        let rounds = Arc::new(DeviceRounds {
+            fleet: Arc::clone(&self.fleet),
+        });
+        let drivers = tokio::spawn(drivers_heartbeat(Arc::clone(&self.fleet), shutdown.clone()));
+        scheduler.run(rounds, shutdown).await;
+        drivers.abort();
+    }
+}
+
+/// Each protocol driver heartbeats itself per tenant: online while the calls of
+/// its codec pools succeed, fault when some failed since the last heartbeat. The
+/// pools are those the devices use now, so a newly deployed codec version is
+/// watched from its first call.
+async fn drivers_heartbeat(fleet: Arc<Fleet>, mut shutdown: watch::Receiver<bool>) {
+    // Failures of each pool (by address) at the last heartbeat.
+    let mut seen: HashMap<usize, u64> = HashMap::new();
+    let mut ticker = tokio::time::interval(DRIVER_HEARTBEAT);
+    while crate::clock::next_tick(&mut ticker, &mut shutdown).await {
+        // Per tenant and codec: its pools and their failures so far.
+        let mut drivers: HashMap<(u32, String), HashMap<usize, u64>> = HashMap::new();
+        for device in fleet.roster().devices() {
+            for channel in &device.channels {
+                let health = channel.session.get().health();
+                drivers
+                    .entry((device.tenant_id, health.component))
+                    .or_default()
+                    .insert(health.pool, health.failures);
+            }
+        }
+        let mut now_seen = HashMap::new();
+        for ((tenant, name), pools) in drivers {
+            let failed = pools
+                .iter()
+                .any(|(pool, failures)| *failures > seen.get(pool).copied().unwrap_or(0));
+            let total: u64 = pools.values().sum();
+            now_seen.extend(pools);
+            fleet.services().leases.renew(Renewal {
+                entity_type: EntityType::Driver,
+                entity_id: name,
+                parent_id: String::new(),
+                tenant_id: tenant,
+                state: if failed {
+                    EntityState::Fault
+                } else {
+                    EntityState::Online
+                },
+                timeout_seconds: DRIVER_LEASE_SECONDS,
+                timeout_source: TimeoutSource::System,
+                extension: serde_json::json!({ "componentFailures": total }),
+            });
+        }
+        seen = now_seen;
+    }
+}

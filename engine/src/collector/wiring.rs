@@ -1,0 +1,216 @@
+//! Compiled devices wired to the engine: their links (shared by endpoint, and
+//! those of an earlier build reused where they fit), reporters, lease terms and
+//! liveness probes. Everything a component could refuse was checked by the
+//! compiler, so wiring cannot fail.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Mutex as AsyncMutex;
+
+use super::device::{Channel, Device, DeviceParts, LeaseTerms, Probe, Writable};
+use super::links::{Endpoint, LinkInfo, link_settings};
+use super::reporter::Reporter;
+use super::roster::Roster;
+use super::sink::SampleSink;
+use crate::compile::{CompiledDevice, DeviceRules};
+use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig};
+use crate::io::{Budget, Link};
+use crate::lease::Leases;
+use crate::store::SeqAllocator;
+use crate::sync::Swappable;
+use crate::uplink::Uplink;
+
+/// The engine services devices report to.
+#[derive(Debug)]
+pub struct Services {
+    pub uplink: Uplink,
+    pub seq: Arc<SeqAllocator>,
+    pub leases: Arc<Leases>,
+    /// Who else hears of every round's samples (the alarm rules).
+    pub sink: Option<Arc<dyn SampleSink>>,
+}
+
+/// Wires devices for one configuration. Links of devices wired earlier
+/// (`previous`) are reused where they fit, so rebuilding some devices does not
+/// touch the connections of the others.
+pub(super) struct Wiring<'a> {
+    config: &'a GatewayConfig,
+    services: &'a Services,
+    budget: &'a Budget,
+    links: HashMap<Endpoint, usize>,
+    link_infos: Vec<LinkInfo>,
+    /// Links of the previous build, not (yet) taken into this one.
+    reusable: HashMap<Endpoint, LinkInfo>,
+    /// Seeds the reconnect jitter of new links.
+    links_made: u64,
+}
+
+impl<'a> Wiring<'a> {
+    pub(super) fn new(
+        config: &'a GatewayConfig,
+        (services, budget): (&'a Services, &'a Budget),
+        previous: Option<&Roster>,
+        links_made: u64,
+    ) -> Self {
+        let reusable = previous
+            .map(|roster| {
+                roster
+                    .links()
+                    .iter()
+                    .map(|info| (info.endpoint.clone(), info.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self {
+            config,
+            services,
+            budget,
+            links: HashMap::new(),
+            link_infos: Vec::new(),
+            reusable,
+            links_made,
+        }
+    }
+
+    /// The links the devices wired (or kept) use, and how many links were ever made.
+    pub(super) fn finish(self) -> (Vec<LinkInfo>, u64) {
+        (self.link_infos, self.links_made)
+    }
+
+    /// Takes a device of the previous build as it is, with its links.
+    pub(super) fn keep(&mut self, device: &Device) {
+        for channel in &device.channels {
+            let known = self
+                .link_infos
+                .iter()
+                .any(|info| Arc::ptr_eq(&info.link, &channel.link));
+            if known {
+                continue;
+            }
+            let endpoint = self
+                .reusable
+                .iter()
+                .find(|(_, info)| Arc::ptr_eq(&info.link, &channel.link))
+                .map(|(endpoint, _)| endpoint.clone());
+            if let Some(info) = endpoint.and_then(|e| self.reusable.remove(&e)) {
+                self.links
+                    .insert(info.endpoint.clone(), self.link_infos.len());
+                self.link_infos.push(info);
+            }
+        }
+    }
+
+    /// The device `compiled` describes, and its alarm rules.
+    pub(super) fn device(
+        &mut self,
+        compiled: CompiledDevice,
+    ) -> (Arc<Device>, Option<DeviceRules>) {
+        let CompiledDevice {
+            config: device,
+            tags,
+            channels,
+            pipeline,
+            decoder,
+            rules,
+            lease: (timeout_seconds, timeout_source),
+        } = compiled;
+        let channels = device
+            .channels
+            .iter()
+            .zip(channels)
+            .map(|(config, compiled)| {
+                Channel::new(
+                    config.channel_id.clone(),
+                    self.link(&device, config),
+                    (compiled.session, config.settings.clone()),
+                    (compiled.tags, probe(config)),
+                )
+            })
+            .collect();
+        let writable = decoder.map(|decoder| Writable {
+            readback: device.tags().map(|t| t.readback).collect(),
+            decoder: Swappable::new(decoder),
+        });
+        let reporter = Reporter::new(
+            self.config.collector.report_mode,
+            self.services.uplink.device_topic(
+                &device.product_id,
+                &device.device_num,
+                "property/post",
+            ),
+            tags.len(),
+        );
+        let driver = device
+            .channels
+            .first()
+            .map_or_else(String::new, |c| c.protocol.codec().to_owned());
+        let built = Arc::new(Device::new(DeviceParts {
+            id: device.device_id.clone(),
+            product_id: device.product_id.clone(),
+            device_num: device.device_num.clone(),
+            tenant_id: device.tenant_id,
+            pipeline_name: device.pipeline.clone(),
+            periods: device.tags().map(|t| t.period_ms).collect(),
+            tags,
+            channels,
+            pipeline,
+            reporter,
+            lease: LeaseTerms {
+                leases: Arc::clone(&self.services.leases),
+                tenant_id: device.tenant_id,
+                driver,
+                timeout_seconds,
+                timeout_source,
+            },
+            sink: self.services.sink.clone(),
+            writable,
+        }));
+        (built, rules)
+    }
+
+    /// The channel's link: one already taken into this build for its endpoint, else
+    /// the previous build's with the same endpoint and settings, else a new one.
+    fn link(&mut self, device: &DeviceConfig, channel: &ChannelConfig) -> Arc<AsyncMutex<Link>> {
+        let endpoint = Endpoint::of(device, channel);
+        if let Some(index) = self.links.get(&endpoint) {
+            return Arc::clone(&self.link_infos[*index].link);
+        }
+        let settings = link_settings(self.config, channel);
+        let reused = self
+            .reusable
+            .remove(&endpoint)
+            .filter(|info| info.settings == settings);
+        let info = reused.unwrap_or_else(|| {
+            let seed = self.links_made * 0x9E37_79B9 + u64::from(channel.port);
+            self.links_made += 1;
+            LinkInfo {
+                endpoint: endpoint.clone(),
+                settings: settings.clone(),
+                link: Arc::new(AsyncMutex::new(Link::new(
+                    settings,
+                    self.budget.clone(),
+                    seed,
+                ))),
+            }
+        });
+        let link = Arc::clone(&info.link);
+        self.links.insert(endpoint, self.link_infos.len());
+        self.link_infos.push(info);
+        link
+    }
+}
+
+/// The liveness probe a channel asks for (`heartbeatMs`): its first polled tag
+/// (any tag if none is polled).
+fn probe(channel: &ChannelConfig) -> Option<Probe> {
+    (channel.heartbeat_ms > 0).then(|| Probe {
+        every: Duration::from_millis(channel.heartbeat_ms),
+        tag: channel
+            .tags
+            .iter()
+            .position(|t| t.period_ms > 0)
+            .unwrap_or(0) as u32,
+    })
+}

@@ -1,0 +1,194 @@
+//! One device as the components see it: a codec session per channel (every
+//! address checked by its codec), its pipeline (and a second one to decode what
+//! writes read back), its alarm rules, and the length of its lease.
+
+use std::collections::HashMap;
+
+use super::limits::SandboxLimits;
+use super::pools::Pools;
+use super::problems::report_call;
+use super::rules::{DeviceRules, RulesTarget, TenantRules, device_rules};
+use super::stages::Stages;
+use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, TagConfig};
+use crate::model::{Access, TagSpec, TimeoutSource};
+use crate::pipeline::{DevicePipeline, PipelineSet};
+use crate::runtime::{CodecSession, Registry};
+use crate::yaml::Diagnostics;
+
+/// Lease of a device with no `stateTimeout` and nothing polled.
+const UNPOLLED_LEASE_SECONDS: u64 = 900;
+
+/// A channel with its codec session.
+#[derive(Debug)]
+pub struct CompiledChannel {
+    pub session: CodecSession,
+    /// Device tag index of each of the channel's tags.
+    pub tags: Vec<u32>,
+}
+
+/// An enabled device, checked by every component it uses and ready to run.
+#[derive(Debug)]
+pub struct CompiledDevice {
+    pub config: DeviceConfig,
+    /// The device's tags as components see them, in device order.
+    pub tags: Vec<TagSpec>,
+    /// One per channel of `config`, in order.
+    pub channels: Vec<CompiledChannel>,
+    pub pipeline: DevicePipeline,
+    /// For a device with writable tags: a pipeline of its own decoding what a
+    /// write reads back (the polling pipeline's memory must not see those reads).
+    pub decoder: Option<DevicePipeline>,
+    /// Its alarm rules, when its tenant runs rules.
+    pub rules: Option<DeviceRules>,
+    /// How long its lease lasts, and where that came from.
+    pub lease: (u64, TimeoutSource),
+}
+
+/// What building one device needs.
+pub(super) struct DeviceContext<'a> {
+    pub config: &'a GatewayConfig,
+    pub registry: &'a Registry,
+    pub pipelines: &'a PipelineSet,
+    pub limits: &'a SandboxLimits,
+    pub tenants: &'a HashMap<u32, TenantRules>,
+    pub stages: Stages<'a>,
+    pub pools: &'a mut Pools,
+}
+
+impl DeviceContext<'_> {
+    /// `device` compiled, or `None` with its problems in `errors`.
+    pub(super) fn device(
+        &mut self,
+        device: &DeviceConfig,
+        errors: &mut Diagnostics,
+    ) -> Option<CompiledDevice> {
+        let tag_configs: Vec<&TagConfig> = device.tags().collect();
+        let tags: Vec<TagSpec> = tag_configs.iter().map(|t| t.component_spec()).collect();
+        let mut channels = Vec::new();
+        let mut next = 0u32;
+        for channel in &device.channels {
+            let indexes: Vec<u32> = (next..next + channel.tags.len() as u32).collect();
+            next += channel.tags.len() as u32;
+            channels.push(self.channel(device, channel, (&tags, &tag_configs), indexes, errors));
+        }
+        let who = (device.tenant_id, device.pipeline.as_str());
+        let what = (device.device_id.as_str(), tags.as_slice());
+        let pipeline = self.stages.for_device(who, what, device.pos, errors);
+        let writable = tag_configs.iter().any(|t| t.spec.access != Access::Read);
+        let decoder = if writable {
+            self.stages.for_device(who, what, device.pos, errors)
+        } else {
+            None
+        };
+        let rules = self.rules(device, &tags, errors);
+        let product_timeout = self
+            .config
+            .product(&device.product_id)
+            .and_then(|p| p.state_timeout_s);
+        let lease = lease_length(
+            device,
+            product_timeout,
+            &tag_configs,
+            self.config.collector.per_device_timeout_ms,
+        );
+        let channels: Option<Vec<_>> = channels.into_iter().collect();
+        Some(CompiledDevice {
+            config: device.clone(),
+            tags,
+            channels: channels?,
+            pipeline: pipeline?,
+            decoder: if writable { Some(decoder?) } else { None },
+            rules: rules?,
+            lease,
+        })
+    }
+
+    fn channel(
+        &mut self,
+        device: &DeviceConfig,
+        channel: &ChannelConfig,
+        (tags, tag_configs): (&[TagSpec], &[&TagConfig]),
+        indexes: Vec<u32>,
+        errors: &mut Diagnostics,
+    ) -> Option<CompiledChannel> {
+        let codec = channel.protocol.codec();
+        let pool = match self
+            .pools
+            .codec(self.registry, self.limits, device.tenant_id, codec)
+        {
+            Ok(pool) => pool,
+            Err(error) => {
+                errors.push(
+                    channel.pos,
+                    format!("protocol {}: {error}", channel.protocol),
+                );
+                return None;
+            }
+        };
+        let channel_tags: Vec<TagSpec> =
+            indexes.iter().map(|i| tags[*i as usize].clone()).collect();
+        let channel_configs: Vec<&TagConfig> =
+            indexes.iter().map(|i| tag_configs[*i as usize]).collect();
+        match pool.session(&channel.settings, &channel_tags) {
+            Ok(session) => Some(CompiledChannel {
+                session,
+                tags: indexes,
+            }),
+            Err(error) => {
+                report_call(errors, &error, channel.pos, &channel_configs);
+                None
+            }
+        }
+    }
+
+    /// The device's rules (`Some(None)` when it has none), or `None` on a problem.
+    fn rules(
+        &mut self,
+        device: &DeviceConfig,
+        tags: &[TagSpec],
+        errors: &mut Diagnostics,
+    ) -> Option<Option<DeviceRules>> {
+        let Some(tenant) = self.tenants.get(&device.tenant_id) else {
+            return Some(None);
+        };
+        let target = RulesTarget {
+            device_id: &device.device_id,
+            tenant_id: device.tenant_id,
+            pipeline: &device.pipeline,
+            tags,
+        };
+        match device_rules(&tenant.pool, target, self.pipelines) {
+            Ok(rules) => Some(rules),
+            Err(error) => {
+                errors.push(device.pos, error);
+                None
+            }
+        }
+    }
+}
+
+/// A device's lease length and where it came from, in priority order: its own
+/// `stateTimeout`; its product's `stateTimeout`; else (no codec reports a lease of
+/// its own yet) the system default: three polling periods of its fastest tag plus
+/// one round's timeout (the seed's 3-5 periods for polled devices, with room for a
+/// slow round), or 15 minutes for a device with nothing polled.
+pub fn lease_length(
+    device: &DeviceConfig,
+    product_timeout_s: Option<u64>,
+    tags: &[&TagConfig],
+    round_timeout_ms: u64,
+) -> (u64, TimeoutSource) {
+    if let Some(seconds) = device.state_timeout_s {
+        return (seconds, TimeoutSource::Device);
+    }
+    if let Some(seconds) = product_timeout_s {
+        return (seconds, TimeoutSource::Profile);
+    }
+    match tags.iter().map(|t| t.period_ms).filter(|p| *p > 0).min() {
+        Some(period) => (
+            (3 * period + round_timeout_ms).div_ceil(1000),
+            TimeoutSource::System,
+        ),
+        None => (UNPOLLED_LEASE_SECONDS, TimeoutSource::System),
+    }
+}

@@ -1,0 +1,108 @@
+//! The component pools (sandboxes) a compile opens sessions and evaluators in:
+//! those of the running gateway where they can be reused, so a reload does not
+//! touch what runs, else new ones from the registry's active versions.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::runtime::{CodecPool, ComponentKind, LoadedComponent, Registry, RulesPool};
+
+use super::limits::SandboxLimits;
+
+/// Pools by tenant and component.
+#[derive(Debug, Default)]
+pub struct Pools {
+    codecs: HashMap<(u32, String), Arc<CodecPool>>,
+    rules: HashMap<u32, Arc<RulesPool>>,
+}
+
+impl Pools {
+    /// No pool to reuse: every one is made afresh.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reuses `pool` for `tenant`'s channels speaking its codec.
+    pub fn reuse_codec(&mut self, tenant: u32, pool: Arc<CodecPool>) {
+        self.codecs.insert((tenant, pool.name().to_owned()), pool);
+    }
+
+    /// Reuses `pool` as `tenant`'s rules sandbox (when it runs the tenant's rules).
+    pub fn reuse_rules(&mut self, tenant: u32, pool: Arc<RulesPool>) {
+        self.rules.insert(tenant, pool);
+    }
+
+    /// Forgets the pools of component `name`: a new version of it gets new ones.
+    pub fn forget(&mut self, name: &str) {
+        self.codecs.retain(|(_, component), _| component != name);
+        self.rules.retain(|_, pool| pool.name() != name);
+    }
+
+    /// `tenant`'s pool of codec `name`.
+    pub(super) fn codec(
+        &mut self,
+        registry: &Registry,
+        limits: &SandboxLimits,
+        tenant: u32,
+        name: &str,
+    ) -> Result<Arc<CodecPool>, String> {
+        let key = (tenant, name.to_owned());
+        if let Some(pool) = self.codecs.get(&key) {
+            return Ok(Arc::clone(pool));
+        }
+        let component = active(registry, name, ComponentKind::Codec)?;
+        let pool = registry
+            .runtime()
+            .codec_pool(&component, limits.get(tenant))
+            .map_err(|e| e.to_string())?;
+        self.codecs.insert(key, Arc::clone(&pool));
+        Ok(pool)
+    }
+
+    /// `tenant`'s sandbox of rules component `name`.
+    pub(super) fn rules(
+        &mut self,
+        registry: &Registry,
+        limits: &SandboxLimits,
+        tenant: u32,
+        name: &str,
+    ) -> Result<Arc<RulesPool>, String> {
+        if let Some(pool) = self.rules.get(&tenant).filter(|p| p.name() == name) {
+            return Ok(Arc::clone(pool));
+        }
+        let pool = fresh_rules(registry, name, limits.get(tenant))?;
+        self.rules.insert(tenant, Arc::clone(&pool));
+        Ok(pool)
+    }
+}
+
+/// A new pool of the rules component `name`.
+pub(super) fn fresh_rules(
+    registry: &Registry,
+    name: &str,
+    limits: crate::runtime::Limits,
+) -> Result<Arc<RulesPool>, String> {
+    let component = active(registry, name, ComponentKind::Rules)?;
+    registry
+        .runtime()
+        .rules_pool(&component, limits)
+        .map_err(|e| e.to_string())
+}
+
+/// The active version of component `name`, which must be of `kind`.
+fn active(
+    registry: &Registry,
+    name: &str,
+    kind: ComponentKind,
+) -> Result<Arc<LoadedComponent>, String> {
+    let Some(component) = registry.active(name) else {
+        return Err(format!("no {kind} component `{name}` is registered"));
+    };
+    if component.kind() != kind {
+        return Err(format!(
+            "component `{name}` is a {} component, not a {kind} component",
+            component.kind()
+        ));
+    }
+    Ok(component)
+}

@@ -1,0 +1,83 @@
+//! Where a gateway's configuration comes from, and reading it: the device
+//! configuration file and the pipeline files, every problem of both at once.
+
+use std::path::PathBuf;
+
+use crate::config::{self, GatewayConfig};
+use crate::pipeline::{PipelineSet, files_in};
+use crate::yaml::Diagnostics;
+
+/// The files a gateway is made from.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// The device configuration file; without it, a gateway with every default
+    /// and no device.
+    pub config_file: Option<PathBuf>,
+    /// The pipeline files' directory (`--pipelines`); the built-in `default` is
+    /// always there too.
+    pub pipelines_dir: Option<PathBuf>,
+    /// More pipeline files, loaded with the directory's as one set.
+    pub pipeline_files: Vec<PathBuf>,
+}
+
+/// The files read and checked on their own, before any component sees them.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The configuration file's name, as diagnostics print it.
+    pub file: String,
+    pub config: GatewayConfig,
+    pub pipelines: PipelineSet,
+}
+
+impl Sources {
+    /// The configuration file's name, as diagnostics print it.
+    pub fn config_name(&self) -> String {
+        self.config_file
+            .as_ref()
+            .map_or_else(|| "configuration".to_owned(), |f| f.display().to_string())
+    }
+
+    /// Reads the device configuration file.
+    ///
+    /// # Errors
+    /// Every problem of the file, at its position.
+    pub fn load_config(&self) -> Result<GatewayConfig, Diagnostics> {
+        match &self.config_file {
+            Some(file) => config::load_file(file),
+            None => Ok(GatewayConfig::default()),
+        }
+    }
+
+    /// Reads the pipeline files (the directory's and the others) as one set.
+    ///
+    /// # Errors
+    /// Every problem of every file.
+    pub fn load_pipelines(&self) -> Result<PipelineSet, Diagnostics> {
+        let mut files = match &self.pipelines_dir {
+            Some(dir) => files_in(dir)?,
+            None => Vec::new(),
+        };
+        files.extend(self.pipeline_files.iter().cloned());
+        PipelineSet::load(&files)
+    }
+
+    /// Reads both.
+    ///
+    /// # Errors
+    /// Every problem of every file.
+    pub fn load(&self) -> Result<Loaded, Diagnostics> {
+        match (self.load_config(), self.load_pipelines()) {
+            (Ok(config), Ok(pipelines)) => Ok(Loaded {
+                file: self.config_name(),
+                config,
+                pipelines,
+            }),
+            (config, pipelines) => {
+                let mut errors = Diagnostics::new(self.config_name());
+                errors.extend(config.err().unwrap_or_default());
+                errors.extend(pipelines.err().unwrap_or_default());
+                Err(errors.sorted())
+            }
+        }
+    }
+}

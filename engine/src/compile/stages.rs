@@ -1,0 +1,69 @@
+//! Pipelines built once per tenant and pipeline name in one compile, then
+//! configured for each of that tenant's devices.
+
+use std::collections::HashMap;
+
+use super::limits::SandboxLimits;
+use crate::model::TagSpec;
+use crate::pipeline::{DevicePipeline, Pipeline, PipelineSet};
+use crate::runtime::Registry;
+use crate::yaml::{Diagnostics, Pos};
+
+/// The pipelines of one compile, per tenant and name.
+pub(super) struct Stages<'a> {
+    registry: &'a Registry,
+    pipelines: &'a PipelineSet,
+    limits: &'a SandboxLimits,
+    built: HashMap<(u32, String), Option<Pipeline>>,
+}
+
+impl<'a> Stages<'a> {
+    pub(super) fn new(
+        registry: &'a Registry,
+        pipelines: &'a PipelineSet,
+        limits: &'a SandboxLimits,
+    ) -> Self {
+        Self {
+            registry,
+            pipelines,
+            limits,
+            built: HashMap::new(),
+        }
+    }
+
+    /// The stages of pipeline `name` of `tenant`, configured for one device's tags;
+    /// problems go to `errors`, the device's at `pos`.
+    pub(super) fn for_device(
+        &mut self,
+        (tenant, name): (u32, &str),
+        (device, tags): (&str, &[TagSpec]),
+        pos: Pos,
+        errors: &mut Diagnostics,
+    ) -> Option<DevicePipeline> {
+        let key = (tenant, name.to_owned());
+        if !self.built.contains_key(&key) {
+            let built = match self.pipelines.get(name) {
+                None => {
+                    errors.push(pos, format!("device `{device}`: unknown pipeline `{name}`"));
+                    None
+                }
+                Some(spec) => match Pipeline::build(spec, self.registry, self.limits.get(tenant)) {
+                    Ok(pipeline) => Some(pipeline),
+                    Err(problems) => {
+                        errors.extend(problems);
+                        None
+                    }
+                },
+            };
+            self.built.insert(key.clone(), built);
+        }
+        let pipeline = self.built.get(&key)?.as_ref()?;
+        match pipeline.for_device(tags) {
+            Ok(device_pipeline) => Some(device_pipeline),
+            Err(failure) => {
+                errors.push(pos, format!("device `{device}`: {failure}"));
+                None
+            }
+        }
+    }
+}
