@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use super::limits::SandboxLimits;
 use super::pools::Pools;
 use super::problems::report_call;
-use super::rules::{DeviceRules, RulesTarget, TenantRules, device_rules};
+use super::rules::{DeviceRules, RulesTarget, TenantRules, device_rules, report_rules};
 use super::stages::Stages;
 use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, TagConfig};
 use crate::model::{Access, TagSpec, TimeoutSource};
@@ -160,7 +160,9 @@ impl DeviceContext<'_> {
         match device_rules(&tenant.pool, target, self.pipelines) {
             Ok(rules) => Some(rules),
             Err(error) => {
-                errors.push(device.pos, error);
+                if let Some(spec) = self.pipelines.get(&device.pipeline) {
+                    report_rules(errors, &error, (&device.device_id, device.pos), spec);
+                }
                 None
             }
         }

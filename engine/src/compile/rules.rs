@@ -9,8 +9,8 @@ use super::limits::SandboxLimits;
 use super::pools::{Pools, fresh_rules};
 use crate::config::{DEFAULT_RULES, GatewayConfig};
 use crate::model::{TagSpec, Whitelist};
-use crate::pipeline::PipelineSet;
-use crate::runtime::{Evaluator, Limits, Registry, RulesPool};
+use crate::pipeline::{PipelineSet, PipelineSpec};
+use crate::runtime::{CallError, Evaluator, Limits, Registry, RulesPool};
 use crate::yaml::{Diagnostics, Pos};
 
 /// One device's rules: its tenant's component with its pipeline's settings.
@@ -102,21 +102,49 @@ pub fn device_rules(
     pool: &Arc<RulesPool>,
     device: RulesTarget<'_>,
     pipelines: &PipelineSet,
-) -> Result<Option<DeviceRules>, String> {
+) -> Result<Option<DeviceRules>, CallError> {
     let Some(spec) = pipelines.get(device.pipeline) else {
         return Ok(None);
     };
-    pool.evaluator(&spec.alarms.settings, device.tags)
-        .map(|evaluator| {
-            Some(DeviceRules {
-                tenant_id: device.tenant_id,
-                evaluator,
-            })
-        })
-        .map_err(|error| {
+    let evaluator = pool.evaluator(&spec.alarms.settings, device.tags)?;
+    Ok(Some(DeviceRules {
+        tenant_id: device.tenant_id,
+        evaluator,
+    }))
+}
+
+/// Reports what the rules component refused of a device's rules: each setting
+/// at its place in the `alarms` block of the device's pipeline file.
+pub(super) fn report_rules(
+    errors: &mut Diagnostics,
+    error: &CallError,
+    (device, at): (&str, Pos),
+    spec: &PipelineSpec,
+) {
+    let issues = match error {
+        CallError::Config { component, issues } => issues
+            .iter()
+            .map(|issue| (issue, component.as_str()))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if issues.is_empty() {
+        errors.push(
+            at,
             format!(
-                "device `{}`: the `alarms` of pipeline `{}` ({}): {error}",
-                device.device_id, spec.name, spec.file
-            )
-        })
+                "device `{device}`: the `alarms` of pipeline `{}` ({}): {error}",
+                spec.name, spec.file
+            ),
+        );
+    }
+    for (issue, component) in issues {
+        let message = format!(
+            "`alarms` of device `{device}`: {component}: {}",
+            issue.message
+        );
+        match spec.alarms.position_of(&issue.key).or(spec.alarms_pos) {
+            Some(pos) => errors.push_in(&spec.file, pos, message),
+            None => errors.push(at, message),
+        }
+    }
 }

@@ -43,6 +43,15 @@ impl Diagnostics {
         });
     }
 
+    /// A problem at `pos` of another file.
+    pub fn push_in(&mut self, file: &str, pos: Pos, message: impl Into<String>) {
+        self.items.push(Diagnostic {
+            file: Arc::from(file),
+            pos,
+            message: message.into(),
+        });
+    }
+
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
