@@ -50,9 +50,9 @@ use std::time::{Duration, Instant};
 use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, Outgoing, QoS};
 use sluice::config::{MqttConfig, OverflowPolicy};
 use sluice::model::{Access, ByteOrder, DataType, Quality, Sample, TagSpec, Value};
-use sluice::report::{ReportHeader, payload};
+use sluice::mqtt::{DeviceTopic, ReportHeader, Topics, payload};
 use sluice::store::{FILE_NAME, Store};
-use sluice::uplink::{Uplink, topic};
+use sluice::uplink::Uplink;
 use sluice::wal::{MemoryLog, Message, MessageLog, Outbox, RedbLog};
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
@@ -212,7 +212,7 @@ impl Stream {
             .map(|d| {
                 let device = format!("dev-{d:03}");
                 let count = reports / devices + usize::from(d < reports % devices);
-                let topic = topic("", PRODUCT, &device, "property/post");
+                let topic = Topics::new("").device(PRODUCT, &device, DeviceTopic::PropertyPost);
                 (1..=count as u64)
                     .map(|seq| {
                         let ts_ms = TS_MS + seq as i64 * 1000;

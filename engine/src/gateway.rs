@@ -116,21 +116,18 @@ fn open_state(config: &GatewayConfig) -> Result<State, StateError> {
 }
 
 /// Where each device's and driver's state changes are announced.
-fn announcements(
-    config: &GatewayConfig,
-    uplink: &Uplink,
-) -> HashMap<(EntityType, String), Announce> {
+fn announcements(config: &GatewayConfig) -> HashMap<(EntityType, String), Announce> {
     let devices = config.devices.iter().map(|device| {
         (
             (EntityType::Device, device.device_id.clone()),
-            Announce::device(uplink, &device.product_id, &device.device_num),
+            Announce::device(&device.product_id, &device.device_num),
         )
     });
     let drivers = Protocol::NAMES.iter().map(|protocol| {
         let driver = protocol.1.codec();
         (
             (EntityType::Driver, driver.to_owned()),
-            Announce::device(uplink, "driver", driver),
+            Announce::device("driver", driver),
         )
     });
     devices.chain(drivers).collect()
@@ -228,7 +225,7 @@ pub async fn run(
     let leases = Leases::new(
         Arc::new(RedbStateStore::new(&store)),
         Duration::from_millis(config.collector.lease.scan_interval_ms),
-        announcements(&config, &uplink),
+        announcements(&config),
         uplink.clone(),
         Some(lease_changes),
     );

@@ -23,7 +23,7 @@
 //! - [`deploy`]: components uploaded into a running engine, kept in the data directory;
 //! - [`pipeline`]: declarative pipelines of stage components;
 //! - [`sim`]: a fast built-in Modbus TCP device simulator (demo, benchmarks, tests);
-//! - [`report`]: the payload published upstream;
+//! - [`mqtt`]: the MQTT contract: every topic and payload, as types;
 //! - [`watchdog`]: every tenant's component pools, and alarms for quarantined ones.
 
 pub mod alarm;
@@ -39,8 +39,8 @@ pub mod gateway;
 pub mod io;
 pub mod lease;
 pub mod model;
+pub mod mqtt;
 pub mod pipeline;
-pub mod report;
 pub mod runtime;
 pub mod scheduler;
 pub mod sim;

@@ -12,14 +12,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::sync::{Notify, oneshot, watch};
 
 use super::model::Alarm;
 use super::store::{AlarmError, AlarmStore};
 use crate::clock::now_ms;
-use crate::model::Scope;
-use crate::model::{AlarmAction, AlarmState};
+use crate::model::{AlarmAction, AlarmState, Scope};
+use crate::mqtt::{Notice, alarm_notice};
 
 /// How long a published alarm may wait for its PUBACK before the next tick retries.
 const ACK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -162,7 +161,7 @@ impl Delivery {
                 }
                 continue;
             }
-            let payload = notice("alarm", &alarm);
+            let payload = alarm_notice(Notice::Alarm, &alarm);
             waiting.push((alarm.id, self.notifier.publish(&self.plan.topic, payload)));
         }
         for (id, acked) in waiting {
@@ -187,8 +186,10 @@ impl Delivery {
                     if let Some(alarm) = self.store.get(alarm.id, Scope::All)? {
                         // Best effort: the state change is what counts.
                         drop(
-                            self.notifier
-                                .publish(&self.plan.topic, notice("escalation", &alarm)),
+                            self.notifier.publish(
+                                &self.plan.topic,
+                                alarm_notice(Notice::Escalation, &alarm),
+                            ),
                         );
                     }
                 }
@@ -219,13 +220,6 @@ impl Delivery {
             Err(error) => Err(error),
         }
     }
-}
-
-/// The published message: the alarm, with what it announces.
-fn notice(kind: &str, alarm: &Alarm) -> Vec<u8> {
-    json!({ "type": kind, "alarm": alarm })
-        .to_string()
-        .into_bytes()
 }
 
 #[cfg(test)]

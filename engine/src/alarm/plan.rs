@@ -28,7 +28,7 @@ pub fn delivery_plan(config: &GatewayConfig, uplink: &Uplink) -> DeliveryPlan {
         })
         .collect();
     DeliveryPlan {
-        topic: uplink.topic(&alarms.topic),
+        topic: uplink.topics().under_prefix(&alarms.topic),
         escalate_after_ms: (alarms.escalate_after_sec > 0).then(|| {
             i64::try_from(alarms.escalate_after_sec.saturating_mul(1000)).unwrap_or(i64::MAX)
         }),

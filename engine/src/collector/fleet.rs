@@ -212,11 +212,7 @@ impl Fleet {
             if let Some(device) = roster.get(id) {
                 leases.announce(
                     (EntityType::Device, id.clone()),
-                    Announce::device(
-                        &self.services.uplink,
-                        &device.product_id,
-                        &device.device_num,
-                    ),
+                    Announce::device(&device.product_id, &device.device_num),
                 );
             }
         }

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use crate::config::ReportMode;
 use crate::model::{Quality, Sample, TagSpec, Value};
-use crate::report::{ReportHeader, payload};
+use crate::mqtt::{ReportHeader, payload};
 use crate::store::{SeqAllocator, StoreError};
 use crate::sync::lock;
 use crate::uplink::Uplink;

@@ -18,6 +18,7 @@ use crate::compile::{CompiledDevice, DeviceRules};
 use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig};
 use crate::io::{Budget, Link};
 use crate::lease::Leases;
+use crate::mqtt::DeviceTopic;
 use crate::store::SeqAllocator;
 use crate::sync::Swappable;
 use crate::uplink::Uplink;
@@ -135,10 +136,10 @@ impl<'a> Wiring<'a> {
         });
         let reporter = Reporter::new(
             self.config.collector.report_mode,
-            self.services.uplink.device_topic(
+            self.services.uplink.topics().device(
                 &device.product_id,
                 &device.device_num,
-                "property/post",
+                DeviceTopic::PropertyPost,
             ),
             tags.len(),
         );

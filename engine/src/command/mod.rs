@@ -15,10 +15,9 @@ pub mod service;
 pub mod store;
 pub mod write;
 
-pub use crate::model::{CommandAction, CommandStatus, ReceiptResult, result_code};
-pub use model::{
-    Command, CommandKind, CommandRecord, Delivery, NewCommand, Receipt, ReceiptOutcome, Rejection,
-};
-pub use service::{CommandRequest, Commands, CreateError};
+pub use crate::model::{CommandAction, CommandKind, CommandStatus, ReceiptResult, result_code};
+pub use crate::mqtt::CommandRequest;
+pub use model::{Command, CommandRecord, Delivery, NewCommand, Receipt, ReceiptOutcome, Rejection};
+pub use service::{Commands, CreateError};
 pub use store::{CommandError, CommandStore, Created, Swept, Timings};
 pub use write::{WriteRecord, WriteRequest, WriteService, WriteStatus};

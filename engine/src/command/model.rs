@@ -4,28 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::{CommandAction, CommandStatus, ReceiptResult};
-
-/// What a command asks of the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CommandKind {
-    /// `property/set`: write `value` to the tag `key`.
-    PropertySet,
-    /// `function/invoke`: invoke the function `key`; on a register device, a
-    /// function is a writable tag and its argument the value written.
-    FunctionInvoke,
-}
-
-impl CommandKind {
-    /// The MQTT topic suffix the command arrives on (its reply adds `/reply`).
-    pub fn topic_suffix(self) -> &'static str {
-        match self {
-            CommandKind::PropertySet => "property/set",
-            CommandKind::FunctionInvoke => "function/invoke",
-        }
-    }
-}
+use crate::model::{CommandAction, CommandKind, CommandStatus, ReceiptResult};
 
 /// What a failure does to a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,38 +5,19 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 use tokio::sync::Notify;
 
-use super::model::{Command, CommandKind, Delivery, NewCommand, Receipt, ReceiptOutcome};
+use super::model::{Command, Delivery, NewCommand, Receipt, ReceiptOutcome};
 use super::store::{CommandError, CommandStore, Created};
 use super::write::{WriteService, to_raw};
 use crate::collector::Fleet;
-use crate::model::Access;
 use crate::model::Scope;
+use crate::model::{Access, CommandKind};
 use crate::model::{CommandStatus, result_code};
+use crate::mqtt::{CommandRequest, DeviceTopic, EXPECTED_SHAPE, Reply, ReplyStatus, request_id_of};
 use crate::uplink::{Downlink, Uplink};
 use crate::wal::Message;
-
-/// What a caller asks for (HTTP body or MQTT payload).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CommandRequest {
-    pub device_id: Option<String>,
-    pub key: String,
-    pub value: Json,
-    pub request_id: Option<String>,
-    /// Fail at once on any failure (default) rather than retry later.
-    #[serde(default = "realtime_default")]
-    pub realtime: bool,
-    #[serde(default)]
-    pub function: bool,
-}
-
-fn realtime_default() -> bool {
-    true
-}
 
 /// Why a command was not created.
 #[derive(Debug, thiserror::Error)]
@@ -227,29 +208,35 @@ impl Commands {
         Ok(outcome)
     }
 
-    /// Publishes `{requestId, commandId, status, resultCode, message, ts}` on the
-    /// command's reply topic, through the outbox (durable, like reports).
+    /// Publishes the command's outcome on its reply topic, through the outbox
+    /// (durable, like reports).
     pub fn reply(&self, command: &Command) {
         let Some(target) = self.fleet.roster().get(&command.device_id).cloned() else {
             return;
         };
-        let suffix = format!("{}/reply", command.kind.topic_suffix());
-        let payload = json!({
-            "requestId": command.request_id,
-            "commandId": command.id,
-            "key": command.key,
-            "status": command.status,
-            "resultCode": command.result_code,
-            "message": command.message,
-            "ts": command.updated_at,
-        });
+        let reply = Reply {
+            request_id: Json::from(command.request_id.as_str()),
+            command_id: Some(command.id),
+            key: Some(&command.key),
+            status: ReplyStatus::Command(command.status),
+            result_code: command.result_code,
+            message: command.message.as_deref(),
+            ts: command.updated_at,
+        };
+        let topic = self.uplink.topics().device(
+            &target.product_id,
+            &target.device_num,
+            DeviceTopic::Reply(command.kind),
+        );
+        self.publish_reply(topic, &reply);
+    }
+
+    fn publish_reply(&self, topic: String, reply: &Reply<'_>) {
         self.uplink.report(Message {
             device: String::new(),
             seq: 0,
-            topic: self
-                .uplink
-                .device_topic(&target.product_id, &target.device_num, &suffix),
-            payload: payload.to_string().into_bytes(),
+            topic,
+            payload: reply.to_bytes(),
             retain: false,
         });
     }
@@ -257,18 +244,13 @@ impl Commands {
     /// Turns a downlink message into a command; a message that cannot become one
     /// is answered on its reply topic with status `REJECTED`.
     pub fn on_downlink(&self, message: &Downlink, now: i64) {
-        let parts: Vec<&str> = message.topic.rsplitn(4, '/').collect();
-        // rsplitn: [suffix2, suffix1, deviceNum, rest-with-productId]
-        let (kind, device_num, product) = match parts.as_slice() {
-            ["set", "property", num, rest] => (CommandKind::PropertySet, *num, *rest),
-            ["invoke", "function", num, rest] => (CommandKind::FunctionInvoke, *num, *rest),
-            _ => return,
+        let Some(target) = self.uplink.topics().command_target(&message.topic) else {
+            return;
         };
-        let product = product.rsplit('/').next().unwrap_or(product);
         let Some(device_id) = self
             .fleet
             .roster()
-            .by_identity(product, device_num)
+            .by_identity(&target.product_id, &target.device_num)
             .map(|d| d.id.clone())
         else {
             tracing::warn!(topic = %message.topic, "a downlink for an unknown device");
@@ -278,34 +260,29 @@ impl Commands {
         let result = match &parsed {
             Ok(request) => {
                 let mut request = request.clone();
-                request.function = kind == CommandKind::FunctionInvoke;
+                request.function = target.kind == CommandKind::FunctionInvoke;
                 self.create(Scope::All, &device_id, &request, "mqtt", "mqtt", now)
                     .map_err(|e| e.to_string())
             }
-            Err(error) => Err(format!(
-                "the payload must be {{\"requestId\", \"key\", \"value\"}}: {error}"
-            )),
+            Err(error) => Err(format!("the payload must be {EXPECTED_SHAPE}: {error}")),
         };
         if let Err(message_text) = result {
             tracing::warn!(topic = %message.topic, error = %message_text, "downlink refused");
-            let request_id = serde_json::from_slice::<Json>(&message.payload)
-                .ok()
-                .and_then(|v| v.get("requestId").cloned())
-                .unwrap_or(Json::Null);
-            let payload = json!({
-                "requestId": request_id,
-                "status": "REJECTED",
-                "resultCode": result_code::INVALID_PARAMETER,
-                "message": message_text,
-                "ts": now,
-            });
-            self.uplink.report(Message {
-                device: String::new(),
-                seq: 0,
-                topic: format!("{}/reply", message.topic),
-                payload: payload.to_string().into_bytes(),
-                retain: false,
-            });
+            let reply = Reply {
+                request_id: request_id_of(&message.payload),
+                command_id: None,
+                key: None,
+                status: ReplyStatus::Rejected,
+                result_code: Some(result_code::INVALID_PARAMETER),
+                message: Some(&message_text),
+                ts: now,
+            };
+            let topic = self.uplink.topics().device(
+                &target.product_id,
+                &target.device_num,
+                DeviceTopic::Reply(target.kind),
+            );
+            self.publish_reply(topic, &reply);
         }
     }
 }

@@ -16,7 +16,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::sync::{Notify, mpsc, watch};
 
 pub use crate::model::{
@@ -25,6 +24,7 @@ pub use crate::model::{
 pub use store::{LeaseError, RedbStateStore, StateStore};
 
 use crate::clock::now_ms;
+use crate::mqtt::{DeviceTopic, entity_event, status};
 use crate::sync::{lock, read, write};
 use crate::uplink::Uplink;
 use crate::wal::Message;
@@ -37,21 +37,27 @@ const RENEW_EVERY: Duration = Duration::from_millis(100);
 pub const DRIVER_HEARTBEAT: Duration = Duration::from_secs(15);
 pub const DRIVER_LEASE_SECONDS: u64 = 45;
 
-/// Where a device's state changes are announced.
-#[derive(Debug, Clone)]
+/// Where an entity's state changes are announced: the MQTT identity of its
+/// status and event topics.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Announce {
-    pub status_topic: String,
-    /// `{prefix}/{productId}/{deviceNum}/event/post`; the event name is appended.
-    pub event_topic: String,
+    pub product_id: String,
+    pub device_num: String,
 }
 
 impl Announce {
     /// The topics of the device (or driver) with this MQTT identity.
-    pub fn device(uplink: &Uplink, product_id: &str, device_num: &str) -> Self {
+    pub fn device(product_id: &str, device_num: &str) -> Self {
         Self {
-            status_topic: uplink.device_topic(product_id, device_num, "status/post"),
-            event_topic: uplink.device_topic(product_id, device_num, "event/post"),
+            product_id: product_id.to_owned(),
+            device_num: device_num.to_owned(),
         }
+    }
+
+    fn topic(&self, uplink: &Uplink, topic: DeviceTopic<'_>) -> String {
+        uplink
+            .topics()
+            .device(&self.product_id, &self.device_num, topic)
     }
 }
 
@@ -104,14 +110,13 @@ impl Leases {
     /// `offline`, so nobody keeps reading a stale `online` there.
     pub fn announce(&self, entity: EntityKey, announce: Announce) {
         lock(&self.retired).remove(&entity);
-        let status_topic = announce.status_topic.clone();
-        let before = write(&self.announce).insert(entity, announce);
+        let before = write(&self.announce).insert(entity, announce.clone());
         if let Some(before) = before
-            && before.status_topic != status_topic
+            && before != announce
         {
             self.uplink.status(
-                before.status_topic,
-                status_payload(EntityState::Offline, now_ms()),
+                before.topic(&self.uplink, DeviceTopic::StatusPost),
+                status(EntityState::Offline, now_ms()),
             );
         }
     }
@@ -254,37 +259,20 @@ impl Leases {
                 continue;
             };
             self.uplink.status(
-                announce.status_topic.clone(),
-                status_payload(row.state, now),
+                announce.topic(&self.uplink, DeviceTopic::StatusPost),
+                status(row.state, now),
             );
             let event = transition.event();
-            let payload = json!({
-                "event": event,
-                "entityType": row.entity_type.as_str(),
-                "id": row.entity_id,
-                "state": row.state.as_str(),
-                "lastState": transition.from.as_str(),
-                "lastHeartbeat": row.last_heartbeat,
-                "expireTime": row.expire_time,
-                "ts": now,
-            });
             // Events go through the outbox: durable, like reports.
             self.uplink.report(Message {
                 device: String::new(),
                 seq: 0,
-                topic: format!("{}/{event}", announce.event_topic),
-                payload: payload.to_string().into_bytes(),
+                topic: announce.topic(&self.uplink, DeviceTopic::EventPost(&event)),
+                payload: entity_event(transition, now),
                 retain: false,
             });
         }
     }
-}
-
-/// The retained status of a device or driver: `{status, ts}`.
-fn status_payload(state: EntityState, ts: i64) -> Vec<u8> {
-    json!({ "status": state.as_str(), "ts": ts })
-        .to_string()
-        .into_bytes()
 }
 
 #[cfg(test)]

@@ -5,6 +5,17 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+/// What a command asks of the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CommandKind {
+    /// `property/set`: write `value` to the tag `key`.
+    PropertySet,
+    /// `function/invoke`: invoke the function `key`; on a register device, a
+    /// function is a writable tag and its argument the value written.
+    FunctionInvoke,
+}
+
 /// The seven states, stored and shown as their upper-case names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

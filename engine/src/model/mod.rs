@@ -13,7 +13,7 @@ mod tag;
 mod whitelist;
 
 pub use alarm::{AlarmAction, AlarmState, Signal, SignalKind};
-pub use command::{CommandAction, CommandStatus, ReceiptResult, result_code};
+pub use command::{CommandAction, CommandKind, CommandStatus, ReceiptResult, result_code};
 pub use entity::{
     EntityState, EntityType, Renewal, StateFilter, StateRow, TimeoutSource, Transition,
 };

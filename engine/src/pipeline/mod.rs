@@ -6,14 +6,16 @@ mod include;
 mod set;
 mod settings;
 mod spec;
+mod verify;
 
 use std::sync::Arc;
 
-pub use cases::{Case, run as run_tests};
+pub use cases::Case;
 pub use include::{DEFAULT_PIPELINE, builtin, load_set};
 pub use set::{PipelineSet, files_in};
 pub use settings::{PositionedSettings, flatten};
 pub use spec::{ComponentRef, Included, PipelineSpec, StageSpec, load_file, load_str};
+pub use verify::run as run_tests;
 
 use crate::model::{Batch, TagSpec};
 use crate::runtime::{

@@ -14,9 +14,12 @@ use std::time::Duration;
 use rumqttc::{AsyncClient, Event, EventLoop, Incoming, LastWill, MqttOptions, Outgoing, QoS};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::{Downlink, Tracked, UplinkStats, downlink_filters, status_payload, topic};
+use super::message::{Downlink, Tracked};
+use super::stats::UplinkStats;
 use crate::clock::now_ms;
 use crate::config::MqttConfig;
+use crate::model::EntityState;
+use crate::mqtt::{Topics, status};
 use crate::wal::Outbox;
 
 /// Publishes awaiting their PUBACK at once.
@@ -88,12 +91,8 @@ impl Publisher {
         stats: Arc<UplinkStats>,
         downlink: Option<mpsc::UnboundedSender<Downlink>>,
     ) -> Self {
-        let status_topic = topic(
-            &config.topic_prefix,
-            "collector",
-            &config.client_id,
-            "status/post",
-        );
+        let topics = Topics::new(&config.topic_prefix);
+        let status_topic = topics.collector_status(&config.client_id);
         let mut options =
             MqttOptions::new(&config.client_id, &config.broker_host, config.broker_port);
         options
@@ -104,7 +103,7 @@ impl Publisher {
             .set_max_packet_size(1 << 20, 1 << 20)
             .set_last_will(LastWill::new(
                 &status_topic,
-                status_payload(false, 0),
+                status(EntityState::Offline, 0),
                 QoS::AtLeastOnce,
                 true,
             ));
@@ -121,7 +120,7 @@ impl Publisher {
             status_topic,
             outbox,
             stats,
-            downlink: downlink.map(|tx| (tx, downlink_filters(&config.topic_prefix))),
+            downlink: downlink.map(|tx| (tx, topics.command_filters())),
         }
     }
 
@@ -189,7 +188,7 @@ impl Publisher {
                         self.stats.connected.store(true, Ordering::Relaxed);
                         self.stats.connects.fetch_add(1, Ordering::Relaxed);
                         tracing::info!("connected to the MQTT broker");
-                        self.send_status(session, self.status_topic.clone(), status_payload(true, now_ms()));
+                        self.send_status(session, self.status_topic.clone(), status(EntityState::Online, now_ms()));
                         for (topic, payload) in latest.drain() {
                             self.send_status(session, topic, payload);
                         }
@@ -377,7 +376,7 @@ impl Publisher {
             &self.status_topic,
             QoS::AtLeastOnce,
             true,
-            status_payload(false, now_ms()),
+            status(EntityState::Offline, now_ms()),
         );
         let _ = session.client.try_disconnect();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);

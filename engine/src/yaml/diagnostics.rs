@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::Pos;
+use super::pos::Pos;
 
 /// One problem at one place in one file.
 #[derive(Debug, Clone, PartialEq)]

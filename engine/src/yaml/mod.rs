@@ -7,8 +7,10 @@
 
 mod diagnostics;
 mod node;
+mod pos;
 mod read;
 
 pub use diagnostics::{Diagnostic, Diagnostics};
-pub use node::{Key, Kind, Node, Pos, parse};
+pub use node::{Key, Kind, Node, parse};
+pub use pos::Pos;
 pub use read::{Fields, FromNode, enum_value};

@@ -1,6 +1,8 @@
 //! Typed reading of a [`Node`] tree that records every problem and carries on.
 
-use super::{Diagnostics, Key, Kind, Node, Pos};
+use super::diagnostics::Diagnostics;
+use super::node::{Key, Kind, Node};
+use super::pos::Pos;
 
 /// A value that can be read from one YAML node.
 pub trait FromNode: Sized {

@@ -1,4 +1,4 @@
-//! The report payload published upstream for one device and round:
+//! The report payload published on `property/post` for one device and round:
 //! `{productId, deviceNum, timestamp, seq, values: [{key, value, quality, ts}]}`.
 //! A BAD value is published as `null` with its quality.
 

@@ -1,0 +1,22 @@
+//! The MQTT contract: every topic the engine publishes to or subscribes to, and
+//! every payload, as types. The client that carries them is [`crate::uplink`].
+//!
+//! | topic (under `collector.mqtt.topicPrefix`) | direction | payload |
+//! |---|---|---|
+//! | `{productId}/{deviceNum}/property/post` | up | [`payload`] |
+//! | `{productId}/{deviceNum}/status/post` (retained) | up | [`status`] |
+//! | `{productId}/{deviceNum}/event/post/{event}` | up | [`entity_event`] |
+//! | `collector/{clientId}/status/post` (retained, Last Will) | up | [`status`] |
+//! | `collector.alarms.topic` | up | [`alarm_notice`] |
+//! | `{productId}/{deviceNum}/property/set`, `.../function/invoke` | down | [`CommandRequest`] |
+//! | `.../property/set/reply`, `.../function/invoke/reply` | up | [`Reply`] |
+
+mod messages;
+mod report;
+mod request;
+mod topics;
+
+pub use messages::{Notice, Reply, ReplyStatus, alarm_notice, entity_event, status};
+pub use report::{ReportHeader, payload};
+pub use request::{CommandRequest, EXPECTED_SHAPE, request_id_of};
+pub use topics::{CommandTarget, DeviceTopic, Topics};

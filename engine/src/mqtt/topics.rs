@@ -1,0 +1,162 @@
+//! The topics the engine publishes to and subscribes to.
+
+use crate::model::CommandKind;
+
+/// The topics of one device (or driver, or the collector itself) below a prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceTopic<'a> {
+    /// Reports: `property/post`.
+    PropertyPost,
+    /// The retained online/offline status: `status/post`.
+    StatusPost,
+    /// A state change for the rules: `event/post/{event}`.
+    EventPost(&'a str),
+    /// A command arriving: `property/set` or `function/invoke`.
+    Command(CommandKind),
+    /// The outcome of a command: `property/set/reply` or `function/invoke/reply`.
+    Reply(CommandKind),
+}
+
+impl DeviceTopic<'_> {
+    fn suffix(&self) -> String {
+        match self {
+            DeviceTopic::PropertyPost => "property/post".to_owned(),
+            DeviceTopic::StatusPost => "status/post".to_owned(),
+            DeviceTopic::EventPost(event) => format!("event/post/{event}"),
+            DeviceTopic::Command(kind) => command_suffix(*kind).to_owned(),
+            DeviceTopic::Reply(kind) => format!("{}/reply", command_suffix(*kind)),
+        }
+    }
+}
+
+fn command_suffix(kind: CommandKind) -> &'static str {
+    match kind {
+        CommandKind::PropertySet => "property/set",
+        CommandKind::FunctionInvoke => "function/invoke",
+    }
+}
+
+/// A command topic taken apart: which device, which kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandTarget {
+    pub product_id: String,
+    pub device_num: String,
+    pub kind: CommandKind,
+}
+
+/// The topics under one prefix: `{prefix}/{productId}/{deviceNum}/{suffix}`,
+/// without a leading slash when the prefix is empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topics {
+    prefix: String,
+}
+
+impl Topics {
+    pub fn new(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    /// `suffix` under the prefix (the alarm topic, ...).
+    pub fn under_prefix(&self, suffix: &str) -> String {
+        if self.prefix.is_empty() {
+            suffix.to_owned()
+        } else {
+            format!("{}/{suffix}", self.prefix)
+        }
+    }
+
+    /// A device's topic.
+    pub fn device(&self, product_id: &str, device_num: &str, topic: DeviceTopic<'_>) -> String {
+        self.under_prefix(&format!("{product_id}/{device_num}/{}", topic.suffix()))
+    }
+
+    /// The collector's own retained status (and Last Will) topic.
+    pub fn collector_status(&self, client_id: &str) -> String {
+        self.device("collector", client_id, DeviceTopic::StatusPost)
+    }
+
+    /// What the engine subscribes to: every device's command topics.
+    pub fn command_filters(&self) -> [String; 2] {
+        [CommandKind::PropertySet, CommandKind::FunctionInvoke]
+            .map(|kind| self.device("+", "+", DeviceTopic::Command(kind)))
+    }
+
+    /// The device and kind of a command topic; `None` for any other topic.
+    pub fn command_target(&self, topic: &str) -> Option<CommandTarget> {
+        let rest = if self.prefix.is_empty() {
+            topic
+        } else {
+            topic.strip_prefix(&self.prefix)?.strip_prefix('/')?
+        };
+        let mut parts = rest.splitn(3, '/');
+        let (product_id, device_num, suffix) = (parts.next()?, parts.next()?, parts.next()?);
+        let kind = [CommandKind::PropertySet, CommandKind::FunctionInvoke]
+            .into_iter()
+            .find(|kind| command_suffix(*kind) == suffix)?;
+        Some(CommandTarget {
+            product_id: product_id.to_owned(),
+            device_num: device_num.to_owned(),
+            kind,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topics_with_and_without_a_prefix() {
+        let bare = Topics::new("");
+        let site = Topics::new("site1/");
+        let post = DeviceTopic::PropertyPost;
+        assert_eq!(bare.device("P", "D", post), "P/D/property/post");
+        assert_eq!(site.device("P", "D", post), "site1/P/D/property/post");
+        assert_eq!(
+            site.device("P", "D", DeviceTopic::EventPost("device-offline")),
+            "site1/P/D/event/post/device-offline"
+        );
+        assert_eq!(
+            bare.device("P", "D", DeviceTopic::Reply(CommandKind::FunctionInvoke)),
+            "P/D/function/invoke/reply"
+        );
+        assert_eq!(
+            site.collector_status("gw"),
+            "site1/collector/gw/status/post"
+        );
+        assert_eq!(site.under_prefix("alarm/post"), "site1/alarm/post");
+        assert_eq!(
+            site.command_filters(),
+            ["site1/+/+/property/set", "site1/+/+/function/invoke"]
+        );
+    }
+
+    #[test]
+    fn command_topics_are_taken_apart() {
+        let site = Topics::new("site1");
+        assert_eq!(
+            site.command_target("site1/P1/D1/property/set"),
+            Some(CommandTarget {
+                product_id: "P1".into(),
+                device_num: "D1".into(),
+                kind: CommandKind::PropertySet,
+            })
+        );
+        assert_eq!(
+            Topics::new("")
+                .command_target("P1/D1/function/invoke")
+                .map(|t| t.kind),
+            Some(CommandKind::FunctionInvoke)
+        );
+        for other in [
+            "site1/P1/D1/property/post",
+            "other/P1/D1/property/set",
+            "site1/P1/property/set",
+            "site1/P1/D1/property/set/reply",
+        ] {
+            assert_eq!(site.command_target(other), None, "{other}");
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Running a pipeline file's test cases (`sluice test`) against the components.
+
+use super::Pipeline;
+use super::cases::{InputValue, Round};
+use super::spec::PipelineSpec;
+use crate::model::{Batch, Sample, Span, Value};
+use crate::runtime::{Limits, Registry};
+use crate::yaml::Diagnostics;
+
+fn batch_of(round: &Round) -> Batch {
+    let mut batch = Batch::default();
+    for given in &round.input {
+        let value = match &given.value {
+            InputValue::Value(value) => value.clone(),
+            InputValue::Raw(bytes) => {
+                let start = batch.bytes.len() as u32;
+                batch.bytes.extend_from_slice(bytes);
+                Value::Raw(Span {
+                    start,
+                    len: bytes.len() as u32,
+                })
+            }
+        };
+        batch.samples.push(Sample {
+            tag: given.tag,
+            value,
+            quality: given.quality,
+            ts_ms: 0,
+        });
+    }
+    batch
+}
+
+fn same(got: &Value, want: &Value) -> bool {
+    let number = |v: &Value| match *v {
+        Value::Int(i) => Some(i as f64),
+        Value::Uint(u) => Some(u as f64),
+        Value::Float(x) => Some(x),
+        _ => None,
+    };
+    match (number(got), number(want)) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+        _ => got == want,
+    }
+}
+
+fn show(sample: Option<&Sample>) -> String {
+    match sample {
+        None => "no sample (dropped)".to_owned(),
+        Some(s) => format!("{:?} {:?}", s.value, s.quality),
+    }
+}
+
+/// Runs every case of `spec` against the registry's components; each failure is
+/// a diagnostic at the expectation it concerns.
+///
+/// # Errors
+/// The pipeline does not build, or a case failed.
+pub fn run(spec: &PipelineSpec, registry: &Registry) -> Result<usize, Diagnostics> {
+    let pipeline = Pipeline::build(spec, registry, Limits::default())?;
+    let mut errors = Diagnostics::new(&spec.file);
+    for case in &spec.tests {
+        let stages = match pipeline.for_device(&case.tags) {
+            Ok(stages) => stages,
+            Err(failure) => {
+                errors.push(case.pos, format!("test `{}`: {failure}", case.name));
+                continue;
+            }
+        };
+        for (number, round) in case.rounds.iter().enumerate() {
+            let output = match stages.run(batch_of(round)) {
+                Ok(output) => output,
+                Err(failure) => {
+                    errors.push(
+                        case.pos,
+                        format!("test `{}` round {}: {failure}", case.name, number + 1),
+                    );
+                    break;
+                }
+            };
+            for expected in &round.expect {
+                let got = output.samples.iter().find(|s| s.tag == expected.tag);
+                let fine = match (&expected.sample, got) {
+                    (None, None) => true,
+                    (Some((value, quality)), Some(sample)) => {
+                        same(&sample.value, value) && sample.quality == *quality
+                    }
+                    _ => false,
+                };
+                if !fine {
+                    let tag = &case.tags[expected.tag as usize].key;
+                    let want = match &expected.sample {
+                        None => "no sample (dropped)".to_owned(),
+                        Some((value, quality)) => format!("{value:?} {quality:?}"),
+                    };
+                    errors.push(
+                        expected.pos,
+                        format!(
+                            "test `{}` round {}: tag `{tag}`: expected {want}, got {}",
+                            case.name,
+                            number + 1,
+                            show(got)
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    errors.into_result(spec.tests.len())
+}
