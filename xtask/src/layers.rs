@@ -273,20 +273,29 @@ fn directory(dir: &Path, name: &str) -> Result<Module, String> {
 /// What a file's tokens name, test code left out.
 fn scan(tokens: &[Token], is_root: bool) -> Source {
     let mut source = Source::default();
+    // Where the inline modules we are in end: `super` there means this file.
+    let mut inline_until: Vec<usize> = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
+        inline_until.retain(|end| i < *end);
         if let Some(end) = test_item(tokens, i, &mut source) {
             i = end;
             continue;
         }
         match &tokens[i] {
             Token::Ident(word) if word == "mod" && !after_path(tokens, i) => {
-                if let (Some(Token::Ident(child)), Some(Token::Punct(';'))) =
-                    (tokens.get(i + 1), tokens.get(i + 2))
-                {
-                    source.children.push(child.clone());
-                    i += 3;
-                    continue;
+                match (tokens.get(i + 1), tokens.get(i + 2)) {
+                    (Some(Token::Ident(child)), Some(Token::Punct(';'))) => {
+                        source.children.push(child.clone());
+                        i += 3;
+                        continue;
+                    }
+                    (Some(Token::Ident(_)), Some(Token::Punct('{'))) => {
+                        if let Some(end) = close(tokens, i + 2, '{', '}') {
+                            inline_until.push(end);
+                        }
+                    }
+                    _ => {}
                 }
             }
             Token::Ident(word) if is_root && word == "pub" => {
@@ -316,6 +325,7 @@ fn scan(tokens: &[Token], is_root: bool) -> Source {
             }
             Token::Ident(word)
                 if word == "super"
+                    && inline_until.is_empty()
                     && !after_path(tokens, i)
                     && tokens.get(i + 1) == Some(&Token::PathSep) =>
             {
@@ -576,6 +586,12 @@ mod tests {
         );
         assert_eq!(s.local_refs, ["a", "b", "a"]);
         assert_eq!(s.items, ["Own", "f"]);
+    }
+
+    #[test]
+    fn super_inside_an_inline_module_is_the_file_itself() {
+        let s = source("mod a { use super::b::X; }\nuse super::c::Y;", false);
+        assert_eq!(s.super_refs, ["c"]);
     }
 
     #[test]

@@ -17,7 +17,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::auth::Caller;
-use super::{ApiState, Reply, error};
+use super::reply::{Reply, error};
+use super::state::ApiState;
 use crate::alarm::{
     AlarmAction, AlarmError, AlarmFilter, AlarmState, AlarmStore, Applied, EventError, Raised,
     Scope,

@@ -16,7 +16,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::auth::{Caller, NodeCaller};
-use super::{ApiState, Reply, error};
+use super::reply::{Reply, error};
+use super::state::ApiState;
 use crate::clock::now_ms;
 use crate::command::{
     CommandError, CommandRequest, Commands, CreateError, Created, Receipt, ReceiptOutcome,

@@ -19,7 +19,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::auth::Admin;
-use super::{ApiState, Reply, error};
+use super::reply::{Reply, error};
+use super::state::ApiState;
 use crate::deploy::{DeployError, Deployer, parse_kind};
 use crate::runtime::ComponentInfo;
 

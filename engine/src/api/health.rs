@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
-use super::ApiState;
+use super::state::ApiState;
 use crate::deploy::ReloadStatus;
 use crate::io::LinkState;
 use crate::lease::{EntityState, EntityType, StateFilter};

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 
-use super::ApiState;
+use super::state::ApiState;
 use crate::io::LinkState;
 use crate::lease::{EntityState, EntityType};
 use crate::scheduler::LATENCY_BUCKETS_MS;

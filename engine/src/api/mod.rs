@@ -7,48 +7,18 @@ mod commands;
 mod components;
 mod health;
 mod metrics;
+mod reply;
+mod state;
 mod states;
+mod tokens;
 
-use std::sync::Arc;
-use std::time::Instant;
-
-use axum::http::StatusCode;
+use axum::Router;
 use axum::routing::{get, post};
-use axum::{Json, Router};
-use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use auth::Tokens;
-
-use crate::alarm::Alarms;
-use crate::collector::Fleet;
-use crate::uplink::UplinkStats;
-
-/// What the API reads from the running engine.
-#[derive(Debug, Clone)]
-pub struct ApiState {
-    /// The devices, as they are now.
-    pub fleet: Arc<Fleet>,
-    pub uplink: Arc<UplinkStats>,
-    pub outbox: Arc<crate::wal::Outbox>,
-    pub leases: Arc<crate::lease::Leases>,
-    pub alarms: Arc<Alarms>,
-    pub commands: Arc<crate::command::Commands>,
-    pub deployer: Arc<crate::deploy::Deployer>,
-    /// The operator's and the tenants' tokens.
-    pub tokens: Arc<Tokens>,
-    /// The gateway's local time (`collector.alarms.utcOffset`), minutes east of UTC.
-    pub utc_offset_min: i16,
-    pub started: Instant,
-}
-
-/// A JSON reply and its status.
-type Reply = (StatusCode, Json<Value>);
-
-fn error(status: StatusCode, message: impl Into<String>) -> Reply {
-    (status, Json(json!({ "error": message.into() })))
-}
+pub use state::ApiState;
+pub use tokens::Tokens;
 
 /// Serves the API on `listener` until `shutdown` turns true.
 ///

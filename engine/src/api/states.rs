@@ -9,7 +9,8 @@ use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ApiState, Reply, error};
+use super::reply::{Reply, error};
+use super::state::ApiState;
 use crate::clock::now_ms;
 use crate::lease::{EntityState, EntityType, StateFilter, StateRow};
 use crate::model::Scope;

@@ -1,5 +1,5 @@
 //! The MQTT contract: every topic the engine publishes to or subscribes to, and
-//! every payload, as types. The client that carries them is [`crate::uplink`].
+//! every payload, as types. The client that carries them is the `uplink` module.
 //!
 //! | topic (under `collector.mqtt.topicPrefix`) | direction | payload |
 //! |---|---|---|

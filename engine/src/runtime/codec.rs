@@ -7,12 +7,13 @@ use std::sync::Arc;
 use wasmtime::Store;
 use wasmtime::component::ResourceAny;
 
+use super::CallError;
 use super::bindings::codec::Codec;
 use super::bindings::codec::exports::sluice::dataflow::protocol as wit_protocol;
 use super::bindings::wit;
 use super::convert::{batch_from_wit, settings_to_wit, tags_to_wit, value_to_wit};
 use super::pool::{Binding, Live, Pool};
-use super::{CallError, Sandbox};
+use super::sandbox::Sandbox;
 use crate::model::{Batch, DeviceError, FrameError, PlannedRead, Setting, TagSpec, Value};
 
 /// One tenant's instances of one codec component.

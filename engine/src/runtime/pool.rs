@@ -14,7 +14,8 @@ use wasmtime::{Engine, Store, Trap};
 
 use super::bindings::wit;
 use super::convert::issues_from_wit;
-use super::{CallError, Limit, Limits, Sandbox};
+use super::sandbox::Sandbox;
+use super::{CallError, Limit, Limits};
 use crate::sync::lock;
 
 /// A world's generated bindings, as the pool needs them (sealed: the module is private).

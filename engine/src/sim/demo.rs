@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::Simulator;
+use super::simulator::Simulator;
 
 /// How long the running flag stays in each state.
 const RUN_PHASE: Duration = Duration::from_secs(10);

@@ -8,8 +8,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
-use super::Shared;
 use super::pdu;
+use super::shared::Shared;
 
 /// MBAP header up to and including the length field.
 const HEADER: usize = 6;

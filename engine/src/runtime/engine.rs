@@ -1,0 +1,166 @@
+//! The wasmtime engine: compiling and checking components, and the pools each
+//! tenant's instances live in.
+
+use std::fmt;
+use std::sync::Arc;
+
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::artifact;
+use super::bindings;
+use super::codec::CodecPool;
+use super::component::LoadedComponent;
+use super::error::{LoadError, human_bytes};
+use super::kind::ComponentKind;
+use super::limits::{Limits, RuntimeConfig};
+use super::pool::{self, World as _};
+use super::rules::RulesPool;
+use super::sandbox::Sandbox;
+use super::stage::StagePool;
+
+/// The wasmtime engine and everything shared by all components.
+#[derive(Clone)]
+pub struct Runtime {
+    engine: Engine,
+    config: Arc<RuntimeConfig>,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// # Errors
+    /// When wasmtime rejects the configuration (for example address space for the
+    /// pooling allocator cannot be reserved).
+    pub fn new(config: RuntimeConfig) -> Result<Self, LoadError> {
+        let mut pool = PoolingAllocationConfig::new();
+        pool.max_memory_size(config.max_memory_bytes)
+            .total_component_instances(config.max_instances)
+            .total_memories(config.max_instances)
+            .total_tables(config.max_instances)
+            .total_core_instances(config.max_instances.saturating_mul(4));
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .consume_fuel(true)
+            .concurrency_support(false)
+            .max_wasm_stack(512 << 10)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&wasm).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
+        Ok(Self {
+            engine,
+            config: Arc::new(config),
+        })
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// Compiles (or takes from the artifact cache) and checks a component.
+    ///
+    /// # Errors
+    /// Bytes that are not a component, or a component that does not export the
+    /// world of `kind` with exactly its types.
+    pub fn load(
+        &self,
+        kind: ComponentKind,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<Arc<LoadedComponent>, LoadError> {
+        let (component, hash) =
+            artifact::compile(&self.engine, self.config.cache_dir.as_deref(), name, bytes)?;
+        let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld {
+            name: name.to_owned(),
+            kind,
+            detail: format!("{e:#}"),
+        };
+        let mut linker = Linker::<Sandbox>::new(&self.engine);
+        // No capability is granted: whatever a component imports traps when called.
+        linker
+            .define_unknown_imports_as_traps(&component)
+            .map_err(wrong_world)?;
+        let pre = linker.instantiate_pre(&component).map_err(wrong_world)?;
+        match kind {
+            ComponentKind::Stage => bindings::stage::Stage::prepare(pre.clone()).map(drop),
+            ComponentKind::Codec => bindings::codec::Codec::prepare(pre.clone()).map(drop),
+            ComponentKind::Rules => bindings::rules::Rules::prepare(pre.clone()).map(drop),
+        }
+        .map_err(wrong_world)?;
+        Ok(Arc::new(LoadedComponent {
+            name: name.to_owned(),
+            kind,
+            hash,
+            pre,
+        }))
+    }
+
+    /// Instances of a stage component for one tenant.
+    ///
+    /// # Errors
+    /// When `component` is not a stage, or the tenant's memory cap exceeds the
+    /// runtime's [`RuntimeConfig::max_memory_bytes`].
+    pub fn stage_pool(
+        &self,
+        component: &LoadedComponent,
+        limits: Limits,
+    ) -> Result<Arc<StagePool>, LoadError> {
+        self.pool(component, limits)
+    }
+
+    /// Instances of a codec component for one tenant.
+    ///
+    /// # Errors
+    /// As for [`Runtime::stage_pool`], for codecs.
+    pub fn codec_pool(
+        &self,
+        component: &LoadedComponent,
+        limits: Limits,
+    ) -> Result<Arc<CodecPool>, LoadError> {
+        self.pool(component, limits)
+    }
+
+    /// Instances of a rules component for one tenant.
+    ///
+    /// # Errors
+    /// As for [`Runtime::stage_pool`], for rules.
+    pub fn rules_pool(
+        &self,
+        component: &LoadedComponent,
+        limits: Limits,
+    ) -> Result<Arc<RulesPool>, LoadError> {
+        self.pool(component, limits)
+    }
+
+    fn pool<W: pool::World>(
+        &self,
+        component: &LoadedComponent,
+        limits: Limits,
+    ) -> Result<Arc<pool::Pool<W>>, LoadError> {
+        self.check_limits(limits)?;
+        let pre = W::prepare(component.pre.clone()).map_err(|e| component.wrong_world(e))?;
+        Ok(pool::Pool::new(
+            self.engine.clone(),
+            &component.name,
+            pre,
+            limits,
+            pool::Quarantine::new(self.config.quarantine_after, self.config.quarantine_for),
+        ))
+    }
+
+    fn check_limits(&self, limits: Limits) -> Result<(), LoadError> {
+        if limits.memory_bytes > self.config.max_memory_bytes {
+            return Err(LoadError::Engine(format!(
+                "memory cap {} is above the runtime's maximum of {}",
+                human_bytes(limits.memory_bytes),
+                human_bytes(self.config.max_memory_bytes)
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,27 @@
+//! The three kinds of component.
+
+use std::fmt;
+
+/// The three kinds of component, one WIT world each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ComponentKind {
+    Codec,
+    Stage,
+    Rules,
+}
+
+impl ComponentKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComponentKind::Codec => "codec",
+            ComponentKind::Stage => "stage",
+            ComponentKind::Rules => "rules",
+        }
+    }
+}
+
+impl fmt::Display for ComponentKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
