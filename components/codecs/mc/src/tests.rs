@@ -2,37 +2,19 @@
 
 use super::*;
 use sluice::dataflow::types::{
-    Access, ByteOrder as WireOrder, DataType as WireType, SettingValue as Sv,
+    ByteOrder as WireOrder, DataType as WireType, Quality, Sample, SettingValue as Sv,
 };
-use sluice_guest::numeric::{ByteOrder, decode, reorder};
+use sluice_guest::fuzz::{self, Peer, Rng};
+use sluice_guest::numeric::{ByteOrder, Number, decode, reorder};
 
-fn tag(address: &str, data_type: WireType) -> TagSpec {
-    TagSpec {
-        key: format!("t_{address}"),
-        address: address.into(),
-        data_type,
-        length: 0,
-        byte_order: WireOrder::Abcd,
-        factor: 1.0,
-        offset: 0.0,
-        deadband: 0.0,
-        access: Access::ReadWrite,
-        settings: Vec::new(),
-    }
-}
+sluice_guest::codec_test_kit!(McSession);
 
 fn text(key: &str, value: &str) -> Setting {
-    Setting {
-        key: key.into(),
-        value: Sv::Text(value.into()),
-    }
+    setting(key, Sv::Text(value.into()))
 }
 
 fn int(key: &str, value: i64) -> Setting {
-    Setting {
-        key: key.into(),
-        value: Sv::Int(value),
-    }
+    setting(key, Sv::Int(value))
 }
 
 fn session(settings: &[Setting], tags: Vec<TagSpec>) -> McSession {
@@ -66,6 +48,39 @@ fn answer(end_code: u16, data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The response to the request `sent`, 3E or 4E (echoing its serial number).
+fn reply(sent: &[u8], end_code: u16, data: &[u8]) -> Vec<u8> {
+    let mut out = if sent[0] == 0x54 {
+        alloc::vec![0xD4, 0x00, sent[2], sent[3], 0, 0]
+    } else {
+        alloc::vec![0xD0, 0x00]
+    };
+    out.extend_from_slice(&answer(end_code, data)[2..]);
+    out
+}
+
+/// A PLC answering every request in full.
+struct Plc;
+
+impl Peer for Plc {
+    fn read(&self, sent: &[u8], rng: &mut Rng) -> Vec<u8> {
+        let base = if sent[0] == 0x54 { 4 } else { 0 };
+        let sub = sent[base + 13];
+        let at = base + 15 + if sub & 2 != 0 { 6 } else { 4 };
+        let points = usize::from(u16::from_le_bytes([sent[at], sent[at + 1]]));
+        let len = if sub & 1 != 0 {
+            points.div_ceil(2)
+        } else {
+            points * 2
+        };
+        reply(sent, 0, &rng.bytes(len))
+    }
+
+    fn write(&self, sent: &[u8]) -> Vec<u8> {
+        reply(sent, 0, &[])
+    }
+}
+
 fn read_one(session: &McSession) -> (u32, Vec<u8>) {
     let reads = session.plan((0..session.tags.len() as u32).collect());
     assert_eq!(reads.len(), 1, "one request expected");
@@ -74,7 +89,7 @@ fn read_one(session: &McSession) -> (u32, Vec<u8>) {
 }
 
 /// The sample of tag `tag`.
-fn sample(batch: &Batch, tag: u32) -> &Sample {
+fn sample_of(batch: &Batch, tag: u32) -> &Sample {
     match batch.samples.iter().find(|s| s.tag == tag) {
         Some(sample) => sample,
         None => panic!("no sample for tag {tag}"),
@@ -82,14 +97,14 @@ fn sample(batch: &Batch, tag: u32) -> &Sample {
 }
 
 fn raw(batch: &Batch, tag: u32) -> &[u8] {
-    match sample(batch, tag).value {
+    match sample_of(batch, tag).value {
         Value::Raw(span) => &batch.bytes[span.start as usize..(span.start + span.len) as usize],
         ref other => panic!("raw value expected, got {other:?}"),
     }
 }
 
 fn boolean(batch: &Batch, tag: u32) -> bool {
-    match sample(batch, tag).value {
+    match sample_of(batch, tag).value {
         Value::Boolean(b) => b,
         ref other => panic!("boolean expected, got {other:?}"),
     }
@@ -104,7 +119,7 @@ fn pipeline(bytes: &[u8], data_type: DataType, order: ByteOrder) -> Number {
 
 #[test]
 fn settings_defaults_and_errors() {
-    let s = q_l(alloc::vec![tag("D100", WireType::Int16)]);
+    let s = q_l(alloc::vec![spec("D100", WireType::Int16)]);
     assert_eq!(s.config.frame, FrameType::E3);
     assert!(!s.config.wide);
     assert_eq!(s.config.timer, 4);
@@ -148,22 +163,20 @@ fn settings_defaults_and_errors() {
 
 #[test]
 fn every_bad_tag_is_reported() {
-    let mut string = tag("D0", WireType::String);
-    string.length = 0;
-    let mut long = tag("D0", WireType::String);
-    long.length = u32::MAX;
+    let empty = string("D0", 0);
+    let long = string("D0", u32::MAX);
     let errs = errors(
         &[],
         alloc::vec![
-            tag("D100", WireType::Int16),
-            tag("Q1", WireType::Int16),
-            tag("X1G", WireType::Bool),
-            tag("M10", WireType::Int16),
-            tag("D100.3", WireType::Int16),
-            tag("D16777215", WireType::Int32),
-            string,
+            spec("D100", WireType::Int16),
+            spec("Q1", WireType::Int16),
+            spec("X1G", WireType::Bool),
+            spec("M10", WireType::Int16),
+            spec("D100.3", WireType::Int16),
+            spec("D16777215", WireType::Int32),
+            empty,
             long,
-            tag("D16777216", WireType::Int16),
+            spec("D16777216", WireType::Int16),
         ],
     );
     let got: Vec<(Option<u32>, &str)> = errs.iter().map(|e| (e.tag, e.key.as_str())).collect();
@@ -181,12 +194,12 @@ fn every_bad_tag_is_reported() {
         ]
     );
     // iQ-R takes 4-byte device numbers.
-    iq_r(alloc::vec![tag("D16777216", WireType::Int32)]);
+    iq_r(alloc::vec![spec("D16777216", WireType::Int32)]);
 }
 
 #[test]
 fn read_frames_are_byte_exact() {
-    let (_, frame) = read_one(&q_l(alloc::vec![tag("D100", WireType::Int16)]));
+    let (_, frame) = read_one(&q_l(alloc::vec![spec("D100", WireType::Int16)]));
     assert_eq!(
         frame,
         [
@@ -195,8 +208,8 @@ fn read_frames_are_byte_exact() {
         ]
     );
     let (_, frame) = read_one(&q_l(alloc::vec![
-        tag("X1F", WireType::Bool),
-        tag("X20", WireType::Bool)
+        spec("X1F", WireType::Bool),
+        spec("X20", WireType::Bool)
     ]));
     assert_eq!(
         frame[9..],
@@ -204,7 +217,7 @@ fn read_frames_are_byte_exact() {
             0x04, 0x00, 0x01, 0x04, 0x01, 0x00, 0x1F, 0x00, 0x00, 0x9C, 0x02, 0x00
         ]
     );
-    let (_, frame) = read_one(&iq_r(alloc::vec![tag("D100", WireType::Float32)]));
+    let (_, frame) = read_one(&iq_r(alloc::vec![spec("D100", WireType::Float32)]));
     assert_eq!(
         frame,
         [
@@ -212,12 +225,12 @@ fn read_frames_are_byte_exact() {
             0x00, 0x64, 0x00, 0x00, 0x00, 0xA8, 0x00, 0x02, 0x00
         ]
     );
-    let (_, frame) = read_one(&iq_r(alloc::vec![tag("M10", WireType::Bool)]));
+    let (_, frame) = read_one(&iq_r(alloc::vec![spec("M10", WireType::Bool)]));
     assert_eq!(frame[11..15], [0x01, 0x04, 0x03, 0x00]);
     assert_eq!(frame[15..], [0x0A, 0, 0, 0, 0x90, 0x00, 0x01, 0x00]);
     let s = session(
         &[text("frameType", "FRAME_4E"), int("monitorTimer", 10)],
-        alloc::vec![tag("ZR1000", WireType::Int16)],
+        alloc::vec![spec("ZR1000", WireType::Int16)],
     );
     let (_, frame) = read_one(&s);
     assert_eq!(
@@ -233,11 +246,11 @@ fn read_frames_are_byte_exact() {
 #[test]
 fn write_frames_are_byte_exact() {
     let s = q_l(alloc::vec![
-        tag("D100", WireType::Int16),
-        tag("D300", WireType::Int32),
-        tag("M10", WireType::Bool),
-        tag("D5.1", WireType::Bool),
-        tag("Y20", WireType::Bool),
+        spec("D100", WireType::Int16),
+        spec("D300", WireType::Int32),
+        spec("M10", WireType::Bool),
+        spec("D5.1", WireType::Bool),
+        spec("Y20", WireType::Bool),
     ]);
     assert_eq!(
         s.encode_write(0, Value::Int(0x1234)).expect("word"),
@@ -277,8 +290,8 @@ fn write_frames_are_byte_exact() {
     assert!(s.encode_write(9, Value::Int(0)).is_err());
 
     let r = iq_r(alloc::vec![
-        tag("Y20", WireType::Bool),
-        tag("D100", WireType::Uint16)
+        spec("Y20", WireType::Bool),
+        spec("D100", WireType::Uint16)
     ]);
     assert_eq!(
         r.encode_write(0, Value::Boolean(true)).expect("bit")[7..],
@@ -297,14 +310,13 @@ fn write_frames_are_byte_exact() {
 
 #[test]
 fn word_responses_become_big_endian_samples() {
-    let mut name = tag("D104", WireType::String);
-    name.length = 3;
+    let name = string("D104", 3);
     let s = q_l(alloc::vec![
-        tag("D100", WireType::Int16),
-        tag("D101", WireType::Uint16),
-        tag("D102.3", WireType::Bool),
+        spec("D100", WireType::Int16),
+        spec("D101", WireType::Uint16),
+        spec("D102.3", WireType::Bool),
         name,
-        tag("D103", WireType::Bool),
+        spec("D103", WireType::Bool),
     ]);
     let (id, frame) = read_one(&s);
     assert_eq!(frame[15..], [100, 0, 0, 0xA8, 6, 0]);
@@ -341,8 +353,8 @@ fn word_responses_become_big_endian_samples() {
 #[test]
 fn a_32_bit_value_at_d300_arrives_low_word_first() {
     let s = q_l(alloc::vec![
-        tag("D300", WireType::Int32),
-        tag("D302", WireType::Float64)
+        spec("D300", WireType::Int32),
+        spec("D302", WireType::Float64)
     ]);
     let (id, _) = read_one(&s);
     let mut data = alloc::vec![0x78, 0x56, 0x34, 0x12];
@@ -368,12 +380,11 @@ fn writes_invert_the_read_normalisation_for_every_byte_order() {
         WireOrder::Cdab,
         WireOrder::Dcba,
     ] {
-        let mut t = tag("D300", WireType::Int32);
+        let mut t = spec("D300", WireType::Int32);
         t.byte_order = order;
-        let mut f = tag("D310", WireType::Float64);
+        let mut f = spec("D310", WireType::Float64);
         f.byte_order = order;
-        let mut name = tag("D320", WireType::String);
-        name.length = 4;
+        let mut name = string("D320", 4);
         name.byte_order = order;
         let s = q_l(alloc::vec![t, f, name]);
         let engine_order = tag_byte_order(&s.tags[0].spec);
@@ -415,7 +426,7 @@ fn writes_invert_the_read_normalisation_for_every_byte_order() {
         }
     }
     // ABCD (the PLC's own order) writes a 32-bit value low word first, low byte first.
-    let s = q_l(alloc::vec![tag("D0", WireType::Uint32)]);
+    let s = q_l(alloc::vec![spec("D0", WireType::Uint32)]);
     let frame = s.encode_write(0, Value::Int(0x0102_0304)).expect("encodes");
     assert_eq!(frame[21..], [0x04, 0x03, 0x02, 0x01]);
     let mut check = [0x0A, 0x0B, 0x0C, 0x0D];
@@ -426,10 +437,10 @@ fn writes_invert_the_read_normalisation_for_every_byte_order() {
 #[test]
 fn bit_responses_are_nibbles_high_first() {
     let s = q_l(alloc::vec![
-        tag("M10", WireType::Bool),
-        tag("M11", WireType::Bool),
-        tag("M13", WireType::Bool),
-        tag("M14", WireType::Bool),
+        spec("M10", WireType::Bool),
+        spec("M11", WireType::Bool),
+        spec("M13", WireType::Bool),
+        spec("M14", WireType::Bool),
     ]);
     let (id, frame) = read_one(&s);
     assert_eq!(frame[15..], [10, 0, 0, 0x90, 5, 0]);
@@ -449,9 +460,9 @@ fn bit_responses_are_nibbles_high_first() {
 #[test]
 fn end_codes_are_device_errors_and_split_merged_reads() {
     let s = q_l(alloc::vec![
-        tag("D100", WireType::Int16),
-        tag("D101", WireType::Int16),
-        tag("D110", WireType::Int32),
+        spec("D100", WireType::Int16),
+        spec("D101", WireType::Int16),
+        spec("D110", WireType::Int32),
     ]);
     let (id, _) = read_one(&s);
     let error = s.parse_read(id, answer(0xC05C, &[0; 9]), 0);
@@ -484,8 +495,8 @@ fn end_codes_are_device_errors_and_split_merged_reads() {
 #[test]
 fn malformed_and_out_of_turn_responses() {
     let s = q_l(alloc::vec![
-        tag("D100", WireType::Int16),
-        tag("D101", WireType::Int16)
+        spec("D100", WireType::Int16),
+        spec("D101", WireType::Int16)
     ]);
     let (id, _) = read_one(&s);
     let good = answer(0, &[1, 0, 2, 0]);
@@ -529,7 +540,7 @@ fn malformed_and_out_of_turn_responses() {
 
 #[test]
 fn write_answers() {
-    let s = q_l(alloc::vec![tag("D100", WireType::Int16)]);
+    let s = q_l(alloc::vec![spec("D100", WireType::Int16)]);
     assert!(s.check_write(answer(0, &[])).is_err(), "no write in flight");
     s.encode_write(0, Value::Int(1)).expect("encodes");
     assert!(s.check_write(answer(0, &[])).is_ok());
@@ -547,19 +558,13 @@ fn write_answers() {
 
     let e4 = session(
         &[text("frameType", "FRAME_4E")],
-        alloc::vec![tag("D100", WireType::Int16)],
+        alloc::vec![spec("D100", WireType::Int16)],
     );
     let frame = e4.encode_write(0, Value::Int(1)).expect("encodes");
-    let serial = [frame[2], frame[3]];
-    let reply = |serial: [u8; 2]| {
-        let mut out = alloc::vec![0xD4, 0x00, serial[0], serial[1], 0, 0];
-        out.extend_from_slice(&answer(0, &[])[2..]);
-        out
-    };
-    assert!(e4.check_write(reply(serial)).is_ok());
+    assert!(e4.check_write(reply(&frame, 0, &[])).is_ok());
     e4.encode_write(0, Value::Int(1)).expect("encodes");
     assert!(
-        e4.check_write(reply(serial)).is_err(),
+        e4.check_write(reply(&frame, 0, &[])).is_err(),
         "stale serial number"
     );
 }
@@ -567,12 +572,12 @@ fn write_answers() {
 #[test]
 fn plans_merge_per_device_and_are_cached() {
     let s = q_l(alloc::vec![
-        tag("D0", WireType::Int16),
-        tag("D10", WireType::Int32),
-        tag("D100", WireType::Int16),
-        tag("M0", WireType::Bool),
-        tag("D12.4", WireType::Bool),
-        tag("X0", WireType::Bool),
+        spec("D0", WireType::Int16),
+        spec("D10", WireType::Int32),
+        spec("D100", WireType::Int16),
+        spec("M0", WireType::Bool),
+        spec("D12.4", WireType::Bool),
+        spec("X0", WireType::Bool),
     ]);
     let reads = s.plan(alloc::vec![0, 1, 2, 3, 4, 5]);
     let tags: Vec<Vec<u32>> = reads.iter().map(|r| r.tags.clone()).collect();
@@ -592,94 +597,21 @@ fn plans_merge_per_device_and_are_cached() {
     );
 }
 
-/// A small xorshift generator: deterministic, no dependencies.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-}
-
 #[test]
 fn random_and_mutated_frames_never_panic() {
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
-    let mut text_tag = tag("D20", WireType::String);
-    text_tag.length = 5;
     let tags = alloc::vec![
-        tag("D0", WireType::Int16),
-        tag("D2", WireType::Float64),
-        tag("D8.15", WireType::Bool),
-        text_tag,
-        tag("M0", WireType::Bool),
-        tag("M7", WireType::Bool),
-        tag("X1F", WireType::Bool),
-        tag("W10", WireType::Uint32),
+        spec("D0", WireType::Int16),
+        spec("D2", WireType::Float64),
+        spec("D8.15", WireType::Bool),
+        string("D20", 5),
+        spec("M0", WireType::Bool),
+        spec("M7", WireType::Bool),
+        spec("X1F", WireType::Bool),
+        spec("W10", WireType::Uint32),
     ];
-    let sessions = [
-        q_l(tags.clone()),
-        session(
-            &[text("frameType", "FRAME_4E"), text("series", "IQ_R")],
-            tags,
-        ),
-    ];
-    for s in &sessions {
-        let reads = s.plan((0..8).collect());
-        let head_len = s.header_len() as usize;
-        for round in 0..10_000 {
-            let read = &reads[rng.below(reads.len())];
-            let sent = s.encode_read(read.id).expect("encodes");
-            // A plausible answer to mutate: the request's header turned into a response.
-            let mut frame = sent.clone();
-            if let Some(first) = frame.first_mut() {
-                *first |= 0x80;
-            }
-            frame.truncate(head_len);
-            let data_len = rng.below(40);
-            frame.extend_from_slice(&rng.bytes(data_len));
-            match rng.below(4) {
-                0 => {
-                    let len = rng.below(64);
-                    frame = rng.bytes(len);
-                }
-                1 => {
-                    let at = rng.below(frame.len());
-                    let byte = rng.next() as u8;
-                    frame[at] = byte;
-                }
-                2 => {
-                    let len = rng.below(frame.len() + 1);
-                    frame.truncate(len);
-                }
-                _ => {
-                    let len = (frame.len() - head_len) as u16;
-                    frame[head_len - 2..head_len].copy_from_slice(&len.to_le_bytes());
-                    if rng.below(2) == 0
-                        && let Some(code) = frame.get_mut(head_len..head_len + 2)
-                    {
-                        code.copy_from_slice(&[0, 0]);
-                    }
-                }
-            }
-            let _ = s.frame_length(frame.get(..head_len).unwrap_or(&frame).to_vec());
-            let _ = s.frame_length(frame.clone());
-            let request = if round % 7 == 0 { read.id + 1 } else { read.id };
-            let _ = s.parse_read(request, frame.clone(), 0);
-            if rng.below(2) == 0 {
-                let _ = s.encode_write(rng.below(9) as u32, Value::Int(rng.next() as i16 as i64));
-            }
-            let _ = s.check_write(frame);
-        }
+    let e4 = [text("frameType", "FRAME_4E"), text("series", "IQ_R")];
+    for s in [q_l(tags.clone()), session(&e4, tags)] {
+        let reached = fuzz::run(&s, &Plc, 8, 0x9E37_79B9_7F4A_7C15, 10_000);
+        assert!(reached.reads > 500 && reached.writes > 50, "{reached:?}");
     }
 }
