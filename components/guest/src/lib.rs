@@ -12,7 +12,6 @@
 extern crate alloc;
 
 mod codec;
-pub mod exchange;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 pub mod numeric;

@@ -5,37 +5,11 @@ use alloc::vec;
 
 use super::*;
 use sluice::dataflow::types::{
-    Access, ByteOrder, DataType as Wit, Quality, SettingValue as WitValue, Span,
+    ByteOrder, DataType as Wit, Quality, SettingValue as WitValue, Span,
 };
+use sluice_guest::fuzz::{self, Peer, Rng};
 
-fn spec(address: &str, data_type: Wit) -> TagSpec {
-    TagSpec {
-        key: address.into(),
-        address: address.into(),
-        data_type,
-        length: 0,
-        byte_order: ByteOrder::Abcd,
-        factor: 1.0,
-        offset: 0.0,
-        deadband: 0.0,
-        access: Access::ReadWrite,
-        settings: Vec::new(),
-    }
-}
-
-fn string(address: &str, length: u32) -> TagSpec {
-    TagSpec {
-        length,
-        ..spec(address, Wit::String)
-    }
-}
-
-fn setting(key: &str, value: WitValue) -> Setting {
-    Setting {
-        key: key.into(),
-        value,
-    }
-}
+sluice_guest::codec_test_kit!(S7Session);
 
 fn settings(plc: &str, rack: i64, slot: i64) -> Vec<Setting> {
     vec![
@@ -47,7 +21,7 @@ fn settings(plc: &str, rack: i64, slot: i64) -> Vec<Setting> {
 }
 
 fn session(tags: Vec<TagSpec>) -> S7Session {
-    S7Session::build(settings("S1200", 0, 1), tags).expect("valid configuration")
+    S7Session::create(&settings("S1200", 0, 1), tags).expect("valid configuration")
 }
 
 /// An Ack_Data frame.
@@ -123,14 +97,14 @@ fn handshake_frames_are_byte_exact() {
         ]
     );
     assert_eq!(s.handshake(2), None);
-    let s300 = S7Session::build(settings("S300", 0, 2), Vec::new()).unwrap();
+    let s300 = S7Session::create(&settings("S300", 0, 2), Vec::new()).unwrap();
     assert_eq!(
         s300.handshake(0).unwrap()[14..],
         [0xC1, 0x02, 0x01, 0x00, 0xC2, 0x02, 0x01, 0x02]
     );
-    let s400 = S7Session::build(settings("S400", 1, 3), Vec::new()).unwrap();
+    let s400 = S7Session::create(&settings("S400", 1, 3), Vec::new()).unwrap();
     assert_eq!(s400.handshake(0).unwrap()[20..], [0x01, 0x23]);
-    let s200 = S7Session::build(settings("S200", 0, 1), Vec::new()).unwrap();
+    let s200 = S7Session::create(&settings("S200", 0, 1), Vec::new()).unwrap();
     assert_eq!(
         s200.handshake(0).unwrap()[14..],
         [0xC1, 0x02, 0x4D, 0x57, 0xC2, 0x02, 0x4D, 0x57]
@@ -273,8 +247,11 @@ fn a_failed_merged_item_is_split_in_later_rounds() {
     );
     assert_eq!(batch.samples.len(), 2);
     let again = s.plan(vec![0, 1]);
-    let requests = s.state.borrow().requests.clone();
-    assert_eq!(requests[again[0].id as usize].items.len(), 2);
+    let state = s.state.borrow();
+    assert_eq!(
+        state.plans.request(again[0].id).map(|r| r.items.len()),
+        Ok(2)
+    );
 }
 
 #[test]
@@ -438,7 +415,7 @@ fn planning_follows_the_negotiated_pdu() {
     let items = |plan: &[PlannedRead]| -> Vec<usize> {
         let state = s.state.borrow();
         plan.iter()
-            .map(|p| state.requests[p.id as usize].items.len())
+            .map(|p| state.plans.request(p.id).map_or(0, |r| r.items.len()))
             .collect()
     };
     assert_eq!(items(&s.plan(due.clone())), [19, 11]);
@@ -524,8 +501,8 @@ fn writes_are_byte_exact() {
 
 #[test]
 fn configuration_errors_name_their_tag_and_key() {
-    let errors = S7Session::build(
-        vec![
+    let errors = S7Session::create(
+        &[
             setting("plcType", WitValue::Text("S7_1200".into())),
             setting("rack", WitValue::Int(8)),
             setting("slot", WitValue::Text("x".into())),
@@ -562,17 +539,17 @@ fn configuration_errors_name_their_tag_and_key() {
         "{}",
         errors[4].message
     );
-    let smart = S7Session::build(
-        settings("S200_SMART", 0, 1),
+    let smart = S7Session::create(
+        &settings("S200_SMART", 0, 1),
         vec![spec("VW100", Wit::Int16)],
     );
     assert!(smart.is_ok());
 }
 
-/// A successful answer to a read request the session sent.
-fn answer_to(sent: &[u8]) -> Vec<u8> {
+/// A successful answer to a read request the session sent, with random data.
+fn answer_to(sent: &[u8], rng: &mut Rng) -> Vec<u8> {
     let count = usize::from(sent[18]);
-    let mut data = Vec::new();
+    let mut answer = Vec::new();
     for k in 0..count {
         let item = &sent[19 + 12 * k..31 + 12 * k];
         let (transport, len, bits) = if item[3] == 0x01 {
@@ -581,58 +558,34 @@ fn answer_to(sent: &[u8]) -> Vec<u8> {
             let len = usize::from(u16::from_be_bytes([item[4], item[5]]));
             (0x04, len, len * 8)
         };
-        data.extend([0xFF, transport]);
-        data.extend((bits as u16).to_be_bytes());
-        data.extend((0..len).map(|i| i as u8));
+        answer.extend([0xFF, transport]);
+        answer.extend((bits as u16).to_be_bytes());
+        answer.extend(rng.bytes(len));
         if len % 2 == 1 && k + 1 < count {
-            data.push(0);
+            answer.push(0);
         }
     }
-    ack(sent_ref(sent), 0, &[0x04, count as u8], &data)
+    ack(sent_ref(sent), 0, &[0x04, count as u8], &answer)
 }
 
-/// xorshift64: a small deterministic generator for the robustness test.
-struct Rng(u64);
+/// A PLC answering every request in full.
+struct Plc;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-
-    /// `base` with a few bytes changed, cut short or extended, or random bytes.
-    fn mutate(&mut self, base: &[u8]) -> Vec<u8> {
-        let mut out = base.to_vec();
-        match self.below(6) {
-            0 => {
-                let len = self.below(80);
-                return self.bytes(len);
-            }
-            1 => out.truncate(self.below(base.len() + 1)),
-            2 => {
-                let extra = self.below(8);
-                out.extend(self.bytes(extra));
-            }
-            3 => return out,
-            _ => {}
+impl Peer for Plc {
+    fn handshake(&self, step: u32, sent: &[u8], rng: &mut Rng) -> Vec<u8> {
+        if step == 0 {
+            CC.to_vec()
+        } else {
+            setup_answer(sent_ref(sent), [240, 480, 960][rng.below(3)])
         }
-        for _ in 0..=self.below(4) {
-            if !out.is_empty() {
-                let at = self.below(out.len());
-                out[at] = self.next() as u8;
-            }
-        }
-        out
+    }
+
+    fn read(&self, sent: &[u8], rng: &mut Rng) -> Vec<u8> {
+        answer_to(sent, rng)
+    }
+
+    fn write(&self, sent: &[u8]) -> Vec<u8> {
+        ack(sent_ref(sent), 0, &[0x05, 0x01], &[0xFF])
     }
 }
 
@@ -646,61 +599,10 @@ fn arbitrary_bytes_never_panic() {
         string("DB3.DBB0", 300),
     ]);
     connect(&s, 240);
-    let due = vec![0, 1, 2, 3, 4];
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let mut oks = 0;
-    for round in 0..20_000 {
-        let head = rng.mutate(&[3, 0, 0, 0x16]);
-        let _ = s.frame_length(head);
-        match round % 4 {
-            0 => {
-                let step = rng.below(3) as u32;
-                if let Some(sent) = s.handshake(step) {
-                    let base = if step == 0 {
-                        CC.to_vec()
-                    } else {
-                        setup_answer(sent_ref(&sent), [240, 480, 960][rng.below(3)])
-                    };
-                    oks += usize::from(s.check_handshake(step, rng.mutate(&base)).is_ok());
-                }
-            }
-            1 | 2 => {
-                let plan = s.plan(due.clone());
-                let read = &plan[rng.below(plan.len())];
-                let Ok(sent) = s.encode_read(read.id) else {
-                    continue;
-                };
-                let base = answer_to(&sent);
-                let id = if rng.below(50) == 0 {
-                    read.id + 1
-                } else {
-                    read.id
-                };
-                oks += usize::from(s.parse_read(id, rng.mutate(&base), 0).is_ok());
-            }
-            _ => {
-                let tag = rng.below(6) as u32;
-                let value = match rng.below(4) {
-                    0 => Value::Boolean(rng.next().is_multiple_of(2)),
-                    1 => Value::Int(rng.next() as i64 % 70_000),
-                    2 => Value::Float(rng.next() as f64),
-                    _ => Value::Text("abc".into()),
-                };
-                if let Ok(sent) = s.encode_write(tag, value) {
-                    let base = ack(sent_ref(&sent), 0, &[0x05, 0x01], &[0xFF]);
-                    oks += usize::from(s.check_write(rng.mutate(&base)).is_ok());
-                } else {
-                    let len = rng.below(30);
-                    let _ = s.check_write(rng.bytes(len));
-                }
-            }
-        }
-        if rng.below(100) == 0 {
-            s.reset();
-        }
-    }
+    let reached = fuzz::run(&s, &Plc, 5, 0x9E37_79B9_7F4A_7C15, 20_000);
+    let accepted = reached.handshakes + reached.reads + reached.writes;
     assert!(
-        oks > 1000,
-        "the mutations still reach the success paths ({oks})"
+        accepted > 1000,
+        "the mutations still reach the success paths ({reached:?})"
     );
 }
