@@ -1,6 +1,6 @@
 //! The WIT glue of a codec crate, written once: [`codec_component!`] in the
-//! crate root, [`no_handshake!`] in its `GuestSession` impl and, for native
-//! tests with the `fuzz` feature, `codec_test_kit!`.
+//! crate root, [`range_session!`] for a codec whose requests are ranges and,
+//! for native tests with the `fuzz` feature, `codec_test_kit!`.
 
 /// Generates, in a codec crate's root, the bindings of the WIT `codec` world
 /// exported for `$session`, the guest runtime (outside tests), the conversions
@@ -45,32 +45,20 @@ macro_rules! codec_helpers {
             FrameError::Malformed(message)
         }
 
-        /// A device error; `retry` holds the smaller requests to try instead.
-        fn device_error(
-            code: u32,
-            message: alloc::string::String,
-            retry: alloc::vec::Vec<$crate::session::Planned>,
-        ) -> FrameError {
-            FrameError::Device(DeviceError {
-                code,
-                message,
-                retry: planned_reads(retry),
-            })
-        }
-
-        /// A value the codec cannot write to the tag keyed `key` (code 0).
-        fn unwritable(key: &str, message: alloc::string::String) -> FrameError {
-            device_error(
-                0,
-                alloc::format!("tag `{key}`: {message}"),
-                alloc::vec::Vec::new(),
-            )
-        }
-
-        /// Tag `tag` of a session's `tags`.
-        fn tag_at<T>(tags: &[T], tag: u32) -> Result<&T, FrameError> {
-            tags.get(tag as usize)
-                .ok_or_else(|| malformed(alloc::format!("unknown tag {tag}")))
+        /// The WIT `frame-error` of a refused call.
+        fn frame_error(failure: $crate::session::Failure) -> FrameError {
+            match failure {
+                $crate::session::Failure::Malformed(message) => FrameError::Malformed(message),
+                $crate::session::Failure::Device {
+                    code,
+                    message,
+                    retry,
+                } => FrameError::Device(DeviceError {
+                    code,
+                    message,
+                    retry: planned_reads(retry),
+                }),
+            }
         }
 
         /// The planned reads the engine gets for the kit's planned requests.
@@ -125,24 +113,78 @@ macro_rules! codec_helpers {
     };
 }
 
-/// The `handshake` and `check-handshake` of a protocol without a handshake,
-/// named `$protocol` in the refusal. Invoke inside the `GuestSession` impl.
+/// Generates the WIT session of `$session`, a range codec (see
+/// [`session::range_codec`](crate::session::range_codec)) without a handshake,
+/// named `$protocol` in messages. `$session` has a constructor
+/// `create(&[Setting], Vec<TagSpec>) -> Result<Self, Vec<ConfigError>>`.
+/// Invoke after [`codec_component!`].
 #[macro_export]
-macro_rules! no_handshake {
-    ($protocol:literal) => {
-        fn handshake(&self, _step: u32) -> Option<alloc::vec::Vec<u8>> {
-            None
-        }
+macro_rules! range_session {
+    ($session:ident, $protocol:literal) => {
+        impl GuestSession for $session {
+            fn open(
+                settings: alloc::vec::Vec<sluice::dataflow::types::Setting>,
+                tags: alloc::vec::Vec<sluice::dataflow::types::TagSpec>,
+            ) -> Result<Session, alloc::vec::Vec<sluice::dataflow::types::ConfigError>> {
+                $session::create(&settings, tags).map(Session::new)
+            }
 
-        fn check_handshake(
-            &self,
-            step: u32,
-            _frame: alloc::vec::Vec<u8>,
-        ) -> Result<(), FrameError> {
-            Err(malformed(alloc::format!(
-                concat!($protocol, " has no handshake step {}"),
-                step
-            )))
+            fn header_len(&self) -> u32 {
+                $crate::session::range_codec::RangeCodec::head_len(self) as u32
+            }
+
+            fn frame_length(&self, head: alloc::vec::Vec<u8>) -> Result<u32, FrameError> {
+                $crate::session::range_codec::RangeCodec::total_len(self, &head).map_err(malformed)
+            }
+
+            fn handshake(&self, _step: u32) -> Option<alloc::vec::Vec<u8>> {
+                None
+            }
+
+            fn check_handshake(
+                &self,
+                step: u32,
+                _frame: alloc::vec::Vec<u8>,
+            ) -> Result<(), FrameError> {
+                Err(malformed(alloc::format!(
+                    concat!($protocol, " has no handshake step {}"),
+                    step
+                )))
+            }
+
+            fn plan(&self, due: alloc::vec::Vec<u32>) -> alloc::vec::Vec<PlannedRead> {
+                planned_reads($crate::session::range_codec::plan(self, due))
+            }
+
+            fn encode_read(&self, request: u32) -> Result<alloc::vec::Vec<u8>, FrameError> {
+                $crate::session::range_codec::encode_read(self, request).map_err(frame_error)
+            }
+
+            fn parse_read(
+                &self,
+                request: u32,
+                frame: alloc::vec::Vec<u8>,
+                ts_ms: i64,
+            ) -> Result<sluice::dataflow::types::Batch, FrameError> {
+                $crate::session::range_codec::parse_read(self, request, &frame, ts_ms)
+                    .map_err(frame_error)
+            }
+
+            fn encode_write(
+                &self,
+                tag: u32,
+                value: sluice::dataflow::types::Value,
+            ) -> Result<alloc::vec::Vec<u8>, FrameError> {
+                $crate::session::range_codec::encode_write(self, tag, &value).map_err(frame_error)
+            }
+
+            fn check_write(&self, frame: alloc::vec::Vec<u8>) -> Result<(), FrameError> {
+                $crate::session::range_codec::check_write(self, &frame).map_err(frame_error)
+            }
+
+            fn reset(&self) {
+                $crate::session::range_codec::reset(self)
+            }
         }
     };
 }
@@ -192,10 +234,13 @@ macro_rules! codec_test_kit {
             }
         }
 
-        fn refusal(error: crate::FrameError) -> $crate::fuzz::Refusal {
+        /// The kit's failure of a WIT `frame-error`.
+        fn refusal(error: crate::FrameError) -> $crate::session::Failure {
             match error {
-                crate::FrameError::Malformed(message) => $crate::fuzz::Refusal::Malformed(message),
-                crate::FrameError::Device(error) => $crate::fuzz::Refusal::Device {
+                crate::FrameError::Malformed(message) => {
+                    $crate::session::Failure::Malformed(message)
+                }
+                crate::FrameError::Device(error) => $crate::session::Failure::Device {
                     code: error.code,
                     message: error.message,
                     retry: error.retry.into_iter().map(planned).collect(),
@@ -228,7 +273,7 @@ macro_rules! codec_test_kit {
                 crate::GuestSession::header_len(self)
             }
 
-            fn frame_length(&self, head: Vec<u8>) -> Result<u32, $crate::fuzz::Refusal> {
+            fn frame_length(&self, head: Vec<u8>) -> Result<u32, $crate::session::Failure> {
                 crate::GuestSession::frame_length(self, head).map_err(refusal)
             }
 
@@ -240,7 +285,7 @@ macro_rules! codec_test_kit {
                 &self,
                 step: u32,
                 frame: Vec<u8>,
-            ) -> Result<(), $crate::fuzz::Refusal> {
+            ) -> Result<(), $crate::session::Failure> {
                 crate::GuestSession::check_handshake(self, step, frame).map_err(refusal)
             }
 
@@ -251,7 +296,7 @@ macro_rules! codec_test_kit {
                     .collect()
             }
 
-            fn encode_read(&self, request: u32) -> Result<Vec<u8>, $crate::fuzz::Refusal> {
+            fn encode_read(&self, request: u32) -> Result<Vec<u8>, $crate::session::Failure> {
                 crate::GuestSession::encode_read(self, request).map_err(refusal)
             }
 
@@ -260,7 +305,7 @@ macro_rules! codec_test_kit {
                 request: u32,
                 frame: Vec<u8>,
                 ts_ms: i64,
-            ) -> Result<$crate::fuzz::Decoded, $crate::fuzz::Refusal> {
+            ) -> Result<$crate::fuzz::Decoded, $crate::session::Failure> {
                 let batch = crate::GuestSession::parse_read(self, request, frame, ts_ms)
                     .map_err(refusal)?;
                 Ok($crate::fuzz::Decoded {
@@ -273,12 +318,12 @@ macro_rules! codec_test_kit {
                 &self,
                 tag: u32,
                 value: $crate::numeric::Number,
-            ) -> Result<Vec<u8>, $crate::fuzz::Refusal> {
+            ) -> Result<Vec<u8>, $crate::session::Failure> {
                 crate::GuestSession::encode_write(self, tag, crate::number_to_value(value))
                     .map_err(refusal)
             }
 
-            fn check_write(&self, frame: Vec<u8>) -> Result<(), $crate::fuzz::Refusal> {
+            fn check_write(&self, frame: Vec<u8>) -> Result<(), $crate::session::Failure> {
                 crate::GuestSession::check_write(self, frame).map_err(refusal)
             }
 

@@ -49,6 +49,7 @@
 extern crate alloc;
 
 mod address;
+mod config;
 mod data;
 mod frame;
 mod plan;
@@ -64,15 +65,14 @@ use address::Device;
 use frame::FrameType;
 use plan::LIMITS;
 use sluice_guest::numeric::DataType;
-use sluice_guest::session::ranges::{self, Extent, RangeRequest};
-use sluice_guest::session::{InFlight, Planned, Plans};
-use sluice_guest::settings::{SettingValue, read_all, unknown_key, wrong_type};
+use sluice_guest::session::range_codec::RangeCodec;
+use sluice_guest::session::ranges::{Extent, RangeRequest, RangeState};
+use sluice_guest::session::{Failure, tag_at};
+use sluice_guest::settings::read_all;
 
 sluice_guest::codec_component!(McSession);
 
 use sluice::dataflow::types::{Batch, ConfigError, Setting, TagSpec, Value};
-
-const SETTINGS: &[&str] = &["series", "frameType", "monitorTimer", "byteOrder"];
 
 /// Channel settings.
 #[derive(Debug, Clone, Copy)]
@@ -94,168 +94,32 @@ struct Tag {
 
 type Request = RangeRequest<Device>;
 
-#[derive(Default)]
-struct State {
-    plans: Plans<Request>,
-    /// Serial numbers (echoed by 4E answers) and the exchange in flight.
-    exchange: InFlight,
-}
-
 struct McSession {
     config: Config,
     tags: Vec<Tag>,
-    state: RefCell<State>,
-}
-
-fn end_code(code: u16, what: &str, retry: Vec<Planned>) -> FrameError {
-    let name = frame::end_code_name(code);
-    device_error(
-        u32::from(code),
-        format!("end code 0x{code:04X} ({name}) for {what}"),
-        retry,
-    )
-}
-
-fn read_settings(settings: &[Setting], errors: &mut Vec<ConfigError>) -> Config {
-    let mut config = Config {
-        frame: FrameType::E3,
-        wide: false,
-        timer: 4,
-    };
-    each_setting(settings, errors, |key, value| {
-        match (key, value) {
-            ("series", SettingValue::Text(name)) => match *name {
-                "QnA" | "Q_L" => config.wide = false,
-                "IQ_R" => config.wide = true,
-                "A" => {
-                    return Err(
-                        "series A is not supported: A-series Ethernet modules speak only \
-                                the 1E frame; use QnA, Q_L or IQ_R"
-                            .into(),
-                    );
-                }
-                other => return Err(format!("unknown series `{other}`: use QnA, Q_L or IQ_R")),
-            },
-            ("frameType", SettingValue::Text(name)) => match *name {
-                "FRAME_3E" => config.frame = FrameType::E3,
-                "FRAME_4E" => config.frame = FrameType::E4,
-                "FRAME_1E" => {
-                    return Err("frameType FRAME_1E is not supported by this codec: use \
-                                FRAME_3E or FRAME_4E"
-                        .into());
-                }
-                other => {
-                    return Err(format!(
-                        "unknown frameType `{other}`: use FRAME_3E or FRAME_4E"
-                    ));
-                }
-            },
-            ("monitorTimer", _) => match value.as_u32() {
-                Some(v @ 1..=65535) => config.timer = v as u16,
-                _ => {
-                    let expected = "an integer from 1 to 65535 (units of 250 ms)";
-                    return Err(wrong_type(key, expected, value));
-                }
-            },
-            ("series" | "frameType", _) => return Err(wrong_type(key, "a name", value)),
-            ("byteOrder", _) => {}
-            (other, _) => return Err(unknown_key(other, SETTINGS)),
-        }
-        Ok(())
-    });
-    config
-}
-
-/// Words a value of `data_type` occupies on a word device (counted without
-/// overflow for any string length).
-fn words_of(data_type: DataType) -> u64 {
-    match data_type {
-        DataType::String(chars) => u64::from(chars).div_ceil(2),
-        other => (other.byte_len() / 2) as u64,
-    }
-}
-
-fn read_tag(index: usize, spec: TagSpec, wide: bool) -> Result<Tag, ConfigError> {
-    let err = |key: &str, message: String| config_error(Some(index as u32), key, message);
-    let address = address::parse(&spec.address, wide).map_err(|m| err("address", m))?;
-    let data_type = tag_data_type(&spec);
-    let count = if address.device.bits {
-        if data_type != DataType::Bool {
-            return Err(err(
-                "dataType",
-                format!(
-                    "{} is a bit device: the dataType must be BOOL",
-                    address.device.name
-                ),
-            ));
-        }
-        1
-    } else if address.bit.is_some() {
-        if data_type != DataType::Bool {
-            return Err(err(
-                "dataType",
-                "a bit of a word (`.N`) must have dataType BOOL".into(),
-            ));
-        }
-        1
-    } else {
-        words_of(data_type)
-    };
-    if count == 0 {
-        return Err(err(
-            "length",
-            "a STRING needs a length of at least 1".into(),
-        ));
-    }
-    if count > u64::from(LIMITS.max_words) {
-        return Err(err(
-            "length",
-            format!(
-                "the value needs {count} words, more than one request may read ({})",
-                LIMITS.max_words
-            ),
-        ));
-    }
-    let last = if wide {
-        u64::from(u32::MAX)
-    } else {
-        u64::from(address::MAX_NARROW)
-    };
-    if u64::from(address.number) + count - 1 > last {
-        return Err(err(
-            "address",
-            format!("the value runs past device number {last}"),
-        ));
-    }
-    Ok(Tag {
-        extent: Extent {
-            area: address.device,
-            start: address.number,
-            count: count as u32,
-        },
-        bit: address.bit,
-        data_type,
-        spec,
-    })
+    state: RefCell<RangeState<Device>>,
 }
 
 impl McSession {
     /// Checks settings and tags; every mistake is reported.
     fn create(settings: &[Setting], tags: Vec<TagSpec>) -> Result<McSession, Vec<ConfigError>> {
         let mut errors = Vec::new();
-        let config = read_settings(settings, &mut errors);
-        let tags = read_all(tags, errors, |index, spec| {
-            read_tag(index, spec, config.wide)
+        let config = config::read_settings(settings, &mut errors);
+        let wide = config.wide;
+        let tags: Vec<Tag> = read_all(tags, errors, |index, spec| {
+            config::read_tag(index, spec, wide)
         })?;
+        let state = RangeState::new(tags.iter().map(|t| t.extent), LIMITS);
         Ok(McSession {
             config,
             tags,
-            state: RefCell::new(State::default()),
+            state: RefCell::new(state),
         })
     }
 
-    fn extent(&self, tag: u32) -> Option<Extent<Device>> {
-        self.tags.get(tag as usize).map(|t| t.extent)
+    /// The checked answer `frame` to the request sent with `serial`.
+    fn response<'a>(&self, serial: u16, frame: &'a [u8]) -> Result<frame::Response<'a>, Failure> {
+        frame::response(self.config.frame, serial, frame).map_err(Failure::Malformed)
     }
 
     /// A request frame for `command` on `points` (words or bits by the device).
@@ -286,91 +150,89 @@ fn describe(request: &Request) -> String {
     )
 }
 
-impl GuestSession for McSession {
-    fn open(settings: Vec<Setting>, tags: Vec<TagSpec>) -> Result<Session, Vec<ConfigError>> {
-        McSession::create(&settings, tags).map(Session::new)
+impl RangeCodec<Value, Batch> for McSession {
+    type Area = Device;
+    type Echo = ();
+    /// The points written and their wire data.
+    type Payload = (Extent<Device>, Vec<u8>);
+
+    fn head_len(&self) -> usize {
+        self.config.frame.head_len()
     }
 
-    fn header_len(&self) -> u32 {
-        self.config.frame.head_len() as u32
+    fn total_len(&self, head: &[u8]) -> Result<u32, String> {
+        frame::total_len(self.config.frame, head)
     }
 
-    fn frame_length(&self, head: Vec<u8>) -> Result<u32, FrameError> {
-        frame::total_len(self.config.frame, &head).map_err(malformed)
-    }
-
-    sluice_guest::no_handshake!("MC protocol");
-
-    fn plan(&self, due: Vec<u32>) -> Vec<PlannedRead> {
-        let mut state = self.state.borrow_mut();
-        planned_reads(state.plans.plan(due, |due, boundaries| {
-            ranges::plan(due, |t| self.extent(t), LIMITS, boundaries)
-        }))
-    }
-
-    fn encode_read(&self, request: u32) -> Result<Vec<u8>, FrameError> {
-        let mut state = self.state.borrow_mut();
-        let read = state.plans.request(request).map_err(malformed)?;
+    fn read_frame(&self, read: &Request, serial: u16) -> Vec<u8> {
         let points = Extent {
             area: read.area,
             start: read.start,
             count: read.count,
         };
-        let serial = state.exchange.send_read(request);
-        Ok(self.frame(serial, frame::READ, points, &[]))
+        self.frame(serial, frame::READ, points, &[])
     }
 
-    fn parse_read(&self, request: u32, frame: Vec<u8>, ts_ms: i64) -> Result<Batch, FrameError> {
-        let mut state = self.state.borrow_mut();
-        let serial = state.exchange.answered_read(request).map_err(malformed)?;
-        let failed = state.plans.request(request).map_err(malformed)?.clone();
-        let response = frame::response(self.config.frame, serial, &frame).map_err(malformed)?;
-        let what = describe(&failed);
+    fn read_answer(
+        &self,
+        read: &Request,
+        serial: u16,
+        frame: &[u8],
+        ts_ms: i64,
+    ) -> Result<Batch, Failure> {
+        let response = self.response(serial, frame)?;
+        let what = describe(read);
         if response.end_code != 0 {
-            let retry = if frame::blames_addresses(response.end_code) {
-                state
-                    .plans
-                    .split(&failed, ranges::single(|t| self.extent(t)))
-            } else {
-                Vec::new()
-            };
-            return Err(end_code(response.end_code, &what, retry));
+            let code = response.end_code;
+            return Err(Failure::device(
+                u32::from(code),
+                frame::end_code(code, &what),
+            ));
         }
-        let expected = if failed.area.bits {
-            (failed.count as usize).div_ceil(2)
+        let expected = if read.area.bits {
+            (read.count as usize).div_ceil(2)
         } else {
-            failed.count as usize * 2
+            read.count as usize * 2
         };
         if response.data.len() != expected {
-            return Err(malformed(format!(
+            return Err(Failure::Malformed(format!(
                 "{} data bytes, expected {expected} for {what}",
                 response.data.len()
             )));
         }
-        Ok(data::samples(&self.tags, &failed, response.data, ts_ms))
+        Ok(data::samples(&self.tags, read, response.data, ts_ms))
     }
 
-    fn encode_write(&self, tag: u32, value: Value) -> Result<Vec<u8>, FrameError> {
+    fn blames_addresses(&self, code: u32) -> bool {
+        u16::try_from(code).is_ok_and(frame::blames_addresses)
+    }
+
+    fn write(&self, tag: u32, value: &Value) -> Result<((), Self::Payload), Failure> {
         let target = tag_at(&self.tags, tag)?;
-        let (points, bytes) =
-            data::write(target, &value).map_err(|message| unwritable(&target.spec.key, message))?;
-        let serial = self.state.borrow_mut().exchange.send_write(());
+        let (count, bytes) = data::write(target, value)
+            .map_err(|message| Failure::unwritable(&target.spec.key, message))?;
         let points = Extent {
-            count: points,
+            count,
             ..target.extent
         };
-        Ok(self.frame(serial, frame::WRITE, points, &bytes))
+        Ok(((), (points, bytes)))
     }
 
-    fn check_write(&self, frame: Vec<u8>) -> Result<(), FrameError> {
-        let written = self.state.borrow_mut().exchange.answered_write();
-        let (serial, ()) = written.map_err(malformed)?;
-        let response = frame::response(self.config.frame, serial, &frame).map_err(malformed)?;
+    fn write_frame(&self, (points, bytes): Self::Payload, serial: u16) -> Vec<u8> {
+        self.frame(serial, frame::WRITE, points, &bytes)
+    }
+
+    fn write_answer(&self, (): (), serial: u16, frame: &[u8]) -> Result<(), Failure> {
+        let response = self.response(serial, frame)?;
         if response.end_code != 0 {
-            return Err(end_code(response.end_code, "the write", Vec::new()));
+            let code = u32::from(response.end_code);
+            return Err(Failure::device(
+                code,
+                frame::end_code(response.end_code, "the write"),
+            ));
         }
         if !response.data.is_empty() {
-            return Err(malformed(format!(
+            return Err(Failure::Malformed(format!(
                 "write response carries {} data bytes, expected none",
                 response.data.len()
             )));
@@ -378,10 +240,12 @@ impl GuestSession for McSession {
         Ok(())
     }
 
-    fn reset(&self) {
-        self.state.borrow_mut().exchange.reset();
+    fn state(&self) -> &RefCell<RangeState<Device>> {
+        &self.state
     }
 }
+
+sluice_guest::range_session!(McSession, "MC protocol");
 
 /// A device number in the device's radix, for messages.
 struct DeviceNumber(Device, u32);

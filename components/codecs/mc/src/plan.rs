@@ -31,7 +31,6 @@ impl Area for Device {
 
 #[cfg(test)]
 mod tests {
-    use alloc::collections::BTreeSet;
     use alloc::vec::Vec;
     use sluice_guest::session::merge::halves;
     use sluice_guest::session::ranges::{self, Extent, RangeRequest};
@@ -44,12 +43,8 @@ mod tests {
         Extent { area, start, count }
     }
 
-    fn plan(
-        tags: &[Extent<Device>],
-        due: &[u32],
-        split: &BTreeSet<u32>,
-    ) -> Vec<RangeRequest<Device>> {
-        ranges::plan(due, |t| tags.get(t as usize).copied(), LIMITS, split)
+    fn plan(tags: &[Extent<Device>], due: &[u32], split: &[u32]) -> Vec<RangeRequest<Device>> {
+        ranges::plan(tags, due, LIMITS, &split.iter().copied().collect())
     }
 
     fn summary(requests: &[RangeRequest<Device>]) -> Vec<(&'static str, u32, u32, Vec<u32>)> {
@@ -76,7 +71,7 @@ mod tests {
             range("D", 101, 1),
         ];
         let due: Vec<u32> = (0..8).collect();
-        let requests = plan(&tags, &due, &BTreeSet::new());
+        let requests = plan(&tags, &due, &[]);
         assert_eq!(
             summary(&requests),
             [
@@ -96,7 +91,7 @@ mod tests {
             range("X", 0, 1),
             range("Y", 0, 1),
         ];
-        let requests = plan(&tags, &[0, 1, 2, 3, 3, 99], &BTreeSet::new());
+        let requests = plan(&tags, &[0, 1, 2, 3, 3, 99], &[]);
         assert_eq!(requests.len(), 4);
         assert!(requests.iter().all(|r| r.tags.len() == 1));
     }
@@ -106,13 +101,13 @@ mod tests {
         let words: Vec<Extent<Device>> = (0..1000).map(|i| range("D", i * 2, 2)).collect();
         let due: Vec<u32> = (0..1000).collect();
         assert_eq!(
-            starts_and_counts(&plan(&words, &due, &BTreeSet::new())),
+            starts_and_counts(&plan(&words, &due, &[])),
             [(0, 960), (960, 960), (1920, 80)]
         );
         let bits: Vec<Extent<Device>> = (0..8000).map(|i| range("M", i, 1)).collect();
         let due: Vec<u32> = (0..8000).collect();
         assert_eq!(
-            starts_and_counts(&plan(&bits, &due, &BTreeSet::new())),
+            starts_and_counts(&plan(&bits, &due, &[])),
             [(0, 3584), (3584, 3584), (7168, 832)]
         );
     }
@@ -120,7 +115,7 @@ mod tests {
     #[test]
     fn gaps_above_16_points_split() {
         let tags = [range("D", 0, 1), range("D", 17, 1), range("D", 35, 1)];
-        let requests = plan(&tags, &[0, 1, 2], &BTreeSet::new());
+        let requests = plan(&tags, &[0, 1, 2], &[]);
         assert_eq!(summary(&requests)[0], ("D", 0, 18, alloc::vec![0, 1]));
         assert_eq!(summary(&requests)[1], ("D", 35, 1, alloc::vec![2]));
     }
@@ -133,13 +128,13 @@ mod tests {
             range("D", 5, 1),
             range("D", 6, 1),
         ];
-        let single = ranges::single(|t| tags.get(t as usize).copied());
-        let all = plan(&tags, &[0, 1, 2, 3], &BTreeSet::new());
+        let single = ranges::single(&tags);
+        let all = plan(&tags, &[0, 1, 2, 3], &[]);
         let (a, b) = halves(&all[0], &single).expect("splits");
         assert_eq!(starts_and_counts(&[a.clone(), b.clone()]), [(0, 3), (5, 2)]);
         assert_eq!(b.tags[0], 2, "the split point");
-        let again = plan(&tags, &[0, 1, 2, 3], &BTreeSet::from([2]));
+        let again = plan(&tags, &[0, 1, 2, 3], &[2]);
         assert_eq!(again, alloc::vec![a, b]);
-        assert!(halves(&plan(&tags, &[0], &BTreeSet::new())[0], &single).is_none());
+        assert!(halves(&plan(&tags, &[0], &[])[0], &single).is_none());
     }
 }

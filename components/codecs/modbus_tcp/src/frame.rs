@@ -75,8 +75,13 @@ pub fn pdu(frame: &[u8], tid: u16, unit: u8) -> Result<&[u8], String> {
     }
 }
 
+/// The message of exception `code` for `what` was asked.
+pub fn exception(code: u8, what: &str) -> String {
+    format!("exception {code} ({}) for {what}", exception_name(code))
+}
+
 /// What a Modbus exception code means.
-pub fn exception_name(code: u8) -> &'static str {
+fn exception_name(code: u8) -> &'static str {
     match code {
         1 => "illegal function",
         2 => "illegal data address",

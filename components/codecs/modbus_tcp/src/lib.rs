@@ -18,6 +18,7 @@
 extern crate alloc;
 
 mod address;
+mod config;
 mod frame;
 mod plan;
 #[cfg(test)]
@@ -30,22 +31,14 @@ use core::cell::RefCell;
 
 use address::Table;
 use sluice_guest::numeric::{DataType, Number, encode, reorder_for};
-use sluice_guest::session::ranges::{self, Extent, RangeLimits, RangeRequest};
-use sluice_guest::session::{InFlight, Planned, Plans};
-use sluice_guest::settings::{SettingValue, integer, read_all, unknown_key, wrong_type};
+use sluice_guest::session::range_codec::RangeCodec;
+use sluice_guest::session::ranges::{Extent, RangeRequest, RangeState};
+use sluice_guest::session::{Failure, tag_at};
+use sluice_guest::settings::read_all;
 
 sluice_guest::codec_component!(ModbusSession);
 
 use sluice::dataflow::types::{Batch, ConfigError, Setting, Span, TagSpec, Value};
-
-const SETTINGS: &[&str] = &[
-    "unitId",
-    "mergeGap",
-    "maxRegisters",
-    "maxBits",
-    "writeMultiple",
-    "byteOrder",
-];
 
 struct Tag {
     extent: Extent<Table>,
@@ -60,123 +53,28 @@ type Request = RangeRequest<Table>;
 /// Function and the four bytes the answer to a write echoes.
 type Echo = (u8, [u8; 4]);
 
-#[derive(Default)]
-struct State {
-    plans: Plans<Request>,
-    /// Transaction ids; the write in flight waits for its echo.
-    exchange: InFlight<Echo>,
-}
-
 struct ModbusSession {
     unit: u8,
-    limits: RangeLimits,
     write_multiple: bool,
     tags: Vec<Tag>,
-    state: RefCell<State>,
-}
-
-fn exception(code: u8, what: &str, retry: Vec<Planned>) -> FrameError {
-    let name = frame::exception_name(code);
-    device_error(
-        u32::from(code),
-        format!("exception {code} ({name}) for {what}"),
-        retry,
-    )
-}
-
-fn read_settings(settings: &[Setting], errors: &mut Vec<ConfigError>) -> (u8, RangeLimits, bool) {
-    let mut unit = 1u8;
-    let mut limits = RangeLimits {
-        merge_gap: 16,
-        max_words: 120,
-        max_bits: 2000,
-    };
-    let mut write_multiple = false;
-    each_setting(settings, errors, |key, value| match key {
-        "unitId" => integer(key, value, 0, 255).map(|v| unit = v as u8),
-        "mergeGap" => integer(key, value, 0, 1000).map(|v| limits.merge_gap = v),
-        "maxRegisters" => integer(key, value, 1, 125).map(|v| limits.max_words = v),
-        "maxBits" => integer(key, value, 1, 2000).map(|v| limits.max_bits = v),
-        "writeMultiple" => match value {
-            SettingValue::Boolean(b) => {
-                write_multiple = *b;
-                Ok(())
-            }
-            _ => Err(wrong_type(key, "true or false", value)),
-        },
-        "byteOrder" => Ok(()),
-        other => Err(unknown_key(other, SETTINGS)),
-    });
-    (unit, limits, write_multiple)
-}
-
-fn read_tag(index: usize, spec: TagSpec, limits: RangeLimits) -> Result<Tag, ConfigError> {
-    let err = |key: &str, message: String| config_error(Some(index as u32), key, message);
-    let address = address::parse(&spec.address).map_err(|m| err("address", m))?;
-    let data_type = tag_data_type(&spec);
-    let count = if address.table.is_bits() {
-        if data_type != DataType::Bool {
-            return Err(err(
-                "dataType",
-                format!(
-                    "{} hold single bits: the dataType must be BOOL",
-                    address.table.name()
-                ),
-            ));
-        }
-        1
-    } else if address.bit.is_some() {
-        if data_type != DataType::Bool {
-            return Err(err(
-                "dataType",
-                "a register bit (`.N`) must have dataType BOOL".into(),
-            ));
-        }
-        1
-    } else {
-        data_type.byte_len() / 2
-    };
-    if count > limits.max_words as usize {
-        return Err(err(
-            "length",
-            format!(
-                "the value needs {count} registers, more than one request may read ({})",
-                limits.max_words
-            ),
-        ));
-    }
-    if u32::from(address.offset) + count as u32 > 65536 {
-        return Err(err("address", "the value runs past register 65535".into()));
-    }
-    Ok(Tag {
-        extent: Extent {
-            area: address.table,
-            start: u32::from(address.offset),
-            count: count as u32,
-        },
-        bit: address.bit,
-        data_type,
-        spec,
-    })
+    state: RefCell<RangeState<Table, Echo>>,
 }
 
 impl ModbusSession {
     /// Checks settings and tags; every mistake is reported.
     fn create(settings: &[Setting], tags: Vec<TagSpec>) -> Result<Self, Vec<ConfigError>> {
         let mut errors = Vec::new();
-        let (unit, limits, write_multiple) = read_settings(settings, &mut errors);
-        let tags = read_all(tags, errors, |index, spec| read_tag(index, spec, limits))?;
+        let (unit, limits, write_multiple) = config::read_settings(settings, &mut errors);
+        let tags: Vec<Tag> = read_all(tags, errors, |index, spec| {
+            config::read_tag(index, spec, limits)
+        })?;
+        let state = RangeState::new(tags.iter().map(|t| t.extent), limits);
         Ok(ModbusSession {
             unit,
-            limits,
             write_multiple,
             tags,
-            state: RefCell::new(State::default()),
+            state: RefCell::new(state),
         })
-    }
-
-    fn extent(&self, tag: u32) -> Option<Extent<Table>> {
-        self.tags.get(tag as usize).map(|t| t.extent)
     }
 
     /// Samples for the tags of `request` from its response data.
@@ -270,107 +168,98 @@ fn value_of(tag: &Tag, request: &Request, data: &[u8]) -> Option<Value> {
     }
 }
 
-impl GuestSession for ModbusSession {
-    fn open(settings: Vec<Setting>, tags: Vec<TagSpec>) -> Result<Session, Vec<ConfigError>> {
-        Self::create(&settings, tags).map(Session::new)
+impl RangeCodec<Value, Batch> for ModbusSession {
+    type Area = Table;
+    type Echo = Echo;
+    type Payload = Vec<u8>;
+
+    fn head_len(&self) -> usize {
+        frame::HEAD_LEN
     }
 
-    fn header_len(&self) -> u32 {
-        frame::HEAD_LEN as u32
+    fn total_len(&self, head: &[u8]) -> Result<u32, String> {
+        frame::total_len(head)
     }
 
-    fn frame_length(&self, head: Vec<u8>) -> Result<u32, FrameError> {
-        frame::total_len(&head).map_err(malformed)
-    }
-
-    sluice_guest::no_handshake!("Modbus TCP");
-
-    fn plan(&self, due: Vec<u32>) -> Vec<PlannedRead> {
-        let mut state = self.state.borrow_mut();
-        planned_reads(state.plans.plan(due, |due, boundaries| {
-            ranges::plan(due, |t| self.extent(t), self.limits, boundaries)
-        }))
-    }
-
-    fn encode_read(&self, request: u32) -> Result<Vec<u8>, FrameError> {
-        let mut state = self.state.borrow_mut();
-        let read = state.plans.request(request).map_err(malformed)?;
+    fn read_frame(&self, read: &Request, tid: u16) -> Vec<u8> {
         let [s0, s1] = (read.start as u16).to_be_bytes();
         let [c0, c1] = (read.count as u16).to_be_bytes();
         let pdu = [read.area.read_function(), s0, s1, c0, c1];
-        let tid = state.exchange.send_read(request);
-        Ok(frame::build(tid, self.unit, &pdu))
+        frame::build(tid, self.unit, &pdu)
     }
 
-    fn parse_read(&self, request: u32, frame: Vec<u8>, ts_ms: i64) -> Result<Batch, FrameError> {
-        let mut state = self.state.borrow_mut();
-        let tid = state.exchange.answered_read(request).map_err(malformed)?;
-        let failed = state.plans.request(request).map_err(malformed)?.clone();
-        let pdu = frame::pdu(&frame, tid, self.unit).map_err(malformed)?;
-        let function = failed.area.read_function();
-        let what = format!("{} {}..{}", failed.area.name(), failed.start, failed.end());
+    fn read_answer(
+        &self,
+        read: &Request,
+        tid: u16,
+        frame: &[u8],
+        ts_ms: i64,
+    ) -> Result<Batch, Failure> {
+        let pdu = frame::pdu(frame, tid, self.unit).map_err(Failure::Malformed)?;
+        let function = read.area.read_function();
+        let what = format!("{} {}..{}", read.area.name(), read.start, read.end());
         if pdu[0] == function | 0x80 {
             let code = pdu[1];
-            let retry = if frame::blames_addresses(code) {
-                state
-                    .plans
-                    .split(&failed, ranges::single(|t| self.extent(t)))
-            } else {
-                Vec::new()
-            };
-            return Err(exception(code, &what, retry));
+            return Err(Failure::device(
+                u32::from(code),
+                frame::exception(code, &what),
+            ));
         }
         if pdu[0] != function {
-            return Err(malformed(format!(
+            return Err(Failure::Malformed(format!(
                 "function {:#04x} in the response, expected {function:#04x}",
                 pdu[0]
             )));
         }
-        let expected = if failed.area.is_bits() {
-            (failed.count as usize).div_ceil(8)
+        let expected = if read.area.is_bits() {
+            (read.count as usize).div_ceil(8)
         } else {
-            failed.count as usize * 2
+            read.count as usize * 2
         };
         let count = usize::from(pdu[1]);
         let data = &pdu[2..];
         if count != expected || data.len() != count {
-            return Err(malformed(format!(
+            return Err(Failure::Malformed(format!(
                 "byte count {count} with {} data bytes, expected {expected} for {what}",
                 data.len()
             )));
         }
-        Ok(self.samples(&failed, data, ts_ms))
+        Ok(self.samples(read, data, ts_ms))
     }
 
-    fn encode_write(&self, tag: u32, value: Value) -> Result<Vec<u8>, FrameError> {
+    fn blames_addresses(&self, code: u32) -> bool {
+        u8::try_from(code).is_ok_and(frame::blames_addresses)
+    }
+
+    fn write(&self, tag: u32, value: &Value) -> Result<(Echo, Vec<u8>), Failure> {
         let target = tag_at(&self.tags, tag)?;
         let (function, pdu, echo) = self
-            .write_pdu(target, &value)
-            .map_err(|message| unwritable(&target.spec.key, message))?;
-        let tid = self
-            .state
-            .borrow_mut()
-            .exchange
-            .send_write((function, echo));
-        Ok(frame::build(tid, self.unit, &pdu))
+            .write_pdu(target, value)
+            .map_err(|message| Failure::unwritable(&target.spec.key, message))?;
+        Ok(((function, echo), pdu))
     }
 
-    fn check_write(&self, frame: Vec<u8>) -> Result<(), FrameError> {
-        let written = self.state.borrow_mut().exchange.answered_write();
-        let (tid, (function, echo)) = written.map_err(malformed)?;
-        let pdu = frame::pdu(&frame, tid, self.unit).map_err(malformed)?;
+    fn write_frame(&self, pdu: Vec<u8>, tid: u16) -> Vec<u8> {
+        frame::build(tid, self.unit, &pdu)
+    }
+
+    fn write_answer(&self, (function, echo): Echo, tid: u16, frame: &[u8]) -> Result<(), Failure> {
+        let pdu = frame::pdu(frame, tid, self.unit).map_err(Failure::Malformed)?;
         if pdu[0] == function | 0x80 {
-            return Err(exception(pdu[1], "the write", Vec::new()));
+            let message = frame::exception(pdu[1], "the write");
+            return Err(Failure::device(u32::from(pdu[1]), message));
         }
         if pdu[0] != function || pdu.get(1..5) != Some(&echo[..]) {
-            return Err(malformed(format!(
+            return Err(Failure::Malformed(format!(
                 "write response {pdu:02x?} does not echo the request"
             )));
         }
         Ok(())
     }
 
-    fn reset(&self) {
-        self.state.borrow_mut().exchange.reset();
+    fn state(&self) -> &RefCell<RangeState<Table, Echo>> {
+        &self.state
     }
 }
+
+sluice_guest::range_session!(ModbusSession, "Modbus TCP");

@@ -24,7 +24,7 @@ mod tests {
     use alloc::collections::BTreeSet;
     use alloc::vec::Vec;
     use sluice_guest::session::merge::halves;
-    use sluice_guest::session::ranges::{self, Extent, RangeLimits, RangeRequest};
+    use sluice_guest::session::ranges::{self, Extent, RangeLimits};
 
     use crate::address::Table;
 
@@ -42,18 +42,10 @@ mod tests {
         max_bits: 2000,
     };
 
-    fn plan(
-        tags: &[Extent<Table>],
-        due: &[u32],
-        split: &BTreeSet<u32>,
-    ) -> Vec<RangeRequest<Table>> {
-        ranges::plan(due, |t| tags.get(t as usize).copied(), LIMITS, split)
-    }
-
     #[test]
     fn nearby_tags_merge_and_far_ones_do_not() {
         let tags = [hr(0, 2), hr(2, 1), hr(19, 2), hr(100, 4)];
-        let requests = plan(&tags, &[0, 1, 2, 3], &BTreeSet::new());
+        let requests = ranges::plan(&tags, &[0, 1, 2, 3], LIMITS, &BTreeSet::new());
         assert_eq!(requests.len(), 2);
         assert_eq!(
             (
@@ -70,7 +62,7 @@ mod tests {
     fn requests_split_at_the_register_limit() {
         let tags: Vec<Extent<Table>> = (0..100).map(|i| hr(i * 2, 2)).collect();
         let due: Vec<u32> = (0..100).collect();
-        let requests = plan(&tags, &due, &BTreeSet::new());
+        let requests = ranges::plan(&tags, &due, LIMITS, &BTreeSet::new());
         assert_eq!(requests.len(), 2);
         assert_eq!(requests[0].count, 120);
         assert_eq!(requests[1].start, 120);
@@ -80,11 +72,10 @@ mod tests {
     #[test]
     fn a_split_is_remembered_as_a_boundary() {
         let tags = [hr(0, 1), hr(1, 1), hr(2, 1), hr(3, 1)];
-        let all = plan(&tags, &[0, 1, 2, 3], &BTreeSet::new());
-        let single = ranges::single(|t| tags.get(t as usize).copied());
-        let (a, b) = halves(&all[0], single).expect("splits");
+        let all = ranges::plan(&tags, &[0, 1, 2, 3], LIMITS, &BTreeSet::new());
+        let (a, b) = halves(&all[0], ranges::single(&tags)).expect("splits");
         assert_eq!((a.start, a.count, b.start, b.count), (0, 2, 2, 2));
-        let again = plan(&tags, &[0, 1, 2, 3], &BTreeSet::from([b.tags[0]]));
+        let again = ranges::plan(&tags, &[0, 1, 2, 3], LIMITS, &BTreeSet::from([b.tags[0]]));
         assert_eq!(again, alloc::vec![a, b]);
     }
 }

@@ -64,7 +64,7 @@ use address::type_name;
 use pdu::{ItemSpec, JOB_HEADER, SUCCESS, TS_BIT, TS_BYTE};
 use plan::{Request, TagRange};
 use sluice_guest::numeric::{DataType, encode, reorder_for};
-use sluice_guest::session::{InFlight, Plans};
+use sluice_guest::session::{Failure, InFlight, Plans, tag_at};
 use sluice_guest::settings::read_all;
 
 sluice_guest::codec_component!(S7Session);
@@ -108,7 +108,7 @@ struct S7Session {
 }
 
 fn device(code: u32, message: String) -> FrameError {
-    device_error(code, message, Vec::new())
+    frame_error(Failure::device(code, message))
 }
 
 /// The acknowledgement carried by `frame`, checked against the PDU reference
@@ -342,11 +342,11 @@ impl GuestSession for S7Session {
     }
 
     fn encode_write(&self, tag: u32, value: Value) -> Result<Vec<u8>, FrameError> {
-        let target = tag_at(&self.tags, tag)?;
+        let target = tag_at(&self.tags, tag).map_err(frame_error)?;
         let mut state = self.state.borrow_mut();
         let (param, data) = self
             .write_job(target, &value, state.pdu_size)
-            .map_err(|message| unwritable(&target.spec.key, message))?;
+            .map_err(|message| frame_error(Failure::unwritable(&target.spec.key, message)))?;
         let pdu_ref = state.exchange.send_write(());
         Ok(frame::data(&pdu::job(pdu_ref, &param, &data)))
     }

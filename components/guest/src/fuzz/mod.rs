@@ -26,29 +26,10 @@ use alloc::vec::Vec;
 pub use rng::Rng;
 
 use crate::numeric::Number;
-use crate::session::Planned;
+use crate::session::{Failure, Planned};
 
 /// The largest frame, and the most batch bytes, any codec may produce.
 pub const MAX_FRAME: usize = 65_536;
-
-/// A refused call: the WIT `frame-error`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Refusal {
-    Malformed(alloc::string::String),
-    Device {
-        code: u32,
-        message: alloc::string::String,
-        retry: Vec<Planned>,
-    },
-}
-
-impl Refusal {
-    fn message(&self) -> &str {
-        match self {
-            Refusal::Malformed(message) | Refusal::Device { message, .. } => message,
-        }
-    }
-}
 
 /// A sample of a decoded answer, as far as the invariants look at it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,14 +53,14 @@ pub struct Decoded {
 /// own types.
 pub trait Codec {
     fn header_len(&self) -> u32;
-    fn frame_length(&self, head: Vec<u8>) -> Result<u32, Refusal>;
+    fn frame_length(&self, head: Vec<u8>) -> Result<u32, Failure>;
     fn handshake(&self, step: u32) -> Option<Vec<u8>>;
-    fn check_handshake(&self, step: u32, frame: Vec<u8>) -> Result<(), Refusal>;
+    fn check_handshake(&self, step: u32, frame: Vec<u8>) -> Result<(), Failure>;
     fn plan(&self, due: Vec<u32>) -> Vec<Planned>;
-    fn encode_read(&self, request: u32) -> Result<Vec<u8>, Refusal>;
-    fn parse_read(&self, request: u32, frame: Vec<u8>, ts_ms: i64) -> Result<Decoded, Refusal>;
-    fn encode_write(&self, tag: u32, value: Number) -> Result<Vec<u8>, Refusal>;
-    fn check_write(&self, frame: Vec<u8>) -> Result<(), Refusal>;
+    fn encode_read(&self, request: u32) -> Result<Vec<u8>, Failure>;
+    fn parse_read(&self, request: u32, frame: Vec<u8>, ts_ms: i64) -> Result<Decoded, Failure>;
+    fn encode_write(&self, tag: u32, value: Number) -> Result<Vec<u8>, Failure>;
+    fn check_write(&self, frame: Vec<u8>) -> Result<(), Failure>;
     fn reset(&self);
 }
 
@@ -239,7 +220,7 @@ impl<C: Codec, P: Peer> Fuzz<'_, C, P> {
     }
 }
 
-fn refused(refusal: &Refusal) {
+fn refused(refusal: &Failure) {
     assert!(!refusal.message().is_empty(), "a refusal without a message");
 }
 
@@ -270,9 +251,9 @@ fn check_decoded(decoded: &Decoded, tags: &[u32]) {
     }
 }
 
-fn check_read_refusal(refusal: &Refusal, tags: &[u32]) {
+fn check_read_refusal(refusal: &Failure, tags: &[u32]) {
     refused(refusal);
-    if let Refusal::Device { retry, .. } = refusal {
+    if let Failure::Device { retry, .. } = refusal {
         for read in retry {
             assert!(read.tags.iter().all(|t| tags.contains(t)), "retry {read:?}");
         }

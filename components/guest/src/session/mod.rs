@@ -6,18 +6,24 @@
 //! the codec keeps what is its protocol's own: addresses, frames, limits.
 //!
 //! - [`merge`]: the [`Request`] trait, merging sorted reads and halving a request.
-//! - [`ranges`]: requests for contiguous ranges of one area (Modbus tables, MC devices).
 //! - [`plans`]: request ids, the plan cache and the split points learnt so far.
 //! - [`exchange`]: fresh exchange ids and the read and write in flight.
+//! - [`failure`]: a refused call, the WIT `frame-error` in the kit's types.
+//! - [`ranges`]: requests for contiguous ranges of one area (Modbus tables, MC devices).
+//! - [`range_codec`]: the WIT calls of a codec whose requests are ranges, over
+//!   its protocol's hooks.
 //!
 //! The types take `&mut self`; a codec keeps them in the `RefCell` of its session
 //! state, as the WIT resource methods take `&self`.
 
 pub mod exchange;
+pub mod failure;
 pub mod merge;
 pub mod plans;
+pub mod range_codec;
 pub mod ranges;
 
 pub use exchange::InFlight;
+pub use failure::{Failure, tag_at};
 pub use merge::Request;
 pub use plans::{Planned, Plans};

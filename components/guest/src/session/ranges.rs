@@ -14,9 +14,12 @@
 //! compared on its own.
 
 use alloc::collections::BTreeSet;
+use alloc::string::String;
 use alloc::vec::Vec;
 
+use super::exchange::InFlight;
 use super::merge::{Request, merge, singles};
+use super::plans::{Planned, Plans};
 
 /// A memory area of a device.
 pub trait Area: Copy + Eq {
@@ -105,24 +108,80 @@ impl<A: Area> Request for RangeRequest<A> {
     }
 }
 
-/// Requests covering `due`, the extent of a tag given by `extent` (none for a
-/// tag the session does not have).
+/// Requests covering `due`, indexes into `extents`.
 pub fn plan<A: Area>(
+    extents: &[Extent<A>],
     due: &[u32],
-    extent: impl Fn(u32) -> Option<Extent<A>>,
     limits: RangeLimits,
     boundaries: &BTreeSet<u32>,
 ) -> Vec<RangeRequest<A>> {
-    let sorted = singles(due, single(extent), |r| (r.area.rank(), r.start));
+    let sorted = singles(due, single(extents), |r| (r.area.rank(), r.start));
     merge(sorted, limits, boundaries)
 }
 
-/// The single-tag requests of tags whose extent `extent` gives: what [`plan`]
-/// merges, and what [`Plans::split`](super::Plans::split) joins into halves.
-pub fn single<A>(
-    extent: impl Fn(u32) -> Option<Extent<A>>,
-) -> impl Fn(u32) -> Option<RangeRequest<A>> {
-    move |tag| extent(tag).map(|e| RangeRequest::of(e, tag))
+/// The single-tag requests of `extents`: what [`plan`] merges, and what
+/// [`Plans::split`] joins into halves.
+pub fn single<A: Copy>(extents: &[Extent<A>]) -> impl Fn(u32) -> Option<RangeRequest<A>> + '_ {
+    |tag| extents.get(tag as usize).map(|&e| RangeRequest::of(e, tag))
+}
+
+/// The read planning of a session whose requests are ranges: the [`Plans`] of
+/// its tags' extents under its limits.
+#[derive(Debug)]
+pub struct RangePlans<A> {
+    plans: Plans<RangeRequest<A>>,
+    extents: Vec<Extent<A>>,
+    limits: RangeLimits,
+}
+
+impl<A: Area> RangePlans<A> {
+    /// Planning for tags of `extents` (indexed by tag).
+    pub fn new(extents: Vec<Extent<A>>, limits: RangeLimits) -> Self {
+        RangePlans {
+            plans: Plans::default(),
+            extents,
+            limits,
+        }
+    }
+
+    /// The plan for `due` (see [`Plans::plan`]).
+    pub fn plan(&mut self, due: Vec<u32>) -> Vec<Planned> {
+        let (extents, limits) = (&self.extents, self.limits);
+        self.plans.plan(due, |due, boundaries| {
+            plan(extents, due, limits, boundaries)
+        })
+    }
+
+    /// The request planned under `id`.
+    ///
+    /// # Errors
+    /// No request has that id.
+    pub fn request(&self, id: u32) -> Result<&RangeRequest<A>, String> {
+        self.plans.request(id)
+    }
+
+    /// The retries of `failed`, split in two (see [`Plans::split`]).
+    pub fn split(&mut self, failed: &RangeRequest<A>) -> Vec<Planned> {
+        self.plans.split(failed, single(&self.extents))
+    }
+}
+
+/// What a session that reads ranges keeps between calls: its reads and its
+/// exchanges in flight (`W` as in [`InFlight`]).
+#[derive(Debug)]
+pub struct RangeState<A, W = ()> {
+    pub reads: RangePlans<A>,
+    pub exchange: InFlight<W>,
+}
+
+impl<A: Area, W> RangeState<A, W> {
+    /// The state of a new session whose tags have `extents`.
+    pub fn new(extents: impl IntoIterator<Item = Extent<A>>, limits: RangeLimits) -> Self {
+        RangeState {
+            reads: RangePlans::new(extents.into_iter().collect(), limits),
+            exchange: InFlight::default(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -160,15 +219,10 @@ mod tests {
     }
 
     fn summary(tags: &[Extent<Zone>], due: &[u32]) -> Vec<(u8, u32, u32, Vec<u32>)> {
-        plan(
-            due,
-            |t| tags.get(t as usize).copied(),
-            LIMITS,
-            &BTreeSet::new(),
-        )
-        .into_iter()
-        .map(|r| (r.area.0, r.start, r.count, r.tags))
-        .collect()
+        plan(tags, due, LIMITS, &BTreeSet::new())
+            .into_iter()
+            .map(|r| (r.area.0, r.start, r.count, r.tags))
+            .collect()
     }
 
     #[test]
@@ -218,8 +272,7 @@ mod tests {
             count: 10,
             tags: vec![0, 1, 2],
         };
-        let (first, second) =
-            halves(&failed, single(|t| tags.get(t as usize).copied())).expect("three tags");
+        let (first, second) = halves(&failed, single(&tags)).expect("three tags");
         assert_eq!((first.start, first.count, first.tags), (0, 8, vec![0]));
         assert_eq!(
             (second.start, second.count, second.tags),
