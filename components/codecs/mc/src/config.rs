@@ -5,8 +5,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use sluice_guest::numeric::DataType;
-use sluice_guest::session::ranges::Extent;
-use sluice_guest::settings::{SettingValue, unknown_key, wrong_type};
+use sluice_guest::session::ranges::{Extent, NotBool, points};
+use sluice_guest::settings::{SettingValue, read_all, unknown_key, wrong_type};
 
 use crate::address;
 use crate::frame::FrameType;
@@ -16,8 +16,21 @@ use crate::{Config, Tag, config_error, each_setting, tag_data_type};
 
 const SETTINGS: &[&str] = &["series", "frameType", "monitorTimer", "byteOrder"];
 
+/// The channel settings and the tags; every mistake is reported.
+pub fn read(
+    settings: &[Setting],
+    tags: Vec<TagSpec>,
+) -> Result<(Config, Vec<Tag>), Vec<ConfigError>> {
+    let mut errors = Vec::new();
+    let config = read_settings(settings, &mut errors);
+    let tags = read_all(tags, errors, |index, spec| {
+        read_tag(index, spec, config.wide)
+    })?;
+    Ok((config, tags))
+}
+
 /// Frame type, series and monitoring timer from the channel settings.
-pub fn read_settings(settings: &[Setting], errors: &mut Vec<ConfigError>) -> Config {
+fn read_settings(settings: &[Setting], errors: &mut Vec<ConfigError>) -> Config {
     let mut config = Config {
         frame: FrameType::E3,
         wide: false,
@@ -76,47 +89,34 @@ fn words_of(data_type: DataType) -> u64 {
     }
 }
 
-pub fn read_tag(index: usize, spec: TagSpec, wide: bool) -> Result<Tag, ConfigError> {
+fn read_tag(index: usize, spec: TagSpec, wide: bool) -> Result<Tag, ConfigError> {
     let err = |key: &str, message: String| config_error(Some(index as u32), key, message);
     let address = address::parse(&spec.address, wide).map_err(|m| err("address", m))?;
     let data_type = tag_data_type(&spec);
-    let count = if address.device.bits {
-        if data_type != DataType::Bool {
-            return Err(err(
-                "dataType",
-                format!(
-                    "{} is a bit device: the dataType must be BOOL",
-                    address.device.name
-                ),
-            ));
-        }
-        1
-    } else if address.bit.is_some() {
-        if data_type != DataType::Bool {
-            return Err(err(
-                "dataType",
-                "a bit of a word (`.N`) must have dataType BOOL".into(),
-            ));
-        }
-        1
-    } else {
-        words_of(data_type)
-    };
+    let device = address.device;
+    let count = points(
+        data_type,
+        device.bits,
+        address.bit.is_some(),
+        words_of(data_type),
+    )
+    .map_err(|wrong| match wrong {
+        NotBool::BitArea => err(
+            "dataType",
+            format!("{} is a bit device: the dataType must be BOOL", device.name),
+        ),
+        NotBool::BitOfWord => err(
+            "dataType",
+            "a bit of a word (`.N`) must have dataType BOOL".into(),
+        ),
+    })?;
     if count == 0 {
         return Err(err(
             "length",
             "a STRING needs a length of at least 1".into(),
         ));
     }
-    if count > u64::from(LIMITS.max_words) {
-        return Err(err(
-            "length",
-            format!(
-                "the value needs {count} words, more than one request may read ({})",
-                LIMITS.max_words
-            ),
-        ));
-    }
+    LIMITS.fits(count, "words").map_err(|m| err("length", m))?;
     let last = if wide {
         u64::from(u32::MAX)
     } else {

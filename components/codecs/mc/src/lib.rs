@@ -68,7 +68,6 @@ use sluice_guest::numeric::DataType;
 use sluice_guest::session::range_codec::RangeCodec;
 use sluice_guest::session::ranges::{Extent, RangeRequest, RangeState};
 use sluice_guest::session::{Failure, tag_at};
-use sluice_guest::settings::read_all;
 
 sluice_guest::codec_component!(McSession);
 
@@ -103,12 +102,7 @@ struct McSession {
 impl McSession {
     /// Checks settings and tags; every mistake is reported.
     fn create(settings: &[Setting], tags: Vec<TagSpec>) -> Result<McSession, Vec<ConfigError>> {
-        let mut errors = Vec::new();
-        let config = config::read_settings(settings, &mut errors);
-        let wide = config.wide;
-        let tags: Vec<Tag> = read_all(tags, errors, |index, spec| {
-            config::read_tag(index, spec, wide)
-        })?;
+        let (config, tags) = config::read(settings, tags)?;
         let state = RangeState::new(tags.iter().map(|t| t.extent), LIMITS);
         Ok(McSession {
             config,

@@ -4,9 +4,8 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use sluice_guest::numeric::DataType;
-use sluice_guest::session::ranges::{Extent, RangeLimits};
-use sluice_guest::settings::{SettingValue, integer, unknown_key, wrong_type};
+use sluice_guest::session::ranges::{Extent, NotBool, RangeLimits, points};
+use sluice_guest::settings::{SettingValue, integer, read_all, unknown_key, wrong_type};
 
 use crate::address;
 use crate::sluice::dataflow::types::{ConfigError, Setting, TagSpec};
@@ -21,11 +20,26 @@ const SETTINGS: &[&str] = &[
     "byteOrder",
 ];
 
-/// Unit id, request limits and `writeMultiple` from the channel settings.
-pub fn read_settings(
+/// The unit id and `writeMultiple` of the channel.
+pub struct Options {
+    pub unit: u8,
+    pub write_multiple: bool,
+}
+
+/// The channel settings, the request limits they set and the tags; every
+/// mistake is reported.
+pub fn read(
     settings: &[Setting],
-    errors: &mut Vec<ConfigError>,
-) -> (u8, RangeLimits, bool) {
+    tags: Vec<TagSpec>,
+) -> Result<(Options, RangeLimits, Vec<Tag>), Vec<ConfigError>> {
+    let mut errors = Vec::new();
+    let (options, limits) = read_settings(settings, &mut errors);
+    let tags = read_all(tags, errors, |index, spec| read_tag(index, spec, limits))?;
+    Ok((options, limits, tags))
+}
+
+/// Unit id, `writeMultiple` and the request limits from the channel settings.
+fn read_settings(settings: &[Setting], errors: &mut Vec<ConfigError>) -> (Options, RangeLimits) {
     let mut unit = 1u8;
     let mut limits = RangeLimits {
         merge_gap: 16,
@@ -48,45 +62,33 @@ pub fn read_settings(
         "byteOrder" => Ok(()),
         other => Err(unknown_key(other, SETTINGS)),
     });
-    (unit, limits, write_multiple)
+    let options = Options {
+        unit,
+        write_multiple,
+    };
+    (options, limits)
 }
 
-pub fn read_tag(index: usize, spec: TagSpec, limits: RangeLimits) -> Result<Tag, ConfigError> {
+fn read_tag(index: usize, spec: TagSpec, limits: RangeLimits) -> Result<Tag, ConfigError> {
     let err = |key: &str, message: String| config_error(Some(index as u32), key, message);
     let address = address::parse(&spec.address).map_err(|m| err("address", m))?;
     let data_type = tag_data_type(&spec);
-    let count = if address.table.is_bits() {
-        if data_type != DataType::Bool {
-            return Err(err(
-                "dataType",
-                format!(
-                    "{} hold single bits: the dataType must be BOOL",
-                    address.table.name()
-                ),
-            ));
-        }
-        1
-    } else if address.bit.is_some() {
-        if data_type != DataType::Bool {
-            return Err(err(
-                "dataType",
-                "a register bit (`.N`) must have dataType BOOL".into(),
-            ));
-        }
-        1
-    } else {
-        data_type.byte_len() / 2
-    };
-    if count > limits.max_words as usize {
-        return Err(err(
-            "length",
-            format!(
-                "the value needs {count} registers, more than one request may read ({})",
-                limits.max_words
+    let words = (data_type.byte_len() / 2) as u64;
+    let in_bits = address.table.is_bits();
+    let count = points(data_type, in_bits, address.bit.is_some(), words).map_err(|wrong| {
+        let message = match wrong {
+            NotBool::BitArea => format!(
+                "{} hold single bits: the dataType must be BOOL",
+                address.table.name()
             ),
-        ));
-    }
-    if u32::from(address.offset) + count as u32 > 65536 {
+            NotBool::BitOfWord => "a register bit (`.N`) must have dataType BOOL".into(),
+        };
+        err("dataType", message)
+    })?;
+    limits
+        .fits(count, "registers")
+        .map_err(|m| err("length", m))?;
+    if u64::from(address.offset) + count > 65536 {
         return Err(err("address", "the value runs past register 65535".into()));
     }
     Ok(Tag {

@@ -34,7 +34,6 @@ use sluice_guest::numeric::{DataType, Number, encode, reorder_for};
 use sluice_guest::session::range_codec::RangeCodec;
 use sluice_guest::session::ranges::{Extent, RangeRequest, RangeState};
 use sluice_guest::session::{Failure, tag_at};
-use sluice_guest::settings::read_all;
 
 sluice_guest::codec_component!(ModbusSession);
 
@@ -63,15 +62,11 @@ struct ModbusSession {
 impl ModbusSession {
     /// Checks settings and tags; every mistake is reported.
     fn create(settings: &[Setting], tags: Vec<TagSpec>) -> Result<Self, Vec<ConfigError>> {
-        let mut errors = Vec::new();
-        let (unit, limits, write_multiple) = config::read_settings(settings, &mut errors);
-        let tags: Vec<Tag> = read_all(tags, errors, |index, spec| {
-            config::read_tag(index, spec, limits)
-        })?;
+        let (options, limits, tags) = config::read(settings, tags)?;
         let state = RangeState::new(tags.iter().map(|t| t.extent), limits);
         Ok(ModbusSession {
-            unit,
-            write_multiple,
+            unit: options.unit,
+            write_multiple: options.write_multiple,
             tags,
             state: RefCell::new(state),
         })

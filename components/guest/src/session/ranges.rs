@@ -14,12 +14,14 @@
 //! compared on its own.
 
 use alloc::collections::BTreeSet;
+use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::exchange::InFlight;
 use super::merge::{Request, merge, singles};
 use super::plans::{Planned, Plans};
+use crate::numeric::DataType;
 
 /// A memory area of a device.
 pub trait Area: Copy + Eq {
@@ -38,6 +40,34 @@ pub struct Extent<A> {
     pub count: u32,
 }
 
+/// Why a tag cannot be read at its address: a single bit reads only as a BOOL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotBool {
+    /// The address is in an area of bits.
+    BitArea,
+    /// The address names one bit of a word.
+    BitOfWord,
+}
+
+/// The points a tag of `data_type` takes: one for a bit, of an area of bits
+/// (`in_bits`) or of a word (`bit_of_word`), else `words`.
+///
+/// # Errors
+/// A bit whose tag is not a BOOL.
+pub fn points(
+    data_type: DataType,
+    in_bits: bool,
+    bit_of_word: bool,
+    words: u64,
+) -> Result<u64, NotBool> {
+    match (in_bits, bit_of_word) {
+        (false, false) => Ok(words),
+        _ if data_type == DataType::Bool => Ok(1),
+        (true, _) => Err(NotBool::BitArea),
+        (false, true) => Err(NotBool::BitOfWord),
+    }
+}
+
 /// Limits of one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RangeLimits {
@@ -50,6 +80,21 @@ pub struct RangeLimits {
 }
 
 impl RangeLimits {
+    /// Checks that a value of `count` words or registers (`unit` in the
+    /// message) fits one request.
+    ///
+    /// # Errors
+    /// The message for a value too large.
+    pub fn fits(self, count: u64, unit: &str) -> Result<(), String> {
+        if count > u64::from(self.max_words) {
+            return Err(format!(
+                "the value needs {count} {unit}, more than one request may read ({})",
+                self.max_words
+            ));
+        }
+        Ok(())
+    }
+
     fn max_for(self, area: impl Area) -> u32 {
         if area.is_bits() {
             self.max_bits
@@ -255,6 +300,27 @@ mod tests {
         let tags = [at(0, 0, 1), at(2, 0, 1), at(1, 1, 1)];
         let areas: Vec<u8> = summary(&tags, &[0, 1, 2]).iter().map(|r| r.0).collect();
         assert_eq!(areas, [2, 0, 1]);
+    }
+
+    #[test]
+    fn values_fit_one_request() {
+        assert_eq!(LIMITS.fits(10, "words"), Ok(()));
+        assert_eq!(
+            LIMITS.fits(11, "words"),
+            Err("the value needs 11 words, more than one request may read (10)".into())
+        );
+    }
+
+    #[test]
+    fn single_bits_are_bools() {
+        let words = points(DataType::Float32, false, false, 2);
+        assert_eq!(words, Ok(2));
+        assert_eq!(points(DataType::Bool, true, false, 1), Ok(1));
+        assert_eq!(points(DataType::Bool, false, true, 1), Ok(1));
+        let area = points(DataType::Int16, true, false, 1);
+        assert_eq!(area, Err(NotBool::BitArea));
+        let word = points(DataType::Int16, false, true, 1);
+        assert_eq!(word, Err(NotBool::BitOfWord));
     }
 
     #[test]
