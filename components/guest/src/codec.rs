@@ -190,7 +190,7 @@ macro_rules! range_session {
 }
 
 /// Generates, in a codec's test module, the fixtures its tests share with the
-/// other codecs' (`spec`, `string`, `setting`) and the [`fuzz::Codec`](crate::fuzz::Codec)
+/// other codecs' (`spec`, `string`, `specs`, `setting`) and the [`fuzz::Codec`](crate::fuzz::Codec)
 /// of `$session`, for [`fuzz::run`](crate::fuzz::run).
 #[cfg(feature = "fuzz")]
 #[macro_export]
@@ -222,6 +222,37 @@ macro_rules! codec_test_kit {
                 length,
                 ..spec(address, crate::sluice::dataflow::types::DataType::String)
             }
+        }
+
+        /// Tags from a list like `D0 INT16, D20 STRING(5), M0 BOOL`: an address
+        /// and a data type as the configuration names it, `STRING(length)`.
+        fn specs(list: &str) -> Vec<crate::sluice::dataflow::types::TagSpec> {
+            use crate::sluice::dataflow::types::DataType as W;
+            let data_type = |name: &str| match name {
+                "BOOL" => W::Bool,
+                "INT16" => W::Int16,
+                "UINT16" => W::Uint16,
+                "INT32" => W::Int32,
+                "UINT32" => W::Uint32,
+                "INT64" => W::Int64,
+                "UINT64" => W::Uint64,
+                "FLOAT32" => W::Float32,
+                "FLOAT64" => W::Float64,
+                "BCD16" => W::Bcd16,
+                "BCD32" => W::Bcd32,
+                other => panic!("unknown data type {other}"),
+            };
+            let tag = |item: &str| {
+                let (address, name) = item.trim().split_once(' ').expect("address and type");
+                match name
+                    .strip_prefix("STRING(")
+                    .and_then(|n| n.strip_suffix(')'))
+                {
+                    Some(length) => string(address, length.parse().expect("a length")),
+                    None => spec(address, data_type(name)),
+                }
+            };
+            list.split(',').map(tag).collect()
         }
 
         fn setting(

@@ -599,16 +599,9 @@ fn plans_merge_per_device_and_are_cached() {
 
 #[test]
 fn random_and_mutated_frames_never_panic() {
-    let tags = alloc::vec![
-        spec("D0", WireType::Int16),
-        spec("D2", WireType::Float64),
-        spec("D8.15", WireType::Bool),
-        string("D20", 5),
-        spec("M0", WireType::Bool),
-        spec("M7", WireType::Bool),
-        spec("X1F", WireType::Bool),
-        spec("W10", WireType::Uint32),
-    ];
+    let tags = specs(
+        "D0 INT16, D2 FLOAT64, D8.15 BOOL, D20 STRING(5), M0 BOOL, M7 BOOL, X1F BOOL, W10 UINT32",
+    );
     let e4 = [text("frameType", "FRAME_4E"), text("series", "IQ_R")];
     for s in [q_l(tags.clone()), session(&e4, tags)] {
         let reached = fuzz::run(&s, &Plc, 8, 0x9E37_79B9_7F4A_7C15, 10_000);

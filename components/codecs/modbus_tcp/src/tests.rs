@@ -62,28 +62,30 @@ fn settings_and_tags_are_checked() {
             setting("slot", Sv::Int(1)),
             setting("byteOrder", Sv::Text("CDAB".into())),
         ],
-        vec![
-            spec("40001", Wit::Int16),
-            spec("00001", Wit::Int16),
-            spec("40001.3", Wit::Int16),
-            spec("465536", Wit::Int32),
-            spec("4x", Wit::Int16),
-        ],
+        specs("40001 INT16, 00001 INT16, 40001.3 INT16, 465536 INT32, 4x INT16"),
     )
     .err()
     .expect("errors");
-    let keys: Vec<(Option<u32>, &str)> = errors.iter().map(|e| (e.tag, e.key.as_str())).collect();
+    let settings: Vec<&str> = errors
+        .iter()
+        .filter(|e| e.tag.is_none())
+        .map(|e| e.key.as_str())
+        .collect();
     assert_eq!(
-        keys,
+        settings,
+        ["unitId", "maxRegisters", "writeMultiple", "slot"]
+    );
+    let tags: Vec<(u32, &str)> = errors
+        .iter()
+        .filter_map(|e| Some((e.tag?, e.key.as_str())))
+        .collect();
+    assert_eq!(
+        tags,
         [
-            (None, "unitId"),
-            (None, "maxRegisters"),
-            (None, "writeMultiple"),
-            (None, "slot"),
-            (Some(1), "dataType"),
-            (Some(2), "dataType"),
-            (Some(3), "address"),
-            (Some(4), "address"),
+            (1, "dataType"),
+            (2, "dataType"),
+            (3, "address"),
+            (4, "address")
         ]
     );
     assert_eq!(
@@ -225,16 +227,10 @@ fn writes_are_byte_exact_and_checked_against_their_echo() {
 
 #[test]
 fn random_and_mutated_frames_never_panic() {
-    let tags = vec![
-        spec("40001", Wit::Int16),
-        spec("40002", Wit::Float64),
-        spec("40008.15", Wit::Bool),
-        string("hr:20", 5),
-        spec("00001", Wit::Bool),
-        spec("00008", Wit::Bool),
-        spec("10001", Wit::Bool),
-        spec("30001", Wit::Uint32),
-    ];
+    let tags = specs(
+        "40001 INT16, 40002 FLOAT64, 40008.15 BOOL, hr:20 STRING(5), 00001 BOOL, 00008 BOOL, \
+         10001 BOOL, 30001 UINT32",
+    );
     for settings in [vec![], vec![setting("writeMultiple", Sv::Boolean(true))]] {
         let s = session(&settings, tags.clone());
         let reached = fuzz::run(&s, &Server, 8, 0x9E37_79B9_7F4A_7C15, 10_000);

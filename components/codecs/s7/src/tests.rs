@@ -591,13 +591,9 @@ impl Peer for Plc {
 
 #[test]
 fn arbitrary_bytes_never_panic() {
-    let s = session(vec![
-        spec("DB1.DBD0", Wit::Float32),
-        spec("DB1.DBX6.0", Wit::Bool),
-        spec("M10.1", Wit::Bool),
-        spec("DB2.DBW0", Wit::Int16),
-        string("DB3.DBB0", 300),
-    ]);
+    let s = session(specs(
+        "DB1.DBD0 FLOAT32, DB1.DBX6.0 BOOL, M10.1 BOOL, DB2.DBW0 INT16, DB3.DBB0 STRING(300)",
+    ));
     connect(&s, 240);
     let reached = fuzz::run(&s, &Plc, 5, 0x9E37_79B9_7F4A_7C15, 20_000);
     let accepted = reached.handshakes + reached.reads + reached.writes;
