@@ -190,176 +190,176 @@ macro_rules! range_session {
 }
 
 /// Generates, in a codec's test module, the fixtures its tests share with the
-/// other codecs' (`spec`, `string`, `specs`, `setting`) and the [`fuzz::Codec`](crate::fuzz::Codec)
-/// of `$session`, for [`fuzz::run`](crate::fuzz::run).
+/// other codecs' (`spec`, `string`, `specs`, `setting`) and the
+/// [`fuzz::Codec`](crate::fuzz::Codec) of `$session`, for
+/// [`fuzz::run`](crate::fuzz::run).
 #[cfg(feature = "fuzz")]
 #[macro_export]
 #[allow(clippy::crate_in_macro_def)] // `crate` is the codec's crate, as meant.
 macro_rules! codec_test_kit {
     ($session:ident) => {
-        /// A read-write tag of `data_type` at `address`, keyed by its address.
-        fn spec(
-            address: &str,
-            data_type: crate::sluice::dataflow::types::DataType,
-        ) -> crate::sluice::dataflow::types::TagSpec {
-            crate::sluice::dataflow::types::TagSpec {
-                key: address.into(),
-                address: address.into(),
-                data_type,
-                length: 0,
-                byte_order: crate::sluice::dataflow::types::ByteOrder::Abcd,
-                factor: 1.0,
-                offset: 0.0,
-                deadband: 0.0,
-                access: crate::sluice::dataflow::types::Access::ReadWrite,
-                settings: Vec::new(),
-            }
-        }
+        #[allow(unused_imports)]
+        use test_kit::{setting, spec, specs, string};
 
-        /// A STRING tag of `length` characters at `address`.
-        fn string(address: &str, length: u32) -> crate::sluice::dataflow::types::TagSpec {
-            crate::sluice::dataflow::types::TagSpec {
-                length,
-                ..spec(address, crate::sluice::dataflow::types::DataType::String)
-            }
-        }
-
-        /// Tags from a list like `D0 INT16, D20 STRING(5), M0 BOOL`: an address
-        /// and a data type as the configuration names it, `STRING(length)`.
-        fn specs(list: &str) -> Vec<crate::sluice::dataflow::types::TagSpec> {
-            use crate::sluice::dataflow::types::DataType as W;
-            let data_type = |name: &str| match name {
-                "BOOL" => W::Bool,
-                "INT16" => W::Int16,
-                "UINT16" => W::Uint16,
-                "INT32" => W::Int32,
-                "UINT32" => W::Uint32,
-                "INT64" => W::Int64,
-                "UINT64" => W::Uint64,
-                "FLOAT32" => W::Float32,
-                "FLOAT64" => W::Float64,
-                "BCD16" => W::Bcd16,
-                "BCD32" => W::Bcd32,
-                other => panic!("unknown data type {other}"),
+        /// The fixtures of the codecs' tests and the fuzz harness's view of a session.
+        mod test_kit {
+            use crate::sluice::dataflow::types::{
+                Access, ByteOrder, DataType, Quality, Sample, Setting, SettingValue, TagSpec, Value,
             };
-            let tag = |item: &str| {
-                let (address, name) = item.trim().split_once(' ').expect("address and type");
-                match name
-                    .strip_prefix("STRING(")
-                    .and_then(|n| n.strip_suffix(')'))
-                {
-                    Some(length) => string(address, length.parse().expect("a length")),
-                    None => spec(address, data_type(name)),
+            use crate::{FrameError, GuestSession, PlannedRead};
+            use $crate::fuzz::{Codec, Decoded, Sample as Seen};
+            use $crate::numeric::Number;
+            use $crate::session::{Failure, Planned};
+
+            /// A read-write tag of `data_type` at `address`, keyed by its address.
+            pub fn spec(address: &str, data_type: DataType) -> TagSpec {
+                TagSpec {
+                    key: address.into(),
+                    address: address.into(),
+                    data_type,
+                    length: 0,
+                    byte_order: ByteOrder::Abcd,
+                    factor: 1.0,
+                    offset: 0.0,
+                    deadband: 0.0,
+                    access: Access::ReadWrite,
+                    settings: Vec::new(),
                 }
-            };
-            list.split(',').map(tag).collect()
-        }
-
-        fn setting(
-            key: &str,
-            value: crate::sluice::dataflow::types::SettingValue,
-        ) -> crate::sluice::dataflow::types::Setting {
-            crate::sluice::dataflow::types::Setting {
-                key: key.into(),
-                value,
             }
-        }
 
-        /// The kit's failure of a WIT `frame-error`.
-        fn refusal(error: crate::FrameError) -> $crate::session::Failure {
-            match error {
-                crate::FrameError::Malformed(message) => {
-                    $crate::session::Failure::Malformed(message)
+            /// A STRING tag of `length` characters at `address`.
+            pub fn string(address: &str, length: u32) -> TagSpec {
+                TagSpec {
+                    length,
+                    ..spec(address, DataType::String)
                 }
-                crate::FrameError::Device(error) => $crate::session::Failure::Device {
-                    code: error.code,
-                    message: error.message,
-                    retry: error.retry.into_iter().map(planned).collect(),
-                },
-            }
-        }
-
-        fn planned(read: crate::PlannedRead) -> $crate::session::Planned {
-            $crate::session::Planned {
-                id: read.id,
-                tags: read.tags,
-            }
-        }
-
-        fn fuzz_sample(sample: &crate::sluice::dataflow::types::Sample) -> $crate::fuzz::Sample {
-            use crate::sluice::dataflow::types::{Quality, Value};
-            $crate::fuzz::Sample {
-                tag: sample.tag,
-                good: sample.quality == Quality::Good,
-                valued: sample.value != Value::None,
-                span: match sample.value {
-                    Value::Raw(span) => Some((span.start, span.len)),
-                    _ => None,
-                },
-            }
-        }
-
-        impl $crate::fuzz::Codec for $session {
-            fn header_len(&self) -> u32 {
-                crate::GuestSession::header_len(self)
             }
 
-            fn frame_length(&self, head: Vec<u8>) -> Result<u32, $crate::session::Failure> {
-                crate::GuestSession::frame_length(self, head).map_err(refusal)
+            /// Tags from a list like `D0 INT16, D20 STRING(5), M0 BOOL`: an address
+            /// and a data type as the configuration names it, `STRING(length)`.
+            pub fn specs(list: &str) -> Vec<TagSpec> {
+                let tag = |item: &str| {
+                    let (address, name) = item.trim().split_once(' ').expect("address and type");
+                    match name
+                        .strip_prefix("STRING(")
+                        .and_then(|n| n.strip_suffix(')'))
+                    {
+                        Some(length) => string(address, length.parse().expect("a length")),
+                        None => spec(address, data_type(name)),
+                    }
+                };
+                list.split(',').map(tag).collect()
             }
 
-            fn handshake(&self, step: u32) -> Option<Vec<u8>> {
-                crate::GuestSession::handshake(self, step)
+            fn data_type(name: &str) -> DataType {
+                match name {
+                    "BOOL" => DataType::Bool,
+                    "INT16" => DataType::Int16,
+                    "UINT16" => DataType::Uint16,
+                    "INT32" => DataType::Int32,
+                    "UINT32" => DataType::Uint32,
+                    "INT64" => DataType::Int64,
+                    "UINT64" => DataType::Uint64,
+                    "FLOAT32" => DataType::Float32,
+                    "FLOAT64" => DataType::Float64,
+                    "BCD16" => DataType::Bcd16,
+                    "BCD32" => DataType::Bcd32,
+                    other => panic!("unknown data type {other}"),
+                }
             }
 
-            fn check_handshake(
-                &self,
-                step: u32,
-                frame: Vec<u8>,
-            ) -> Result<(), $crate::session::Failure> {
-                crate::GuestSession::check_handshake(self, step, frame).map_err(refusal)
+            pub fn setting(key: &str, value: SettingValue) -> Setting {
+                Setting {
+                    key: key.into(),
+                    value,
+                }
             }
 
-            fn plan(&self, due: Vec<u32>) -> Vec<$crate::session::Planned> {
-                crate::GuestSession::plan(self, due)
-                    .into_iter()
-                    .map(planned)
-                    .collect()
+            /// The kit's failure of a WIT `frame-error`.
+            fn failure(error: FrameError) -> Failure {
+                match error {
+                    FrameError::Malformed(message) => Failure::Malformed(message),
+                    FrameError::Device(error) => Failure::Device {
+                        code: error.code,
+                        message: error.message,
+                        retry: error.retry.into_iter().map(planned).collect(),
+                    },
+                }
             }
 
-            fn encode_read(&self, request: u32) -> Result<Vec<u8>, $crate::session::Failure> {
-                crate::GuestSession::encode_read(self, request).map_err(refusal)
+            fn planned(read: PlannedRead) -> Planned {
+                Planned {
+                    id: read.id,
+                    tags: read.tags,
+                }
             }
 
-            fn parse_read(
-                &self,
-                request: u32,
-                frame: Vec<u8>,
-                ts_ms: i64,
-            ) -> Result<$crate::fuzz::Decoded, $crate::session::Failure> {
-                let batch = crate::GuestSession::parse_read(self, request, frame, ts_ms)
-                    .map_err(refusal)?;
-                Ok($crate::fuzz::Decoded {
-                    samples: batch.samples.iter().map(fuzz_sample).collect(),
-                    bytes: batch.bytes.len(),
-                })
+            fn seen(sample: &Sample) -> Seen {
+                Seen {
+                    tag: sample.tag,
+                    good: sample.quality == Quality::Good,
+                    valued: sample.value != Value::None,
+                    span: match sample.value {
+                        Value::Raw(span) => Some((span.start, span.len)),
+                        _ => None,
+                    },
+                }
             }
 
-            fn encode_write(
-                &self,
-                tag: u32,
-                value: $crate::numeric::Number,
-            ) -> Result<Vec<u8>, $crate::session::Failure> {
-                crate::GuestSession::encode_write(self, tag, crate::number_to_value(value))
-                    .map_err(refusal)
-            }
+            impl Codec for crate::$session {
+                fn header_len(&self) -> u32 {
+                    GuestSession::header_len(self)
+                }
 
-            fn check_write(&self, frame: Vec<u8>) -> Result<(), $crate::session::Failure> {
-                crate::GuestSession::check_write(self, frame).map_err(refusal)
-            }
+                fn frame_length(&self, head: Vec<u8>) -> Result<u32, Failure> {
+                    GuestSession::frame_length(self, head).map_err(failure)
+                }
 
-            fn reset(&self) {
-                crate::GuestSession::reset(self)
+                fn handshake(&self, step: u32) -> Option<Vec<u8>> {
+                    GuestSession::handshake(self, step)
+                }
+
+                fn check_handshake(&self, step: u32, frame: Vec<u8>) -> Result<(), Failure> {
+                    GuestSession::check_handshake(self, step, frame).map_err(failure)
+                }
+
+                fn plan(&self, due: Vec<u32>) -> Vec<Planned> {
+                    GuestSession::plan(self, due)
+                        .into_iter()
+                        .map(planned)
+                        .collect()
+                }
+
+                fn encode_read(&self, request: u32) -> Result<Vec<u8>, Failure> {
+                    GuestSession::encode_read(self, request).map_err(failure)
+                }
+
+                fn parse_read(
+                    &self,
+                    request: u32,
+                    frame: Vec<u8>,
+                    ts_ms: i64,
+                ) -> Result<Decoded, Failure> {
+                    let batch =
+                        GuestSession::parse_read(self, request, frame, ts_ms).map_err(failure)?;
+                    Ok(Decoded {
+                        samples: batch.samples.iter().map(seen).collect(),
+                        bytes: batch.bytes.len(),
+                    })
+                }
+
+                fn encode_write(&self, tag: u32, value: Number) -> Result<Vec<u8>, Failure> {
+                    let value = crate::number_to_value(value);
+                    GuestSession::encode_write(self, tag, value).map_err(failure)
+                }
+
+                fn check_write(&self, frame: Vec<u8>) -> Result<(), Failure> {
+                    GuestSession::check_write(self, frame).map_err(failure)
+                }
+
+                fn reset(&self) {
+                    GuestSession::reset(self)
+                }
             }
         }
     };

@@ -85,12 +85,7 @@ mod tests {
 
     #[test]
     fn devices_and_units_never_mix() {
-        let tags = [
-            range("D", 0, 1),
-            range("R", 0, 1),
-            range("X", 0, 1),
-            range("Y", 0, 1),
-        ];
+        let tags = ["D", "R", "X", "Y"].map(|name| range(name, 0, 1));
         let requests = plan(&tags, &[0, 1, 2, 3, 3, 99], &[]);
         assert_eq!(requests.len(), 4);
         assert!(requests.iter().all(|r| r.tags.len() == 1));
@@ -122,12 +117,7 @@ mod tests {
 
     #[test]
     fn a_split_is_remembered_as_a_boundary() {
-        let tags = [
-            range("D", 0, 1),
-            range("D", 1, 2),
-            range("D", 5, 1),
-            range("D", 6, 1),
-        ];
+        let tags = [(0, 1), (1, 2), (5, 1), (6, 1)].map(|(start, count)| range("D", start, count));
         let single = ranges::single(&tags);
         let all = plan(&tags, &[0, 1, 2, 3], &[]);
         let (a, b) = halves(&all[0], &single).expect("splits");

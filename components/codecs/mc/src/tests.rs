@@ -207,10 +207,7 @@ fn read_frames_are_byte_exact() {
             0x00, 0x64, 0x00, 0x00, 0xA8, 0x01, 0x00
         ]
     );
-    let (_, frame) = read_one(&q_l(alloc::vec![
-        spec("X1F", WireType::Bool),
-        spec("X20", WireType::Bool)
-    ]));
+    let (_, frame) = read_one(&q_l(specs("X1F BOOL, X20 BOOL")));
     assert_eq!(
         frame[9..],
         [
@@ -245,13 +242,9 @@ fn read_frames_are_byte_exact() {
 
 #[test]
 fn write_frames_are_byte_exact() {
-    let s = q_l(alloc::vec![
-        spec("D100", WireType::Int16),
-        spec("D300", WireType::Int32),
-        spec("M10", WireType::Bool),
-        spec("D5.1", WireType::Bool),
-        spec("Y20", WireType::Bool),
-    ]);
+    let s = q_l(specs(
+        "D100 INT16, D300 INT32, M10 BOOL, D5.1 BOOL, Y20 BOOL",
+    ));
     assert_eq!(
         s.encode_write(0, Value::Int(0x1234)).expect("word"),
         [
@@ -289,10 +282,7 @@ fn write_frames_are_byte_exact() {
     assert!(s.encode_write(0, Value::None).is_err());
     assert!(s.encode_write(9, Value::Int(0)).is_err());
 
-    let r = iq_r(alloc::vec![
-        spec("Y20", WireType::Bool),
-        spec("D100", WireType::Uint16)
-    ]);
+    let r = iq_r(specs("Y20 BOOL, D100 UINT16"));
     assert_eq!(
         r.encode_write(0, Value::Boolean(true)).expect("bit")[7..],
         [
@@ -352,10 +342,7 @@ fn word_responses_become_big_endian_samples() {
 
 #[test]
 fn a_32_bit_value_at_d300_arrives_low_word_first() {
-    let s = q_l(alloc::vec![
-        spec("D300", WireType::Int32),
-        spec("D302", WireType::Float64)
-    ]);
+    let s = q_l(specs("D300 INT32, D302 FLOAT64"));
     let (id, _) = read_one(&s);
     let mut data = alloc::vec![0x78, 0x56, 0x34, 0x12];
     data.extend_from_slice(&(-2.5f64).to_le_bytes());
@@ -436,12 +423,7 @@ fn writes_invert_the_read_normalisation_for_every_byte_order() {
 
 #[test]
 fn bit_responses_are_nibbles_high_first() {
-    let s = q_l(alloc::vec![
-        spec("M10", WireType::Bool),
-        spec("M11", WireType::Bool),
-        spec("M13", WireType::Bool),
-        spec("M14", WireType::Bool),
-    ]);
+    let s = q_l(specs("M10 BOOL, M11 BOOL, M13 BOOL, M14 BOOL"));
     let (id, frame) = read_one(&s);
     assert_eq!(frame[15..], [10, 0, 0, 0x90, 5, 0]);
     let batch = s
@@ -459,11 +441,7 @@ fn bit_responses_are_nibbles_high_first() {
 
 #[test]
 fn end_codes_are_device_errors_and_split_merged_reads() {
-    let s = q_l(alloc::vec![
-        spec("D100", WireType::Int16),
-        spec("D101", WireType::Int16),
-        spec("D110", WireType::Int32),
-    ]);
+    let s = q_l(specs("D100 INT16, D101 INT16, D110 INT32"));
     let (id, _) = read_one(&s);
     let error = s.parse_read(id, answer(0xC05C, &[0; 9]), 0);
     let Err(FrameError::Device(error)) = error else {
@@ -494,10 +472,7 @@ fn end_codes_are_device_errors_and_split_merged_reads() {
 
 #[test]
 fn malformed_and_out_of_turn_responses() {
-    let s = q_l(alloc::vec![
-        spec("D100", WireType::Int16),
-        spec("D101", WireType::Int16)
-    ]);
+    let s = q_l(specs("D100 INT16, D101 INT16"));
     let (id, _) = read_one(&s);
     let good = answer(0, &[1, 0, 2, 0]);
     assert!(matches!(
@@ -571,14 +546,9 @@ fn write_answers() {
 
 #[test]
 fn plans_merge_per_device_and_are_cached() {
-    let s = q_l(alloc::vec![
-        spec("D0", WireType::Int16),
-        spec("D10", WireType::Int32),
-        spec("D100", WireType::Int16),
-        spec("M0", WireType::Bool),
-        spec("D12.4", WireType::Bool),
-        spec("X0", WireType::Bool),
-    ]);
+    let s = q_l(specs(
+        "D0 INT16, D10 INT32, D100 INT16, M0 BOOL, D12.4 BOOL, X0 BOOL",
+    ));
     let reads = s.plan(alloc::vec![0, 1, 2, 3, 4, 5]);
     let tags: Vec<Vec<u32>> = reads.iter().map(|r| r.tags.clone()).collect();
     assert_eq!(

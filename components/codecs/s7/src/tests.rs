@@ -161,12 +161,9 @@ fn setup_communication_negotiates_the_pdu_size() {
 
 #[test]
 fn reads_with_mixed_return_codes() {
-    let s = session(vec![
-        spec("DB1.DBD0", Wit::Float32),
-        spec("DB1.DBX6.0", Wit::Bool),
-        spec("MW10", Wit::Int16),
-        spec("DB2.DBW0", Wit::Uint16),
-    ]);
+    let s = session(specs(
+        "DB1.DBD0 FLOAT32, DB1.DBX6.0 BOOL, MW10 INT16, DB2.DBW0 UINT16",
+    ));
     connect(&s, 240);
     let plan = s.plan(vec![0, 1, 2, 3]);
     assert_eq!(plan.len(), 1);
@@ -225,10 +222,7 @@ fn reads_with_mixed_return_codes() {
 
 #[test]
 fn a_failed_merged_item_is_split_in_later_rounds() {
-    let s = session(vec![
-        spec("DB1.DBW0", Wit::Int16),
-        spec("DB1.DBW2", Wit::Int16),
-    ]);
+    let s = session(specs("DB1.DBW0 INT16, DB1.DBW2 INT16"));
     connect(&s, 240);
     let plan = s.plan(vec![0, 1]);
     let r = sent_ref(&s.encode_read(plan[0].id).unwrap());
@@ -256,11 +250,7 @@ fn a_failed_merged_item_is_split_in_later_rounds() {
 
 #[test]
 fn bit_items_and_odd_padding() {
-    let s = session(vec![
-        spec("M10.1", Wit::Bool),
-        string("DB1.DBB100", 3),
-        spec("I0.7", Wit::Bool),
-    ]);
+    let s = session(specs("M10.1 BOOL, DB1.DBB100 STRING(3), I0.7 BOOL"));
     connect(&s, 240);
     let plan = s.plan(vec![0, 1, 2]);
     let frame = s.encode_read(plan[0].id).unwrap();
@@ -508,14 +498,10 @@ fn configuration_errors_name_their_tag_and_key() {
             setting("slot", WitValue::Text("x".into())),
             setting("unitId", WitValue::Int(1)),
         ],
-        vec![
-            spec("DB1.DBW4", Wit::Float32),
-            spec("DB1.DBD0", Wit::Float32),
-            spec("VW100", Wit::Int16),
-            spec("M10", Wit::Bool),
-            string("DB1.DBB0", 0),
-            spec("T5", Wit::Int16),
-        ],
+        specs(
+            "DB1.DBW4 FLOAT32, DB1.DBD0 FLOAT32, VW100 INT16, M10 BOOL, DB1.DBB0 STRING(0), \
+             T5 INT16",
+        ),
     )
     .err()
     .expect("errors");
