@@ -259,3 +259,6 @@ fn check_read_refusal(refusal: &Failure, tags: &[u32]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
