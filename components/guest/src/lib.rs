@@ -3,13 +3,19 @@
 //! Guests are `#![no_std]` so they import nothing from WASI: a component gets no
 //! files, no network and no clock, only what the engine hands it in a call. This
 //! crate supplies what `std` would otherwise provide on wasm32 (an allocator, a
-//! panic handler, `cabi_realloc`) plus the pure helpers several components share.
+//! panic handler, `cabi_realloc`) plus the pure helpers several components share:
+//! number and setting handling, the [`session`] kit every codec builds on, the
+//! WIT glue of a codec crate ([`codec_component!`]) and, with the `fuzz` feature,
+//! the fuzz harness of the codecs' tests.
 #![no_std]
 
 extern crate alloc;
 
-pub mod exchange;
+mod codec;
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
 pub mod numeric;
+pub mod session;
 pub mod settings;
 
 #[doc(hidden)]
@@ -27,7 +33,13 @@ macro_rules! guest_runtime {
 
         #[panic_handler]
         fn on_panic(_: &core::panic::PanicInfo<'_>) -> ! {
-            core::arch::wasm32::unreachable()
+            #[cfg(target_arch = "wasm32")]
+            core::arch::wasm32::unreachable();
+            // Native builds of a component are only checked, never run.
+            #[cfg(not(target_arch = "wasm32"))]
+            loop {
+                core::hint::spin_loop()
+            }
         }
 
         /// Byte comparison the compiler calls for slice equality; `no_std` wasm has

@@ -166,8 +166,13 @@ pub fn response(frame: FrameType, serial: u16, bytes: &[u8]) -> Result<Response<
     })
 }
 
+/// The message of end code `code` for `what` was asked.
+pub fn end_code(code: u16, what: &str) -> String {
+    format!("end code 0x{code:04X} ({}) for {what}", end_code_name(code))
+}
+
 /// What an end code means (the common ones; the PLC manual lists the rest).
-pub fn end_code_name(code: u16) -> &'static str {
+fn end_code_name(code: u16) -> &'static str {
     match code {
         0xC051..=0xC054 => "number of points out of range",
         0xC056 => "request exceeds the largest device number",

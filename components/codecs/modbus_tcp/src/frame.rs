@@ -49,7 +49,8 @@ pub fn total_len(head: &[u8]) -> Result<u32, String> {
 /// The PDU of a response, after checking the header against what was sent.
 ///
 /// # Errors
-/// A transaction id, protocol id, length or unit id that does not match.
+/// A transaction id, protocol id, length or unit id that does not match, or a
+/// PDU of less than two bytes.
 pub fn pdu(frame: &[u8], tid: u16, unit: u8) -> Result<&[u8], String> {
     if frame.len() < HEAD_LEN + 2 {
         return Err(format!("frame of {} bytes is too short", frame.len()));
@@ -68,11 +69,19 @@ pub fn pdu(frame: &[u8], tid: u16, unit: u8) -> Result<&[u8], String> {
     if frame[6] != unit {
         return Err(format!("unit id {}, expected {unit}", frame[6]));
     }
-    Ok(&frame[7..])
+    match &frame[7..] {
+        pdu @ [_, _, ..] => Ok(pdu),
+        _ => Err("a PDU of one byte, with no data or exception code".into()),
+    }
+}
+
+/// The message of exception `code` for `what` was asked.
+pub fn exception(code: u8, what: &str) -> String {
+    format!("exception {code} ({}) for {what}", exception_name(code))
 }
 
 /// What a Modbus exception code means.
-pub fn exception_name(code: u8) -> &'static str {
+fn exception_name(code: u8) -> &'static str {
     match code {
         1 => "illegal function",
         2 => "illegal data address",
@@ -105,6 +114,10 @@ mod tests {
         assert_eq!(pdu(&frame, 7, 1), Ok(&frame[7..]));
         assert!(pdu(&frame, 8, 1).is_err());
         assert!(pdu(&frame, 7, 2).is_err());
+        assert!(
+            pdu(&build(7, 1, &[0x83]), 7, 1).is_err(),
+            "no exception code"
+        );
         assert!(total_len(&[0, 1, 0, 1, 0, 6]).is_err(), "protocol id 1");
         assert!(total_len(&[0, 1, 0, 0, 1, 0]).is_err(), "length 256");
         assert!(total_len(&[0, 1, 0]).is_err());

@@ -267,55 +267,29 @@ mod tests {
 
     #[test]
     fn area_forms() {
-        assert_eq!(
-            parse("M10.1", false),
-            Ok(at(Area::Flags, 0, 10, Some(1), None))
-        );
-        assert_eq!(
-            parse("MX10.1", false),
-            Ok(at(Area::Flags, 0, 10, Some(1), None))
-        );
-        assert_eq!(parse("M10", false), Ok(at(Area::Flags, 0, 10, None, None)));
-        assert_eq!(
-            parse("mb10", false),
-            Ok(at(Area::Flags, 0, 10, None, Some(1)))
-        );
-        assert_eq!(
-            parse("MW20", false),
-            Ok(at(Area::Flags, 0, 20, None, Some(2)))
-        );
-        assert_eq!(
-            parse("MD30", false),
-            Ok(at(Area::Flags, 0, 30, None, Some(4)))
-        );
-        assert_eq!(
-            parse("I0.0", false),
-            Ok(at(Area::Inputs, 0, 0, Some(0), None))
-        );
-        assert_eq!(
-            parse("E1.2", false),
-            Ok(at(Area::Inputs, 0, 1, Some(2), None))
-        );
-        assert_eq!(
-            parse("IW0", false),
-            Ok(at(Area::Inputs, 0, 0, None, Some(2)))
-        );
-        assert_eq!(
-            parse("ID4", false),
-            Ok(at(Area::Inputs, 0, 4, None, Some(4)))
-        );
-        assert_eq!(
-            parse("Q0.1", false),
-            Ok(at(Area::Outputs, 0, 0, Some(1), None))
-        );
-        assert_eq!(
-            parse("AB3", false),
-            Ok(at(Area::Outputs, 0, 3, None, Some(1)))
-        );
-        assert_eq!(
-            parse("%QD8", false),
-            Ok(at(Area::Outputs, 0, 8, None, Some(4)))
-        );
+        use Area::{Flags, Inputs, Outputs};
+        let cases = [
+            ("M10.1", Flags, 10, Some(1), None),
+            ("MX10.1", Flags, 10, Some(1), None),
+            ("M10", Flags, 10, None, None),
+            ("mb10", Flags, 10, None, Some(1)),
+            ("MW20", Flags, 20, None, Some(2)),
+            ("MD30", Flags, 30, None, Some(4)),
+            ("I0.0", Inputs, 0, Some(0), None),
+            ("E1.2", Inputs, 1, Some(2), None),
+            ("IW0", Inputs, 0, None, Some(2)),
+            ("ID4", Inputs, 4, None, Some(4)),
+            ("Q0.1", Outputs, 0, Some(1), None),
+            ("AB3", Outputs, 3, None, Some(1)),
+            ("%QD8", Outputs, 8, None, Some(4)),
+        ];
+        for (text, area, byte, bit, width) in cases {
+            assert_eq!(
+                parse(text, false),
+                Ok(at(area, 0, byte, bit, width)),
+                "{text}"
+            );
+        }
     }
 
     #[test]

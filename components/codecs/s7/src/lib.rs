@@ -45,6 +45,7 @@
 extern crate alloc;
 
 mod address;
+mod config;
 mod frame;
 mod pdu;
 mod plan;
@@ -53,51 +54,29 @@ mod read;
 #[cfg(test)]
 mod tests;
 
-use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 
-use address::{BYTE_LIMIT, type_name};
+use address::type_name;
 use pdu::{ItemSpec, JOB_HEADER, SUCCESS, TS_BIT, TS_BYTE};
 use plan::{Request, TagRange};
-use plc::PlcType;
 use sluice_guest::numeric::{DataType, encode, reorder_for};
-use sluice_guest::settings::{SettingValue, unknown_key, wrong_type};
+use sluice_guest::session::{Failure, InFlight, Plans, tag_at};
+use sluice_guest::settings::read_all;
 
-#[cfg(not(test))]
-sluice_guest::guest_runtime!();
+sluice_guest::codec_component!(S7Session);
 
-wit_bindgen::generate!({
-    world: "codec",
-    path: "../../../wit",
-    additional_derives: [PartialEq],
-});
-
-use exports::sluice::dataflow::protocol::{
-    DeviceError, FrameError, Guest, GuestSession, PlannedRead, Session,
-};
 use sluice::dataflow::types::{Batch, ConfigError, Setting, TagSpec, Value};
 
-struct Component;
-
-impl Guest for Component {
-    type Session = S7Session;
-}
-
-/// Requests kept before old ones are dropped at the start of a plan.
-const MAX_REQUESTS: usize = 1024;
 /// PDU size asked for in Setup Communication.
 const REQUESTED_PDU: u16 = 960;
 /// PDU size assumed until one is negotiated: what every S7 CPU supports.
 const DEFAULT_PDU: u16 = 240;
 /// The smallest PDU size accepted from a PLC.
 const MIN_PDU: u16 = 64;
-/// The longest STRING tag, in bytes.
-const MAX_STRING: u32 = 4096;
-
-const SETTINGS: &[&str] = &["plcType", "rack", "slot", "byteOrder"];
 
 struct Tag {
     range: TagRange,
@@ -110,26 +89,14 @@ struct State {
     pdu_size: u16,
     /// The PDU size the cached plans were made for.
     plans_pdu: u16,
-    next_ref: u16,
-    requests: Vec<Request>,
     /// Plans by due set, valid until a split or a new PDU size changes them.
-    plans: Vec<(Vec<u32>, Vec<PlannedRead>)>,
-    boundaries: BTreeSet<u32>,
+    plans: Plans<Request>,
     /// Bytes collected so far of tags read in slices.
     partial: BTreeMap<u32, Vec<u8>>,
     /// PDU reference of the Setup Communication in flight.
     pending_setup: Option<u16>,
-    /// Request and PDU reference of the read in flight.
-    pending_read: Option<(u32, u16)>,
-    /// PDU reference of the write in flight.
-    pending_write: Option<u16>,
-}
-
-impl State {
-    fn next_ref(&mut self) -> u16 {
-        self.next_ref = self.next_ref.wrapping_add(1);
-        self.next_ref
-    }
+    /// PDU references and the read and write in flight.
+    exchange: InFlight,
 }
 
 struct S7Session {
@@ -140,16 +107,8 @@ struct S7Session {
     state: RefCell<State>,
 }
 
-fn malformed(message: String) -> FrameError {
-    FrameError::Malformed(message)
-}
-
 fn device(code: u32, message: String) -> FrameError {
-    FrameError::Device(DeviceError {
-        code,
-        message,
-        retry: Vec::new(),
-    })
+    frame_error(Failure::device(code, message))
 }
 
 /// The acknowledgement carried by `frame`, checked against the PDU reference
@@ -181,117 +140,29 @@ fn acknowledgement<'a>(
     Ok(ack)
 }
 
-/// PLC type, rack and slot from the channel settings.
-fn read_settings(settings: &[Setting], errors: &mut Vec<ConfigError>) -> (PlcType, u8, u8) {
-    let (mut plc, mut rack, mut slot) = (PlcType::S1200, 0u8, 1u8);
-    for setting in settings {
-        let value = setting_value(setting);
-        let key = setting.key.as_str();
-        let mut number = |target: &mut u8, max: u32| match value.as_u32() {
-            Some(v) if v <= max => *target = v as u8,
-            _ => errors.push(config_error(
-                None,
-                key,
-                wrong_type(key, &format!("an integer from 0 to {max}"), &value),
-            )),
-        };
-        match key {
-            "rack" => number(&mut rack, 7),
-            "slot" => number(&mut slot, 31),
-            "plcType" => match value {
-                SettingValue::Text(name) if PlcType::from_name(name).is_some() => {
-                    plc = PlcType::from_name(name).unwrap_or(plc);
-                }
-                _ => errors.push(config_error(
-                    None,
-                    key,
-                    wrong_type(key, &format!("one of {}", plc::NAMES.join(", ")), &value),
-                )),
-            },
-            "byteOrder" => {}
-            other => errors.push(config_error(None, other, unknown_key(other, SETTINGS))),
-        }
-    }
-    (plc, rack, slot)
-}
-
-fn read_tag(index: usize, spec: TagSpec, plc: PlcType) -> Result<Tag, ConfigError> {
-    let err = |key: &str, message: String| config_error(Some(index as u32), key, message);
-    let data_type = tag_data_type(&spec);
-    if let DataType::String(chars) = data_type
-        && !(1..=MAX_STRING).contains(&chars)
-    {
-        return Err(err(
-            "length",
-            format!("a STRING needs a length from 1 to {MAX_STRING}, got {chars}"),
-        ));
-    }
-    let text = spec.address.trim();
-    let address = address::parse(text, plc.has_v_area()).map_err(|m| err("address", m))?;
-    let len = address::byte_len(&address, data_type, text).map_err(|m| err("address", m))?;
-    if address.byte + len > BYTE_LIMIT {
-        return Err(err(
-            "address",
-            format!(
-                "`{text}` runs past the last addressable byte ({})",
-                BYTE_LIMIT - 1
-            ),
-        ));
-    }
-    Ok(Tag {
-        range: TagRange {
-            area: address.area,
-            db: address.db,
-            start: address.byte,
-            len,
-            bit: address.bit,
-        },
-        data_type,
-        spec,
-    })
-}
-
 impl S7Session {
     /// Checks the settings and tags; `open` without the resource handle.
-    fn build(settings: Vec<Setting>, tags: Vec<TagSpec>) -> Result<Self, Vec<ConfigError>> {
+    fn create(settings: &[Setting], tags: Vec<TagSpec>) -> Result<Self, Vec<ConfigError>> {
         let mut errors = Vec::new();
-        let (plc, rack, slot) = read_settings(&settings, &mut errors);
-        let mut parsed = Vec::with_capacity(tags.len());
-        for (index, spec) in tags.into_iter().enumerate() {
-            match read_tag(index, spec, plc) {
-                Ok(tag) => parsed.push(tag),
-                Err(error) => errors.push(error),
-            }
-        }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
+        let (plc, rack, slot) = config::read_settings(settings, &mut errors);
+        let tags = read_all(tags, errors, |index, spec| {
+            config::read_tag(index, spec, plc)
+        })?;
         let (local_tsap, remote_tsap) = plc.tsaps(rack, slot);
         Ok(S7Session {
             local_tsap,
             remote_tsap,
-            ranges: parsed.iter().map(|t| t.range).collect(),
-            tags: parsed,
+            ranges: tags.iter().map(|t| t.range).collect(),
+            tags,
             state: RefCell::new(State {
                 pdu_size: DEFAULT_PDU,
                 plans_pdu: DEFAULT_PDU,
-                next_ref: 0,
-                requests: Vec::new(),
-                plans: Vec::new(),
-                boundaries: BTreeSet::new(),
+                plans: Plans::default(),
                 partial: BTreeMap::new(),
                 pending_setup: None,
-                pending_read: None,
-                pending_write: None,
+                exchange: InFlight::default(),
             }),
         })
-    }
-
-    fn planned(state: &mut State, request: Request) -> PlannedRead {
-        let id = state.requests.len() as u32;
-        let tags = request.tags.clone();
-        state.requests.push(request);
-        PlannedRead { id, tags }
     }
 
     /// Parameters and data of the Write Var job that writes `value` to `tag`.
@@ -342,7 +213,7 @@ impl S7Session {
 
 impl GuestSession for S7Session {
     fn open(settings: Vec<Setting>, tags: Vec<TagSpec>) -> Result<Session, Vec<ConfigError>> {
-        S7Session::build(settings, tags).map(Session::new)
+        S7Session::create(&settings, tags).map(Session::new)
     }
 
     fn header_len(&self) -> u32 {
@@ -360,12 +231,11 @@ impl GuestSession for S7Session {
                 // A new connection: nothing negotiated or in flight yet.
                 state.pdu_size = DEFAULT_PDU;
                 state.pending_setup = None;
-                state.pending_read = None;
-                state.pending_write = None;
+                state.exchange.reset();
                 Some(frame::connection_request(self.local_tsap, self.remote_tsap))
             }
             1 => {
-                let pdu_ref = state.next_ref();
+                let pdu_ref = state.exchange.next_id();
                 state.pending_setup = Some(pdu_ref);
                 let param = pdu::setup(REQUESTED_PDU);
                 Some(frame::data(&pdu::job(pdu_ref, &param, &[])))
@@ -409,34 +279,20 @@ impl GuestSession for S7Session {
 
     fn plan(&self, due: Vec<u32>) -> Vec<PlannedRead> {
         let mut state = self.state.borrow_mut();
-        if state.plans_pdu != state.pdu_size {
-            state.plans.clear();
-            state.plans_pdu = state.pdu_size;
+        let pdu = state.pdu_size;
+        if state.plans_pdu != pdu {
+            state.plans.forget_plans();
+            state.plans_pdu = pdu;
         }
-        if let Some((_, reads)) = state.plans.iter().find(|(d, _)| *d == due) {
-            return reads.clone();
-        }
-        if state.requests.len() > MAX_REQUESTS {
-            // Safe: a plan call starts a round, so no earlier request id is in flight.
-            state.requests.clear();
-            state.plans.clear();
-        }
-        let requests = plan::plan(&self.ranges, &due, state.pdu_size, &state.boundaries);
-        let reads: Vec<PlannedRead> = requests
-            .into_iter()
-            .map(|r| Self::planned(&mut state, r))
-            .collect();
-        state.plans.push((due, reads.clone()));
-        reads
+        planned_reads(state.plans.plan(due, |due, boundaries| {
+            plan::plan(&self.ranges, due, pdu, boundaries)
+        }))
     }
 
     fn encode_read(&self, request: u32) -> Result<Vec<u8>, FrameError> {
         let mut state = self.state.borrow_mut();
         let pdu_size = state.pdu_size;
-        let planned = state
-            .requests
-            .get(request as usize)
-            .ok_or_else(|| malformed(format!("unknown request {request}")))?;
+        let planned = state.plans.request(request).map_err(malformed)?;
         if !plan::fits(&planned.items, pdu_size) {
             return Err(device(
                 0,
@@ -446,20 +302,14 @@ impl GuestSession for S7Session {
             ));
         }
         let items: Vec<ItemSpec> = planned.items.iter().map(plan::Item::spec).collect();
-        let pdu_ref = state.next_ref();
-        state.pending_read = Some((request, pdu_ref));
+        let pdu_ref = state.exchange.send_read(request);
         Ok(frame::data(&pdu::job(pdu_ref, &pdu::read(&items), &[])))
     }
 
     fn parse_read(&self, request: u32, frame: Vec<u8>, ts_ms: i64) -> Result<Batch, FrameError> {
         let mut state = self.state.borrow_mut();
-        let pdu_ref = sluice_guest::exchange::answered_read(state.pending_read.take(), request)
-            .map_err(malformed)?;
-        let planned = state
-            .requests
-            .get(request as usize)
-            .cloned()
-            .ok_or_else(|| malformed(format!("unknown request {request}")))?;
+        let pdu_ref = state.exchange.answered_read(request).map_err(malformed)?;
+        let planned = state.plans.request(request).map_err(malformed)?.clone();
         let ack = acknowledgement(&frame, pdu_ref, "reading")?;
         let count = pdu::function(ack.param, pdu::READ).map_err(malformed)?;
         if ack.param.len() != 2 || usize::from(count) != planned.items.len() {
@@ -482,36 +332,28 @@ impl GuestSession for S7Session {
         let batch = read::samples(&self.ranges, &planned, &items, &mut state.partial, ts_ms);
         for (item, got) in planned.items.iter().zip(&items) {
             // Codes that blame the addresses: splitting may isolate the tags at fault.
-            if matches!(got.code, 0x03 | 0x05 | 0x06 | 0x07 | 0x0A)
-                && let Some(boundary) = plan::boundary(item)
-                && state.boundaries.insert(boundary)
-            {
-                state.plans.clear();
+            if matches!(got.code, 0x03 | 0x05 | 0x06 | 0x07 | 0x0A) {
+                state
+                    .plans
+                    .split_later(sluice_guest::session::Request::tags(item));
             }
         }
         Ok(batch)
     }
 
     fn encode_write(&self, tag: u32, value: Value) -> Result<Vec<u8>, FrameError> {
-        let target = self
-            .tags
-            .get(tag as usize)
-            .ok_or_else(|| malformed(format!("unknown tag {tag}")))?;
+        let target = tag_at(&self.tags, tag).map_err(frame_error)?;
         let mut state = self.state.borrow_mut();
         let (param, data) = self
             .write_job(target, &value, state.pdu_size)
-            .map_err(|message| device(0, format!("tag `{}`: {message}", target.spec.key)))?;
-        let pdu_ref = state.next_ref();
-        state.pending_write = Some(pdu_ref);
+            .map_err(|message| frame_error(Failure::unwritable(&target.spec.key, message)))?;
+        let pdu_ref = state.exchange.send_write(());
         Ok(frame::data(&pdu::job(pdu_ref, &param, &data)))
     }
 
     fn check_write(&self, frame: Vec<u8>) -> Result<(), FrameError> {
-        let Some(pdu_ref) = self.state.borrow_mut().pending_write.take() else {
-            return Err(malformed(
-                "a write response arrived with no write in flight".into(),
-            ));
-        };
+        let written = self.state.borrow_mut().exchange.answered_write();
+        let (pdu_ref, ()) = written.map_err(malformed)?;
         let ack = acknowledgement(&frame, pdu_ref, "writing")?;
         let count = pdu::function(ack.param, pdu::WRITE).map_err(malformed)?;
         if ack.param.len() != 2 || count != 1 {
@@ -538,12 +380,7 @@ impl GuestSession for S7Session {
         // from the default.
         let mut state = self.state.borrow_mut();
         state.pending_setup = None;
-        state.pending_read = None;
-        state.pending_write = None;
+        state.exchange.reset();
         state.partial.clear();
     }
 }
-
-sluice_guest::wit_conversions!();
-
-export!(Component);

@@ -8,9 +8,13 @@
 //! for one answer (a long STRING) is read in slices, one request per slice, and
 //! joined again when the last slice arrives. A tag listed in `boundaries` always
 //! starts a new item: that is how a split made after an item failed is remembered.
+//! The merging and packing are the session kit's ([`sluice_guest::session::merge`]),
+//! over items and over requests of items.
 
 use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
+
+use sluice_guest::session::merge::{self, singles};
 
 use crate::address::Area;
 use crate::pdu::{ACK_HEADER, ITEM_SPEC, ItemSpec, JOB_HEADER, TS_BIT, TS_BYTE};
@@ -36,12 +40,6 @@ pub struct TagRange {
     pub bit: Option<u8>,
 }
 
-impl TagRange {
-    pub fn end(&self) -> u32 {
-        self.start + self.len
-    }
-}
-
 /// What an item's data is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Part {
@@ -64,6 +62,22 @@ pub struct Item {
 }
 
 impl Item {
+    /// The item that reads `tag`, tag `index`, alone.
+    fn of(tag: &TagRange, index: u32) -> Self {
+        Item {
+            area: tag.area,
+            db: tag.db,
+            start: tag.start,
+            len: tag.len,
+            bit: tag.bit,
+            part: Part::Tags(alloc::vec![index]),
+        }
+    }
+
+    fn end(&self) -> u32 {
+        self.start + self.len
+    }
+
     /// Data bytes of the item in the answer.
     pub fn data_len(&self) -> usize {
         if self.bit.is_some() {
@@ -94,11 +108,77 @@ impl Item {
     }
 }
 
+/// Tags merge into one item of an area (and DB).
+impl merge::Request for Item {
+    /// The most data one item may carry.
+    type Limits = u32;
+
+    fn tags(&self) -> &[u32] {
+        match &self.part {
+            Part::Tags(list) => list,
+            Part::Slice { tag, .. } => core::slice::from_ref(tag),
+        }
+    }
+
+    fn can_merge(&self, next: &Item, max_item: u32) -> bool {
+        self.area == next.area
+            && self.db == next.db
+            && next.start <= self.end() + MERGE_GAP
+            && next.end().max(self.end()) - self.start <= max_item
+    }
+
+    /// A BIT item stays one while both read the same bit.
+    fn merge(&mut self, other: Item) {
+        let same_bit = self.bit.is_some() && self.bit == other.bit && self.start == other.start;
+        if !same_bit {
+            self.bit = None;
+        }
+        let start = self.start.min(other.start);
+        self.len = self.end().max(other.end()) - start;
+        self.start = start;
+        if let (Part::Tags(list), Part::Tags(more)) = (&mut self.part, other.part) {
+            list.extend(more);
+        }
+    }
+}
+
 /// One Read Var request and the tags it covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub items: Vec<Item>,
     pub tags: Vec<u32>,
+}
+
+impl Request {
+    fn of(item: Item) -> Self {
+        Request {
+            tags: merge::Request::tags(&item).to_vec(),
+            items: alloc::vec![item],
+        }
+    }
+}
+
+/// Items are packed into one request.
+impl merge::Request for Request {
+    /// The negotiated PDU size.
+    type Limits = u16;
+
+    fn tags(&self) -> &[u32] {
+        &self.tags
+    }
+
+    fn can_merge(&self, next: &Request, pdu: u16) -> bool {
+        let n = self.items.len() + next.items.len();
+        let more: usize = next.items.iter().map(Item::answer_len).sum();
+        n <= MAX_ITEMS
+            && request_len(n) <= usize::from(pdu)
+            && answer_len(&self.items) + more <= usize::from(pdu)
+    }
+
+    fn merge(&mut self, other: Request) {
+        self.items.extend(other.items);
+        self.tags.extend(other.tags);
+    }
 }
 
 /// Size of a Read Var request of `items` items.
@@ -126,107 +206,37 @@ pub fn fits(items: &[Item], pdu: u16) -> bool {
 /// Requests covering `due` (indexes into `tags`) for a PDU of `pdu` bytes.
 pub fn plan(tags: &[TagRange], due: &[u32], pdu: u16, boundaries: &BTreeSet<u32>) -> Vec<Request> {
     let max_item = max_item_len(pdu);
-    let mut sorted: Vec<(TagRange, u32)> = due
-        .iter()
-        .filter_map(|&t| tags.get(t as usize).map(|range| (*range, t)))
-        .collect();
-    sorted.sort_by_key(|(r, t)| (r.area, r.db, r.start, r.bit, *t));
-    sorted.dedup_by_key(|(_, t)| *t);
-    let mut items: Vec<Item> = Vec::new();
-    let mut sliced: Vec<Request> = Vec::new();
-    for (tag, index) in sorted {
-        if tag.len > max_item {
-            sliced.extend(slices(&tag, index, max_item));
-            continue;
-        }
-        let merged = items.last_mut().filter(|item| {
-            item.area == tag.area
-                && item.db == tag.db
-                && !boundaries.contains(&index)
-                && tag.start <= item.start + item.len + MERGE_GAP
-                && tag.end().max(item.start + item.len) - item.start <= max_item
-        });
-        match merged {
-            Some(item) => {
-                let same_bit = item.bit.is_some() && item.bit == tag.bit && item.start == tag.start;
-                if !same_bit {
-                    item.bit = None;
-                }
-                item.len = tag.end().max(item.start + item.len) - item.start;
-                if let Part::Tags(list) = &mut item.part {
-                    list.push(index);
-                }
-            }
-            None => items.push(Item {
-                area: tag.area,
-                db: tag.db,
-                start: tag.start,
-                len: tag.len,
-                bit: tag.bit,
-                part: Part::Tags(alloc::vec![index]),
-            }),
-        }
-    }
-    let mut requests: Vec<Request> = Vec::new();
-    for item in items {
-        let room = requests.last_mut().filter(|r| {
-            let n = r.items.len() + 1;
-            n <= MAX_ITEMS
-                && request_len(n) <= usize::from(pdu)
-                && answer_len(&r.items) + item.answer_len() <= usize::from(pdu)
-        });
-        let tags_of = match &item.part {
-            Part::Tags(list) => list.clone(),
-            Part::Slice { tag, .. } => alloc::vec![*tag],
-        };
-        match room {
-            Some(request) => {
-                request.items.push(item);
-                request.tags.extend(tags_of);
-            }
-            None => requests.push(Request {
-                items: alloc::vec![item],
-                tags: tags_of,
-            }),
-        }
-    }
-    requests.extend(sliced);
+    let single = |t| tags.get(t as usize).map(|range| Item::of(range, t));
+    let sorted = singles(due, single, |i| (i.area, i.db, i.start, i.bit));
+    let (big, small): (Vec<Item>, Vec<Item>) = sorted.into_iter().partition(|i| i.len > max_item);
+    let items = merge::merge(small, max_item, boundaries);
+    let mut requests = merge::merge(items.into_iter().map(Request::of), pdu, &BTreeSet::new());
+    requests.extend(big.iter().flat_map(|whole| slices(whole, max_item)));
     requests
 }
 
-/// One request per slice of a tag bigger than `max_item` bytes.
-fn slices(tag: &TagRange, index: u32, max_item: u32) -> Vec<Request> {
+/// One request per slice of an item bigger than `max_item` bytes, a whole tag.
+fn slices(whole: &Item, max_item: u32) -> Vec<Request> {
+    let tag = merge::Request::tags(whole)[0];
     let mut requests = Vec::new();
     let mut offset = 0;
-    while offset < tag.len {
-        let len = max_item.min(tag.len - offset);
-        requests.push(Request {
-            items: alloc::vec![Item {
-                area: tag.area,
-                db: tag.db,
-                start: tag.start + offset,
-                len,
-                bit: None,
-                part: Part::Slice {
-                    tag: index,
-                    offset,
-                    total: tag.len,
-                },
-            }],
-            tags: alloc::vec![index],
-        });
+    while offset < whole.len {
+        let len = max_item.min(whole.len - offset);
+        requests.push(Request::of(Item {
+            area: whole.area,
+            db: whole.db,
+            start: whole.start + offset,
+            len,
+            bit: None,
+            part: Part::Slice {
+                tag,
+                offset,
+                total: whole.len,
+            },
+        }));
         offset += len;
     }
     requests
-}
-
-/// The tag that should start a new item after `item` failed, so later rounds
-/// isolate the tags at fault: the middle one of an item with several tags.
-pub fn boundary(item: &Item) -> Option<u32> {
-    match &item.part {
-        Part::Tags(list) if list.len() >= 2 => list.get(list.len() / 2).copied(),
-        _ => None,
-    }
 }
 
 #[cfg(test)]
@@ -385,6 +395,10 @@ mod tests {
         assert!(requests.iter().all(|r| fits(&r.items, 240)));
         let at_960 = plan(&tags, &[0, 1], 960, &BTreeSet::new());
         assert_eq!(at_960.len(), 1, "fits one item at PDU 960");
+    }
+
+    fn boundary(item: &Item) -> Option<u32> {
+        merge::boundary(merge::Request::tags(item))
     }
 
     #[test]

@@ -11,20 +11,8 @@ use alloc::vec::Vec;
 
 use crate::pdu::{ItemData, SUCCESS};
 use crate::plan::{Item, Part, Request, TagRange};
-use crate::sluice::dataflow::types::{Batch, Quality, Sample, Span, Value};
-
-fn push(batch: &mut Batch, tag: u32, value: Option<Value>, ts_ms: i64) {
-    batch.samples.push(Sample {
-        tag,
-        quality: if value.is_some() {
-            Quality::Good
-        } else {
-            Quality::Bad
-        },
-        value: value.unwrap_or(Value::None),
-        ts_ms,
-    });
-}
+use crate::sample;
+use crate::sluice::dataflow::types::{Batch, Span, Value};
 
 /// The value of `tag` inside `item`, whose `data` starts at `base` in the batch bytes.
 fn value_of(tag: &TagRange, item: &Item, data: &[u8], base: usize) -> Option<Value> {
@@ -71,7 +59,7 @@ pub fn samples(
                         .get(index as usize)
                         .filter(|_| ok)
                         .and_then(|tag| value_of(tag, item, got.data, base));
-                    push(&mut batch, index, value, ts_ms);
+                    batch.samples.push(sample(index, value, ts_ms));
                 }
             }
             &Part::Slice { tag, offset, total } => {
@@ -98,7 +86,7 @@ pub fn samples(
                         }
                         _ => None,
                     };
-                    push(&mut batch, tag, value, ts_ms);
+                    batch.samples.push(sample(tag, value, ts_ms));
                 }
             }
         }

@@ -1,0 +1,104 @@
+//! The channel settings and the tags of a session, checked when it opens.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use sluice_guest::session::ranges::{Extent, NotBool, RangeLimits, points};
+use sluice_guest::settings::{SettingValue, integer, read_all, unknown_key, wrong_type};
+
+use crate::address;
+use crate::sluice::dataflow::types::{ConfigError, Setting, TagSpec};
+use crate::{Tag, config_error, each_setting, tag_data_type};
+
+const SETTINGS: &[&str] = &[
+    "unitId",
+    "mergeGap",
+    "maxRegisters",
+    "maxBits",
+    "writeMultiple",
+    "byteOrder",
+];
+
+/// The unit id and `writeMultiple` of the channel.
+pub struct Options {
+    pub unit: u8,
+    pub write_multiple: bool,
+}
+
+/// The channel settings, the request limits they set and the tags; every
+/// mistake is reported.
+pub fn read(
+    settings: &[Setting],
+    tags: Vec<TagSpec>,
+) -> Result<(Options, RangeLimits, Vec<Tag>), Vec<ConfigError>> {
+    let mut errors = Vec::new();
+    let (options, limits) = read_settings(settings, &mut errors);
+    let tags = read_all(tags, errors, |index, spec| read_tag(index, spec, limits))?;
+    Ok((options, limits, tags))
+}
+
+/// Unit id, `writeMultiple` and the request limits from the channel settings.
+fn read_settings(settings: &[Setting], errors: &mut Vec<ConfigError>) -> (Options, RangeLimits) {
+    let mut unit = 1u8;
+    let mut limits = RangeLimits {
+        merge_gap: 16,
+        max_words: 120,
+        max_bits: 2000,
+    };
+    let mut write_multiple = false;
+    each_setting(settings, errors, |key, value| match key {
+        "unitId" => integer(key, value, 0, 255).map(|v| unit = v as u8),
+        "mergeGap" => integer(key, value, 0, 1000).map(|v| limits.merge_gap = v),
+        "maxRegisters" => integer(key, value, 1, 125).map(|v| limits.max_words = v),
+        "maxBits" => integer(key, value, 1, 2000).map(|v| limits.max_bits = v),
+        "writeMultiple" => match value {
+            SettingValue::Boolean(b) => {
+                write_multiple = *b;
+                Ok(())
+            }
+            _ => Err(wrong_type(key, "true or false", value)),
+        },
+        "byteOrder" => Ok(()),
+        other => Err(unknown_key(other, SETTINGS)),
+    });
+    let options = Options {
+        unit,
+        write_multiple,
+    };
+    (options, limits)
+}
+
+fn read_tag(index: usize, spec: TagSpec, limits: RangeLimits) -> Result<Tag, ConfigError> {
+    let err = |key: &str, message: String| config_error(Some(index as u32), key, message);
+    let address = address::parse(&spec.address).map_err(|m| err("address", m))?;
+    let data_type = tag_data_type(&spec);
+    let words = (data_type.byte_len() / 2) as u64;
+    let in_bits = address.table.is_bits();
+    let count = points(data_type, in_bits, address.bit.is_some(), words).map_err(|wrong| {
+        let message = match wrong {
+            NotBool::BitArea => format!(
+                "{} hold single bits: the dataType must be BOOL",
+                address.table.name()
+            ),
+            NotBool::BitOfWord => "a register bit (`.N`) must have dataType BOOL".into(),
+        };
+        err("dataType", message)
+    })?;
+    limits
+        .fits(count, "registers")
+        .map_err(|m| err("length", m))?;
+    if u64::from(address.offset) + count > 65536 {
+        return Err(err("address", "the value runs past register 65535".into()));
+    }
+    Ok(Tag {
+        extent: Extent {
+            area: address.table,
+            start: u32::from(address.offset),
+            count: count as u32,
+        },
+        bit: address.bit,
+        data_type,
+        spec,
+    })
+}

@@ -1,0 +1,239 @@
+//! Session tests: settings, byte-exact frames, exceptions and the splits they
+//! cause, write echoes, robustness.
+
+use alloc::vec;
+
+use super::*;
+use sluice::dataflow::types::{DataType as Wit, Quality, SettingValue as Sv};
+use sluice_guest::fuzz::{self, Peer, Rng};
+
+sluice_guest::codec_test_kit!(ModbusSession);
+
+fn session(settings: &[Setting], tags: Vec<TagSpec>) -> ModbusSession {
+    ModbusSession::create(settings, tags).expect("valid configuration")
+}
+
+fn tid(sent: &[u8]) -> u16 {
+    u16::from_be_bytes([sent[0], sent[1]])
+}
+
+/// A Modbus server answering every request in full.
+struct Server;
+
+impl Peer for Server {
+    fn read(&self, sent: &[u8], rng: &mut Rng) -> Vec<u8> {
+        let count = usize::from(u16::from_be_bytes([sent[10], sent[11]]));
+        let len = if sent[7] <= 2 {
+            count.div_ceil(8)
+        } else {
+            count * 2
+        };
+        let mut pdu = vec![sent[7], len as u8];
+        pdu.extend(rng.bytes(len));
+        frame::build(tid(sent), sent[6], &pdu)
+    }
+
+    fn write(&self, sent: &[u8]) -> Vec<u8> {
+        frame::build(tid(sent), sent[6], &sent[7..12])
+    }
+}
+
+/// The one request of a plan of every tag: its id and frame.
+fn read_all_tags(s: &ModbusSession) -> (u32, Vec<u8>) {
+    let reads = s.plan((0..s.tags.len() as u32).collect());
+    assert_eq!(reads.len(), 1, "one request expected");
+    (reads[0].id, s.encode_read(reads[0].id).expect("encodes"))
+}
+
+fn device_error_of<T: core::fmt::Debug>(result: Result<T, FrameError>) -> DeviceError {
+    match result {
+        Err(FrameError::Device(error)) => error,
+        other => panic!("expected a device error, got {other:?}"),
+    }
+}
+
+#[test]
+fn settings_and_tags_are_checked() {
+    let errors = ModbusSession::create(
+        &[
+            setting("unitId", Sv::Int(256)),
+            setting("maxRegisters", Sv::Int(0)),
+            setting("writeMultiple", Sv::Int(1)),
+            setting("slot", Sv::Int(1)),
+            setting("byteOrder", Sv::Text("CDAB".into())),
+        ],
+        specs("40001 INT16, 00001 INT16, 40001.3 INT16, 465536 INT32, 4x INT16"),
+    )
+    .err()
+    .expect("errors");
+    let settings: Vec<&str> = errors
+        .iter()
+        .filter(|e| e.tag.is_none())
+        .map(|e| e.key.as_str())
+        .collect();
+    assert_eq!(
+        settings,
+        ["unitId", "maxRegisters", "writeMultiple", "slot"]
+    );
+    let tags: Vec<(u32, &str)> = errors
+        .iter()
+        .filter_map(|e| Some((e.tag?, e.key.as_str())))
+        .collect();
+    assert_eq!(
+        tags,
+        [
+            (1, "dataType"),
+            (2, "dataType"),
+            (3, "address"),
+            (4, "address")
+        ]
+    );
+    assert_eq!(
+        errors[1].message,
+        "setting `maxRegisters` must be an integer from 1 to 125, got an integer"
+    );
+    let small = ModbusSession::create(
+        &[setting("maxRegisters", Sv::Int(1))],
+        vec![spec("40001", Wit::Int32)],
+    );
+    assert_eq!(small.err().map(|e| e[0].key.clone()), Some("length".into()));
+    let s = session(&[], Vec::new());
+    assert_eq!((s.unit, s.header_len()), (1, 6));
+    assert!(s.handshake(0).is_none());
+    assert!(s.check_handshake(0, Vec::new()).is_err());
+}
+
+#[test]
+fn reads_are_byte_exact() {
+    let s = session(
+        &[setting("unitId", Sv::Int(7))],
+        vec![
+            spec("40001", Wit::Int16),
+            spec("40002", Wit::Float32),
+            spec("40010.3", Wit::Bool),
+        ],
+    );
+    let (id, frame) = read_all_tags(&s);
+    assert_eq!(frame, [0, 1, 0, 0, 0, 6, 7, 0x03, 0, 0, 0, 10]);
+    let mut data = vec![0u8; 20];
+    data[..6].copy_from_slice(&[0xFF, 0x38, 0x3F, 0xC0, 0, 0]);
+    data[19] = 0x08;
+    let mut pdu = vec![0x03, 20];
+    pdu.extend(&data);
+    let batch = s
+        .parse_read(id, frame::build(1, 7, &pdu), 5)
+        .expect("parses");
+    let values: Vec<(u32, Value)> = batch
+        .samples
+        .iter()
+        .map(|x| (x.tag, x.value.clone()))
+        .collect();
+    assert_eq!(
+        values,
+        [
+            (0, Value::Raw(Span { start: 0, len: 2 })),
+            (1, Value::Raw(Span { start: 2, len: 4 })),
+            (2, Value::Boolean(true)),
+        ]
+    );
+    assert_eq!(batch.bytes, data);
+    assert!(
+        batch
+            .samples
+            .iter()
+            .all(|x| x.ts_ms == 5 && x.quality == Quality::Good)
+    );
+    let coils = session(
+        &[],
+        vec![spec("00001", Wit::Bool), spec("00010", Wit::Bool)],
+    );
+    let (id, frame) = read_all_tags(&coils);
+    assert_eq!(frame[6..], [1, 0x01, 0, 0, 0, 10]);
+    let batch = coils
+        .parse_read(id, frame::build(1, 1, &[0x01, 2, 0x01, 0x02]), 0)
+        .expect("parses");
+    let bits: Vec<Value> = batch.samples.iter().map(|x| x.value.clone()).collect();
+    assert_eq!(bits, [Value::Boolean(true), Value::Boolean(true)]);
+    assert!(batch.bytes.is_empty());
+}
+
+#[test]
+fn exceptions_split_merged_reads_for_later_rounds() {
+    let tags = ["40001", "40002", "40003", "40004"].map(|a| spec(a, Wit::Int16));
+    let s = session(&[], tags.to_vec());
+    let (id, frame) = read_all_tags(&s);
+    let error = device_error_of(s.parse_read(id, frame::build(tid(&frame), 1, &[0x83, 2]), 0));
+    assert_eq!(error.code, 2);
+    assert_eq!(
+        error.message,
+        "exception 2 (illegal data address) for holding registers 0..4"
+    );
+    let retried: Vec<Vec<u32>> = error.retry.iter().map(|r| r.tags.clone()).collect();
+    assert_eq!(retried, [vec![0, 1], vec![2, 3]]);
+    let sent = s.encode_read(error.retry[1].id).expect("encodes");
+    assert_eq!(sent[8..], [0, 2, 0, 2], "registers 2 and 3");
+    assert_eq!(s.plan(vec![0, 1, 2, 3]).len(), 2, "the split is kept");
+    let busy = device_error_of(s.parse_read(
+        error.retry[1].id,
+        frame::build(tid(&sent), 1, &[0x83, 6]),
+        0,
+    ));
+    assert!(busy.retry.is_empty(), "a busy server is not split");
+    // An exception without its code is malformed, not a panic.
+    let sent = s.encode_read(error.retry[0].id).expect("encodes");
+    let short = s.parse_read(error.retry[0].id, frame::build(tid(&sent), 1, &[0x83]), 0);
+    assert!(matches!(short, Err(FrameError::Malformed(_))), "{short:?}");
+}
+
+#[test]
+fn writes_are_byte_exact_and_checked_against_their_echo() {
+    let tags = vec![
+        spec("40001", Wit::Int16),
+        spec("40003", Wit::Int32),
+        spec("00005", Wit::Bool),
+    ];
+    let s = session(&[], tags.clone());
+    let frame = s.encode_write(0, Value::Int(-2)).expect("FC06");
+    assert_eq!(frame, [0, 1, 0, 0, 0, 6, 1, 0x06, 0, 0, 0xFF, 0xFE]);
+    assert_eq!(s.check_write(frame.clone()), Ok(()));
+    assert!(s.check_write(frame).is_err(), "nothing in flight");
+    let frame = s.encode_write(1, Value::Int(0x0102_0304)).expect("FC16");
+    assert_eq!(frame[7..], [0x10, 0, 2, 0, 2, 4, 1, 2, 3, 4]);
+    let echo = frame::build(tid(&frame), 1, &frame[7..12]);
+    assert_eq!(s.check_write(echo), Ok(()));
+    let frame = s.encode_write(2, Value::Boolean(true)).expect("FC05");
+    assert_eq!(frame[7..], [0x05, 0, 4, 0xFF, 0]);
+    let wrong = frame::build(tid(&frame), 1, &[0x05, 0, 4, 0, 0]);
+    assert!(matches!(
+        s.check_write(wrong),
+        Err(FrameError::Malformed(_))
+    ));
+    let frame = s.encode_write(2, Value::Int(0)).expect("FC05");
+    let refused = device_error_of(s.check_write(frame::build(tid(&frame), 1, &[0x85, 4])));
+    assert_eq!((refused.code, refused.retry.len()), (4, 0));
+    let multiple = session(&[setting("writeMultiple", Sv::Boolean(true))], tags);
+    let frame = multiple
+        .encode_write(2, Value::Boolean(true))
+        .expect("FC15");
+    assert_eq!(frame[7..], [0x0F, 0, 4, 0, 1, 1, 1]);
+    let frame = multiple.encode_write(0, Value::Int(5)).expect("FC16");
+    assert_eq!(frame[7..], [0x10, 0, 0, 0, 1, 2, 0, 5]);
+    assert_eq!(device_error_of(s.encode_write(2, Value::Int(2))).code, 0);
+    assert!(matches!(
+        s.encode_write(3, Value::Int(1)),
+        Err(FrameError::Malformed(_))
+    ));
+}
+
+#[test]
+fn random_and_mutated_frames_never_panic() {
+    let tags = specs(
+        "40001 INT16, 40002 FLOAT64, 40008.15 BOOL, hr:20 STRING(5), 00001 BOOL, 00008 BOOL, \
+         10001 BOOL, 30001 UINT32",
+    );
+    for settings in [vec![], vec![setting("writeMultiple", Sv::Boolean(true))]] {
+        let s = session(&settings, tags.clone());
+        let reached = fuzz::run(&s, &Server, 8, 0x9E37_79B9_7F4A_7C15, 10_000);
+        assert!(reached.reads > 500 && reached.writes > 50, "{reached:?}");
+    }
+}

@@ -1,0 +1,366 @@
+//! The WIT glue of a codec crate, written once: [`codec_component!`] in the
+//! crate root, [`range_session!`] for a codec whose requests are ranges and,
+//! for native tests with the `fuzz` feature, `codec_test_kit!`.
+
+/// Generates, in a codec crate's root, the bindings of the WIT `codec` world
+/// exported for `$session`, the guest runtime (outside tests), the conversions
+/// of [`wit_conversions!`](crate::wit_conversions) and the helpers every codec
+/// uses to build its answers. Invoke once, after `extern crate alloc;`.
+#[macro_export]
+macro_rules! codec_component {
+    ($session:ident) => {
+        #[cfg(not(test))]
+        $crate::guest_runtime!();
+
+        wit_bindgen::generate!({
+            world: "codec",
+            path: "../../../wit",
+            additional_derives: [PartialEq],
+        });
+
+        use exports::sluice::dataflow::protocol::{
+            DeviceError, FrameError, Guest, GuestSession, PlannedRead, Session,
+        };
+
+        struct Component;
+
+        impl Guest for Component {
+            type Session = $session;
+        }
+
+        $crate::wit_conversions!();
+        $crate::codec_helpers!();
+
+        export!(Component);
+    };
+}
+
+/// The helpers of [`codec_component!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! codec_helpers {
+    () => {
+        /// Bytes that are not a valid answer: the stream can no longer be trusted.
+        fn malformed(message: alloc::string::String) -> FrameError {
+            FrameError::Malformed(message)
+        }
+
+        /// The WIT `frame-error` of a refused call.
+        fn frame_error(failure: $crate::session::Failure) -> FrameError {
+            match failure {
+                $crate::session::Failure::Malformed(message) => FrameError::Malformed(message),
+                $crate::session::Failure::Device {
+                    code,
+                    message,
+                    retry,
+                } => FrameError::Device(DeviceError {
+                    code,
+                    message,
+                    retry: planned_reads(retry),
+                }),
+            }
+        }
+
+        /// The planned reads the engine gets for the kit's planned requests.
+        fn planned_reads(
+            planned: alloc::vec::Vec<$crate::session::Planned>,
+        ) -> alloc::vec::Vec<PlannedRead> {
+            planned
+                .into_iter()
+                .map(|p| PlannedRead {
+                    id: p.id,
+                    tags: p.tags,
+                })
+                .collect()
+        }
+
+        /// A sample of `tag`: good with a value, bad without one.
+        fn sample(
+            tag: u32,
+            value: Option<sluice::dataflow::types::Value>,
+            ts_ms: i64,
+        ) -> sluice::dataflow::types::Sample {
+            use sluice::dataflow::types::{Quality, Sample, Value};
+            Sample {
+                tag,
+                quality: if value.is_some() {
+                    Quality::Good
+                } else {
+                    Quality::Bad
+                },
+                value: value.unwrap_or(Value::None),
+                ts_ms,
+            }
+        }
+
+        /// Reads each channel setting with `apply`, which gives the message of a
+        /// setting it refuses; the refusals go to `errors`.
+        fn each_setting(
+            settings: &[sluice::dataflow::types::Setting],
+            errors: &mut alloc::vec::Vec<sluice::dataflow::types::ConfigError>,
+            mut apply: impl FnMut(
+                &str,
+                &$crate::settings::SettingValue<'_>,
+            ) -> Result<(), alloc::string::String>,
+        ) {
+            for setting in settings {
+                let key = setting.key.as_str();
+                if let Err(message) = apply(key, &setting_value(setting)) {
+                    errors.push(config_error(None, key, message));
+                }
+            }
+        }
+    };
+}
+
+/// Generates the WIT session of `$session`, a range codec (see
+/// [`session::range_codec`](crate::session::range_codec)) without a handshake,
+/// named `$protocol` in messages. `$session` has a constructor
+/// `create(&[Setting], Vec<TagSpec>) -> Result<Self, Vec<ConfigError>>`.
+/// Invoke after [`codec_component!`].
+#[macro_export]
+macro_rules! range_session {
+    ($session:ident, $protocol:literal) => {
+        impl GuestSession for $session {
+            fn open(
+                settings: alloc::vec::Vec<sluice::dataflow::types::Setting>,
+                tags: alloc::vec::Vec<sluice::dataflow::types::TagSpec>,
+            ) -> Result<Session, alloc::vec::Vec<sluice::dataflow::types::ConfigError>> {
+                $session::create(&settings, tags).map(Session::new)
+            }
+
+            fn header_len(&self) -> u32 {
+                $crate::session::range_codec::RangeCodec::head_len(self) as u32
+            }
+
+            fn frame_length(&self, head: alloc::vec::Vec<u8>) -> Result<u32, FrameError> {
+                $crate::session::range_codec::RangeCodec::total_len(self, &head).map_err(malformed)
+            }
+
+            fn handshake(&self, _step: u32) -> Option<alloc::vec::Vec<u8>> {
+                None
+            }
+
+            fn check_handshake(
+                &self,
+                step: u32,
+                _frame: alloc::vec::Vec<u8>,
+            ) -> Result<(), FrameError> {
+                Err(malformed(alloc::format!(
+                    concat!($protocol, " has no handshake step {}"),
+                    step
+                )))
+            }
+
+            fn plan(&self, due: alloc::vec::Vec<u32>) -> alloc::vec::Vec<PlannedRead> {
+                planned_reads($crate::session::range_codec::plan(self, due))
+            }
+
+            fn encode_read(&self, request: u32) -> Result<alloc::vec::Vec<u8>, FrameError> {
+                $crate::session::range_codec::encode_read(self, request).map_err(frame_error)
+            }
+
+            fn parse_read(
+                &self,
+                request: u32,
+                frame: alloc::vec::Vec<u8>,
+                ts_ms: i64,
+            ) -> Result<sluice::dataflow::types::Batch, FrameError> {
+                $crate::session::range_codec::parse_read(self, request, &frame, ts_ms)
+                    .map_err(frame_error)
+            }
+
+            fn encode_write(
+                &self,
+                tag: u32,
+                value: sluice::dataflow::types::Value,
+            ) -> Result<alloc::vec::Vec<u8>, FrameError> {
+                $crate::session::range_codec::encode_write(self, tag, &value).map_err(frame_error)
+            }
+
+            fn check_write(&self, frame: alloc::vec::Vec<u8>) -> Result<(), FrameError> {
+                $crate::session::range_codec::check_write(self, &frame).map_err(frame_error)
+            }
+
+            fn reset(&self) {
+                $crate::session::range_codec::reset(self)
+            }
+        }
+    };
+}
+
+/// Generates, in a codec's test module, the fixtures its tests share with the
+/// other codecs' (`spec`, `string`, `specs`, `setting`) and the
+/// [`fuzz::Codec`](crate::fuzz::Codec) of `$session`, for
+/// [`fuzz::run`](crate::fuzz::run).
+#[cfg(feature = "fuzz")]
+#[macro_export]
+#[allow(clippy::crate_in_macro_def)] // `crate` is the codec's crate, as meant.
+macro_rules! codec_test_kit {
+    ($session:ident) => {
+        #[allow(unused_imports)]
+        use test_kit::{setting, spec, specs, string};
+
+        /// The fixtures of the codecs' tests and the fuzz harness's view of a session.
+        mod test_kit {
+            use crate::sluice::dataflow::types::{
+                Access, ByteOrder, DataType, Quality, Sample, Setting, SettingValue, TagSpec, Value,
+            };
+            use crate::{FrameError, GuestSession, PlannedRead};
+            use $crate::fuzz::{Codec, Decoded, Sample as Seen};
+            use $crate::numeric::Number;
+            use $crate::session::{Failure, Planned};
+
+            /// A read-write tag of `data_type` at `address`, keyed by its address.
+            pub fn spec(address: &str, data_type: DataType) -> TagSpec {
+                TagSpec {
+                    key: address.into(),
+                    address: address.into(),
+                    data_type,
+                    length: 0,
+                    byte_order: ByteOrder::Abcd,
+                    factor: 1.0,
+                    offset: 0.0,
+                    deadband: 0.0,
+                    access: Access::ReadWrite,
+                    settings: Vec::new(),
+                }
+            }
+
+            /// A STRING tag of `length` characters at `address`.
+            pub fn string(address: &str, length: u32) -> TagSpec {
+                TagSpec {
+                    length,
+                    ..spec(address, DataType::String)
+                }
+            }
+
+            /// Tags from a list like `D0 INT16, D20 STRING(5), M0 BOOL`: an address
+            /// and a data type as the configuration names it, `STRING(length)`.
+            pub fn specs(list: &str) -> Vec<TagSpec> {
+                let tag = |item: &str| {
+                    let (address, name) = item.trim().split_once(' ').expect("address and type");
+                    match name
+                        .strip_prefix("STRING(")
+                        .and_then(|n| n.strip_suffix(')'))
+                    {
+                        Some(length) => string(address, length.parse().expect("a length")),
+                        None => spec(address, data_type(name)),
+                    }
+                };
+                list.split(',').map(tag).collect()
+            }
+
+            fn data_type(name: &str) -> DataType {
+                match name {
+                    "BOOL" => DataType::Bool,
+                    "INT16" => DataType::Int16,
+                    "UINT16" => DataType::Uint16,
+                    "INT32" => DataType::Int32,
+                    "UINT32" => DataType::Uint32,
+                    "INT64" => DataType::Int64,
+                    "UINT64" => DataType::Uint64,
+                    "FLOAT32" => DataType::Float32,
+                    "FLOAT64" => DataType::Float64,
+                    "BCD16" => DataType::Bcd16,
+                    "BCD32" => DataType::Bcd32,
+                    other => panic!("unknown data type {other}"),
+                }
+            }
+
+            pub fn setting(key: &str, value: SettingValue) -> Setting {
+                Setting {
+                    key: key.into(),
+                    value,
+                }
+            }
+
+            /// The kit's failure of a WIT `frame-error`.
+            fn failure(error: FrameError) -> Failure {
+                match error {
+                    FrameError::Malformed(message) => Failure::Malformed(message),
+                    FrameError::Device(error) => Failure::Device {
+                        code: error.code,
+                        message: error.message,
+                        retry: error.retry.into_iter().map(planned).collect(),
+                    },
+                }
+            }
+
+            fn planned(read: PlannedRead) -> Planned {
+                Planned {
+                    id: read.id,
+                    tags: read.tags,
+                }
+            }
+
+            fn seen(sample: &Sample) -> Seen {
+                Seen {
+                    tag: sample.tag,
+                    good: sample.quality == Quality::Good,
+                    valued: sample.value != Value::None,
+                    span: match sample.value {
+                        Value::Raw(span) => Some((span.start, span.len)),
+                        _ => None,
+                    },
+                }
+            }
+
+            impl Codec for crate::$session {
+                fn header_len(&self) -> u32 {
+                    GuestSession::header_len(self)
+                }
+
+                fn frame_length(&self, head: Vec<u8>) -> Result<u32, Failure> {
+                    GuestSession::frame_length(self, head).map_err(failure)
+                }
+
+                fn handshake(&self, step: u32) -> Option<Vec<u8>> {
+                    GuestSession::handshake(self, step)
+                }
+
+                fn check_handshake(&self, step: u32, frame: Vec<u8>) -> Result<(), Failure> {
+                    GuestSession::check_handshake(self, step, frame).map_err(failure)
+                }
+
+                fn plan(&self, due: Vec<u32>) -> Vec<Planned> {
+                    GuestSession::plan(self, due)
+                        .into_iter()
+                        .map(planned)
+                        .collect()
+                }
+
+                fn encode_read(&self, request: u32) -> Result<Vec<u8>, Failure> {
+                    GuestSession::encode_read(self, request).map_err(failure)
+                }
+
+                fn parse_read(
+                    &self,
+                    request: u32,
+                    frame: Vec<u8>,
+                    ts_ms: i64,
+                ) -> Result<Decoded, Failure> {
+                    let batch =
+                        GuestSession::parse_read(self, request, frame, ts_ms).map_err(failure)?;
+                    Ok(Decoded {
+                        samples: batch.samples.iter().map(seen).collect(),
+                        bytes: batch.bytes.len(),
+                    })
+                }
+
+                fn encode_write(&self, tag: u32, value: Number) -> Result<Vec<u8>, Failure> {
+                    let value = crate::number_to_value(value);
+                    GuestSession::encode_write(self, tag, value).map_err(failure)
+                }
+
+                fn check_write(&self, frame: Vec<u8>) -> Result<(), Failure> {
+                    GuestSession::check_write(self, frame).map_err(failure)
+                }
+
+                fn reset(&self) {
+                    GuestSession::reset(self)
+                }
+            }
+        }
+    };
+}

@@ -1,0 +1,128 @@
+//! The harness against a toy session: a sound one passes, a lying one is caught.
+
+use alloc::vec;
+use alloc::vec::Vec;
+use core::cell::RefCell;
+
+use super::*;
+
+/// Frames are a length byte and that many bytes. Every plan is one request,
+/// id 0; a read answer is `[1, 0]`, a write answer echoes the tag written.
+/// `lie` makes `frame-length` short.
+#[derive(Default)]
+struct Toy {
+    lie: bool,
+    /// The tags of request 0, the one request of the last plan.
+    planned: RefCell<Vec<u32>>,
+    read: RefCell<Option<Vec<u32>>>,
+    write: RefCell<Option<u8>>,
+}
+
+impl Codec for Toy {
+    fn header_len(&self) -> u32 {
+        1
+    }
+
+    fn frame_length(&self, head: Vec<u8>) -> Result<u32, Failure> {
+        match head.first() {
+            Some(_) if self.lie => Ok(0),
+            Some(&len) => Ok(1 + u32::from(len)),
+            None => Err(Failure::Malformed("no header".into())),
+        }
+    }
+
+    fn handshake(&self, _step: u32) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn check_handshake(&self, _step: u32, _frame: Vec<u8>) -> Result<(), Failure> {
+        Err(Failure::Malformed("no handshake".into()))
+    }
+
+    fn plan(&self, due: Vec<u32>) -> Vec<Planned> {
+        let mut tags: Vec<u32> = due.into_iter().filter(|&t| t < 3).collect();
+        tags.sort_unstable();
+        tags.dedup();
+        self.planned.replace(tags.clone());
+        vec![Planned { id: 0, tags }]
+    }
+
+    fn encode_read(&self, request: u32) -> Result<Vec<u8>, Failure> {
+        *self.read.borrow_mut() = Some(self.planned.borrow().clone());
+        match request {
+            0 => Ok(vec![0]),
+            _ => Err(Failure::Malformed("unknown request".into())),
+        }
+    }
+
+    fn parse_read(&self, request: u32, frame: Vec<u8>, _ts_ms: i64) -> Result<Decoded, Failure> {
+        let tags = self
+            .read
+            .borrow_mut()
+            .take()
+            .ok_or(Failure::Malformed("none".into()))?;
+        if request != 0 || frame != [1, 0] {
+            return Err(Failure::device(1, "refused".into()));
+        }
+        let sample = |tag| Sample {
+            tag,
+            good: true,
+            valued: true,
+            span: Some((0, 1)),
+        };
+        Ok(Decoded {
+            samples: tags.into_iter().map(sample).collect(),
+            bytes: 1,
+        })
+    }
+
+    fn encode_write(&self, tag: u32, _value: Number) -> Result<Vec<u8>, Failure> {
+        if tag >= 3 {
+            return Err(Failure::Malformed("unknown tag".into()));
+        }
+        *self.write.borrow_mut() = Some(tag as u8);
+        Ok(vec![1, tag as u8])
+    }
+
+    fn check_write(&self, frame: Vec<u8>) -> Result<(), Failure> {
+        match self.write.borrow_mut().take() {
+            Some(tag) if frame == [1, tag] => Ok(()),
+            Some(_) => Err(Failure::Malformed("no echo".into())),
+            None => Err(Failure::Malformed("no write in flight".into())),
+        }
+    }
+
+    fn reset(&self) {
+        *self.read.borrow_mut() = None;
+        *self.write.borrow_mut() = None;
+    }
+}
+
+struct Device;
+
+impl Peer for Device {
+    fn read(&self, _sent: &[u8], _rng: &mut Rng) -> Vec<u8> {
+        vec![1, 0]
+    }
+
+    fn write(&self, sent: &[u8]) -> Vec<u8> {
+        sent.to_vec()
+    }
+}
+
+#[test]
+fn a_sound_session_passes_and_reaches_its_success_paths() {
+    let reached = run(&Toy::default(), &Device, 3, 7, 2000);
+    assert!(reached.reads > 50 && reached.writes > 50, "{reached:?}");
+    assert_eq!(reached.handshakes, 0);
+}
+
+#[test]
+#[should_panic(expected = "frame length 0 with a header of 1")]
+fn a_frame_length_shorter_than_the_header_is_caught() {
+    let liar = Toy {
+        lie: true,
+        ..Toy::default()
+    };
+    run(&liar, &Device, 3, 7, 2000);
+}
