@@ -2,7 +2,8 @@
 //!
 //! - `test`: everything a fresh machine needs (wasm target, protocol peers), then every
 //!   test (the README's test command);
-//! - `lint`: `cargo fmt --check` and `cargo clippy -D warnings` on both workspaces;
+//! - `lint`: the engine's layers (see `layers`), `cargo fmt --check` and
+//!   `cargo clippy -D warnings` on both workspaces;
 //! - `layers`: the import graph of the engine's top-level modules, checked;
 //! - `ci`: `lint` then `test`, as `.ci/run` does.
 #![allow(clippy::print_stdout)]
@@ -114,6 +115,7 @@ fn check_layers(root: &Path, show: bool) -> Result<(), String> {
 }
 
 fn lint(root: &Path) -> Result<(), String> {
+    check_layers(root, false)?;
     ensure_wasm_target(root)?;
     let components = root.join("components");
     run(root, "cargo", &["fmt", "--all", "--", "--check"])?;
