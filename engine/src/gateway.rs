@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tokio::sync::{mpsc, watch};
 
-use crate::alarm::{self, AlarmStore, Alarms, Delivery, TableAudit};
+use crate::alarm::{self, AlarmStore, Alarms, Delivery};
 use crate::api::{self, ApiState, Tokens};
 use crate::collector::{Collector, Fleet, SampleSink, Services};
 use crate::command::{self, CommandStore, Commands, Timings, WriteService};
@@ -81,18 +81,24 @@ pub fn compile(sources: &Sources, purpose: Purpose) -> Result<Prepared, Refusal>
     })
 }
 
+/// Why the durable state could not be opened.
+#[derive(Debug, thiserror::Error)]
 enum StateError {
-    /// The database file is unreadable: set it aside and start afresh.
-    Damaged(String),
-    /// Anything else (a lock held by another engine, a newer WAL format): stop.
-    Fatal(anyhow::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Wal(#[from] WalError),
 }
 
-impl std::fmt::Display for StateError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl StateError {
+    /// A damaged file is set aside and the gateway starts afresh; anything else
+    /// (a lock held by another engine, a newer WAL format) stops it.
+    fn is_damaged(&self) -> bool {
         match self {
-            StateError::Damaged(error) => f.write_str(error),
-            StateError::Fatal(error) => write!(f, "{error:#}"),
+            StateError::Store(error) | StateError::Wal(WalError::Store(error)) => {
+                error.is_damaged()
+            }
+            StateError::Wal(_) => false,
         }
     }
 }
@@ -101,17 +107,9 @@ type State = (Store, Arc<SeqAllocator>, Arc<Outbox>);
 
 /// Opens the database, the sequence numbers and the outbox.
 fn open_state(config: &GatewayConfig) -> Result<State, StateError> {
-    let dir = &config.collector.wal.dir;
-    let store = Store::open(dir).map_err(|e| match e {
-        StoreError::Open { .. } | StoreError::Database(_) => StateError::Damaged(e.to_string()),
-        other => StateError::Fatal(other.into()),
-    })?;
-    let seq = SeqAllocator::open(&store, config.collector.wal.enabled)
-        .map_err(|e| StateError::Damaged(e.to_string()))?;
-    let outbox = Outbox::open(&config.collector.wal, &store).map_err(|e| match e {
-        WalError::Database(detail) => StateError::Damaged(detail),
-        other => StateError::Fatal(other.into()),
-    })?;
+    let store = Store::open(&config.collector.wal.dir)?;
+    let seq = SeqAllocator::open(&store, config.collector.wal.enabled)?;
+    let outbox = Outbox::open(&config.collector.wal, &store)?;
     Ok((store, Arc::new(seq), outbox))
 }
 
@@ -191,7 +189,7 @@ pub async fn run(
     let data_dir: &Path = &config.collector.wal.dir;
     let (store, seq, outbox) = match open_state(&config) {
         Ok(state) => state,
-        Err(StateError::Damaged(error)) => {
+        Err(error) if error.is_damaged() => {
             // Invariant 5: a damaged file never stops the gateway; it is kept aside.
             let aside = Store::set_aside(data_dir)?;
             tracing::error!(
@@ -199,15 +197,11 @@ pub async fn run(
                 aside = %aside.display(),
                 "the database was damaged and has been set aside; starting with an empty one"
             );
-            open_state(&config).map_err(|e| anyhow::anyhow!("{e}"))?
+            open_state(&config)?
         }
-        Err(StateError::Fatal(error)) => return Err(error),
+        Err(error) => return Err(error.into()),
     };
-    let alarm_store = AlarmStore::new(
-        &store,
-        compiled.whitelist.alarms.clone(),
-        Arc::new(TableAudit),
-    );
+    let alarm_store = AlarmStore::new(&store, compiled.whitelist.alarms.clone());
     let alarms = Alarms::new(
         Arc::new(alarm_store),
         HashMap::new(),

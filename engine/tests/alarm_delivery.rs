@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use common::{scratch, whitelist};
 use sluice::alarm::{
     AlarmAction, AlarmState, AlarmStore, Delivery, DeliveryPlan, Notifier, QuietHours, Raise,
-    Raised, Recipient, Scope, Source, TableAudit, TickReport,
+    Raised, Recipient, Scope, Source, TickReport,
 };
 use sluice::store::Store;
 use tokio::sync::oneshot;
@@ -56,7 +56,6 @@ fn setup(name: &str, plan: DeliveryPlan) -> (Arc<AlarmStore>, Arc<Broker>, Deliv
     let store = Arc::new(AlarmStore::new(
         &Store::open(&dir).expect("store"),
         whitelist().alarms,
-        Arc::new(TableAudit),
     ));
     let broker = Arc::new(Broker::default());
     let delivery = Delivery::new(

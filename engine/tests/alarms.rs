@@ -1,24 +1,22 @@
 //! The alarm lifecycle against a real redb file and the real rules components:
 //! every whitelist cell, the three supersede cases, the seed's five-alarm chain,
-//! paired clears, concurrent triggers, restarts, audit failures, thresholds with
-//! hysteresis and a hostile tenant's rules.
+//! paired clears, concurrent triggers, restarts, crashes in the middle of a commit,
+//! thresholds with hysteresis and a hostile tenant's rules.
 
 mod common;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::{TS, batch, builtin, runtime, scratch, setting, tag, test_component, whitelist};
 use sluice::alarm::{
-    ActionRecord, AlarmAction, AlarmError, AlarmState, AlarmStore, Alarms, Applied, AuditError,
-    AuditTable, AuditWriter, DeviceRules, EventError, RULE_FAILURE, Raise, Raised, Scope, Source,
-    TableAudit,
+    AlarmAction, AlarmError, AlarmFilter, AlarmState, AlarmStore, Alarms, Applied, DeviceRules,
+    EventError, RULE_FAILURE, Raise, Raised, Scope, Source,
 };
-use sluice::model::{DataType, SettingValue, Value};
+use sluice::model::{DataType, Refused, SettingValue, Value};
 use sluice::runtime::{CallError, ComponentKind, Limits, RulesPool, Runtime};
-use sluice::store::Store;
+use sluice::store::{Faults, Store};
 use tokio::sync::{mpsc, watch};
 
 const NOW: i64 = TS;
@@ -46,15 +44,15 @@ struct Fixture {
     store: Arc<AlarmStore>,
 }
 
-fn open(dir: &std::path::Path, audit: Arc<dyn AuditWriter>) -> Arc<AlarmStore> {
+fn open(dir: &std::path::Path) -> Arc<AlarmStore> {
     let store = Store::open(dir).expect("store");
-    Arc::new(AlarmStore::new(&store, whitelist().alarms, audit))
+    Arc::new(AlarmStore::new(&store, whitelist().alarms))
 }
 
 fn fixture(name: &str) -> Fixture {
     let dir = scratch(name);
     let runtime = runtime();
-    let store = open(&dir, Arc::new(TableAudit));
+    let store = open(&dir);
     Fixture {
         dir,
         runtime,
@@ -203,11 +201,11 @@ fn every_whitelist_cell_is_applied_or_refused_with_the_allowed_actions() {
                 }
                 None => {
                     match result {
-                        Err(AlarmError::Refused {
+                        Err(AlarmError::Refused(Refused {
                             state,
                             action: refused,
                             allowed: given,
-                        }) => {
+                        })) => {
                             assert_eq!((state, refused), (from, action));
                             assert_eq!(given, allowed, "allowed actions in {from}");
                         }
@@ -258,10 +256,7 @@ fn a_new_trigger_supersedes_unattended_alarms_keeps_attended_ones_and_leaves_ter
         if superseded {
             for action in AlarmAction::BY_PEOPLE {
                 let refused = f.store.act(old, action, Scope::All, "p", None, NOW + 6);
-                assert!(
-                    matches!(refused, Err(AlarmError::Refused { .. })),
-                    "{action}"
-                );
+                assert!(matches!(refused, Err(AlarmError::Refused(_))), "{action}");
             }
         }
     }
@@ -524,7 +519,7 @@ fn alarms_their_history_and_active_keys_survive_a_restart() {
         .expect("confirm");
     let Fixture { dir, store, .. } = f;
     drop(store);
-    let store = open(&dir, Arc::new(TableAudit));
+    let store = open(&dir);
     let alarm = store.get(id, Scope::All).expect("read").expect("kept");
     assert_eq!(alarm.state, AlarmState::Confirmed);
     assert_eq!(alarm.confirmed_by.as_deref(), Some("ann"));
@@ -545,65 +540,80 @@ fn alarms_their_history_and_active_keys_survive_a_restart() {
     );
 }
 
-/// An audit writer that fails while told to.
-#[derive(Debug, Default)]
-struct FlakyAudit {
-    failing: AtomicBool,
-}
-
-impl AuditWriter for FlakyAudit {
-    fn write(
-        &self,
-        table: &mut AuditTable<'_, '_>,
-        record: &ActionRecord,
-    ) -> Result<(), AuditError> {
-        if self.failing.load(Ordering::Relaxed) {
-            return Err(AuditError("the audit disk is full".into()));
-        }
-        table.insert(record)
-    }
+/// Every alarm, oldest first.
+fn all_alarms(store: &AlarmStore) -> Vec<sluice::alarm::Alarm> {
+    let filter = AlarmFilter {
+        limit: usize::MAX,
+        ..AlarmFilter::default()
+    };
+    let mut alarms = store.list(&filter, Scope::All).expect("list");
+    alarms.reverse();
+    alarms
 }
 
 #[test]
-fn a_failed_audit_write_rolls_the_change_back_and_is_counted() {
-    let dir = scratch("audit");
-    let audit = Arc::new(FlakyAudit::default());
-    let store = open(&dir, Arc::clone(&audit) as Arc<dyn AuditWriter>);
-    let (id, _) = opened(
-        store
-            .raise(&raise("gate", "DOOR_OPEN", Source::Event), NOW)
-            .expect("raise"),
-    );
-    audit.failing.store(true, Ordering::Relaxed);
-    let refused = store.act(id, AlarmAction::Confirm, Scope::All, "bob", None, NOW + 1);
-    assert!(matches!(refused, Err(AlarmError::Audit(_))), "{refused:?}");
-    let alarm = store.get(id, Scope::All).expect("read").expect("alarm");
-    assert_eq!(
-        alarm.state,
-        AlarmState::New,
-        "the transition was rolled back"
-    );
-    assert_eq!(alarm.confirmed_by, None);
-    // A supersede is one transaction too: neither the new alarm nor the old one's change stays.
-    let raised = store.raise(&raise("gate", "DOOR_OPEN", Source::Event), NOW + 2);
-    assert!(matches!(raised, Err(AlarmError::Audit(_))), "{raised:?}");
-    let all = store
-        .list(
-            &sluice::alarm::AlarmFilter {
-                limit: 10,
-                ..Default::default()
-            },
-            Scope::All,
-        )
-        .expect("list");
-    assert_eq!(all.len(), 1);
-    assert_eq!(all[0].active_key.as_deref(), Some("gate:DOOR_OPEN"));
-    assert_eq!(store.audit_failures(), 2);
-    audit.failing.store(false, Ordering::Relaxed);
-    store
-        .act(id, AlarmAction::Confirm, Scope::All, "bob", None, NOW + 3)
-        .expect("works again");
-    assert_eq!(store.history(id).expect("history").len(), 2);
+fn a_supersede_cut_off_by_a_crash_is_there_whole_or_not_at_all() {
+    let (mut none, mut whole) = (0, 0);
+    for cut in 0..1000 {
+        let dir = scratch(&format!("crash-{cut}"));
+        let faults = Faults::healthy();
+        let disk = Store::open_with_faults(&dir, Arc::clone(&faults)).expect("store");
+        let store = AlarmStore::new(&disk, whitelist().alarms);
+        let (first, _) = opened(
+            store
+                .raise(&raise("gate", "DOOR_OPEN", Source::Event), NOW)
+                .expect("raise"),
+        );
+        faults.cut_after(cut);
+        let result = store.raise(&raise("gate", "DOOR_OPEN", Source::Event), NOW + 1);
+        let crashed = faults.was_cut();
+        if let Err(error) = &result {
+            assert!(matches!(error, AlarmError::Store(_)), "{error}");
+            assert_eq!(store.audit_failures(), 1, "a rolled-back change is counted");
+        }
+        drop((store, disk));
+        // The restart: the file as the crash left it.
+        let store = open(&dir);
+        let alarms = all_alarms(&store);
+        let history = |id| store.history(id).expect("history");
+        match alarms.as_slice() {
+            [only] => {
+                assert!(result.is_err(), "a supersede that said ok is kept");
+                assert_eq!((only.id, only.state), (first, AlarmState::New));
+                assert_eq!(only.active_key.as_deref(), Some("gate:DOOR_OPEN"));
+                assert_eq!(history(first).len(), 1, "no audit record of what was lost");
+                none += 1;
+            }
+            [old, new] => {
+                assert_eq!((old.id, old.state), (first, AlarmState::Superseded));
+                assert_eq!(old.superseded_by, Some(new.id));
+                assert_eq!(old.active_key, None);
+                assert_eq!(
+                    (new.state, new.active_key.as_deref()),
+                    (AlarmState::New, Some("gate:DOOR_OPEN"))
+                );
+                assert_eq!(history(old.id).len(), 2, "the raise and the supersede");
+                assert_eq!(history(new.id).len(), 1, "the raise");
+                let chain = store
+                    .chain(new.id, Scope::All)
+                    .expect("chain")
+                    .expect("some");
+                assert_eq!(chain.alarms.len(), 2, "the chain link came with it");
+                whole += 1;
+            }
+            other => panic!("after a cut at write {cut}: {other:?}"),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        if !crashed {
+            assert!(result.is_ok(), "no cut, no error");
+            assert!(
+                none > 0 && whole > 0,
+                "{none} cut before, {whole} after the commit"
+            );
+            return;
+        }
+    }
+    panic!("the supersede never finished without a cut");
 }
 
 #[test]

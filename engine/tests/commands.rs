@@ -5,11 +5,10 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use common::{TS, scratch, whitelist};
 use serde_json::json;
-use sluice::alarm::{AlarmStore, Raised, Scope, Source, TableAudit};
+use sluice::alarm::{AlarmStore, Raised, Scope, Source};
 use sluice::command::node::{RECLAIMS_RULE, reclaim_alarm};
 use sluice::command::{
     CommandAction, CommandError, CommandKind, CommandStatus, CommandStore, Created, Delivery,
@@ -385,7 +384,6 @@ fn leases_reclaims_sent_timeouts_and_expiry_follow_the_clock() {
     let alarms = AlarmStore::new(
         &Store::open(&scratch("reclaim-alarm")).expect("store"),
         whitelist().alarms,
-        Arc::new(TableAudit),
     );
     let raised = alarms
         .raise(&reclaim_alarm(&command, now), now)
@@ -473,10 +471,11 @@ fn cancel_request_ids_and_history() {
         .expect("cancel");
     assert_eq!(cancelled.status, CommandStatus::Cancelled);
     match store.cancel(id, Scope::All, "admin", "again", T0 + 3) {
-        Err(CommandError::Refused {
-            status, allowed, ..
-        }) => {
-            assert_eq!((status, allowed), (CommandStatus::Cancelled, vec![]));
+        Err(CommandError::Refused(refused)) => {
+            assert_eq!(
+                (refused.state, refused.allowed),
+                (CommandStatus::Cancelled, vec![])
+            );
         }
         other => panic!("{other:?}"),
     }

@@ -200,9 +200,7 @@ impl Delivery {
 
     async fn in_state(&self, state: AlarmState) -> Result<Vec<Alarm>, AlarmError> {
         let store = Arc::clone(&self.store);
-        tokio::task::spawn_blocking(move || store.in_state(state))
-            .await
-            .map_err(|e| AlarmError::Store(e.to_string()))?
+        tokio::task::spawn_blocking(move || store.in_state(state)).await?
     }
 
     /// Applies an engine transition; `false` when a person changed the alarm
@@ -212,11 +210,10 @@ impl Delivery {
         let result = tokio::task::spawn_blocking(move || {
             store.act(id, action, Scope::All, "engine", None, now)
         })
-        .await
-        .map_err(|e| AlarmError::Store(e.to_string()))?;
+        .await?;
         match result {
             Ok(_) => Ok(true),
-            Err(AlarmError::Refused { .. }) => Ok(false),
+            Err(AlarmError::Refused(_)) => Ok(false),
             Err(error) => Err(error),
         }
     }

@@ -3,7 +3,8 @@
 //! transaction of every change. Design and invariants: `docs/alarms.md`.
 //!
 //! - [`model`]: the alarm record and its history;
-//! - [`store`]: the redb tables and every change, each one transaction;
+//! - [`store`]: every change, each one transaction with its audit record;
+//! - [`queries`]: lists, chains and counts;
 //! - [`service`]: rules over samples, lease events and device events;
 //! - [`delivery`]: the engine's timed transitions (push, quiet hours, escalation);
 //! - [`plan`]: how alarms are delivered, as the configuration describes it.
@@ -11,6 +12,7 @@
 pub mod delivery;
 pub mod model;
 pub mod plan;
+pub mod queries;
 pub mod service;
 pub mod store;
 
@@ -19,8 +21,6 @@ pub use crate::model::{AlarmAction, AlarmState, Scope, Signal, SignalKind};
 pub use delivery::{Delivery, DeliveryPlan, Notifier, QuietHours, Recipient, TickReport};
 pub use model::{ActionRecord, Alarm, Change, Source};
 pub use plan::delivery_plan;
+pub use queries::{AlarmFilter, AlarmStats, Chain};
 pub use service::{Alarms, Applied, EventError, RULE_FAILURE};
-pub use store::{
-    AlarmError, AlarmFilter, AlarmStats, AlarmStore, AuditError, AuditTable, AuditWriter, Chain,
-    Raise, Raised, TableAudit,
-};
+pub use store::{AlarmError, AlarmStore, Raise, Raised};

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{AlarmAction, AlarmState};
+use crate::store::Entry;
 
 /// What raised an alarm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +83,18 @@ impl Alarm {
             AlarmAction::Delay | AlarmAction::Wake | AlarmAction::Supersede => {}
         }
         self.updated_at = at;
+    }
+}
+
+impl Entry for Alarm {
+    const KIND: &'static str = "alarm";
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn state(&self) -> &'static str {
+        self.state.as_str()
     }
 }
 

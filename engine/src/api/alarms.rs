@@ -49,11 +49,11 @@ async fn blocking<R: Send + 'static>(
 fn alarm_error(e: &AlarmError) -> Reply {
     match e {
         AlarmError::NotFound(_) => error(StatusCode::NOT_FOUND, e.to_string()),
-        AlarmError::Refused { state, allowed, .. } => {
-            let allowed: Vec<&str> = by_people(allowed);
+        AlarmError::Refused(refused) => {
+            let allowed: Vec<&str> = by_people(&refused.allowed);
             (
                 StatusCode::BAD_REQUEST,
-                Json(json!({ "error": e.to_string(), "state": state, "allowed": allowed })),
+                Json(json!({ "error": e.to_string(), "state": refused.state, "allowed": allowed })),
             )
         }
         _ => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),

@@ -37,11 +37,13 @@ fn actor(scope: Scope) -> String {
 fn command_error(e: &CommandError) -> Reply {
     match e {
         CommandError::NotFound(_) => error(StatusCode::NOT_FOUND, e.to_string()),
-        CommandError::Refused {
-            status, allowed, ..
-        } => (
+        CommandError::Refused(refused) => (
             StatusCode::BAD_REQUEST,
-            Json(json!({ "error": e.to_string(), "status": status, "allowed": allowed })),
+            Json(json!({
+                "error": e.to_string(),
+                "status": refused.state,
+                "allowed": refused.allowed,
+            })),
         ),
         _ => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
@@ -93,8 +95,7 @@ pub async fn get(
         let history = c.store().history(id)?;
         let write = c
             .writes()
-            .recorded(command.tenant_id, &command.request_id)
-            .map_err(CommandError::Store)?;
+            .recorded(command.tenant_id, &command.request_id)?;
         Ok::<_, CommandError>((command, history, write))
     })
     .await;

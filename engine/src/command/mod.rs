@@ -4,11 +4,13 @@
 //! and invariants: `docs/commands.md`.
 //!
 //! - [`model`]: the command record, receipts and their outcomes;
-//! - [`store`]: the redb tables and every change, each one transaction;
+//! - [`store`]: every change, each one transaction with its history record;
+//! - [`claims`]: claims, receipts and the timers, guarded against double execution;
 //! - [`service`]: creating, cancelling, receipts of nodes, replies, the downlink;
 //! - [`write`]: safe writes (checks, idempotency, read-back, audit);
 //! - [`node`]: the engine as a node: claims its devices' commands, writes, reports.
 
+pub mod claims;
 pub mod model;
 pub mod node;
 pub mod service;

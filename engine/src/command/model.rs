@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::model::{CommandAction, CommandKind, CommandStatus, ReceiptResult};
+use crate::store::Entry;
 
 /// What a failure does to a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +73,18 @@ pub struct Command {
     pub raw_result_code: Option<Value>,
     pub raw_ack: Option<Value>,
     pub message: Option<String>,
+}
+
+impl Entry for Command {
+    const KIND: &'static str = "command";
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn state(&self) -> &'static str {
+        self.status.as_str()
+    }
 }
 
 /// A receipt (I-05) as a node reports it.

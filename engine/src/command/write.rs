@@ -14,19 +14,18 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
 use crate::collector::{Fleet, TagIoError};
 use crate::model::result_code;
 use crate::model::{Access, DataType, Quality, Sample, SettingValue, TagSpec, Value};
-use crate::store::{Store, StoreError};
+use crate::store::{Keyed, Store, StoreError};
 use crate::sync::lock;
 
 /// (tenant, requestId) -> write record (JSON): the audit trail and the results
 /// repeated requests get.
-const WRITES: TableDefinition<(u32, &str), &[u8]> = TableDefinition::new("write_audit");
+const WRITES: &str = "write_audit";
 /// Pause before another attempt after a lost connection or a read-back mismatch.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
@@ -94,13 +93,9 @@ pub struct WriteRecord {
 #[derive(Debug)]
 pub struct WriteService {
     fleet: Arc<Fleet>,
-    store: Store,
+    records: Keyed<(u32, &'static str), WriteRecord>,
     in_flight: Mutex<HashSet<(u32, String)>>,
     attempts: u32,
-}
-
-fn db(error: impl std::fmt::Display) -> String {
-    error.to_string()
 }
 
 impl WriteService {
@@ -108,7 +103,7 @@ impl WriteService {
     pub fn new(fleet: Arc<Fleet>, store: &Store, attempts: u32) -> Self {
         Self {
             fleet,
-            store: store.clone(),
+            records: Keyed::new(store, WRITES, "write record"),
             in_flight: Mutex::default(),
             attempts: attempts.max(1),
         }
@@ -122,28 +117,13 @@ impl WriteService {
         &self,
         tenant_id: u32,
         request_id: &str,
-    ) -> Result<Option<WriteRecord>, String> {
-        let Some(table) = self.store.read_table(WRITES).map_err(db)? else {
-            return Ok(None);
-        };
-        let Some(bytes) = table.get((tenant_id, request_id)).map_err(db)? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(bytes.value()).map(Some).map_err(db)
+    ) -> Result<Option<WriteRecord>, StoreError> {
+        self.records.get((tenant_id, request_id))
     }
 
-    fn record(&self, record: &WriteRecord) -> Result<(), String> {
-        let bytes = serde_json::to_vec(record).map_err(db)?;
-        let key = (record.tenant_id, record.request_id.as_str());
-        self.store
-            .transaction(|tx| {
-                let mut table = tx.open_table(WRITES).map_err(StoreError::db)?;
-                table
-                    .insert(key, bytes.as_slice())
-                    .map_err(StoreError::db)?;
-                Ok::<_, StoreError>(())
-            })
-            .map_err(db)
+    fn record(&self, record: &WriteRecord) -> Result<(), StoreError> {
+        self.records
+            .put((record.tenant_id, record.request_id.as_str()), record)
     }
 
     /// Makes one write (or returns the result of the earlier one with its id).

@@ -11,13 +11,16 @@ use crate::config::BackoffConfig;
 ///
 /// `unit_random` is a number in `[0, 1)`; callers pass [`Jitter::sample`].
 pub fn delay(config: &BackoffConfig, attempt: u32, unit_random: f64) -> Duration {
-    let exponent = attempt.saturating_sub(1).min(32);
-    let raw = config
-        .base_ms
-        .saturating_mul(1u64 << exponent)
-        .min(config.max_ms);
+    let raw = exponential(config.base_ms, config.max_ms, attempt);
     let factor = 1.0 + (unit_random * 2.0 - 1.0) * config.jitter;
     Duration::from_millis((raw as f64 * factor).max(0.0) as u64)
+}
+
+/// `base x 2^(attempt-1)` for attempt `attempt` (1-based), at most `max`: the
+/// delay before a retry, without jitter.
+pub fn exponential(base: u64, max: u64, attempt: u32) -> u64 {
+    let exponent = attempt.saturating_sub(1).min(32);
+    base.saturating_mul(1u64 << exponent).min(max)
 }
 
 /// A small xorshift generator for jitter: spreading reconnects needs no more.

@@ -15,7 +15,7 @@ mod transport;
 #[cfg(test)]
 mod tests;
 
-pub use backoff::{Jitter, delay};
+pub use backoff::{Jitter, delay, exponential};
 pub use budget::{Budget, BudgetExceeded, Permit};
 pub use error::LinkError;
 pub use exchange::MAX_FRAME;

@@ -10,8 +10,6 @@
 //! that ran out while the engine was down expires at the first scan, and a lease
 //! still running stays online until its device answers again.
 
-mod store;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -21,7 +19,7 @@ use tokio::sync::{Notify, mpsc, watch};
 pub use crate::model::{
     EntityState, EntityType, Renewal, StateFilter, StateRow, TimeoutSource, Transition,
 };
-pub use store::{LeaseError, RedbStateStore, StateStore};
+pub use crate::store::{RedbStateStore, StateStore, StoreError};
 
 use crate::clock::now_ms;
 use crate::mqtt::{DeviceTopic, entity_event, status};
@@ -131,7 +129,7 @@ impl Leases {
         entity_type: EntityType,
         entity_id: &str,
         state: EntityState,
-    ) -> Result<(), LeaseError> {
+    ) -> Result<(), StoreError> {
         let entity = (entity_type, entity_id.to_owned());
         let _serial = lock(&self.serial);
         lock(&self.retired).insert(entity.clone());
@@ -155,7 +153,7 @@ impl Leases {
         entity_type: EntityType,
         entity_id: &str,
         state: EntityState,
-    ) -> Result<Option<StateRow>, LeaseError> {
+    ) -> Result<Option<StateRow>, StoreError> {
         let transition = self
             .store
             .set_state(entity_type, entity_id, state, now_ms())?;

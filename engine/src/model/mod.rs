@@ -21,4 +21,4 @@ pub use frame::{DeviceError, FrameError, PlannedRead};
 pub use sample::{Batch, Quality, Sample, Span, Value};
 pub use scope::Scope;
 pub use tag::{Access, ByteOrder, ConfigIssue, DataType, Setting, SettingValue, TagSpec};
-pub use whitelist::{Transitions, Whitelist};
+pub use whitelist::{Refused, Transitions, Whitelist};

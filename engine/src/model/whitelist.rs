@@ -4,6 +4,7 @@
 //! runs inside a store transaction.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::hash::Hash;
 
 use super::alarm::{AlarmAction, AlarmState};
@@ -44,6 +45,45 @@ impl<S: Copy + Eq + Hash, A: Copy + Eq + Hash> Transitions<S, A> {
     /// The actions `state` allows, in the component's order (none when terminal).
     pub fn allowed(&self, state: S) -> &[A] {
         self.allowed.get(&state).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// An action the whitelist does not allow in the state a record is in.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{action}` is not allowed in state {state}; allowed: {}", list(.allowed))]
+pub struct Refused<S: fmt::Display, A: fmt::Display> {
+    pub state: S,
+    pub action: A,
+    /// What the state allows instead (nothing in a final state).
+    pub allowed: Vec<A>,
+}
+
+fn list<A: fmt::Display>(actions: &[A]) -> String {
+    if actions.is_empty() {
+        return "nothing (a final state)".to_owned();
+    }
+    actions
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl<S, A> Transitions<S, A>
+where
+    S: Copy + Eq + Hash + fmt::Display,
+    A: Copy + Eq + Hash + fmt::Display,
+{
+    /// The state `action` takes `from` to.
+    ///
+    /// # Errors
+    /// [`Refused`], with what `from` allows instead.
+    pub fn apply(&self, from: S, action: A) -> Result<S, Refused<S, A>> {
+        self.next(from, action).map_err(|allowed| Refused {
+            state: from,
+            action,
+            allowed,
+        })
     }
 }
 

@@ -17,7 +17,8 @@ use std::sync::Mutex;
 
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::{Store, StoreError};
+use super::database::Store;
+use super::error::StoreError;
 use crate::sync::lock;
 
 /// Device id -> highest reserved sequence number (WAL off).
@@ -50,7 +51,7 @@ impl SeqAllocator {
     /// When the table cannot be read.
     pub fn open(store: &Store, wal_enabled: bool) -> Result<Self, StoreError> {
         let mut ranges = HashMap::new();
-        let read = store.db().begin_read().map_err(StoreError::db)?;
+        let read = store.db().begin_read()?;
         let table = if wal_enabled {
             LAST_COMMITTED
         } else {
@@ -58,8 +59,8 @@ impl SeqAllocator {
         };
         match read.open_table(table) {
             Ok(table) => {
-                for entry in table.iter().map_err(StoreError::db)? {
-                    let (device, last) = entry.map_err(StoreError::db)?;
+                for entry in table.iter()? {
+                    let (device, last) = entry?;
                     let last = last.value();
                     // With the WAL there is nothing to reserve: the ceiling is unlimited.
                     let ceiling = if wal_enabled { u64::MAX } else { last };
@@ -73,7 +74,7 @@ impl SeqAllocator {
                 }
             }
             Err(redb::TableError::TableDoesNotExist(_)) => {}
-            Err(error) => return Err(StoreError::db(error)),
+            Err(error) => return Err(error.into()),
         }
         Ok(Self {
             store: store.clone(),
@@ -94,12 +95,12 @@ impl SeqAllocator {
             .or_insert(Range { next: 1, ceiling });
         if range.next > range.ceiling {
             let ceiling = range.next + BLOCK - 1;
-            let write = self.store.db().begin_write().map_err(StoreError::db)?;
+            let write = self.store.db().begin_write()?;
             {
-                let mut table = write.open_table(CEILINGS).map_err(StoreError::db)?;
-                table.insert(device, ceiling).map_err(StoreError::db)?;
+                let mut table = write.open_table(CEILINGS)?;
+                table.insert(device, ceiling)?;
             }
-            write.commit().map_err(StoreError::db)?;
+            write.commit()?;
             range.ceiling = ceiling;
         }
         let seq = range.next;

@@ -27,11 +27,11 @@ pub use record::{Message, Record, RecordError, decode, encode};
 pub use redb_log::{FORMAT_VERSION, RedbLog, count};
 
 use crate::config::{OverflowPolicy, WalConfig};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use crate::sync::lock;
 
 /// Why the WAL failed.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WalError {
     #[error(
@@ -42,8 +42,8 @@ pub enum WalError {
         supported: u64,
         path: String,
     },
-    #[error("WAL database error: {0}")]
-    Database(String),
+    #[error("WAL: {0}")]
+    Store(#[from] StoreError),
 }
 
 /// Counters of the outbox, for `/health` and `/metrics`.

@@ -8,7 +8,7 @@ use super::WalError;
 use super::log::{Appended, MessageLog};
 use super::record::{Message, Record, decode, encode};
 use crate::config::OverflowPolicy;
-use crate::store::{LAST_COMMITTED, Store};
+use crate::store::{LAST_COMMITTED, Store, StoreError};
 use crate::sync::lock;
 
 /// Record id -> encoded record.
@@ -34,8 +34,8 @@ pub struct RedbLog {
     counters: Mutex<Counters>,
 }
 
-fn db<E: std::fmt::Display>(error: E) -> WalError {
-    WalError::Database(error.to_string())
+fn db(error: impl Into<StoreError>) -> WalError {
+    WalError::Store(error.into())
 }
 
 impl RedbLog {

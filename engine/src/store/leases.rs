@@ -2,19 +2,11 @@
 //! `FOR UPDATE SKIP LOCKED` claim maps onto [`StateStore::expire`]), and its redb
 //! implementation.
 
-use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Durability, ReadableTable, TableDefinition};
 
+use super::database::Store;
+use super::error::StoreError;
 use crate::model::{EntityState, EntityType, Renewal, StateFilter, StateRow, Transition};
-use crate::store::Store;
-
-/// Why the lease store failed.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("lease store: {0}")]
-pub struct LeaseError(pub String);
-
-fn db<E: std::fmt::Display>(error: E) -> LeaseError {
-    LeaseError(error.to_string())
-}
 
 /// Storage of entity states and leases.
 pub trait StateStore: Send + Sync + std::fmt::Debug {
@@ -22,7 +14,7 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     ///
     /// # Errors
     /// A storage failure; none of the batch is applied.
-    fn renew(&self, renewals: &[Renewal], now_ms: i64) -> Result<Vec<Transition>, LeaseError>;
+    fn renew(&self, renewals: &[Renewal], now_ms: i64) -> Result<Vec<Transition>, StoreError>;
 
     /// An operator's change (maintain, or back online); keeps the lease.
     ///
@@ -34,27 +26,27 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
         entity_id: &str,
         state: EntityState,
         now_ms: i64,
-    ) -> Result<Option<Transition>, LeaseError>;
+    ) -> Result<Option<Transition>, StoreError>;
 
     /// Claims up to `batch` live rows whose lease ran out at `now`, re-checking each
     /// (lease version, expiry, live state) before setting it offline.
     ///
     /// # Errors
     /// A storage failure; nothing of the batch is applied.
-    fn expire(&self, now_ms: i64, batch: usize) -> Result<Vec<Transition>, LeaseError>;
+    fn expire(&self, now_ms: i64, batch: usize) -> Result<Vec<Transition>, StoreError>;
 
     /// One row, as stored (readers apply [`StateRow::effective_state`]).
     ///
     /// # Errors
     /// A storage failure.
     fn get(&self, entity_type: EntityType, entity_id: &str)
-    -> Result<Option<StateRow>, LeaseError>;
+    -> Result<Option<StateRow>, StoreError>;
 
     /// Rows matching `filter`.
     ///
     /// # Errors
     /// A storage failure.
-    fn list(&self, filter: &StateFilter) -> Result<Vec<StateRow>, LeaseError>;
+    fn list(&self, filter: &StateFilter) -> Result<Vec<StateRow>, StoreError>;
 }
 
 /// Key -> row (JSON).
@@ -66,12 +58,18 @@ fn key(entity_type: EntityType, entity_id: &str) -> String {
     format!("{}:{entity_id}", entity_type.code())
 }
 
-fn encode(row: &StateRow) -> Result<Vec<u8>, LeaseError> {
-    serde_json::to_vec(row).map_err(db)
+fn encode(row: &StateRow) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(row).map_err(|source| StoreError::Encode {
+        what: "state row",
+        source,
+    })
 }
 
-fn decode(bytes: &[u8]) -> Result<StateRow, LeaseError> {
-    serde_json::from_slice(bytes).map_err(db)
+fn decode(bytes: &[u8]) -> Result<StateRow, StoreError> {
+    serde_json::from_slice(bytes).map_err(|source| StoreError::Decode {
+        what: "state row",
+        source,
+    })
 }
 
 /// The lease table in the engine's redb file.
@@ -90,13 +88,8 @@ impl RedbStateStore {
     /// The state table for reading; `None` before the first heartbeat created it.
     fn states(
         &self,
-    ) -> Result<Option<redb::ReadOnlyTable<&'static str, &'static [u8]>>, LeaseError> {
-        let read = self.store.db().begin_read().map_err(db)?;
-        match read.open_table(STATES) {
-            Ok(table) => Ok(Some(table)),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
-            Err(error) => Err(db(error)),
-        }
+    ) -> Result<Option<redb::ReadOnlyTable<&'static str, &'static [u8]>>, StoreError> {
+        self.store.read_table(STATES)
     }
 }
 
@@ -104,20 +97,13 @@ impl RedbStateStore {
 fn read_row(
     states: &impl ReadableTable<&'static str, &'static [u8]>,
     key: &str,
-) -> Result<Option<StateRow>, LeaseError> {
-    states
-        .get(key)
-        .map_err(db)?
-        .map(|v| decode(v.value()))
-        .transpose()
+) -> Result<Option<StateRow>, StoreError> {
+    states.get(key)?.map(|v| decode(v.value())).transpose()
 }
 
 /// Opens both tables of a write transaction.
-fn open_tables(write: &redb::WriteTransaction) -> Result<Tables<'_>, LeaseError> {
-    Ok((
-        write.open_table(STATES).map_err(db)?,
-        write.open_table(EXPIRY).map_err(db)?,
-    ))
+fn open_tables(write: &redb::WriteTransaction) -> Result<Tables<'_>, StoreError> {
+    Ok((write.open_table(STATES)?, write.open_table(EXPIRY)?))
 }
 
 type Tables<'t> = (
@@ -129,36 +115,29 @@ fn write_row(
     tables: &mut Tables<'_>,
     old: Option<&StateRow>,
     row: &StateRow,
-) -> Result<(), LeaseError> {
+) -> Result<(), StoreError> {
     let key = key(row.entity_type, &row.entity_id);
     if let Some(old) = old
         && old.state.is_live()
     {
-        tables
-            .1
-            .remove((old.expire_time, key.as_str()))
-            .map_err(db)?;
+        tables.1.remove((old.expire_time, key.as_str()))?;
     }
     if row.state.is_live() {
         tables
             .1
-            .insert((row.expire_time, key.as_str()), row.lease_version)
-            .map_err(db)?;
+            .insert((row.expire_time, key.as_str()), row.lease_version)?;
     }
-    tables
-        .0
-        .insert(key.as_str(), encode(row)?.as_slice())
-        .map_err(db)?;
+    tables.0.insert(key.as_str(), encode(row)?.as_slice())?;
     Ok(())
 }
 
 impl StateStore for RedbStateStore {
-    fn renew(&self, renewals: &[Renewal], now_ms: i64) -> Result<Vec<Transition>, LeaseError> {
+    fn renew(&self, renewals: &[Renewal], now_ms: i64) -> Result<Vec<Transition>, StoreError> {
         let mut transitions = Vec::new();
-        let mut write = self.store.db().begin_write().map_err(db)?;
+        let mut write = self.store.db().begin_write()?;
         // Renewals are frequent; the next durable commit in this file (the WAL's
         // group commits, or a state change below) carries them to disk.
-        write.set_durability(Durability::None).map_err(db)?;
+        write.set_durability(Durability::None)?;
         {
             let mut tables = open_tables(&write)?;
             for renewal in renewals {
@@ -198,9 +177,9 @@ impl StateStore for RedbStateStore {
             }
         }
         if !transitions.is_empty() {
-            write.set_durability(Durability::Immediate).map_err(db)?;
+            write.set_durability(Durability::Immediate)?;
         }
-        write.commit().map_err(db)?;
+        write.commit()?;
         Ok(transitions)
     }
 
@@ -210,8 +189,8 @@ impl StateStore for RedbStateStore {
         entity_id: &str,
         state: EntityState,
         now_ms: i64,
-    ) -> Result<Option<Transition>, LeaseError> {
-        let write = self.store.db().begin_write().map_err(db)?;
+    ) -> Result<Option<Transition>, StoreError> {
+        let write = self.store.db().begin_write()?;
         let transition = {
             let mut tables = open_tables(&write)?;
             let key = key(entity_type, entity_id);
@@ -226,25 +205,23 @@ impl StateStore for RedbStateStore {
             write_row(&mut tables, Some(&old), &row)?;
             Transition { row, from: before }
         };
-        write.commit().map_err(db)?;
+        write.commit()?;
         Ok(Some(transition))
     }
 
-    fn expire(&self, now_ms: i64, batch: usize) -> Result<Vec<Transition>, LeaseError> {
-        let write = self.store.db().begin_write().map_err(db)?;
+    fn expire(&self, now_ms: i64, batch: usize) -> Result<Vec<Transition>, StoreError> {
+        let write = self.store.db().begin_write()?;
         let mut transitions = Vec::new();
         {
             let mut tables = open_tables(&write)?;
             let due: Vec<(i64, String, u64)> = tables
                 .1
-                .range::<(i64, &str)>(..=(now_ms, "\u{10FFFF}"))
-                .map_err(db)?
+                .range::<(i64, &str)>(..=(now_ms, "\u{10FFFF}"))?
                 .take(batch)
                 .map(|entry| entry.map(|(k, v)| (k.value().0, k.value().1.to_owned(), v.value())))
-                .collect::<Result<_, _>>()
-                .map_err(db)?;
+                .collect::<Result<_, _>>()?;
             for (expire_time, key, version) in due {
-                tables.1.remove((expire_time, key.as_str())).map_err(db)?;
+                tables.1.remove((expire_time, key.as_str()))?;
                 let Some(old) = read_row(&tables.0, key.as_str())? else {
                     continue;
                 };
@@ -259,17 +236,14 @@ impl StateStore for RedbStateStore {
                     lease_version: old.lease_version + 1,
                     ..old.clone()
                 };
-                tables
-                    .0
-                    .insert(key.as_str(), encode(&row)?.as_slice())
-                    .map_err(db)?;
+                tables.0.insert(key.as_str(), encode(&row)?.as_slice())?;
                 transitions.push(Transition {
                     row,
                     from: old.state,
                 });
             }
         }
-        write.commit().map_err(db)?;
+        write.commit()?;
         Ok(transitions)
     }
 
@@ -277,25 +251,24 @@ impl StateStore for RedbStateStore {
         &self,
         entity_type: EntityType,
         entity_id: &str,
-    ) -> Result<Option<StateRow>, LeaseError> {
+    ) -> Result<Option<StateRow>, StoreError> {
         let Some(table) = self.states()? else {
             return Ok(None);
         };
         let key = key(entity_type, entity_id);
         table
-            .get(key.as_str())
-            .map_err(db)?
+            .get(key.as_str())?
             .map(|v| decode(v.value()))
             .transpose()
     }
 
-    fn list(&self, filter: &StateFilter) -> Result<Vec<StateRow>, LeaseError> {
+    fn list(&self, filter: &StateFilter) -> Result<Vec<StateRow>, StoreError> {
         let Some(table) = self.states()? else {
             return Ok(Vec::new());
         };
         let mut rows = Vec::new();
-        for entry in table.iter().map_err(db)? {
-            let (_, value) = entry.map_err(db)?;
+        for entry in table.iter()? {
+            let (_, value) = entry?;
             let row = decode(value.value())?;
             let wanted = filter.entity_type.is_none_or(|t| t == row.entity_type)
                 && filter.parent.as_ref().is_none_or(|p| *p == row.parent_id);

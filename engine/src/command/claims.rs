@@ -1,0 +1,225 @@
+//! The node protocol on commands: claims (I-18), receipts with the four guards
+//! (I-05), and the timers that take back expired claims and end stale commands.
+
+use std::collections::HashSet;
+
+use super::model::{Command, Delivery, Receipt, ReceiptOutcome, Rejection};
+use super::store::{CommandError, CommandStore, Swept, command};
+use crate::model::{CommandAction, CommandStatus, ReceiptResult, result_code};
+
+impl CommandStore {
+    /// Claims (I-18) up to `max` PENDING commands that are due, oldest first, for
+    /// `node_id`: each gets a lease, the next claim generation and the node.
+    /// `devices` limits the claim to those devices.
+    ///
+    /// # Errors
+    /// A storage failure; nothing is claimed then.
+    pub fn claim(
+        &self,
+        node_id: &str,
+        max: usize,
+        devices: Option<&HashSet<String>>,
+        now: i64,
+    ) -> Result<Vec<Command>, CommandError> {
+        self.write(|tables| {
+            let mut claimed = Vec::new();
+            for id in tables.ids_in(CommandStatus::Pending.as_str())? {
+                if claimed.len() >= max {
+                    break;
+                }
+                let mut command = command(tables, id)?;
+                let wanted = devices.is_none_or(|d| d.contains(&command.device_id));
+                if !wanted || command.next_attempt_at > now || command.expire_at <= now {
+                    continue;
+                }
+                command.claim_generation += 1;
+                command.claimed_node_id = Some(node_id.to_owned());
+                command.claimed_at = Some(now);
+                command.lease_expire_at = Some(now.saturating_add(self.timings.lease_ms));
+                let actor = format!("node:{node_id}");
+                let note = format!("generation {}", command.claim_generation);
+                self.transition(
+                    tables,
+                    &mut command,
+                    CommandAction::Claim,
+                    (&actor, Some(note)),
+                    now,
+                )?;
+                claimed.push(command);
+            }
+            Ok(claimed)
+        })
+    }
+
+    /// Applies a receipt (I-05) if its four guards hold: the command, the claim
+    /// generation, the node, and a status of CLAIMED or SENT. A receipt without a
+    /// generation is rejected; one for a claim with no recorded node is rejected
+    /// (NODE_UNKNOWN); one of an older generation is a duplicate; one of the
+    /// current generation from another node is rejected (NODE_MISMATCH); one for
+    /// a command no longer CLAIMED or SENT is a duplicate.
+    ///
+    /// # Errors
+    /// [`CommandError::NotFound`], or a storage failure (nothing changed).
+    pub fn receipt(
+        &self,
+        id: u64,
+        receipt: &Receipt,
+        now: i64,
+    ) -> Result<ReceiptOutcome, CommandError> {
+        let Some(generation) = receipt.claim_generation else {
+            return Ok(ReceiptOutcome::Rejected(Rejection::ClaimGenerationRequired));
+        };
+        if receipt.result == ReceiptResult::Acked && receipt.result_code.is_none() {
+            return Ok(ReceiptOutcome::Rejected(Rejection::ResultCodeRequired));
+        }
+        self.write(|tables| {
+            let mut command = command(tables, id)?;
+            let Some(node) = &command.claimed_node_id else {
+                return Ok(ReceiptOutcome::Rejected(Rejection::NodeUnknown));
+            };
+            // An older generation is a late receipt of an earlier claim, whichever
+            // node sends it: nothing to apply, and not an error.
+            if generation != command.claim_generation {
+                return Ok(ReceiptOutcome::Duplicated);
+            }
+            if *node != receipt.node_id {
+                return Ok(ReceiptOutcome::Rejected(Rejection::NodeMismatch));
+            }
+            if !matches!(command.status, CommandStatus::Claimed | CommandStatus::Sent) {
+                return Ok(ReceiptOutcome::Duplicated);
+            }
+            command.result = Some(receipt.result);
+            command.result_code = receipt.result_code;
+            command.raw_result_code.clone_from(&receipt.raw_result_code);
+            command.raw_ack.clone_from(&receipt.raw_ack);
+            command.message.clone_from(&receipt.message);
+            let actor = format!("node:{}", receipt.node_id);
+            let (action, note) = self.receipt_action(&mut command, receipt, now);
+            self.transition(tables, &mut command, action, (&actor, note), now)?;
+            Ok(ReceiptOutcome::Accepted(Box::new(command)))
+        })
+    }
+
+    /// Where a receipt takes the command (the counters and times it sets included).
+    fn receipt_action(
+        &self,
+        command: &mut Command,
+        receipt: &Receipt,
+        now: i64,
+    ) -> (CommandAction, Option<String>) {
+        match receipt.result {
+            ReceiptResult::Acked if receipt.result_code == Some(result_code::SUCCESS) => {
+                (CommandAction::Ack, None)
+            }
+            // The device answered and said no: that is a failure, not an ACKED.
+            ReceiptResult::Acked => (
+                CommandAction::Fail,
+                Some(format!(
+                    "the device answered with result code {}",
+                    receipt.result_code.unwrap_or_default()
+                )),
+            ),
+            ReceiptResult::Sent => {
+                command.sent_at = Some(now);
+                command.timeout_at = Some(now.saturating_add(self.timings.sent_timeout_ms));
+                (CommandAction::ReportSent, None)
+            }
+            ReceiptResult::Timeout | ReceiptResult::DeviceOffline | ReceiptResult::Failed => {
+                let what = format!("{:?}", receipt.result).to_uppercase();
+                if command.delivery == Delivery::Realtime {
+                    return (CommandAction::Fail, Some(format!("{what} (realtime)")));
+                }
+                // Not supported / invalid parameter: another try gets the same answer.
+                let permanent = matches!(
+                    receipt.result_code,
+                    Some(result_code::UNSUPPORTED | result_code::INVALID_PARAMETER)
+                );
+                if receipt.result == ReceiptResult::Failed && permanent {
+                    return (
+                        CommandAction::Fail,
+                        Some(format!(
+                            "{what} (code {})",
+                            receipt.result_code.unwrap_or_default()
+                        )),
+                    );
+                }
+                command.retry_count += 1;
+                if command.retry_count > self.timings.max_retries {
+                    let note = format!("{what}; {} retries", command.retry_count);
+                    return (CommandAction::Expire, Some(note));
+                }
+                let delay = self.timings.backoff_ms(command.retry_count);
+                command.next_attempt_at = now.saturating_add(delay);
+                let note = format!("{what}; retry {} in {delay} ms", command.retry_count);
+                (CommandAction::Requeue, Some(note))
+            }
+        }
+    }
+
+    /// Where a receipt takes the command (the counters and times it sets included).
+    /// The timers at `now`: leases that ran out go back to the queue (generation
+    /// kept, `reclaimCount` + 1); SENT commands past `timeoutAt` fail; anything
+    /// not done past `expireAt` times out.
+    ///
+    /// # Errors
+    /// A storage failure; nothing of the pass is applied then.
+    pub fn sweep(&self, now: i64) -> Result<Swept, CommandError> {
+        self.write(|tables| {
+            let mut swept = Swept::default();
+            for status in [
+                CommandStatus::Pending,
+                CommandStatus::Claimed,
+                CommandStatus::Sent,
+            ] {
+                for id in tables.ids_in(status.as_str())? {
+                    let mut command = command(tables, id)?;
+                    if command.expire_at <= now {
+                        let note = Some("past its expiry".to_owned());
+                        self.transition(
+                            tables,
+                            &mut command,
+                            CommandAction::Expire,
+                            ("engine", note),
+                            now,
+                        )?;
+                        swept.expired.push(id);
+                    } else if status == CommandStatus::Claimed
+                        && command.lease_expire_at.is_some_and(|at| at <= now)
+                    {
+                        command.reclaim_count += 1;
+                        command.next_attempt_at = now;
+                        let note = format!(
+                            "the claim of {} ran out (reclaim {})",
+                            command.claimed_node_id.as_deref().unwrap_or("?"),
+                            command.reclaim_count
+                        );
+                        self.transition(
+                            tables,
+                            &mut command,
+                            CommandAction::Requeue,
+                            ("engine", Some(note)),
+                            now,
+                        )?;
+                        swept.reclaimed.push(id);
+                        if command.reclaim_count == self.timings.max_reclaims + 1 {
+                            swept.too_many_reclaims.push(command);
+                        }
+                    } else if status == CommandStatus::Sent
+                        && command.timeout_at.is_some_and(|at| at <= now)
+                    {
+                        let note = Some("no receipt in time".to_owned());
+                        self.transition(
+                            tables,
+                            &mut command,
+                            CommandAction::Fail,
+                            ("engine", note),
+                            now,
+                        )?;
+                        swept.unanswered.push(id);
+                    }
+                }
+            }
+            Ok(swept)
+        })
+    }
+}

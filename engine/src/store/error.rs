@@ -1,0 +1,65 @@
+//! Why the store could not do what it was asked: typed, from the database down.
+
+use std::path::PathBuf;
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    #[error("cannot create the data directory {path}: {source}")]
+    Directory {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the database {0} is in use by another process (is another engine running on this data directory?)"
+    )]
+    Locked(PathBuf),
+    #[error("cannot open the database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: redb::DatabaseError,
+    },
+    #[error("database error: {0}")]
+    Database(#[from] redb::Error),
+    #[error("a stored {what} does not decode: {source}")]
+    Decode {
+        what: &'static str,
+        source: serde_json::Error,
+    },
+    #[error("a {what} cannot be encoded: {source}")]
+    Encode {
+        what: &'static str,
+        source: serde_json::Error,
+    },
+}
+
+impl StoreError {
+    /// Whether the file itself is unusable (unreadable, corrupt, or refusing every
+    /// transaction), so a fresh one is the way on; a lock held by another engine
+    /// or a directory that cannot be made is not.
+    pub fn is_damaged(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Open { .. } | StoreError::Database(_) | StoreError::Decode { .. }
+        )
+    }
+}
+
+macro_rules! database_errors {
+    ($($error:ty),*) => {
+        $(impl From<$error> for StoreError {
+            fn from(error: $error) -> Self {
+                StoreError::Database(error.into())
+            }
+        })*
+    };
+}
+
+database_errors!(
+    redb::StorageError,
+    redb::TableError,
+    redb::TransactionError,
+    redb::CommitError,
+    redb::SetDurabilityError
+);

@@ -1,0 +1,334 @@
+//! Records with a lifecycle (alarms, commands): each kept by id as JSON, indexed by
+//! its state, with a history row (audit record) per change. [`Change::save`] is
+//! the only way to store a record, and it writes the record and its history row
+//! in the same transaction: both or neither (invariant A2 of `docs/alarms.md`,
+//! C1 of `docs/commands.md`). Lookups from a key to a record id ([`Index`]: an
+//! alarm's active key, a command's request id) change in the same transactions.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::marker::PhantomData;
+
+use redb::{Key, ReadableDatabase, ReadableTable, Table, TableDefinition, TableError, TableHandle};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::database::Store;
+use super::error::StoreError;
+
+/// A record with a lifecycle.
+pub trait Entry: Serialize + DeserializeOwned {
+    /// What it is, for messages.
+    const KIND: &'static str;
+    fn id(&self) -> u64;
+    /// The name of its state, as the state index keeps it.
+    fn state(&self) -> &'static str;
+}
+
+/// The names of a record kind's three tables.
+#[derive(Debug, Clone, Copy)]
+pub struct Tables {
+    /// id -> record (JSON).
+    pub records: &'static str,
+    /// (state, id) -> (): the records in each state.
+    pub by_state: &'static str,
+    /// (id, seq) -> history row (JSON).
+    pub history: &'static str,
+}
+
+/// A table from a key to a record id.
+pub struct Index<K: Key + 'static>(TableDefinition<'static, K, u64>);
+
+impl<K: Key + 'static> Index<K> {
+    pub const fn new(name: &'static str) -> Self {
+        Self(TableDefinition::new(name))
+    }
+}
+
+impl<K: Key + 'static> fmt::Debug for Index<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Index").field(&self.0.name()).finish()
+    }
+}
+
+type Records = TableDefinition<'static, u64, &'static [u8]>;
+type ByState = TableDefinition<'static, (&'static str, u64), ()>;
+type History = TableDefinition<'static, (u64, u32), &'static [u8]>;
+
+/// One record kind (`R`) and its history rows (`H`) in the store.
+pub struct Journal<R, H> {
+    store: Store,
+    records: Records,
+    by_state: ByState,
+    history: History,
+    kinds: PhantomData<fn() -> (R, H)>,
+}
+
+impl<R, H> fmt::Debug for Journal<R, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Journal")
+            .field("records", &self.records.name())
+            .field("path", &self.store.path())
+            .finish_non_exhaustive()
+    }
+}
+
+fn decode<T: DeserializeOwned>(what: &'static str, bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|source| StoreError::Decode { what, source })
+}
+
+fn encode<T: Serialize>(what: &'static str, value: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(value).map_err(|source| StoreError::Encode { what, source })
+}
+
+/// The history rows of `id` in `table`, in order.
+fn rows<H: DeserializeOwned>(
+    table: &impl ReadableTable<(u64, u32), &'static [u8]>,
+    id: u64,
+) -> Result<Vec<H>, StoreError> {
+    let mut rows = Vec::new();
+    for entry in table.range((id, 0)..=(id, u32::MAX))? {
+        rows.push(decode("history row", entry?.1.value())?);
+    }
+    Ok(rows)
+}
+
+/// The ids in `state`, ascending.
+fn ids_under(
+    index: &impl ReadableTable<(&'static str, u64), ()>,
+    state: &str,
+) -> Result<Vec<u64>, StoreError> {
+    let mut ids = Vec::new();
+    for entry in index.range((state, 0)..=(state, u64::MAX))? {
+        ids.push(entry?.0.value().1);
+    }
+    Ok(ids)
+}
+
+impl<R: Entry, H: Serialize + DeserializeOwned> Journal<R, H> {
+    pub fn new(store: &Store, tables: Tables) -> Self {
+        Self {
+            store: store.clone(),
+            records: TableDefinition::new(tables.records),
+            by_state: TableDefinition::new(tables.by_state),
+            history: TableDefinition::new(tables.history),
+            kinds: PhantomData,
+        }
+    }
+
+    /// Runs `change` in one write transaction: all of it is kept when it returns
+    /// `Ok`, none of it otherwise.
+    ///
+    /// # Errors
+    /// The error of `change`, or a database failure (nothing kept).
+    pub fn change<T, E: From<StoreError>>(
+        &self,
+        change: impl FnOnce(&mut Change<'_, R, H>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        self.store.transaction(|tx| {
+            let mut open = Change {
+                tx,
+                records: tx.open_table(self.records).map_err(StoreError::from)?,
+                by_state: tx.open_table(self.by_state).map_err(StoreError::from)?,
+                history: tx.open_table(self.history).map_err(StoreError::from)?,
+                kinds: PhantomData,
+            };
+            change(&mut open)
+        })
+    }
+
+    /// Record `id`.
+    ///
+    /// # Errors
+    /// A database failure, or a record that does not decode.
+    pub fn get(&self, id: u64) -> Result<Option<R>, StoreError> {
+        let Some(table) = self.store.read_table(self.records)? else {
+            return Ok(None);
+        };
+        table
+            .get(id)?
+            .map(|bytes| decode(R::KIND, bytes.value()))
+            .transpose()
+    }
+
+    /// The history rows of `id`, oldest first.
+    ///
+    /// # Errors
+    /// A database failure, or a row that does not decode.
+    pub fn history(&self, id: u64) -> Result<Vec<H>, StoreError> {
+        match self.store.read_table(self.history)? {
+            Some(table) => rows(&table, id),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The ids of the records in `state`, oldest first.
+    ///
+    /// # Errors
+    /// A database failure.
+    pub fn ids_in(&self, state: &str) -> Result<Vec<u64>, StoreError> {
+        match self.store.read_table(self.by_state)? {
+            Some(index) => ids_under(&index, state),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The records with these ids, in that order (ids without one are skipped).
+    ///
+    /// # Errors
+    /// A database failure, or a record that does not decode.
+    pub fn load(&self, ids: impl IntoIterator<Item = u64>) -> Result<Vec<R>, StoreError> {
+        let Some(table) = self.store.read_table(self.records)? else {
+            return Ok(Vec::new());
+        };
+        let mut records = Vec::new();
+        for id in ids {
+            if let Some(bytes) = table.get(id)? {
+                records.push(decode(R::KIND, bytes.value())?);
+            }
+        }
+        Ok(records)
+    }
+
+    /// Hands every record to `visit`, newest first, while it returns `true`.
+    ///
+    /// # Errors
+    /// A database failure, or a record that does not decode.
+    pub fn newest_first(&self, mut visit: impl FnMut(R) -> bool) -> Result<(), StoreError> {
+        let Some(table) = self.store.read_table(self.records)? else {
+            return Ok(());
+        };
+        for entry in table.iter()?.rev() {
+            if !visit(decode(R::KIND, entry?.1.value())?) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The id `key` points to in `index`.
+    ///
+    /// # Errors
+    /// A database failure.
+    pub fn find<'k, K: Key + 'static>(
+        &self,
+        index: &Index<K>,
+        key: impl Borrow<K::SelfType<'k>>,
+    ) -> Result<Option<u64>, StoreError> {
+        let read = self.store.db().begin_read()?;
+        match read.open_table(index.0) {
+            Ok(table) => Ok(table.get(key)?.map(|v| v.value())),
+            Err(TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+}
+
+/// The tables of one write transaction.
+pub struct Change<'t, R, H> {
+    tx: &'t redb::WriteTransaction,
+    records: Table<'t, u64, &'static [u8]>,
+    by_state: Table<'t, (&'static str, u64), ()>,
+    history: Table<'t, (u64, u32), &'static [u8]>,
+    kinds: PhantomData<fn() -> (R, H)>,
+}
+
+impl<R: Entry, H: Serialize + DeserializeOwned> Change<'_, R, H> {
+    /// Record `id`, as this transaction sees it.
+    ///
+    /// # Errors
+    /// A database failure, or a record that does not decode.
+    pub fn get(&self, id: u64) -> Result<Option<R>, StoreError> {
+        self.records
+            .get(id)?
+            .map(|bytes| decode(R::KIND, bytes.value()))
+            .transpose()
+    }
+
+    /// The id a new record gets: one past the highest.
+    ///
+    /// # Errors
+    /// A database failure.
+    pub fn next_id(&self) -> Result<u64, StoreError> {
+        Ok(self.records.last()?.map_or(1, |(k, _)| k.value() + 1))
+    }
+
+    /// The ids of the records in `state`, oldest first.
+    ///
+    /// # Errors
+    /// A database failure.
+    pub fn ids_in(&self, state: &str) -> Result<Vec<u64>, StoreError> {
+        ids_under(&self.by_state, state)
+    }
+
+    /// Stores `record` (moving it in the state index from `before`, `None` for a
+    /// new record) and appends its history row, which `row` makes from the row's
+    /// sequence number. Returns the row.
+    ///
+    /// # Errors
+    /// A database failure, or a value that cannot be encoded.
+    pub fn save(
+        &mut self,
+        record: &R,
+        before: Option<&str>,
+        row: impl FnOnce(u32) -> H,
+    ) -> Result<H, StoreError> {
+        let id = record.id();
+        if let Some(before) = before {
+            self.by_state.remove((before, id))?;
+        }
+        self.by_state.insert((record.state(), id), ())?;
+        self.records
+            .insert(id, encode(R::KIND, record)?.as_slice())?;
+        let seq = self
+            .history
+            .range((id, 0)..=(id, u32::MAX))?
+            .next_back()
+            .transpose()?
+            .map_or(0, |(key, _)| key.value().1 + 1);
+        let row = row(seq);
+        self.history
+            .insert((id, seq), encode("history row", &row)?.as_slice())?;
+        Ok(row)
+    }
+
+    /// The id `key` points to in `index`.
+    ///
+    /// # Errors
+    /// A database failure.
+    pub fn find<'k, K: Key + 'static>(
+        &self,
+        index: &Index<K>,
+        key: impl Borrow<K::SelfType<'k>>,
+    ) -> Result<Option<u64>, StoreError> {
+        let table = self.tx.open_table(index.0)?;
+        Ok(table.get(key)?.map(|v| v.value()))
+    }
+
+    /// Points `key` at `id`; returns what it pointed at before.
+    ///
+    /// # Errors
+    /// A database failure.
+    pub fn link<'k, K: Key + 'static>(
+        &mut self,
+        index: &Index<K>,
+        key: impl Borrow<K::SelfType<'k>>,
+        id: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        let mut table = self.tx.open_table(index.0)?;
+        Ok(table.insert(key, id)?.map(|v| v.value()))
+    }
+
+    /// Removes `key`; returns what it pointed at.
+    ///
+    /// # Errors
+    /// A database failure.
+    pub fn unlink<'k, K: Key + 'static>(
+        &mut self,
+        index: &Index<K>,
+        key: impl Borrow<K::SelfType<'k>>,
+    ) -> Result<Option<u64>, StoreError> {
+        let mut table = self.tx.open_table(index.0)?;
+        Ok(table.remove(key)?.map(|v| v.value()))
+    }
+}
