@@ -44,7 +44,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, Outgoing, QoS};
@@ -295,7 +294,7 @@ impl Running {
     /// Pushes `stream` from one task per device; returns the time until every
     /// report was committed and the CPU seconds the process used meanwhile.
     fn fill(&self, rt: &Runtime, stream: &Stream) -> (Duration, f64) {
-        let before = self.outbox.stats().appended.load(Ordering::Relaxed);
+        let before = self.outbox.stats().appended.get();
         let target = before + stream.reports as u64;
         let inputs: Vec<Vec<Message>> = stream.per_device.clone();
         // Room for every producer to push once more without overflowing the ring.
@@ -322,13 +321,13 @@ impl Running {
         let stats = self.outbox.stats();
         let elapsed = rt.block_on(async {
             loop {
-                if stats.appended.load(Ordering::Relaxed) >= target {
+                if stats.appended.get() >= target {
                     return (start.elapsed(), cpu_seconds() - cpu);
                 }
                 assert!(
                     start.elapsed() < RUN_TIMEOUT,
                     "only {} of {} reports committed after {RUN_TIMEOUT:?}",
-                    stats.appended.load(Ordering::Relaxed) - before,
+                    stats.appended.get() - before,
                     stream.reports
                 );
                 tokio::time::sleep(POLL).await;
@@ -339,22 +338,17 @@ impl Running {
                 producer.await.expect("a producer task panicked");
             }
         });
-        let dropped = stats.dropped_newest.load(Ordering::Relaxed)
-            + stats.dropped_oldest.load(Ordering::Relaxed);
+        let dropped = stats.dropped_newest.get() + stats.dropped_oldest.get();
         assert_eq!(
             dropped, 0,
             "the outbox dropped reports: the figures are void"
         );
-        assert_eq!(
-            stats.commit_errors.load(Ordering::Relaxed),
-            0,
-            "WAL commits failed"
-        );
+        assert_eq!(stats.commit_errors.get(), 0, "WAL commits failed");
         elapsed
     }
 
     fn commits(&self) -> u64 {
-        self.outbox.stats().commits.load(Ordering::Relaxed)
+        self.outbox.stats().commits.get()
     }
 
     fn stop(self, rt: &Runtime) {
@@ -597,7 +591,7 @@ fn one_at_a_time(
         for message in messages {
             outbox.push(message);
             done += 1;
-            while outbox.stats().appended.load(Ordering::Relaxed) < done as u64 {
+            while outbox.stats().appended.get() < done as u64 {
                 tokio::time::timeout(Duration::from_secs(10), committed.changed())
                     .await
                     .expect("no commit within 10 s")

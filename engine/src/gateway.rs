@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::alarm::{self, AlarmStore, Alarms, Delivery};
 use crate::api::{self, ApiState, Tokens};
-use crate::collector::{Collector, Fleet, SampleSink, Services};
+use crate::collector::{Collector, DeviceMetrics, Fleet, SampleSink, Services};
 use crate::command::{self, CommandStore, Commands, Timings, WriteService};
 use crate::compile::{self, Compiled, Pools, Sources};
 use crate::config::{GatewayConfig, Protocol};
@@ -21,6 +21,7 @@ use crate::lease::{Announce, EntityType, Leases, RedbStateStore};
 use crate::model::{CommandAction, CommandStatus, Transitions};
 use crate::runtime::{LoadError, Registry, Runtime, RuntimeConfig};
 use crate::store::{SeqAllocator, Store, StoreError};
+use crate::telemetry::Metrics;
 use crate::uplink::Uplink;
 use crate::wal::{Outbox, WalError};
 use crate::yaml::Diagnostics;
@@ -240,6 +241,7 @@ pub async fn run(
             seq,
             leases: Arc::clone(&leases),
             sink: Some(Arc::clone(&alarms) as Arc<dyn SampleSink>),
+            metrics: DeviceMetrics::default(),
         },
     );
     let fleet = Arc::clone(collector.fleet());
@@ -275,6 +277,13 @@ pub async fn run(
         database = %store.path().display(),
         "collector started"
     );
+    let metrics = Arc::new(Metrics::default());
+    collector.register_metrics(&metrics);
+    outbox.register_metrics(&metrics);
+    uplink.stats().register(&metrics);
+    alarms.register_metrics(&metrics);
+    deployer.register_metrics(&metrics);
+    crate::watchdog::register_metrics(&fleet, &alarms, &metrics);
     let api_task = match &config.collector.http {
         Some(http) => {
             let state = ApiState {
@@ -285,6 +294,7 @@ pub async fn run(
                 alarms: Arc::clone(&alarms),
                 commands: Arc::clone(&commands),
                 deployer: Arc::clone(&deployer),
+                metrics,
                 tokens: Arc::new(Tokens::of(&config)),
                 utc_offset_min: config.collector.alarms.utc_offset_min,
                 started: Instant::now(),

@@ -17,6 +17,8 @@
 //! - [`clock`]: wall-clock timestamps;
 //! - [`broker`]: an in-process MQTT broker for the demo and benchmarks;
 //! - [`api`]: the HTTP API (health, metrics);
+//! - [`telemetry`]: the metric families every module registers, for `/metrics`;
+//! - [`sync`]: locks that outlive a panic, values replaced whole;
 //! - [`gateway`]: everything `sluice run` starts, wired together;
 //! - [`model`]: samples, values and tags as they flow through the engine;
 //! - [`runtime`]: the sandboxed component runtime (the only user of wasmtime);
@@ -46,6 +48,7 @@ pub mod scheduler;
 pub mod sim;
 pub mod store;
 pub mod sync;
+pub mod telemetry;
 pub mod uplink;
 pub mod wal;
 pub mod watchdog;

@@ -4,7 +4,7 @@
 //! times in a row), cleared when the pool runs again.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -13,6 +13,9 @@ use crate::alarm::{Alarms, Raise, Source};
 use crate::clock::now_ms;
 use crate::collector::{Device, Fleet};
 use crate::runtime::PoolHealth;
+use crate::telemetry::{
+    Collector, DescriptorEncoder, EncodeLabelSet, Metrics, scraped_counters, scraped_gauges,
+};
 
 /// The rule key of the alarm of a quarantined pool.
 pub const QUARANTINE_RULE: &str = "COMPONENT_QUARANTINED";
@@ -40,6 +43,58 @@ pub fn pools(devices: &[Arc<Device>], alarms: &Alarms) -> Vec<TenantPool> {
     }
     pools.sort_by(|a, b| (a.tenant, &a.health.component).cmp(&(b.tenant, &b.health.component)));
     pools
+}
+
+/// A tenant's component.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabel {
+    tenant: u32,
+    component: String,
+}
+
+/// Every pool's failures and quarantine, read at each scrape.
+#[derive(Debug)]
+struct PoolMetrics {
+    fleet: Weak<Fleet>,
+    alarms: Weak<Alarms>,
+}
+
+impl Collector for PoolMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        let (Some(fleet), Some(alarms)) = (self.fleet.upgrade(), self.alarms.upgrade()) else {
+            return Ok(());
+        };
+        let pools = pools(fleet.roster().devices(), &alarms);
+        let label = |p: &TenantPool| PoolLabel {
+            tenant: p.tenant,
+            component: p.health.component.clone(),
+        };
+        let help = (
+            "sluice_component_pool_failures",
+            "Failed calls (traps, limits) per tenant and component; calls refused during a quarantine are not counted.",
+        );
+        scraped_counters(
+            &mut encoder,
+            help,
+            pools.iter().map(|p| (label(p), p.health.failures)),
+        )?;
+        let help = (
+            "sluice_component_quarantined",
+            "1 while a tenant's component is quarantined after failing too often.",
+        );
+        let quarantined = pools
+            .iter()
+            .map(|p| (label(p), i64::from(p.health.quarantined)));
+        scraped_gauges(&mut encoder, help, quarantined)
+    }
+}
+
+/// Registers every pool's failures and quarantine state, read at each scrape.
+pub fn register_metrics(fleet: &Arc<Fleet>, alarms: &Arc<Alarms>, metrics: &Metrics) {
+    metrics.collect(PoolMetrics {
+        fleet: Arc::downgrade(fleet),
+        alarms: Arc::downgrade(alarms),
+    });
 }
 
 /// Where the alarm of a tenant's quarantined component is kept.

@@ -8,7 +8,7 @@
 //! `RULE_FAILURE` alarm on the device, cleared when its rules run again.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use tokio::sync::{Notify, mpsc, watch};
 
@@ -20,6 +20,7 @@ use crate::compile::{Compiled, DeviceRules, TenantRules};
 use crate::model::{EntityType, Sample, Scope, Signal, SignalKind, Transition};
 use crate::runtime::{CallError, RulesPool};
 use crate::sync::{lock, read, write};
+use crate::telemetry::{Collector, DescriptorEncoder, EncodeLabelSet, Metrics, scraped_counters};
 
 /// The rule key of the alarm a failing rule component raises.
 pub const RULE_FAILURE: &str = "RULE_FAILURE";
@@ -228,6 +229,12 @@ impl Alarms {
         lock(&self.failures).clone()
     }
 
+    /// Registers the service's metrics: its store's, and rule failures per tenant.
+    pub fn register_metrics(self: &Arc<Self>, metrics: &Metrics) {
+        self.store.register_metrics(metrics);
+        metrics.collect(RuleFailures(Arc::downgrade(self)));
+    }
+
     /// Runs a device's rules over one round's samples of its build `build`; the
     /// signals are applied in the background. Never blocks the round on storage.
     pub fn on_samples(&self, device_id: &str, build: u64, samples: &[Sample]) {
@@ -431,6 +438,32 @@ impl Alarms {
             results.push(result);
         }
         results
+    }
+}
+
+/// Rule failures per tenant, read at each scrape.
+#[derive(Debug)]
+struct RuleFailures(Weak<Alarms>);
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantLabel {
+    tenant: u32,
+}
+
+impl Collector for RuleFailures {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        let Some(alarms) = self.0.upgrade() else {
+            return Ok(());
+        };
+        let failures = alarms
+            .rule_failures()
+            .into_iter()
+            .map(|(tenant, count)| (TenantLabel { tenant }, count));
+        let help = (
+            "sluice_alarm_rule_failures",
+            "Failed calls of a tenant's alarm rules component (traps, limits).",
+        );
+        scraped_counters(&mut encoder, help, failures)
     }
 }
 

@@ -3,11 +3,10 @@
 //! invariants A1-A5). Transitions follow the whitelist read from the rules
 //! component at load, so no component runs inside a transaction.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use super::model::{ActionRecord, Alarm, Change as Audited, Source};
 use crate::model::{AlarmAction, AlarmState, Refused, Scope, Transitions};
 use crate::store::{Change, Index, Journal, Store, StoreError, Tables};
+use crate::telemetry::{Counter, Metrics};
 
 /// The alarm tables: id -> alarm, (state, id), and (id, seq) -> audit record.
 const TABLES: Tables = Tables {
@@ -71,7 +70,7 @@ pub enum Raised {
 pub struct AlarmStore {
     pub(super) journal: Journal<Alarm, ActionRecord>,
     whitelist: Transitions<AlarmState, AlarmAction>,
-    audit_failures: AtomicU64,
+    audit_failures: Counter,
 }
 
 type Alarms<'t> = Change<'t, Alarm, ActionRecord>;
@@ -113,13 +112,22 @@ impl AlarmStore {
         Self {
             journal: Journal::new(store, TABLES),
             whitelist,
-            audit_failures: AtomicU64::new(0),
+            audit_failures: Counter::default(),
         }
     }
 
     /// Changes rolled back because they could not be written with their audit record.
     pub fn audit_failures(&self) -> u64 {
-        self.audit_failures.load(Ordering::Relaxed)
+        self.audit_failures.get()
+    }
+
+    /// Registers `sluice_alarm_audit_failures_total`.
+    pub fn register_metrics(&self, metrics: &Metrics) {
+        metrics.register(
+            "sluice_alarm_audit_failures",
+            "Alarm changes rolled back with their audit record.",
+            self.audit_failures.clone(),
+        );
     }
 
     /// The actions the whitelist allows in `state`.
@@ -134,7 +142,7 @@ impl AlarmStore {
     ) -> Result<R, AlarmError> {
         let result = self.journal.change(change);
         if let Err(AlarmError::Store(error)) = &result {
-            self.audit_failures.fetch_add(1, Ordering::Relaxed);
+            self.audit_failures.inc();
             tracing::error!(%error, "alarm change rolled back with its audit record");
         }
         result

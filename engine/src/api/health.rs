@@ -93,16 +93,15 @@ fn wal(state: &ApiState) -> Value {
     let outbox = &state.outbox;
     let stats = outbox.stats();
     let (records, bytes) = outbox.log().size();
-    let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     json!({
         "records": records,
         "bytes": bytes,
         "ring": outbox.ring_len(),
-        "appended": load(&stats.appended),
-        "commits": load(&stats.commits),
-        "commitErrors": load(&stats.commit_errors),
-        "droppedOldest": load(&stats.dropped_oldest),
-        "droppedNewest": load(&stats.dropped_newest),
+        "appended": stats.appended.get(),
+        "commits": stats.commits.get(),
+        "commitErrors": stats.commit_errors.get(),
+        "droppedOldest": stats.dropped_oldest.get(),
+        "droppedNewest": stats.dropped_newest.get(),
         "corrupt": outbox.log().corrupt(),
     })
 }

@@ -6,6 +6,7 @@ use std::time::Instant;
 use super::tokens::Tokens;
 use crate::alarm::Alarms;
 use crate::collector::Fleet;
+use crate::telemetry::Metrics;
 use crate::uplink::UplinkStats;
 
 /// What the API reads from the running engine.
@@ -19,6 +20,8 @@ pub struct ApiState {
     pub alarms: Arc<Alarms>,
     pub commands: Arc<crate::command::Commands>,
     pub deployer: Arc<crate::deploy::Deployer>,
+    /// Every metric family, for `/metrics`.
+    pub metrics: Arc<Metrics>,
     /// The operator's and the tenants' tokens.
     pub tokens: Arc<Tokens>,
     /// The gateway's local time (`collector.alarms.utcOffset`), minutes east of UTC.

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Mutex as AsyncMutex;
 
+use super::metrics::DeviceCounters;
 use super::reporter::{Identity, Reporter};
 use super::sink::SampleSink;
 use crate::clock::now_ms;
@@ -15,7 +16,7 @@ use crate::lease::{EntityState, EntityType, Leases, Renewal, TimeoutSource};
 use crate::model::{Batch, PlannedRead, TagSpec};
 use crate::pipeline::DevicePipeline;
 use crate::runtime::CodecSession;
-use crate::scheduler::{DevicePlan, RoundCounters, RoundOutcome};
+use crate::scheduler::{DevicePlan, RoundOutcome};
 use crate::store::SeqAllocator;
 use crate::sync::Swappable;
 use crate::uplink::Uplink;
@@ -109,6 +110,8 @@ pub struct DeviceParts {
     pub sink: Option<Arc<dyn SampleSink>>,
     /// For a device with writable tags: read-back flags and a decoder.
     pub writable: Option<Writable>,
+    /// Its series in the collector's metric families.
+    pub counters: DeviceCounters,
 }
 
 /// Gives every device built its own [`Device::key`].
@@ -134,13 +137,9 @@ pub struct Device {
     lease: LeaseTerms,
     sink: Option<Arc<dyn SampleSink>>,
     pub(super) writable: Option<Writable>,
-    /// Its rounds, counted by the scheduler.
-    pub rounds: Arc<RoundCounters>,
+    /// Its rounds (counted by the scheduler), component failures and time.
+    pub counters: DeviceCounters,
     last_error: Mutex<String>,
-    codec_failures: AtomicU64,
-    stage_failures: AtomicU64,
-    /// Microseconds spent in component calls (codec parsing, pipeline).
-    component_us: AtomicU64,
 }
 
 /// What the round learnt while reading one channel.
@@ -167,11 +166,8 @@ impl Device {
             lease: parts.lease,
             sink: parts.sink,
             writable: parts.writable,
-            rounds: Arc::default(),
+            counters: parts.counters,
             last_error: Mutex::default(),
-            codec_failures: AtomicU64::new(0),
-            stage_failures: AtomicU64::new(0),
-            component_us: AtomicU64::new(0),
         }
     }
 
@@ -180,7 +176,7 @@ impl Device {
         DevicePlan {
             device: self.key,
             tag_periods: self.periods.clone(),
-            counters: Arc::clone(&self.rounds),
+            counters: Arc::clone(&self.counters.rounds),
         }
     }
 
@@ -211,25 +207,13 @@ impl Device {
             .unwrap_or_default()
     }
 
-    /// Component calls (codec, stages) that failed for this device.
-    pub fn component_failures(&self) -> (u64, u64) {
-        (
-            self.codec_failures.load(Ordering::Relaxed),
-            self.stage_failures.load(Ordering::Relaxed),
-        )
-    }
-
-    /// Time spent in component calls for this device.
-    pub fn component_time(&self) -> std::time::Duration {
-        std::time::Duration::from_micros(self.component_us.load(Ordering::Relaxed))
-    }
-
     /// Runs a component call, adding its duration to the device's component time.
     fn timed<T>(&self, call: impl FnOnce() -> T) -> T {
         let started = std::time::Instant::now();
         let result = call();
-        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.component_us.fetch_add(us, Ordering::Relaxed);
+        self.counters
+            .component_seconds
+            .inc_by(started.elapsed().as_secs_f64());
         result
     }
 
@@ -246,7 +230,7 @@ impl Device {
     pub async fn poll(&self, due: &[u32], seq: &SeqAllocator, uplink: &Uplink) -> RoundOutcome {
         // The pipeline of this round, even if a new one is swapped in meanwhile.
         let pipeline = self.pipeline.get();
-        let codec_failures_before = self.codec_failures.load(Ordering::Relaxed);
+        let codec_failures_before = self.counters.codec_failures.get();
         let mut batch = Batch::default();
         let mut bad: Vec<u32> = Vec::new();
         let mut answered = false;
@@ -266,7 +250,7 @@ impl Device {
         if reconnected {
             // Deadband memory and ON_CHANGE memory start over after a reconnect.
             if let Err(error) = pipeline.reset() {
-                self.stage_failures.fetch_add(1, Ordering::Relaxed);
+                self.counters.stage_failures.inc();
                 self.note_error(error);
             }
             self.reporter.forget();
@@ -279,7 +263,7 @@ impl Device {
             Ok(processed) => processed.samples,
             Err(failure) => {
                 // The stage's instance is rebuilt; this round's values are lost.
-                self.stage_failures.fetch_add(1, Ordering::Relaxed);
+                self.counters.stage_failures.inc();
                 self.note_error(&failure);
                 let mut lost = Batch::default();
                 due.iter().for_each(|tag| lost.push_bad(*tag, now));
@@ -300,7 +284,7 @@ impl Device {
         {
             self.note_error(format!("reports not published: {error}"));
         }
-        let codec_failed = self.codec_failures.load(Ordering::Relaxed) > codec_failures_before;
+        let codec_failed = self.counters.codec_failures.get() > codec_failures_before;
         self.heartbeat(answered, codec_failed);
         if answered || !unreachable {
             RoundOutcome::Done
@@ -364,14 +348,14 @@ impl Device {
         if channel.epoch.swap(epoch, Ordering::Relaxed) != epoch {
             *reconnected = true;
             if let Err(error) = session.reset() {
-                self.codec_failures.fetch_add(1, Ordering::Relaxed);
+                self.counters.codec_failures.inc();
                 self.note_error(error);
             }
         }
         let mut queue: VecDeque<PlannedRead> = match session.plan(local_due) {
             Ok(plan) => plan.into(),
             Err(error) => {
-                self.codec_failures.fetch_add(1, Ordering::Relaxed);
+                self.counters.codec_failures.inc();
                 self.note_error(error);
                 bad.extend(local_due.iter().map(|t| to_device(*t)));
                 return read;
@@ -398,7 +382,7 @@ impl Device {
                     continue;
                 }
                 Err(error) => {
-                    self.codec_failures.fetch_add(1, Ordering::Relaxed);
+                    self.counters.codec_failures.inc();
                     self.note_error(error);
                     bad.extend(request.tags.iter().map(|t| to_device(*t)));
                     continue;
@@ -429,7 +413,7 @@ impl Device {
                     }
                 }
                 Err(LinkError::Codec(error)) => {
-                    self.codec_failures.fetch_add(1, Ordering::Relaxed);
+                    self.counters.codec_failures.inc();
                     self.note_error(error);
                     bad.extend(request.tags.iter().map(|t| to_device(*t)));
                 }

@@ -237,6 +237,7 @@ impl Fleet {
             if let Err(error) = leases.retire(EntityType::Device, id, EntityState::Offline) {
                 tracing::error!(device = %id, %error, "cannot mark a removed device offline");
             }
+            self.services.metrics.forget(id);
         }
         self.generation.send_modify(|generation| *generation += 1);
         tracing::info!(

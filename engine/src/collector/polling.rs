@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::fleet::Fleet;
+use super::metrics::FleetState;
 use super::roster::Roster;
 use super::wiring::{Services, Wiring};
 use crate::compile::Compiled;
@@ -16,6 +17,7 @@ use crate::lease::{
     DRIVER_HEARTBEAT, DRIVER_LEASE_SECONDS, EntityState, EntityType, Renewal, TimeoutSource,
 };
 use crate::scheduler::{RoundFuture, RoundOutcome, Rounds, Scheduler};
+use crate::telemetry::Metrics;
 
 /// The collector: its devices (shared with the HTTP API, commands and
 /// deployments) and the scheduler that polls them.
@@ -83,6 +85,13 @@ impl Collector {
             fleet: Arc::new(fleet),
             scheduler: Some(scheduler),
         }
+    }
+
+    /// Registers the collector's metrics: every device's families, and the
+    /// device and connection states read at each scrape.
+    pub fn register_metrics(&self, metrics: &Metrics) {
+        self.fleet.services().metrics.register(metrics);
+        metrics.collect(FleetState(Arc::downgrade(&self.fleet)));
     }
 
     /// The devices, as they are now and after every reload.

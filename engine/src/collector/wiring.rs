@@ -11,6 +11,7 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use super::device::{Channel, Device, DeviceParts, LeaseTerms, Probe, Writable};
 use super::links::{Endpoint, LinkInfo, link_settings};
+use super::metrics::DeviceMetrics;
 use super::reporter::Reporter;
 use super::roster::Roster;
 use super::sink::SampleSink;
@@ -31,6 +32,8 @@ pub struct Services {
     pub leases: Arc<Leases>,
     /// Who else hears of every round's samples (the alarm rules).
     pub sink: Option<Arc<dyn SampleSink>>,
+    /// The families each device counts in.
+    pub metrics: DeviceMetrics,
 }
 
 /// Wires devices for one configuration. Links of devices wired earlier
@@ -167,6 +170,7 @@ impl<'a> Wiring<'a> {
             },
             sink: self.services.sink.clone(),
             writable,
+            counters: self.services.metrics.device(&device.device_id),
         }));
         (built, rules)
     }

@@ -5,7 +5,7 @@
 //! and `POST /reload` reloads both at once.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 use super::{DeployError, Deployer};
@@ -13,6 +13,7 @@ use crate::collector::{DeviceChanges, swap_pipelines};
 use crate::compile::{self, Loaded};
 use crate::pipeline::files_in;
 use crate::sync::lock;
+use crate::telemetry::{Collector, DescriptorEncoder, Metrics, scraped_counter};
 
 /// How often the files are looked at for changes.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
@@ -44,6 +45,44 @@ impl ReloadStatus {
     }
 }
 
+/// How the reloads went, read at each scrape.
+#[derive(Debug)]
+struct ReloadMetrics(Weak<Deployer>);
+
+impl Collector for ReloadMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        let Some(deployer) = self.0.upgrade() else {
+            return Ok(());
+        };
+        let (pipelines, devices) = (deployer.reload_status(), deployer.device_reload_status());
+        for (name, help, value) in [
+            (
+                "sluice_pipeline_reloads",
+                "Reloads of the pipeline files that swapped new pipelines in.",
+                pipelines.reloads,
+            ),
+            (
+                "sluice_pipeline_reload_failures",
+                "Reloads of the pipeline files refused (the running pipelines stayed).",
+                pipelines.failures,
+            ),
+            (
+                "sluice_config_reloads",
+                "Reloads of the device configuration that were applied.",
+                devices.reloads,
+            ),
+            (
+                "sluice_config_reload_failures",
+                "Reloads of the device configuration refused (the running devices stayed).",
+                devices.failures,
+            ),
+        ] {
+            scraped_counter(&mut encoder, (name, help), value)?;
+        }
+        Ok(())
+    }
+}
+
 /// What one `POST /reload` did: each source's outcome, when there is one.
 #[derive(Debug)]
 pub struct ReloadReport {
@@ -53,6 +92,11 @@ pub struct ReloadReport {
 }
 
 impl Deployer {
+    /// Registers how the reloads went (`sluice_*_reloads_total`, `..._failures_total`).
+    pub fn register_metrics(self: &Arc<Self>, metrics: &Metrics) {
+        metrics.collect(ReloadMetrics(Arc::downgrade(self)));
+    }
+
     /// How the reloads of the pipeline files went.
     pub fn reload_status(&self) -> ReloadStatus {
         lock(&self.status).0.clone()

@@ -1,68 +1,133 @@
-//! Per-device round counters and the round latency histogram.
+//! Per-device round counters and the round latency histogram: handles into the
+//! metric families of [`RoundMetrics`], one series per device.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-/// Upper bounds (ms) of the round latency histogram buckets; the last is +Inf.
-pub const LATENCY_BUCKETS_MS: [u64; 11] = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000];
+use crate::telemetry::{Counter, DeviceLabel, Family, Histogram, Metrics};
+
+/// Upper bounds (s) of the round latency histogram buckets; +Inf follows.
+pub const LATENCY_BUCKETS_S: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS_S)
+}
+
+/// The round families of every device.
+#[derive(Debug, Clone)]
+pub struct RoundMetrics {
+    total: Family<DeviceLabel, Counter>,
+    skipped: Family<DeviceLabel, Counter>,
+    failed: Family<DeviceLabel, Counter>,
+    latency: Family<DeviceLabel, Histogram, fn() -> Histogram>,
+}
+
+impl Default for RoundMetrics {
+    fn default() -> Self {
+        Self {
+            total: Family::default(),
+            skipped: Family::default(),
+            failed: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+        }
+    }
+}
+
+impl RoundMetrics {
+    /// Registers the families as `sluice_rounds_total`, `sluice_rounds_skipped_total`,
+    /// `sluice_rounds_failed_total` and `sluice_round_seconds`.
+    pub fn register(&self, metrics: &Metrics) {
+        metrics.register("sluice_rounds", "Poll rounds started.", self.total.clone());
+        metrics.register(
+            "sluice_rounds_skipped",
+            "Rounds skipped because the device was busy.",
+            self.skipped.clone(),
+        );
+        metrics.register(
+            "sluice_rounds_failed",
+            "Rounds that could not read the device.",
+            self.failed.clone(),
+        );
+        metrics.register(
+            "sluice_round_seconds",
+            "Duration of poll rounds.",
+            self.latency.clone(),
+        );
+    }
+
+    /// The counters of `device` (the same series for every build of it).
+    pub fn device(&self, device: &str) -> Arc<RoundCounters> {
+        let label = DeviceLabel::of(device);
+        Arc::new(RoundCounters {
+            total: self.total.get_or_create_owned(&label),
+            skipped: self.skipped.get_or_create_owned(&label),
+            failed: self.failed.get_or_create_owned(&label),
+            latency: self.latency.get_or_create_owned(&label),
+        })
+    }
+
+    /// Drops the series of a device no longer configured.
+    pub fn forget(&self, device: &str) {
+        let label = DeviceLabel::of(device);
+        self.total.remove(&label);
+        self.skipped.remove(&label);
+        self.failed.remove(&label);
+        self.latency.remove(&label);
+    }
+}
 
 /// Counters of one device, updated by the scheduler.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RoundCounters {
-    total: AtomicU64,
-    skipped: AtomicU64,
-    failed: AtomicU64,
-    latency_sum_us: AtomicU64,
-    /// Cumulative counts per bucket of [`LATENCY_BUCKETS_MS`], plus +Inf.
-    latency_buckets: [AtomicU64; LATENCY_BUCKETS_MS.len() + 1],
+    total: Counter,
+    skipped: Counter,
+    failed: Counter,
+    latency: Histogram,
+}
+
+impl Default for RoundCounters {
+    /// Counters of their own, in no family.
+    fn default() -> Self {
+        Self {
+            total: Counter::default(),
+            skipped: Counter::default(),
+            failed: Counter::default(),
+            latency: latency_histogram(),
+        }
+    }
 }
 
 /// A copy of the counters at one moment.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RoundStats {
     pub total: u64,
     pub skipped: u64,
     pub failed: u64,
-    pub latency_sum_us: u64,
-    pub latency_buckets: Vec<u64>,
 }
 
 impl RoundCounters {
     pub(super) fn started(&self) {
-        self.total.fetch_add(1, Ordering::Relaxed);
+        self.total.inc();
     }
 
     pub(super) fn skipped(&self) {
-        self.skipped.fetch_add(1, Ordering::Relaxed);
+        self.skipped.inc();
     }
 
     pub(super) fn finished(&self, latency: Duration, failed: bool) {
         if failed {
-            self.failed.fetch_add(1, Ordering::Relaxed);
+            self.failed.inc();
         }
-        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
-        self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
-        let ms = us / 1000;
-        let bucket = LATENCY_BUCKETS_MS
-            .iter()
-            .position(|bound| ms < *bound)
-            .unwrap_or(LATENCY_BUCKETS_MS.len());
-        for counter in &self.latency_buckets[bucket..] {
-            counter.fetch_add(1, Ordering::Relaxed);
-        }
+        self.latency.observe(latency.as_secs_f64());
     }
 
     pub fn snapshot(&self) -> RoundStats {
         RoundStats {
-            total: self.total.load(Ordering::Relaxed),
-            skipped: self.skipped.load(Ordering::Relaxed),
-            failed: self.failed.load(Ordering::Relaxed),
-            latency_sum_us: self.latency_sum_us.load(Ordering::Relaxed),
-            latency_buckets: self
-                .latency_buckets
-                .iter()
-                .map(|c| c.load(Ordering::Relaxed))
-                .collect(),
+            total: self.total.get(),
+            skipped: self.skipped.get(),
+            failed: self.failed.get(),
         }
     }
 }

@@ -8,7 +8,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rumqttc::{AsyncClient, Event, EventLoop, Incoming, LastWill, MqttOptions, Outgoing, QoS};
@@ -185,8 +184,8 @@ impl Publisher {
                 event = eventloop.poll() => match event {
                     Ok(Event::Incoming(Incoming::ConnAck(_))) => {
                         session.connected = true;
-                        self.stats.connected.store(true, Ordering::Relaxed);
-                        self.stats.connects.fetch_add(1, Ordering::Relaxed);
+                        self.stats.set_connected(true);
+                        self.stats.connects.inc();
                         tracing::info!("connected to the MQTT broker");
                         self.send_status(session, self.status_topic.clone(), status(EntityState::Online, now_ms()));
                         for (topic, payload) in latest.drain() {
@@ -237,7 +236,7 @@ impl Publisher {
                     }
                     Ok(_) => {}
                     Err(error) => {
-                        if self.stats.connected.swap(false, Ordering::Relaxed) {
+                        if self.stats.set_connected(false) {
                             tracing::warn!(%error, "lost the MQTT broker");
                         }
                         if let Ok(mut last) = self.stats.last_error.lock() {
@@ -303,14 +302,14 @@ impl Publisher {
                     Ok(()) => {
                         session.queued.push_back(Queued::Record(record.id));
                         session.cursor = Some(record.id);
-                        self.stats.published.fetch_add(1, Ordering::Relaxed);
+                        self.stats.published.inc();
                         if self.qos == QoS::AtLeastOnce {
                             self.stats.queued();
                         }
                     }
                     Err(_) => {
                         // The record stays in the log and goes out later.
-                        self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                        self.stats.dropped.inc();
                         return;
                     }
                 }
@@ -347,7 +346,7 @@ impl Publisher {
             .is_ok()
         {
             session.queued.push_back(Queued::Tracked(done));
-            self.stats.published.fetch_add(1, Ordering::Relaxed);
+            self.stats.published.inc();
             self.stats.queued();
         }
     }

@@ -2,83 +2,136 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
+use crate::sync::lock;
+use crate::telemetry::{Counter, Gauge, Histogram, Metrics};
+
+/// Upper bounds (s) of the publish latency histogram (queued to PUBACK).
+const PUBLISH_BUCKETS_S: [f64; 10] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+
 /// Counters of the uplink, for `/health` and `/metrics`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct UplinkStats {
-    pub(super) connected: AtomicBool,
-    pub(super) connects: AtomicU64,
-    pub(super) published: AtomicU64,
-    pub(super) acked: AtomicU64,
-    pub(super) dropped: AtomicU64,
+    pub(super) connected: Gauge,
+    pub(super) connects: Counter,
+    pub(super) published: Counter,
+    pub(super) acked: Counter,
+    pub(super) dropped: Counter,
     pub(super) last_error: Mutex<String>,
     /// When each QoS 1 publish awaiting its PUBACK was queued, oldest first (a
     /// broker acknowledges QoS 1 publishes of one connection in order).
-    pub(super) pending: Mutex<VecDeque<Instant>>,
-    pub(super) latency_sum_us: AtomicU64,
-    pub(super) latency_count: AtomicU64,
+    pending: Mutex<VecDeque<Instant>>,
+    backlog: Gauge,
+    latency: Histogram,
+}
+
+impl Default for UplinkStats {
+    fn default() -> Self {
+        Self {
+            connected: Gauge::default(),
+            connects: Counter::default(),
+            published: Counter::default(),
+            acked: Counter::default(),
+            dropped: Counter::default(),
+            last_error: Mutex::default(),
+            pending: Mutex::default(),
+            backlog: Gauge::default(),
+            latency: Histogram::new(PUBLISH_BUCKETS_S),
+        }
+    }
 }
 
 impl UplinkStats {
+    /// Registers the uplink's metrics (`sluice_mqtt_*`).
+    pub fn register(&self, metrics: &Metrics) {
+        let gauges = [
+            (
+                "sluice_mqtt_connected",
+                "1 while connected to the broker.",
+                &self.connected,
+            ),
+            (
+                "sluice_mqtt_backlog",
+                "QoS 1 messages queued and not yet acknowledged.",
+                &self.backlog,
+            ),
+        ];
+        for (name, help, gauge) in gauges {
+            metrics.register(name, help, gauge.clone());
+        }
+        let counters = [
+            (
+                "sluice_mqtt_published",
+                "Messages handed to the MQTT client.",
+                &self.published,
+            ),
+            ("sluice_mqtt_acked", "PUBACKs received.", &self.acked),
+            (
+                "sluice_mqtt_dropped",
+                "Messages dropped (client queue full).",
+                &self.dropped,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            metrics.register(name, help, counter.clone());
+        }
+        metrics.register(
+            "sluice_mqtt_publish_seconds",
+            "Time from queueing a QoS 1 publish to its PUBACK.",
+            self.latency.clone(),
+        );
+    }
+
     pub fn connected(&self) -> bool {
-        self.connected.load(Ordering::Relaxed)
+        self.connected.get() != 0
     }
 
     /// Successful connections to the broker.
     pub fn connects(&self) -> u64 {
-        self.connects.load(Ordering::Relaxed)
+        self.connects.get()
     }
 
     /// Messages handed to the client (replays included).
     pub fn published(&self) -> u64 {
-        self.published.load(Ordering::Relaxed)
+        self.published.get()
     }
 
     /// PUBACKs received.
     pub fn acked(&self) -> u64 {
-        self.acked.load(Ordering::Relaxed)
+        self.acked.get()
     }
 
     /// Publishes the client refused (its queue was full); they stay in the log.
     pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        self.dropped.get()
     }
 
     pub fn last_error(&self) -> String {
-        self.last_error
-            .lock()
-            .map(|e| e.clone())
-            .unwrap_or_default()
-    }
-
-    /// Total seconds from queueing to PUBACK, and the number of PUBACKs timed.
-    pub fn publish_latency(&self) -> (f64, u64) {
-        (
-            self.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6,
-            self.latency_count.load(Ordering::Relaxed),
-        )
+        lock(&self.last_error).clone()
     }
 
     /// QoS 1 publishes queued and not yet acknowledged.
     pub fn backlog(&self) -> usize {
-        self.pending.lock().map(|p| p.len()).unwrap_or(0)
+        lock(&self.pending).len()
+    }
+
+    pub(super) fn set_connected(&self, connected: bool) -> bool {
+        self.connected.set(i64::from(connected)) != 0
     }
 
     pub(super) fn queued(&self) {
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.push_back(Instant::now());
-        }
+        let mut pending = lock(&self.pending);
+        pending.push_back(Instant::now());
+        self.backlog.set(pending.len() as i64);
     }
 
     pub(super) fn acknowledged(&self) {
-        self.acked.fetch_add(1, Ordering::Relaxed);
-        let queued = self.pending.lock().ok().and_then(|mut p| p.pop_front());
-        if let Some(at) = queued {
-            let us = u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX);
-            self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
-            self.latency_count.fetch_add(1, Ordering::Relaxed);
+        self.acked.inc();
+        let mut pending = lock(&self.pending);
+        if let Some(at) = pending.pop_front() {
+            self.latency.observe(at.elapsed().as_secs_f64());
         }
+        self.backlog.set(pending.len() as i64);
     }
 }

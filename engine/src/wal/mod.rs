@@ -15,7 +15,7 @@ mod record;
 mod redb_log;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +29,32 @@ pub use redb_log::{FORMAT_VERSION, RedbLog, count};
 use crate::config::{OverflowPolicy, WalConfig};
 use crate::store::{Store, StoreError};
 use crate::sync::lock;
+use crate::telemetry::{
+    Collector, Counter, DescriptorEncoder, Metrics, scraped_counter, scraped_gauge,
+};
+
+/// What the log holds, read at each scrape.
+#[derive(Debug)]
+struct LogMetrics(Arc<dyn MessageLog>);
+
+impl Collector for LogMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        let (records, bytes) = self.0.size();
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let records_help = (
+            "sluice_wal_records",
+            "Reports in the WAL awaiting their PUBACK.",
+        );
+        scraped_gauge(&mut encoder, records_help, gauge(records))?;
+        scraped_gauge(
+            &mut encoder,
+            ("sluice_wal_bytes", "Bytes of reports in the WAL."),
+            gauge(bytes),
+        )?;
+        let corrupt = ("sluice_wal_corrupt", "Damaged WAL records skipped.");
+        scraped_counter(&mut encoder, corrupt, self.0.corrupt())
+    }
+}
 
 /// Why the WAL failed.
 #[derive(Debug, thiserror::Error)]
@@ -47,13 +73,13 @@ pub enum WalError {
 }
 
 /// Counters of the outbox, for `/health` and `/metrics`.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct OutboxStats {
-    pub appended: AtomicU64,
-    pub dropped_oldest: AtomicU64,
-    pub dropped_newest: AtomicU64,
-    pub commits: AtomicU64,
-    pub commit_errors: AtomicU64,
+    pub appended: Counter,
+    pub dropped_oldest: Counter,
+    pub dropped_newest: Counter,
+    pub commits: Counter,
+    pub commit_errors: Counter,
 }
 
 /// The ring in front of the log, and the log.
@@ -135,6 +161,41 @@ impl Outbox {
         lock(&self.ring)
     }
 
+    /// Registers the outbox's metrics: its counters, and what the log holds.
+    pub fn register_metrics(self: &Arc<Self>, metrics: &Metrics) {
+        let stats = &self.stats;
+        for (name, help, counter) in [
+            (
+                "sluice_wal_appended",
+                "Reports appended to the WAL.",
+                &stats.appended,
+            ),
+            (
+                "sluice_wal_commits",
+                "Durable WAL commits (group commits).",
+                &stats.commits,
+            ),
+            (
+                "sluice_wal_commit_errors",
+                "WAL commits that failed and were retried.",
+                &stats.commit_errors,
+            ),
+            (
+                "sluice_wal_dropped_oldest",
+                "Old reports dropped by DROP_OLDEST at the quota.",
+                &stats.dropped_oldest,
+            ),
+            (
+                "sluice_wal_dropped_newest",
+                "New reports refused by DROP_NEWEST at the quota.",
+                &stats.dropped_newest,
+            ),
+        ] {
+            metrics.register(name, help, counter.clone());
+        }
+        metrics.collect(LogMetrics(Arc::clone(&self.log)));
+    }
+
     /// Queues a message for the next commit. Never blocks: when the ring is full
     /// (the disk cannot keep up), the overflow policy drops a message and counts it.
     pub fn push(&self, message: Message) {
@@ -150,7 +211,7 @@ impl Outbox {
                     }
                     OverflowPolicy::DropNewest => &self.stats.dropped_newest,
                 };
-                counter.fetch_add(1, Ordering::Relaxed);
+                counter.inc();
                 tracing::warn!(policy = ?self.policy, "outbox ring full: a report was dropped");
             } else {
                 ring.push_back(message);
@@ -192,16 +253,10 @@ impl Outbox {
                 tokio::task::spawn_blocking(move || this.log.append(batch, this.policy)).await;
             match result {
                 Ok(Ok(outcome)) => {
-                    self.stats.commits.fetch_add(1, Ordering::Relaxed);
-                    self.stats
-                        .appended
-                        .fetch_add(outcome.stored, Ordering::Relaxed);
-                    self.stats
-                        .dropped_oldest
-                        .fetch_add(outcome.dropped_oldest, Ordering::Relaxed);
-                    self.stats
-                        .dropped_newest
-                        .fetch_add(outcome.dropped_newest, Ordering::Relaxed);
+                    self.stats.commits.inc();
+                    self.stats.appended.inc_by(outcome.stored);
+                    self.stats.dropped_oldest.inc_by(outcome.dropped_oldest);
+                    self.stats.dropped_newest.inc_by(outcome.dropped_newest);
                     if outcome.dropped_oldest + outcome.dropped_newest > 0 {
                         tracing::warn!(
                             dropped_oldest = outcome.dropped_oldest,
@@ -227,7 +282,7 @@ impl Outbox {
     /// Puts a batch whose commit failed back at the front of the ring and waits
     /// before the next try; the ring's policy bounds memory meanwhile.
     async fn failed(&self, batch: Vec<Message>, error: &str) {
-        self.stats.commit_errors.fetch_add(1, Ordering::Relaxed);
+        self.stats.commit_errors.inc();
         tracing::error!(%error, "WAL commit failed; retrying");
         {
             let mut ring = self.ring();
@@ -243,7 +298,7 @@ impl Outbox {
                     OverflowPolicy::DropOldest => &self.stats.dropped_oldest,
                     OverflowPolicy::DropNewest => &self.stats.dropped_newest,
                 };
-                counter.fetch_add(1, Ordering::Relaxed);
+                counter.inc();
             }
         }
         tokio::time::sleep(COMMIT_RETRY).await;

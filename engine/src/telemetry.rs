@@ -1,0 +1,148 @@
+//! The engine's metrics: one registry in which each module registers the typed
+//! metric families it counts (prometheus-client), rendered as Prometheus text for
+//! `GET /metrics`. Counters are registered without their `_total`, which the
+//! encoder adds.
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::RwLock;
+
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::registry::{Metric, Registry};
+
+pub use prometheus_client::collector::Collector;
+pub use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+pub use prometheus_client::metrics::counter::Counter;
+pub use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+pub use prometheus_client::metrics::gauge::Gauge;
+pub use prometheus_client::metrics::histogram::Histogram;
+
+use crate::sync::{read, write};
+
+/// A counter of seconds (or any fraction).
+pub type FloatCounter = Counter<f64, std::sync::atomic::AtomicU64>;
+
+/// The `Content-Type` of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
+
+/// Where every module registers its metric families.
+pub struct Metrics {
+    registry: RwLock<Registry>,
+}
+
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            registry: RwLock::new(Registry::default()),
+        }
+    }
+}
+
+impl Metrics {
+    /// Registers `metric` (a counter, gauge, histogram or a family of them).
+    pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
+        write(&self.registry).register(name, help, metric);
+    }
+
+    /// Registers metrics computed at each scrape from the engine's state.
+    pub fn collect(&self, collector: impl Collector) {
+        write(&self.registry).register_collector(Box::new(collector));
+    }
+
+    /// Every metric, in the Prometheus text format.
+    ///
+    /// # Errors
+    /// A collector that failed to encode its metrics.
+    pub fn render(&self) -> Result<String, fmt::Error> {
+        let mut text = String::with_capacity(8192);
+        prometheus_text::encode(&mut text, &read(&self.registry))?;
+        Ok(text)
+    }
+}
+
+/// Encodes a family of gauges whose values a collector computed at scrape time.
+///
+/// # Errors
+/// A write to the scrape's text failed.
+pub fn scraped_gauges<L>(
+    encoder: &mut DescriptorEncoder<'_>,
+    (name, help): (&str, &str),
+    values: impl IntoIterator<Item = (L, i64)>,
+) -> fmt::Result
+where
+    L: EncodeLabelSet + Clone + Hash + Eq + fmt::Debug + Send + Sync + 'static,
+{
+    let family = Family::<L, Gauge>::default();
+    for (labels, value) in values {
+        family.get_or_create(&labels).set(value);
+    }
+    family.encode(encoder.encode_descriptor(name, help, None, family.metric_type())?)
+}
+
+/// Encodes a family of counters whose values a collector read at scrape time
+/// (`name` without its `_total`).
+///
+/// # Errors
+/// A write to the scrape's text failed.
+pub fn scraped_counters<L>(
+    encoder: &mut DescriptorEncoder<'_>,
+    (name, help): (&str, &str),
+    values: impl IntoIterator<Item = (L, u64)>,
+) -> fmt::Result
+where
+    L: EncodeLabelSet + Clone + Hash + Eq + fmt::Debug + Send + Sync + 'static,
+{
+    let family = Family::<L, Counter>::default();
+    for (labels, value) in values {
+        family.get_or_create(&labels).inc_by(value);
+    }
+    family.encode(encoder.encode_descriptor(name, help, None, family.metric_type())?)
+}
+
+/// Encodes one gauge a collector read at scrape time.
+///
+/// # Errors
+/// A write to the scrape's text failed.
+pub fn scraped_gauge(
+    encoder: &mut DescriptorEncoder<'_>,
+    (name, help): (&str, &str),
+    value: i64,
+) -> fmt::Result {
+    let gauge = ConstGauge::new(value);
+    gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)
+}
+
+/// Encodes one counter a collector read at scrape time (`name` without `_total`).
+///
+/// # Errors
+/// A write to the scrape's text failed.
+pub fn scraped_counter(
+    encoder: &mut DescriptorEncoder<'_>,
+    (name, help): (&str, &str),
+    value: u64,
+) -> fmt::Result {
+    let counter = ConstCounter::new(value);
+    counter.encode(encoder.encode_descriptor(name, help, None, counter.metric_type())?)
+}
+
+/// The labels of a per-device metric.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeviceLabel {
+    pub device: String,
+}
+
+impl DeviceLabel {
+    pub fn of(device: &str) -> Self {
+        Self {
+            device: device.to_owned(),
+        }
+    }
+}
