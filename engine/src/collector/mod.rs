@@ -17,6 +17,7 @@ mod metrics;
 mod polling;
 mod reporter;
 mod roster;
+mod scrape;
 mod sink;
 mod swap;
 mod tag_io;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::fleet::Fleet;
-use super::metrics::FleetState;
 use super::roster::Roster;
+use super::scrape::FleetState;
 use super::wiring::{Services, Wiring};
 use crate::compile::Compiled;
 use crate::io::Budget;

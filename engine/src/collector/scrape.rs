@@ -1,0 +1,75 @@
+//! What the collector's metrics read at each scrape: whether each device is
+//! online, and the state of each connection.
+
+use std::sync::Weak;
+
+use super::fleet::Fleet;
+use crate::io::LinkState;
+use crate::model::{EntityState, EntityType};
+use crate::telemetry::{
+    Collector, DescriptorEncoder, DeviceLabel, EncodeLabelSet, scraped_counters, scraped_gauges,
+};
+
+/// A connection, by what it speaks and where it goes.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LinkLabel {
+    protocol: &'static str,
+    address: String,
+}
+
+/// A connection in one of its states.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LinkStateLabel {
+    protocol: &'static str,
+    address: String,
+    state: &'static str,
+}
+
+/// Device states and connection states, read from the fleet at each scrape.
+#[derive(Debug)]
+pub(super) struct FleetState(pub(super) Weak<Fleet>);
+
+impl Collector for FleetState {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        let Some(fleet) = self.0.upgrade() else {
+            return Ok(());
+        };
+        let roster = fleet.roster();
+        let leases = fleet.services().leases.store();
+        let now = crate::clock::now_ms();
+        let online = roster.devices().iter().map(|device| {
+            let row = leases.get(EntityType::Device, &device.id).ok().flatten();
+            let up = row.is_some_and(|r| r.effective_state(now) == EntityState::Online);
+            (DeviceLabel::of(&device.id), i64::from(up))
+        });
+        let help = (
+            "sluice_device_online",
+            "1 when the device answered its last round.",
+        );
+        scraped_gauges(&mut encoder, help, online)?;
+        let mut states = Vec::new();
+        let mut reconnects = Vec::new();
+        for info in roster.links() {
+            let Ok(link) = info.link.try_lock() else {
+                continue;
+            };
+            let (protocol, address) = (info.protocol(), info.address());
+            for state in LinkState::ALL {
+                let label = LinkStateLabel {
+                    protocol,
+                    address: address.clone(),
+                    state: state.as_str(),
+                };
+                states.push((label, i64::from(link.state() == state)));
+            }
+            reconnects.push((LinkLabel { protocol, address }, link.reconnects()));
+        }
+        let help = (
+            "sluice_connection_state",
+            "1 for the state each connection is in.",
+        );
+        scraped_gauges(&mut encoder, help, states)?;
+        let help = ("sluice_connection_reconnects", "Reconnects per connection.");
+        scraped_counters(&mut encoder, help, reconnects)
+    }
+}
