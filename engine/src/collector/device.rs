@@ -18,7 +18,7 @@ use crate::pipeline::DevicePipeline;
 use crate::runtime::CodecSession;
 use crate::scheduler::{DevicePlan, RoundOutcome};
 use crate::store::SeqAllocator;
-use crate::sync::Swappable;
+use crate::sync::{Swappable, lock};
 use crate::uplink::Uplink;
 
 /// A device's channel: the link it uses (maybe shared) and its codec session.
@@ -62,6 +62,11 @@ impl Channel {
             probe,
             epoch: AtomicU64::new(0),
         }
+    }
+
+    /// The device tag index of channel-local tag `local`.
+    pub(super) fn device_tag(&self, local: u32) -> u32 {
+        self.tags.get(local as usize).copied().unwrap_or(u32::MAX)
     }
 
     /// The channel-local index of device tag `tag`.
@@ -149,6 +154,22 @@ struct ChannelRead {
     unreachable: bool,
 }
 
+/// One channel's part of a round: what was read, and which tags could not be.
+struct ChannelRound<'r> {
+    channel: &'r Channel,
+    batch: &'r mut Batch,
+    bad: &'r mut Vec<u32>,
+    read: ChannelRead,
+}
+
+impl ChannelRound<'_> {
+    /// The channel-local `tags` are BAD this round.
+    fn lose(&mut self, tags: &[u32]) {
+        let channel = self.channel;
+        self.bad.extend(tags.iter().map(|t| channel.device_tag(*t)));
+    }
+}
+
 impl Device {
     pub fn new(parts: DeviceParts) -> Self {
         Self {
@@ -201,10 +222,7 @@ impl Device {
     }
 
     pub fn last_error(&self) -> String {
-        self.last_error
-            .lock()
-            .map(|e| e.clone())
-            .unwrap_or_default()
+        lock(&self.last_error).clone()
     }
 
     /// Runs a component call, adding its duration to the device's component time.
@@ -220,9 +238,7 @@ impl Device {
     fn note_error(&self, error: impl std::fmt::Display) {
         let text = error.to_string();
         tracing::debug!(device = %self.id, error = %text, "round problem");
-        if let Ok(mut last) = self.last_error.lock() {
-            *last = text;
-        }
+        *lock(&self.last_error) = text;
     }
 
     /// One poll round over `due` (device tag indexes): read every channel, run the
@@ -323,26 +339,45 @@ impl Device {
         bad: &mut Vec<u32>,
         reconnected: &mut bool,
     ) -> ChannelRead {
-        let to_device = |local: u32| {
-            channel
-                .tags
-                .get(local as usize)
-                .copied()
-                .unwrap_or(u32::MAX)
+        let mut round = ChannelRound {
+            channel,
+            batch,
+            bad,
+            read: ChannelRead::default(),
         };
-        let mut read = ChannelRead::default();
         let mut link = channel.link.lock().await;
         // The codec of this round, even if a new version is swapped in meanwhile.
         let session = channel.session.get();
-        let epoch = match link.ensure_online(&*session).await {
+        if let Some(queue) = self
+            .open_channel(&mut link, &session, &mut round, local_due, reconnected)
+            .await
+        {
+            self.read_requests(&mut link, &session, &mut round, queue, local_due.len())
+                .await;
+        }
+        round.read
+    }
+
+    /// Connects the channel's link if it is not, and plans the round's requests;
+    /// `None` when there is nothing to send (its tags are then BAD).
+    async fn open_channel(
+        &self,
+        link: &mut Link,
+        session: &CodecSession,
+        round: &mut ChannelRound<'_>,
+        local_due: &[u32],
+        reconnected: &mut bool,
+    ) -> Option<VecDeque<PlannedRead>> {
+        let channel = round.channel;
+        let epoch = match link.ensure_online(session).await {
             Ok(epoch) => epoch,
             Err(error) => {
                 if !matches!(error, LinkError::Backoff { .. }) {
                     self.note_error(format!("channel {}: {error}", channel.id));
                 }
-                bad.extend(local_due.iter().map(|t| to_device(*t)));
-                read.unreachable = true;
-                return read;
+                round.lose(local_due);
+                round.read.unreachable = true;
+                return None;
             }
         };
         if channel.epoch.swap(epoch, Ordering::Relaxed) != epoch {
@@ -352,25 +387,36 @@ impl Device {
                 self.note_error(error);
             }
         }
-        let mut queue: VecDeque<PlannedRead> = match session.plan(local_due) {
-            Ok(plan) => plan.into(),
+        match session.plan(local_due) {
+            Ok(plan) => Some(plan.into()),
             Err(error) => {
                 self.counters.codec_failures.inc();
                 self.note_error(error);
-                bad.extend(local_due.iter().map(|t| to_device(*t)));
-                return read;
+                round.lose(local_due);
+                None
             }
-        };
+        }
+    }
+
+    /// Sends the planned requests one after another, splitting those the device
+    /// refused when the codec says how, until the queue is empty or the link is lost.
+    async fn read_requests(
+        &self,
+        link: &mut Link,
+        session: &CodecSession,
+        round: &mut ChannelRound<'_>,
+        mut queue: VecDeque<PlannedRead>,
+        due: usize,
+    ) {
+        let channel = round.channel;
         // Splits after exceptions add requests; this bound stops a codec that keeps
         // splitting from looping forever.
-        let mut allowance = 4 * local_due.len() + 16;
+        let mut allowance = 4 * due + 16;
         while let Some(request) = queue.pop_front() {
             if allowance == 0 {
-                self.note_error(format!(
-                    "channel {}: the codec kept splitting requests",
-                    channel.id
-                ));
-                bad.extend(request.tags.iter().map(|t| to_device(*t)));
+                let message = format!("channel {}: the codec kept splitting requests", channel.id);
+                self.note_error(message);
+                round.lose(&request.tags);
                 continue;
             }
             allowance -= 1;
@@ -378,58 +424,57 @@ impl Device {
                 Ok(Ok(frame)) => frame,
                 Ok(Err(error)) => {
                     self.note_error(error);
-                    bad.extend(request.tags.iter().map(|t| to_device(*t)));
+                    round.lose(&request.tags);
                     continue;
                 }
                 Err(error) => {
                     self.counters.codec_failures.inc();
                     self.note_error(error);
-                    bad.extend(request.tags.iter().map(|t| to_device(*t)));
+                    round.lose(&request.tags);
                     continue;
                 }
             };
             // The sample time is when the answer arrived, not when it was processed.
             let exchanged = link
-                .request(&*session, &frame, |answer| {
+                .request(session, &frame, |answer| {
                     let arrived = now_ms();
                     self.timed(|| session.parse_read(request.id, answer, arrived))
                 })
                 .await;
             match exchanged {
                 Ok(Ok(parsed)) => {
-                    read.answered = true;
-                    batch.append(parsed, to_device);
+                    round.read.answered = true;
+                    round
+                        .batch
+                        .append(parsed, |local| round.channel.device_tag(local));
                 }
                 Ok(Err(refusal)) => {
                     // The device answered: the connection is fine.
-                    read.answered = true;
+                    round.read.answered = true;
                     if refusal.retry.is_empty() {
                         self.note_error(format!("channel {}: {}", channel.id, refusal.message));
-                        bad.extend(request.tags.iter().map(|t| to_device(*t)));
-                    } else {
-                        for split in refusal.retry.into_iter().rev() {
-                            queue.push_front(split);
-                        }
+                        round.lose(&request.tags);
+                    }
+                    for split in refusal.retry.into_iter().rev() {
+                        queue.push_front(split);
                     }
                 }
                 Err(LinkError::Codec(error)) => {
                     self.counters.codec_failures.inc();
                     self.note_error(error);
-                    bad.extend(request.tags.iter().map(|t| to_device(*t)));
+                    round.lose(&request.tags);
                 }
                 Err(lost) => {
                     // A lost connection or a malformed answer ends the channel's round.
                     self.note_error(format!("channel {}: {lost}", channel.id));
-                    let rest = request
-                        .tags
-                        .iter()
-                        .chain(queue.iter().flat_map(|r| &r.tags));
-                    bad.extend(rest.map(|t| to_device(*t)));
-                    read.unreachable = true;
-                    return read;
+                    round.lose(&request.tags);
+                    for rest in &queue {
+                        round.lose(&rest.tags);
+                    }
+                    round.read.unreachable = true;
+                    return;
                 }
             }
         }
-        read
     }
 }

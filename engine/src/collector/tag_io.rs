@@ -119,9 +119,7 @@ impl Device {
                     })
                     .await?
                     .map_err(refused)?;
-                raw.append(parsed, |l| {
-                    channel.tags.get(l as usize).copied().unwrap_or(u32::MAX)
-                });
+                raw.append(parsed, |local| channel.device_tag(local));
             }
         }
         // A fresh decode each time: reset first, so no memory of an earlier read.

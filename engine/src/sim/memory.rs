@@ -8,8 +8,10 @@
 //! in one call (a FLOAT32 or UINT32 over two registers) is never observed half
 //! old, half new.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering, fence};
-use std::sync::{Mutex, PoisonError};
+
+use crate::sync::lock;
 
 /// One table of `len` 16-bit cells. Bit tables store 0 or 1 per cell.
 #[derive(Debug)]
@@ -73,7 +75,7 @@ impl Table {
     pub(crate) fn write(&self, start: u16, values: impl IntoIterator<Item = u16>) {
         let range = self.clip(start, usize::MAX);
         let cells = &self.cells[range];
-        let _guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let _guard = lock(&self.writer);
         let seq = self.seq.load(Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);

@@ -19,6 +19,7 @@ use crate::clock::now_ms;
 use crate::config::MqttConfig;
 use crate::model::EntityState;
 use crate::mqtt::{Topics, status};
+use crate::sync::lock;
 use crate::wal::Outbox;
 
 /// Publishes awaiting their PUBACK at once.
@@ -239,9 +240,7 @@ impl Publisher {
                         if self.stats.set_connected(false) {
                             tracing::warn!(%error, "lost the MQTT broker");
                         }
-                        if let Ok(mut last) = self.stats.last_error.lock() {
-                            *last = error.to_string();
-                        }
+                        *lock(&self.stats.last_error) = error.to_string();
                         return false;
                     }
                 },

@@ -1,0 +1,65 @@
+//! The gateway's configuration compiled with the components it runs: the
+//! built-in ones and those deployed into its data directory.
+
+use std::sync::Arc;
+
+use crate::compile::{self, Compiled, Pools, Sources};
+use crate::deploy::Shelf;
+use crate::runtime::{LoadError, Registry, Runtime, RuntimeConfig};
+use crate::yaml::Diagnostics;
+
+/// Sub-directory of the data directory holding precompiled components.
+const COMPONENT_CACHE: &str = "component-cache";
+
+/// What a compile is for: `sluice check` leaves the data directory as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    Check,
+    Run,
+}
+
+/// Why a gateway cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// What the configuration or a component says is wrong, at its positions.
+    #[error("{0}")]
+    Problems(Diagnostics),
+    #[error(transparent)]
+    Runtime(#[from] LoadError),
+}
+
+/// A gateway compiled and ready to start.
+#[derive(Debug)]
+pub struct Prepared {
+    pub compiled: Compiled,
+    pub registry: Arc<Registry>,
+    pub shelf: Shelf,
+}
+
+/// Compiles the gateway `sources` describe, with the components it would run:
+/// the built-in ones and those deployed into its data directory. `sluice check`
+/// and `sluice run` both come here, so they refuse the same things in the same words.
+///
+/// # Errors
+/// Every problem of the files or the components, or a runtime that cannot start.
+pub fn compile(sources: &Sources, purpose: Purpose) -> Result<Prepared, Refusal> {
+    let loaded = sources.load().map_err(Refusal::Problems)?;
+    let data_dir = loaded.config.collector.wal.dir.clone();
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: (purpose == Purpose::Run).then(|| data_dir.join(COMPONENT_CACHE)),
+        ..RuntimeConfig::default()
+    })?;
+    let registry = Arc::new(Registry::with_builtins(runtime)?);
+    // Components deployed while an earlier run was up come back, active as they were.
+    let shelf = Shelf::new(&data_dir);
+    for problem in shelf.restore(&registry) {
+        tracing::error!(%problem, "a deployed component could not be restored");
+    }
+    let compiled = compile::build(loaded, &registry, &mut Pools::new(), &|_| true)
+        .map_err(Refusal::Problems)?;
+    Ok(Prepared {
+        compiled,
+        registry,
+        shelf,
+    })
+}

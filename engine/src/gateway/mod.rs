@@ -1,0 +1,10 @@
+//! One gateway: its configuration compiled with the components it runs (the
+//! built-in ones and those deployed into its data directory), and everything
+//! `sluice run` starts, wired together.
+
+mod compile;
+mod run;
+mod state;
+
+pub use compile::{Prepared, Purpose, Refusal, compile};
+pub use run::run;

@@ -1,0 +1,269 @@
+//! Everything `sluice run` starts, wired together: the durable state, the
+//! uplink, leases, alarms, the collector, commands, deployments and the API,
+//! each a task that ends when `shutdown` turns true.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::compile::Prepared;
+use super::state;
+use crate::alarm::{self, AlarmStore, Alarms, Delivery};
+use crate::api::{self, ApiState, Tokens};
+use crate::collector::{Collector, DeviceMetrics, Fleet, SampleSink, Services};
+use crate::command::{self, CommandStore, Commands, Timings, WriteService};
+use crate::compile::{Compiled, Sources};
+use crate::config::{GatewayConfig, Protocol};
+use crate::deploy::Deployer;
+use crate::lease::{Announce, EntityType, Leases, RedbStateStore};
+use crate::model::{CommandAction, CommandStatus, Transitions};
+use crate::store::Store;
+use crate::telemetry::Metrics;
+use crate::uplink::{Downlink, Uplink};
+use crate::wal::Outbox;
+
+/// Where each device's and driver's state changes are announced.
+fn announcements(config: &GatewayConfig) -> HashMap<(EntityType, String), Announce> {
+    let devices = config.devices.iter().map(|device| {
+        (
+            (EntityType::Device, device.device_id.clone()),
+            Announce::device(&device.product_id, &device.device_num),
+        )
+    });
+    let drivers = Protocol::NAMES.iter().map(|protocol| {
+        let driver = protocol.1.codec();
+        (
+            (EntityType::Driver, driver.to_owned()),
+            Announce::device("driver", driver),
+        )
+    });
+    devices.chain(drivers).collect()
+}
+
+/// The command service over the collector's devices.
+fn commands(
+    config: &GatewayConfig,
+    store: &Store,
+    whitelist: Transitions<CommandStatus, CommandAction>,
+    fleet: &Arc<Fleet>,
+    uplink: &Uplink,
+) -> Arc<Commands> {
+    let c = &config.collector.commands;
+    let ms = |seconds: u64| i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let timings = Timings {
+        lease_ms: ms(c.lease_sec),
+        sent_timeout_ms: ms(c.sent_timeout_sec),
+        expire_ms: ms(c.expire_sec),
+        max_retries: c.max_retries,
+        max_reclaims: c.max_reclaims,
+        retry_base_ms: i64::try_from(c.retry_base_ms).unwrap_or(i64::MAX),
+        retry_max_ms: i64::try_from(c.retry_max_ms).unwrap_or(i64::MAX),
+    };
+    let command_store = Arc::new(CommandStore::new(store, whitelist, timings));
+    let writes = Arc::new(WriteService::new(
+        Arc::clone(fleet),
+        store,
+        c.write_attempts,
+    ));
+    let node_id = c
+        .node_id
+        .clone()
+        .unwrap_or_else(|| format!("engine-{}", config.collector.mqtt.client_id));
+    Commands::new(
+        command_store,
+        writes,
+        Arc::clone(fleet),
+        uplink.clone(),
+        node_id,
+    )
+}
+
+/// The background tasks, awaited at shutdown.
+#[derive(Default)]
+struct Tasks(Vec<JoinHandle<()>>);
+
+impl Tasks {
+    fn spawn<T: Send + 'static>(&mut self, task: impl Future<Output = T> + Send + 'static) {
+        self.0.push(tokio::spawn(async move {
+            let _ = task.await;
+        }));
+    }
+
+    async fn join(self) {
+        for task in self.0 {
+            let _ = task.await;
+        }
+    }
+}
+
+/// What the collector's devices report to, and the alarm service, running.
+struct Engine {
+    uplink: Uplink,
+    leases: Arc<Leases>,
+    alarms: Arc<Alarms>,
+    downlink: mpsc::UnboundedReceiver<Downlink>,
+}
+
+/// Starts the outbox's committer, the uplink, the leases and the alarm service
+/// (its delivery included).
+fn start_engine(
+    (config, compiled): (&GatewayConfig, &mut Compiled),
+    (store, outbox): (&Store, &Arc<Outbox>),
+    shutdown: &watch::Receiver<bool>,
+    tasks: &mut Tasks,
+) -> Engine {
+    let alarm_store = AlarmStore::new(store, compiled.whitelist.alarms.clone());
+    let tenants = std::mem::take(&mut compiled.tenants);
+    let alarms = Alarms::new(Arc::new(alarm_store), HashMap::new(), tenants);
+    tasks.spawn(Arc::clone(outbox).run_committer(shutdown.clone()));
+    let (downlink, downlink_messages) = mpsc::unbounded_channel();
+    let (uplink, publisher) = Uplink::start(
+        &config.collector.mqtt,
+        Arc::clone(outbox),
+        Some(downlink),
+        shutdown.clone(),
+    );
+    tasks.spawn(publisher);
+    let (lease_changes, lease_events) = mpsc::unbounded_channel();
+    let leases = Leases::new(
+        Arc::new(RedbStateStore::new(store)),
+        Duration::from_millis(config.collector.lease.scan_interval_ms),
+        announcements(config),
+        uplink.clone(),
+        Some(lease_changes),
+    );
+    tasks.spawn(Arc::clone(&leases).run(shutdown.clone()));
+    tasks.spawn(Arc::clone(&alarms).run(lease_events, shutdown.clone()));
+    let delivery = Delivery::new(
+        Arc::clone(alarms.store()),
+        Arc::new(uplink.clone()),
+        alarm::delivery_plan(config, &uplink),
+    );
+    tasks.spawn(delivery.run(Arc::clone(alarms.opened()), shutdown.clone()));
+    Engine {
+        uplink,
+        leases,
+        alarms,
+        downlink: downlink_messages,
+    }
+}
+
+/// Every metric family, each registered by the module that counts it.
+fn metrics(
+    collector: &Collector,
+    engine: &Engine,
+    outbox: &Arc<Outbox>,
+    deployer: &Arc<Deployer>,
+) -> Arc<Metrics> {
+    let metrics = Arc::new(Metrics::default());
+    collector.register_metrics(&metrics);
+    outbox.register_metrics(&metrics);
+    engine.uplink.stats().register(&metrics);
+    engine.alarms.register_metrics(&metrics);
+    deployer.register_metrics(&metrics);
+    crate::watchdog::register_metrics(collector.fleet(), &engine.alarms, &metrics);
+    metrics
+}
+
+/// Runs the compiled gateway until `shutdown` turns true; `sources` are watched
+/// and reloaded while it runs.
+///
+/// # Errors
+/// Anything that stops it from starting: an unusable data directory, an HTTP
+/// address in use.
+pub async fn run(
+    prepared: Prepared,
+    sources: Sources,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let Prepared {
+        mut compiled,
+        registry,
+        shelf,
+    } = prepared;
+    let config = compiled.config.clone();
+    let (store, seq, outbox) = state::open(&config)?;
+    let mut tasks = Tasks::default();
+    let engine = start_engine(
+        (&config, &mut compiled),
+        (&store, &outbox),
+        &shutdown,
+        &mut tasks,
+    );
+    let command_whitelist = compiled.whitelist.commands.clone();
+    let pipelines = compiled.pipelines.clone();
+    let services = Services {
+        uplink: engine.uplink.clone(),
+        seq,
+        leases: Arc::clone(&engine.leases),
+        sink: Some(Arc::clone(&engine.alarms) as Arc<dyn SampleSink>),
+        metrics: DeviceMetrics::default(),
+    };
+    let mut collector = Collector::new(compiled, services);
+    let fleet = Arc::clone(collector.fleet());
+    let commands = commands(&config, &store, command_whitelist, &fleet, &engine.uplink);
+    let alarms = Some(Arc::clone(&engine.alarms));
+    let deployer = Arc::new(Deployer::new(
+        (registry, Arc::clone(&fleet), alarms),
+        (pipelines, sources),
+        shelf,
+    ));
+    tasks.spawn(crate::watchdog::watch(
+        Arc::clone(&fleet),
+        Arc::clone(&engine.alarms),
+        shutdown.clone(),
+    ));
+    tasks.spawn(crate::deploy::watch_sources(
+        Arc::clone(&deployer),
+        shutdown.clone(),
+    ));
+    let metrics = metrics(&collector, &engine, &outbox, &deployer);
+    let Engine {
+        uplink,
+        leases,
+        alarms,
+        downlink,
+    } = engine;
+    tasks.spawn(command::node::run(
+        Arc::clone(&commands),
+        Arc::clone(alarms.store()),
+        config.collector.commands.execute_own,
+        downlink,
+        shutdown.clone(),
+    ));
+    tracing::info!(
+        devices = fleet.roster().devices().len(),
+        connections = fleet.roster().links().len(),
+        database = %store.path().display(),
+        "collector started"
+    );
+    if let Some(http) = &config.collector.http {
+        let state = ApiState {
+            fleet,
+            uplink: Arc::clone(uplink.stats()),
+            outbox,
+            leases,
+            alarms,
+            commands,
+            deployer,
+            metrics,
+            tokens: Arc::new(Tokens::of(&config)),
+            utc_offset_min: config.collector.alarms.utc_offset_min,
+            started: Instant::now(),
+        };
+        let listener = tokio::net::TcpListener::bind(http.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", http.listen))?;
+        tasks.spawn(api::serve(listener, state, shutdown.clone()));
+    }
+    collector.run(shutdown).await;
+    // Reports of the last rounds are committed before the process ends (they are
+    // published at the next start if the broker does not take them now).
+    tasks.join().await;
+    Ok(())
+}
