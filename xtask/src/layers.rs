@@ -407,16 +407,20 @@ fn reexport(tokens: &[Token], i: usize, source: &mut Source) -> Option<usize> {
         return None;
     }
     let end = (j..tokens.len()).find(|k| tokens[*k] == Token::Punct(';'))?;
-    if let (Some(Token::Ident(child)), Some(Token::PathSep)) =
-        (tokens.get(j + 1), tokens.get(j + 2))
-    {
-        for token in &tokens[j + 3..end] {
-            if let Token::Ident(item) = token
-                && item != "self"
-                && item != "as"
-            {
-                source.reexports.push((item.clone(), child.clone()));
-            }
+    // A re-export of another module's items names that module: scanned as code.
+    let (Some(Token::Ident(child)), Some(Token::PathSep)) = (tokens.get(j + 1), tokens.get(j + 2))
+    else {
+        return None;
+    };
+    if matches!(child.as_str(), "crate" | "sluice" | "super" | "self") {
+        return None;
+    }
+    for token in &tokens[j + 3..end] {
+        if let Token::Ident(item) = token
+            && item != "self"
+            && item != "as"
+        {
+            source.reexports.push((item.clone(), child.clone()));
         }
     }
     Some(end + 1)
@@ -586,6 +590,15 @@ mod tests {
         );
         assert_eq!(s.local_refs, ["a", "b", "a"]);
         assert_eq!(s.items, ["Own", "f"]);
+    }
+
+    #[test]
+    fn a_re_export_from_another_module_is_an_edge() {
+        let s = source("pub use crate::model::{A, B};\npub use super::x::C;", true);
+        let modules: Vec<_> = s.crate_refs.iter().map(|r| r.module.as_str()).collect();
+        assert_eq!(modules, ["model"]);
+        assert_eq!(s.super_refs, ["x"]);
+        assert!(s.reexports.is_empty());
     }
 
     #[test]
