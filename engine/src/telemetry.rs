@@ -12,11 +12,9 @@ use prometheus_client::registry::{Metric, Registry};
 
 pub use prometheus_client::collector::Collector;
 pub use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
-use prometheus_client::metrics::counter::ConstCounter;
-pub use prometheus_client::metrics::counter::Counter;
+pub use prometheus_client::metrics::counter::{ConstCounter, Counter};
 pub use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
-pub use prometheus_client::metrics::gauge::Gauge;
+pub use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 pub use prometheus_client::metrics::histogram::Histogram;
 
 use crate::sync::{read, write};
@@ -68,70 +66,41 @@ impl Metrics {
     }
 }
 
-/// Encodes a family of gauges whose values a collector computed at scrape time.
+/// Encodes `metric`, read or computed by a collector at scrape time (a counter's
+/// `name` without its `_total`).
 ///
 /// # Errors
 /// A write to the scrape's text failed.
-pub fn scraped_gauges<L>(
+pub fn encode_scraped(
     encoder: &mut DescriptorEncoder<'_>,
     (name, help): (&str, &str),
-    values: impl IntoIterator<Item = (L, i64)>,
-) -> fmt::Result
-where
-    L: EncodeLabelSet + Clone + Hash + Eq + fmt::Debug + Send + Sync + 'static,
-{
+    metric: &impl EncodeMetric,
+) -> fmt::Result {
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+/// A family of gauges with these values.
+pub fn gauges<L: Labels>(values: impl IntoIterator<Item = (L, i64)>) -> Family<L, Gauge> {
     let family = Family::<L, Gauge>::default();
     for (labels, value) in values {
         family.get_or_create(&labels).set(value);
     }
-    family.encode(encoder.encode_descriptor(name, help, None, family.metric_type())?)
+    family
 }
 
-/// Encodes a family of counters whose values a collector read at scrape time
-/// (`name` without its `_total`).
-///
-/// # Errors
-/// A write to the scrape's text failed.
-pub fn scraped_counters<L>(
-    encoder: &mut DescriptorEncoder<'_>,
-    (name, help): (&str, &str),
-    values: impl IntoIterator<Item = (L, u64)>,
-) -> fmt::Result
-where
-    L: EncodeLabelSet + Clone + Hash + Eq + fmt::Debug + Send + Sync + 'static,
-{
+/// A family of counters with these values.
+pub fn counters<L: Labels>(values: impl IntoIterator<Item = (L, u64)>) -> Family<L, Counter> {
     let family = Family::<L, Counter>::default();
     for (labels, value) in values {
         family.get_or_create(&labels).inc_by(value);
     }
-    family.encode(encoder.encode_descriptor(name, help, None, family.metric_type())?)
+    family
 }
 
-/// Encodes one gauge a collector read at scrape time.
-///
-/// # Errors
-/// A write to the scrape's text failed.
-pub fn scraped_gauge(
-    encoder: &mut DescriptorEncoder<'_>,
-    (name, help): (&str, &str),
-    value: i64,
-) -> fmt::Result {
-    let gauge = ConstGauge::new(value);
-    gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)
-}
+/// What a metric family's labels must be.
+pub trait Labels: EncodeLabelSet + Clone + Hash + Eq + fmt::Debug + Send + Sync + 'static {}
 
-/// Encodes one counter a collector read at scrape time (`name` without `_total`).
-///
-/// # Errors
-/// A write to the scrape's text failed.
-pub fn scraped_counter(
-    encoder: &mut DescriptorEncoder<'_>,
-    (name, help): (&str, &str),
-    value: u64,
-) -> fmt::Result {
-    let counter = ConstCounter::new(value);
-    counter.encode(encoder.encode_descriptor(name, help, None, counter.metric_type())?)
-}
+impl<T: EncodeLabelSet + Clone + Hash + Eq + fmt::Debug + Send + Sync + 'static> Labels for T {}
 
 /// The labels of a per-device metric.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

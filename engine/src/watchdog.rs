@@ -14,7 +14,7 @@ use crate::clock::now_ms;
 use crate::collector::{Device, Fleet};
 use crate::runtime::PoolHealth;
 use crate::telemetry::{
-    Collector, DescriptorEncoder, EncodeLabelSet, Metrics, scraped_counters, scraped_gauges,
+    Collector, DescriptorEncoder, EncodeLabelSet, Metrics, counters, encode_scraped, gauges,
 };
 
 /// The rule key of the alarm of a quarantined pool.
@@ -73,10 +73,10 @@ impl Collector for PoolMetrics {
             "sluice_component_pool_failures",
             "Failed calls (traps, limits) per tenant and component; calls refused during a quarantine are not counted.",
         );
-        scraped_counters(
+        encode_scraped(
             &mut encoder,
             help,
-            pools.iter().map(|p| (label(p), p.health.failures)),
+            &counters(pools.iter().map(|p| (label(p), p.health.failures))),
         )?;
         let help = (
             "sluice_component_quarantined",
@@ -85,7 +85,7 @@ impl Collector for PoolMetrics {
         let quarantined = pools
             .iter()
             .map(|p| (label(p), i64::from(p.health.quarantined)));
-        scraped_gauges(&mut encoder, help, quarantined)
+        encode_scraped(&mut encoder, help, &gauges(quarantined))
     }
 }
 

@@ -12,7 +12,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{builtin, runtime, setting, tag};
+use common::{Rng, builtin, runtime, setting, tag};
 use sluice::model::{DataType, Setting, SettingValue, TagSpec, Value};
 use sluice::runtime::BUILTIN;
 use sluice::runtime::{CallError, CodecPool, CodecSession, ComponentKind, Limits};
@@ -29,26 +29,6 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// xorshift64*: small, deterministic, good enough to pick mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn byte(&mut self) -> u8 {
-        self.next() as u8
-    }
 }
 
 /// A codec's settings and a few tags of every kind, as a device would have them.

@@ -8,26 +8,10 @@
 
 mod common;
 
-use common::scratch;
+use common::{Rng, scratch};
 use sluice::config::OverflowPolicy;
 use sluice::store::Store;
 use sluice::wal::{MemoryLog, Message, MessageLog, RedbLog, encode};
-
-/// xorshift64*: small and deterministic, so a failing seed replays.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// A report of device `d0`..`d9`, all of one encoded size.
 fn message(rng: &mut Rng, seq: u64) -> Message {
@@ -96,9 +80,9 @@ impl Pair {
 fn run(seed: u64) {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let record_size = encode(&message(&mut Rng(1), 1)).len() as u64;
-    let capacity = 1 + rng.below(8) as usize;
+    let capacity = 1 + rng.below(8);
     let mut pair = Pair::new(&format!("wal-model-{seed}"), capacity, record_size);
-    let mut seq = 0;
+    let mut seq = 0usize;
     for step in 0..120 {
         match rng.below(10) {
             0..=3 => {
@@ -110,7 +94,7 @@ fn run(seed: u64) {
                 let batch: Vec<Message> = (0..rng.below(4))
                     .map(|_| {
                         seq += 1;
-                        message(&mut rng, seq)
+                        message(&mut rng, seq as u64)
                     })
                     .collect();
                 let got = pair.log().append(batch.clone(), policy).expect("append");
@@ -124,12 +108,10 @@ fn run(seed: u64) {
                 let held = pair.model.read_after(None, usize::MAX).expect("read");
                 let after = match rng.below(3) {
                     0 => None,
-                    1 => held
-                        .get(rng.below(held.len() as u64) as usize)
-                        .map(|r| r.id),
-                    _ => Some(rng.below(2 * seq + 2)),
+                    1 => held.get(rng.below(held.len())).map(|r| r.id),
+                    _ => Some(rng.below(2 * seq + 2) as u64),
                 };
-                let limit = 1 + rng.below(5) as usize;
+                let limit = 1 + rng.below(5);
                 assert_eq!(
                     pair.log().read_after(after, limit).expect("read"),
                     pair.model.read_after(after, limit).expect("read"),
@@ -144,7 +126,7 @@ fn run(seed: u64) {
                     .map(|r| r.id)
                     .collect();
                 // An id that is gone (or never was) is ignored by both.
-                ids.push(rng.below(2 * seq + 2));
+                ids.push(rng.below(2 * seq + 2) as u64);
                 pair.log().release(&ids).expect("release");
                 pair.model.release(&ids).expect("release");
             }

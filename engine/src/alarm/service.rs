@@ -20,7 +20,9 @@ use crate::compile::{Compiled, DeviceRules, TenantRules};
 use crate::model::{EntityType, Sample, Scope, Signal, SignalKind, Transition};
 use crate::runtime::{CallError, RulesPool};
 use crate::sync::{lock, read, write};
-use crate::telemetry::{Collector, DescriptorEncoder, EncodeLabelSet, Metrics, scraped_counters};
+use crate::telemetry::{
+    Collector, DescriptorEncoder, EncodeLabelSet, Metrics, counters, encode_scraped,
+};
 
 /// The rule key of the alarm a failing rule component raises.
 pub const RULE_FAILURE: &str = "RULE_FAILURE";
@@ -463,7 +465,7 @@ impl Collector for RuleFailures {
             "sluice_alarm_rule_failures",
             "Failed calls of a tenant's alarm rules component (traps, limits).",
         );
-        scraped_counters(&mut encoder, help, failures)
+        encode_scraped(&mut encoder, help, &counters(failures))
     }
 }
 

@@ -7,7 +7,7 @@ use super::fleet::Fleet;
 use crate::io::LinkState;
 use crate::model::{EntityState, EntityType};
 use crate::telemetry::{
-    Collector, DescriptorEncoder, DeviceLabel, EncodeLabelSet, scraped_counters, scraped_gauges,
+    Collector, DescriptorEncoder, DeviceLabel, EncodeLabelSet, counters, encode_scraped, gauges,
 };
 
 /// A connection, by what it speaks and where it goes.
@@ -46,7 +46,7 @@ impl Collector for FleetState {
             "sluice_device_online",
             "1 when the device answered its last round.",
         );
-        scraped_gauges(&mut encoder, help, online)?;
+        encode_scraped(&mut encoder, help, &gauges(online))?;
         let mut states = Vec::new();
         let mut reconnects = Vec::new();
         for info in roster.links() {
@@ -68,8 +68,8 @@ impl Collector for FleetState {
             "sluice_connection_state",
             "1 for the state each connection is in.",
         );
-        scraped_gauges(&mut encoder, help, states)?;
+        encode_scraped(&mut encoder, help, &gauges(states))?;
         let help = ("sluice_connection_reconnects", "Reconnects per connection.");
-        scraped_counters(&mut encoder, help, reconnects)
+        encode_scraped(&mut encoder, help, &counters(reconnects))
     }
 }

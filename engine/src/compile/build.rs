@@ -62,7 +62,7 @@ pub fn build(
     } = loaded;
     let mut errors = Diagnostics::new(&file);
     let limits = SandboxLimits::of(&config);
-    let whitelist = whitelist(registry, &mut errors);
+    let whitelist = whitelist(registry, pools, &mut errors);
     let tenants = tenants(&config, (registry, &mut *pools, &limits), &mut errors);
     let mut context = DeviceContext {
         config: &config,

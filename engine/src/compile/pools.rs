@@ -5,15 +5,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::model::Whitelist;
 use crate::runtime::{CodecPool, ComponentKind, LoadedComponent, Registry, RulesPool};
 
 use super::limits::SandboxLimits;
 
-/// Pools by tenant and component.
+/// Pools by tenant and component, and the whitelists read at the start.
 #[derive(Debug, Default)]
 pub struct Pools {
     codecs: HashMap<(u32, String), Arc<CodecPool>>,
     rules: HashMap<u32, Arc<RulesPool>>,
+    whitelist: Option<Whitelist>,
 }
 
 impl Pools {
@@ -30,6 +32,18 @@ impl Pools {
     /// Reuses `pool` as `tenant`'s rules sandbox (when it runs the tenant's rules).
     pub fn reuse_rules(&mut self, tenant: u32, pool: Arc<RulesPool>) {
         self.rules.insert(tenant, pool);
+    }
+
+    /// Keeps the whitelists the running stores follow: they stay those of the start
+    /// (stored alarms and commands keep one state machine), so a reload need not
+    /// read them again.
+    pub fn reuse_whitelist(&mut self, whitelist: Whitelist) {
+        self.whitelist = Some(whitelist);
+    }
+
+    /// The whitelists to reuse, if any.
+    pub(super) fn whitelist(&self) -> Option<&Whitelist> {
+        self.whitelist.as_ref()
     }
 
     /// Forgets the pools of component `name`: a new version of it gets new ones.

@@ -37,8 +37,16 @@ pub struct RulesTarget<'a> {
 }
 
 /// The whitelists of the engine's own rules component, whatever rules a tenant
-/// runs: stored alarms and commands follow one state machine.
-pub(super) fn whitelist(registry: &Registry, errors: &mut Diagnostics) -> Option<Whitelist> {
+/// runs: stored alarms and commands follow one state machine. Those of the start
+/// when `pools` keeps them.
+pub(super) fn whitelist(
+    registry: &Registry,
+    pools: &Pools,
+    errors: &mut Diagnostics,
+) -> Option<Whitelist> {
+    if let Some(running) = pools.whitelist() {
+        return Some(running.clone());
+    }
     let read = fresh_rules(registry, DEFAULT_RULES, Limits::default())
         .and_then(|pool| pool.whitelist().map_err(|e| e.to_string()));
     match read {

@@ -17,6 +17,7 @@ pub use shelf::Shelf;
 use crate::alarm::Alarms;
 use crate::collector::{Fleet, swap_codec, swap_pipelines};
 use crate::compile::{self, Compiled, Loaded, Pools, Sources};
+use crate::model::Whitelist;
 use crate::pipeline::PipelineSet;
 use crate::runtime::{ComponentInfo, ComponentKind, LoadError, Registry};
 use crate::sync::lock;
@@ -77,6 +78,8 @@ pub struct Deployer {
     fleet: Arc<Fleet>,
     /// The alarm service whose rules a rules component's new version replaces.
     alarms: Option<Arc<Alarms>>,
+    /// The whitelists of the start, which every compile keeps.
+    whitelist: Whitelist,
     /// The pipelines in use.
     pipelines: Mutex<PipelineSet>,
     /// The files they and the devices come from.
@@ -91,13 +94,14 @@ pub struct Deployer {
 impl Deployer {
     pub fn new(
         (registry, fleet, alarms): (Arc<Registry>, Arc<Fleet>, Option<Arc<Alarms>>),
-        (pipelines, sources): (PipelineSet, Sources),
+        (pipelines, sources, whitelist): (PipelineSet, Sources, Whitelist),
         shelf: Shelf,
     ) -> Self {
         Self {
             registry,
             fleet,
             alarms,
+            whitelist,
             pipelines: Mutex::new(pipelines),
             sources,
             shelf,
@@ -216,6 +220,7 @@ impl Deployer {
     /// The pools the running devices and tenants use, for a compile to reuse.
     fn running_pools(&self) -> Pools {
         let mut pools = Pools::new();
+        pools.reuse_whitelist(self.whitelist.clone());
         for (tenant, pool) in self.fleet.roster().codec_pools() {
             pools.reuse_codec(tenant, pool);
         }

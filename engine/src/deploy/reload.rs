@@ -13,7 +13,7 @@ use crate::collector::{DeviceChanges, swap_pipelines};
 use crate::compile::{self, Loaded};
 use crate::pipeline::files_in;
 use crate::sync::lock;
-use crate::telemetry::{Collector, DescriptorEncoder, Metrics, scraped_counter};
+use crate::telemetry::{Collector, ConstCounter, DescriptorEncoder, Metrics, encode_scraped};
 
 /// How often the files are looked at for changes.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
@@ -77,7 +77,7 @@ impl Collector for ReloadMetrics {
                 devices.failures,
             ),
         ] {
-            scraped_counter(&mut encoder, (name, help), value)?;
+            encode_scraped(&mut encoder, (name, help), &ConstCounter::new(value))?;
         }
         Ok(())
     }

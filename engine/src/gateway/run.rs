@@ -195,7 +195,7 @@ pub async fn run(
         &shutdown,
         &mut tasks,
     );
-    let command_whitelist = compiled.whitelist.commands.clone();
+    let whitelist = compiled.whitelist.clone();
     let pipelines = compiled.pipelines.clone();
     let services = Services {
         uplink: engine.uplink.clone(),
@@ -206,11 +206,17 @@ pub async fn run(
     };
     let mut collector = Collector::new(compiled, services);
     let fleet = Arc::clone(collector.fleet());
-    let commands = commands(&config, &store, command_whitelist, &fleet, &engine.uplink);
+    let commands = commands(
+        &config,
+        &store,
+        whitelist.commands.clone(),
+        &fleet,
+        &engine.uplink,
+    );
     let alarms = Some(Arc::clone(&engine.alarms));
     let deployer = Arc::new(Deployer::new(
         (registry, Arc::clone(&fleet), alarms),
-        (pipelines, sources),
+        (pipelines, sources, whitelist),
         shelf,
     ));
     tasks.spawn(crate::watchdog::watch(

@@ -30,7 +30,7 @@ use crate::config::{OverflowPolicy, WalConfig};
 use crate::store::{Store, StoreError};
 use crate::sync::lock;
 use crate::telemetry::{
-    Collector, Counter, DescriptorEncoder, Metrics, scraped_counter, scraped_gauge,
+    Collector, ConstCounter, ConstGauge, Counter, DescriptorEncoder, Metrics, encode_scraped,
 };
 
 /// What the log holds, read at each scrape.
@@ -45,14 +45,14 @@ impl Collector for LogMetrics {
             "sluice_wal_records",
             "Reports in the WAL awaiting their PUBACK.",
         );
-        scraped_gauge(&mut encoder, records_help, gauge(records))?;
-        scraped_gauge(
+        encode_scraped(&mut encoder, records_help, &ConstGauge::new(gauge(records)))?;
+        encode_scraped(
             &mut encoder,
             ("sluice_wal_bytes", "Bytes of reports in the WAL."),
-            gauge(bytes),
+            &ConstGauge::new(gauge(bytes)),
         )?;
         let corrupt = ("sluice_wal_corrupt", "Damaged WAL records skipped.");
-        scraped_counter(&mut encoder, corrupt, self.0.corrupt())
+        encode_scraped(&mut encoder, corrupt, &ConstCounter::new(self.0.corrupt()))
     }
 }
 

@@ -12,6 +12,27 @@ use sluice::runtime::{ComponentKind, Limits, Runtime, RuntimeConfig};
 
 pub const TS: i64 = 1_700_000_000_000;
 
+/// xorshift64*: small and deterministic, so a failing seed replays.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number below `n` (0 for `n` of 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    pub fn byte(&mut self) -> u8 {
+        self.next() as u8
+    }
+}
+
 /// A fresh directory for one test's database (not created: `Store::open` does).
 pub fn scratch(name: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now()
