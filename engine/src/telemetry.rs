@@ -45,8 +45,10 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Registers `metric` (a counter, gauge, histogram or a family of them).
+    /// Registers `metric` (a counter, gauge, histogram or a family of them). The
+    /// registry ends `help` with a full stop.
     pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
+        let help = help.strip_suffix('.').unwrap_or(help);
         write(&self.registry).register(name, help, metric);
     }
 
@@ -79,16 +81,16 @@ pub fn encode_scraped(
     metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
 }
 
-/// A family of gauges with these values.
+/// A family of gauges with these values; values of the same labels add up.
 pub fn gauges<L: Labels>(values: impl IntoIterator<Item = (L, i64)>) -> Family<L, Gauge> {
     let family = Family::<L, Gauge>::default();
     for (labels, value) in values {
-        family.get_or_create(&labels).set(value);
+        family.get_or_create(&labels).inc_by(value);
     }
     family
 }
 
-/// A family of counters with these values.
+/// A family of counters with these values; values of the same labels add up.
 pub fn counters<L: Labels>(values: impl IntoIterator<Item = (L, u64)>) -> Family<L, Counter> {
     let family = Family::<L, Counter>::default();
     for (labels, value) in values {

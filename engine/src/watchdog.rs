@@ -3,7 +3,7 @@
 //! on the tenant while one of its pools is quarantined (its calls failed too many
 //! times in a row), cleared when the pool runs again.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -82,9 +82,13 @@ impl Collector for PoolMetrics {
             "sluice_component_quarantined",
             "1 while a tenant's component is quarantined after failing too often.",
         );
-        let quarantined = pools
-            .iter()
-            .map(|p| (label(p), i64::from(p.health.quarantined)));
+        // A tenant's component may run in several pools (one per pipeline using a
+        // stage): it is quarantined when any of them is.
+        let mut quarantined: HashMap<PoolLabel, i64> = HashMap::new();
+        for pool in &pools {
+            let flag = quarantined.entry(label(pool)).or_default();
+            *flag = (*flag).max(i64::from(pool.health.quarantined));
+        }
         encode_scraped(&mut encoder, help, &gauges(quarantined))
     }
 }

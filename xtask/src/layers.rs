@@ -156,6 +156,9 @@ struct Source {
     super_refs: Vec<String>,
     /// In a `mod.rs`: first segments of paths in code (`child::x`, `self::child`).
     local_refs: Vec<String>,
+    /// In a `mod.rs`: every name its code uses (a child's item it re-exports
+    /// counts as naming that child).
+    idents: Vec<String>,
     /// In a `mod.rs`: `pub use child::{A, B}` re-exports, item -> child.
     reexports: Vec<(String, String)>,
     /// Items defined in the file (struct, enum, fn, trait, type, const, static).
@@ -240,6 +243,13 @@ fn directory(dir: &Path, name: &str) -> Result<Module, String> {
     for local in &root_source.local_refs {
         if children.contains_key(local) {
             root_edges.insert(node(local));
+        }
+    }
+    for name in &root_source.idents {
+        if let Some((_, child)) = root_source.reexports.iter().find(|(item, _)| item == name)
+            && children.contains_key(child)
+        {
+            root_edges.insert(node(child));
         }
     }
     inner.insert("mod.rs".to_owned(), root_edges);
@@ -334,6 +344,13 @@ fn scan(tokens: &[Token], is_root: bool) -> Source {
                     .extend(segments(tokens, i + 2).into_iter().map(|(first, _)| first));
             }
             Token::Ident(word) if is_root && !after_path(tokens, i) => {
+                // A method, a field or a definition of the same name is not the item.
+                let named = i == 0
+                    || !matches!(&tokens[i - 1], Token::Punct('.'))
+                        && tokens[i - 1] != Token::Ident("fn".to_owned());
+                if named {
+                    source.idents.push(word.clone());
+                }
                 let start = if word == "self" && tokens.get(i + 1) == Some(&Token::PathSep) {
                     i + 2
                 } else {
@@ -365,6 +382,20 @@ fn segments(tokens: &[Token], i: usize) -> Vec<(String, Option<String>)> {
         _ => None,
     };
     match tokens.get(i) {
+        // `first::{a, b}`: `first` with each of the names after it.
+        Some(Token::Ident(first))
+            if tokens.get(i + 1) == Some(&Token::PathSep)
+                && tokens.get(i + 2) == Some(&Token::Punct('{')) =>
+        {
+            let nested = segments(tokens, i + 2);
+            if nested.is_empty() {
+                return vec![(first.clone(), None)];
+            }
+            nested
+                .into_iter()
+                .map(|(next, _)| (first.clone(), Some(next)))
+                .collect()
+        }
         Some(Token::Ident(first)) => vec![(first.clone(), next_after(i))],
         Some(Token::Punct('{')) => {
             let mut found = Vec::new();
@@ -596,7 +627,7 @@ mod tests {
     fn a_re_export_from_another_module_is_an_edge() {
         let s = source("pub use crate::model::{A, B};\npub use super::x::C;", true);
         let modules: Vec<_> = s.crate_refs.iter().map(|r| r.module.as_str()).collect();
-        assert_eq!(modules, ["model"]);
+        assert_eq!(modules, ["model", "model"]);
         assert_eq!(s.super_refs, ["x"]);
         assert!(s.reexports.is_empty());
     }
@@ -605,6 +636,19 @@ mod tests {
     fn super_inside_an_inline_module_is_the_file_itself() {
         let s = source("mod a { use super::b::X; }\nuse super::c::Y;", false);
         assert_eq!(s.super_refs, ["c"]);
+    }
+
+    #[test]
+    fn a_mod_rs_using_a_name_it_re_exports_names_that_child() {
+        let s = source("mod a;\npub use a::Log;\nfn open() -> Log { todo() }", true);
+        assert!(s.idents.contains(&"Log".to_owned()));
+        let grouped = source("use crate::m::{a::X, b};", false);
+        let nexts: Vec<_> = grouped
+            .crate_refs
+            .iter()
+            .map(|r| (r.module.as_str(), r.next.as_deref()))
+            .collect();
+        assert_eq!(nexts, [("m", Some("a")), ("m", Some("b"))]);
     }
 
     #[test]

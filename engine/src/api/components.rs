@@ -21,8 +21,8 @@ use serde_json::json;
 use super::auth::Admin;
 use super::reply::{Reply, error};
 use super::state::ApiState;
-use crate::deploy::{DeployError, Deployer, parse_kind};
-use crate::runtime::ComponentInfo;
+use crate::deploy::{DeployError, Deployer};
+use crate::runtime::{ComponentInfo, ComponentKind};
 
 fn view(info: &ComponentInfo) -> serde_json::Value {
     json!({
@@ -80,7 +80,7 @@ pub async fn upload(
         .into_iter()
         .find(|c| c.name == name)
         .map(|c| c.kind);
-    let kind = match (query.kind.as_deref().map(parse_kind), known) {
+    let kind = match (query.kind.as_deref().map(ComponentKind::parse), known) {
         (Some(Some(kind)), _) | (None, Some(kind)) => kind,
         (Some(None), _) => {
             return error(

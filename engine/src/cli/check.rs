@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use sluice::compile::Sources;
 use sluice::gateway::{self, Purpose, Refusal};
 use sluice::pipeline::{self, Pipeline};
-use sluice::runtime::{Limits, Registry, Runtime, RuntimeConfig};
+use sluice::runtime::Limits;
 use sluice::yaml::{Diagnostics, Kind, parse};
 
 pub fn run(files: &[PathBuf], pipelines_dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
@@ -17,7 +17,13 @@ pub fn run(files: &[PathBuf], pipelines_dir: Option<PathBuf>) -> anyhow::Result<
         files.iter().cloned().partition(|f| is_pipeline(f));
     let mut verdicts: Vec<(PathBuf, Result<(), Diagnostics>)> = Vec::new();
     if !pipelines.is_empty() {
-        let registry = Registry::with_builtins(Runtime::new(RuntimeConfig::default())?)?;
+        // The components the first configuration's gateway runs (a gateway with
+        // every default without one), those deployed into its data directory included.
+        let config = configs
+            .first()
+            .and_then(|c| sluice::config::load_file(c).ok())
+            .unwrap_or_default();
+        let (registry, _) = gateway::registry(&config, Purpose::Check)?;
         // Loaded as one set, so the files may include each other's pipelines.
         for (file, spec) in pipelines.iter().zip(pipeline::load_set(&pipelines)) {
             let built = spec

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use sluice::config;
-use sluice::deploy::{Shelf, parse_kind};
-use sluice::runtime::{Runtime, RuntimeConfig};
+use sluice::deploy::Shelf;
+use sluice::runtime::{ComponentKind, Runtime, RuntimeConfig};
 
 pub fn add(
     file: &Path,
@@ -19,7 +19,7 @@ pub fn add(
     kind: &str,
     config_path: &Path,
 ) -> anyhow::Result<ExitCode> {
-    let Some(kind) = parse_kind(kind) else {
+    let Some(kind) = ComponentKind::parse(kind) else {
         anyhow::bail!("--kind is one of codec, stage, rules, not `{kind}`");
     };
     let config =

@@ -66,7 +66,7 @@ impl Collector for FleetState {
         }
         let help = (
             "sluice_connection_state",
-            "1 for the state each connection is in.",
+            "Connections to each endpoint in each state (1 for the state of a single connection).",
         );
         encode_scraped(&mut encoder, help, &gauges(states))?;
         let help = ("sluice_connection_reconnects", "Reconnects per connection.");

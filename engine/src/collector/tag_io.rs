@@ -24,7 +24,9 @@ pub enum TagIoError {
 impl From<LinkError> for TagIoError {
     fn from(error: LinkError) -> Self {
         match error {
-            LinkError::Codec(error) => TagIoError::Component(error.to_string()),
+            LinkError::Codec(error) | LinkError::Framing(error) => {
+                TagIoError::Component(error.to_string())
+            }
             other => TagIoError::Unreachable(other.to_string()),
         }
     }

@@ -1,6 +1,6 @@
 //! The component pools (sandboxes) a compile opens sessions and evaluators in:
-//! those of the running gateway where they can be reused, so a reload does not
-//! touch what runs, else new ones from the registry's active versions.
+//! new ones from the registry's active versions, or, for a device reload, those
+//! of the running gateway, so rebuilt devices share their tenant's sandboxes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -46,12 +46,6 @@ impl Pools {
         self.whitelist.as_ref()
     }
 
-    /// Forgets the pools of component `name`: a new version of it gets new ones.
-    pub fn forget(&mut self, name: &str) {
-        self.codecs.retain(|(_, component), _| component != name);
-        self.rules.retain(|_, pool| pool.name() != name);
-    }
-
     /// `tenant`'s pool of codec `name`.
     pub(super) fn codec(
         &mut self,
@@ -73,20 +67,21 @@ impl Pools {
         Ok(pool)
     }
 
-    /// `tenant`'s sandbox of rules component `name`.
+    /// `tenant`'s sandbox of rules component `name`, and whether it is a new one
+    /// (a running sandbox was checked when it was made).
     pub(super) fn rules(
         &mut self,
         registry: &Registry,
         limits: &SandboxLimits,
         tenant: u32,
         name: &str,
-    ) -> Result<Arc<RulesPool>, String> {
+    ) -> Result<(Arc<RulesPool>, bool), String> {
         if let Some(pool) = self.rules.get(&tenant).filter(|p| p.name() == name) {
-            return Ok(Arc::clone(pool));
+            return Ok((Arc::clone(pool), false));
         }
         let pool = fresh_rules(registry, name, limits.get(tenant))?;
         self.rules.insert(tenant, Arc::clone(&pool));
-        Ok(pool)
+        Ok((pool, true))
     }
 }
 

@@ -74,9 +74,18 @@ pub(super) fn tenants(
     );
     let mut tenants = HashMap::new();
     for (tenant, name, pos) in wanted {
-        let built = pools
-            .rules(registry, limits, tenant, name)
-            .and_then(|pool| tenant_rules(tenant, pool));
+        // A running sandbox is not called again: it was checked when it was made,
+        // and one quarantined must not stop a reload of another tenant's devices.
+        let built =
+            pools
+                .rules(registry, limits, tenant, name)
+                .and_then(|(pool, fresh)| match fresh {
+                    true => tenant_rules(tenant, pool),
+                    false => Ok(TenantRules {
+                        pool,
+                        drivers: None,
+                    }),
+                });
         match built {
             Ok(rules) => {
                 tenants.insert(tenant, rules);

@@ -1,4 +1,4 @@
-//! The compiler's own rules, without components: lease lengths.
+//! The compiler: lease lengths, and compiles beside a quarantined sandbox.
 
 use super::lease_length;
 use crate::config::{TagConfig, load_str};
@@ -32,4 +32,57 @@ fn lease_length_priority_device_then_product_then_polling() {
         length("idle"),
         (UNPOLLED_LEASE_SECONDS, TimeoutSource::System)
     );
+}
+
+/// A tenant whose rules sandbox is quarantined does not stop a compile: a device
+/// reload (the running sandboxes reused) does not call it, and a deployment
+/// compiles in sandboxes of its own.
+#[test]
+fn a_quarantined_sandbox_does_not_stop_a_compile() {
+    use super::{Loaded, Pools, build};
+    use crate::model::SettingValue;
+    use crate::pipeline::PipelineSet;
+    use crate::runtime::{ComponentKind, Registry, Runtime, RuntimeConfig};
+
+    let runtime = Runtime::new(RuntimeConfig {
+        quarantine_after: 1,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime");
+    let registry = Registry::with_builtins(runtime).expect("registry");
+    let hostile = std::fs::read(
+        std::path::Path::new(env!("SLUICE_TEST_COMPONENTS")).join("hostile_rules.wasm"),
+    )
+    .expect("hostile_rules built for the tests");
+    let component = registry
+        .install(ComponentKind::Rules, "hostile_rules", "1", &hostile)
+        .expect("install");
+    let sandbox = registry
+        .runtime()
+        .rules_pool(&component, crate::runtime::Limits::default())
+        .expect("pool");
+    let trap = crate::model::Setting {
+        key: "mode".into(),
+        value: SettingValue::Text("trap".into()),
+    };
+    let evaluator = sandbox.evaluator(&[trap], &[]).expect("evaluator");
+    assert!(evaluator.on_event("BOOM", 0, None).is_err(), "it traps");
+    assert!(sandbox.quarantined());
+
+    let config = load_str(
+        "gw.yaml",
+        "tenants:\n  - { tenantId: 1, name: careless, rules: hostile_rules }\n  - { tenantId: 2, name: careful }\ndevices:\n  - { deviceId: b, productId: P, deviceNum: B, tenantId: 2, channels: [ { channelId: c, protocol: modbus-tcp, host: 127.0.0.1, tags: [ { key: t, address: '40001', dataType: INT16 } ] } ] }\n",
+    )
+    .expect("valid");
+    let loaded = || Loaded {
+        file: "gw.yaml".into(),
+        config: config.clone(),
+        pipelines: PipelineSet::builtin().expect("builtin"),
+    };
+    let mut running = Pools::new();
+    running.reuse_rules(1, std::sync::Arc::clone(&sandbox));
+    let reload = build(loaded(), &registry, &mut running, &|_| true);
+    assert!(reload.is_ok(), "{:?}", reload.err());
+    let deployment = build(loaded(), &registry, &mut Pools::new(), &|_| true);
+    assert!(deployment.is_ok(), "{:?}", deployment.err());
 }

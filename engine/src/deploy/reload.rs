@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
-use super::{DeployError, Deployer};
+use super::deployer::Deployer;
+use super::error::DeployError;
+use super::status::ReloadStatus;
 use crate::collector::{DeviceChanges, swap_pipelines};
 use crate::compile::{self, Loaded};
 use crate::pipeline::files_in;
@@ -17,33 +19,6 @@ use crate::telemetry::{Collector, ConstCounter, DescriptorEncoder, Metrics, enco
 
 /// How often the files are looked at for changes.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
-
-/// How reloads of one source went, for `/health` and `/metrics`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReloadStatus {
-    /// Reloads that were applied.
-    pub reloads: u64,
-    /// Reloads refused; what ran before stayed.
-    pub failures: u64,
-    /// Why the last reload was refused, until one succeeds.
-    pub last_error: Option<String>,
-}
-
-impl ReloadStatus {
-    fn record<T>(&mut self, what: &str, result: &Result<T, DeployError>) {
-        match result {
-            Ok(_) => {
-                self.reloads += 1;
-                self.last_error = None;
-            }
-            Err(error) => {
-                self.failures += 1;
-                self.last_error = Some(error.to_string());
-                tracing::error!(%error, "{what} reload refused");
-            }
-        }
-    }
-}
 
 /// How the reloads went, read at each scrape.
 #[derive(Debug)]
@@ -124,8 +99,7 @@ impl Deployer {
             .sources
             .load_pipelines()
             .and_then(|set| {
-                let compiled =
-                    self.compile_running(Some(set.clone()), &mut self.running_pools())?;
+                let compiled = self.compile_running(Some(set.clone()))?;
                 let swapped = swap_pipelines(self.fleet.roster().devices(), compiled);
                 *lock(&self.pipelines) = set;
                 tracing::info!(devices = swapped, "pipelines reloaded");

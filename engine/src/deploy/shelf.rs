@@ -8,9 +8,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{COMPONENTS_DIR, DeployError, check_word, parse_kind};
+use super::error::{DeployError, check_word};
 use crate::clock::now_ms;
 use crate::runtime::{ComponentKind, Registry};
+
+/// Sub-directory of the data directory holding deployed components.
+pub const COMPONENTS_DIR: &str = "components";
 
 /// What the data directory records of one component name.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -123,7 +126,7 @@ impl Shelf {
                 problems.push(format!("component `{name}`: unreadable manifest"));
                 continue;
             };
-            let Some(kind) = parse_kind(&manifest.kind) else {
+            let Some(kind) = ComponentKind::parse(&manifest.kind) else {
                 problems.push(format!(
                     "component `{name}`: unknown kind `{}`",
                     manifest.kind

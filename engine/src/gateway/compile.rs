@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::compile::{self, Compiled, Pools, Sources};
+use crate::config::GatewayConfig;
 use crate::deploy::Shelf;
 use crate::runtime::{LoadError, Registry, Runtime, RuntimeConfig};
 use crate::yaml::Diagnostics;
@@ -28,6 +29,28 @@ pub enum Refusal {
     Runtime(#[from] LoadError),
 }
 
+/// The components a gateway with `config` runs: the built-in ones, and those
+/// deployed into its data directory (active as they were when it last ran).
+///
+/// # Errors
+/// A runtime that cannot start, or a built-in component that does not load.
+pub fn registry(
+    config: &GatewayConfig,
+    purpose: Purpose,
+) -> Result<(Arc<Registry>, Shelf), LoadError> {
+    let data_dir = &config.collector.wal.dir;
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: (purpose == Purpose::Run).then(|| data_dir.join(COMPONENT_CACHE)),
+        ..RuntimeConfig::default()
+    })?;
+    let registry = Arc::new(Registry::with_builtins(runtime)?);
+    let shelf = Shelf::new(data_dir);
+    for problem in shelf.restore(&registry) {
+        tracing::error!(%problem, "a deployed component could not be restored");
+    }
+    Ok((registry, shelf))
+}
+
 /// A gateway compiled and ready to start.
 #[derive(Debug)]
 pub struct Prepared {
@@ -44,17 +67,7 @@ pub struct Prepared {
 /// Every problem of the files or the components, or a runtime that cannot start.
 pub fn compile(sources: &Sources, purpose: Purpose) -> Result<Prepared, Refusal> {
     let loaded = sources.load().map_err(Refusal::Problems)?;
-    let data_dir = loaded.config.collector.wal.dir.clone();
-    let runtime = Runtime::new(RuntimeConfig {
-        cache_dir: (purpose == Purpose::Run).then(|| data_dir.join(COMPONENT_CACHE)),
-        ..RuntimeConfig::default()
-    })?;
-    let registry = Arc::new(Registry::with_builtins(runtime)?);
-    // Components deployed while an earlier run was up come back, active as they were.
-    let shelf = Shelf::new(&data_dir);
-    for problem in shelf.restore(&registry) {
-        tracing::error!(%problem, "a deployed component could not be restored");
-    }
+    let (registry, shelf) = registry(&loaded.config, purpose)?;
     let compiled = compile::build(loaded, &registry, &mut Pools::new(), &|_| true)
         .map_err(Refusal::Problems)?;
     Ok(Prepared {

@@ -6,5 +6,5 @@ mod compile;
 mod run;
 mod state;
 
-pub use compile::{Prepared, Purpose, Refusal, compile};
+pub use compile::{Prepared, Purpose, Refusal, compile, registry};
 pub use run::run;

@@ -28,13 +28,22 @@ pub enum LinkError {
     /// The device refused the handshake.
     #[error("handshake refused: {0}")]
     Refused(DeviceError),
-    /// A codec call failed; the connection itself is fine.
+    /// A codec call failed on a whole answer (decoding it); the connection is fine.
     #[error("{0}")]
     Codec(Arc<dyn std::error::Error + Send + Sync>),
+    /// A codec call failed while an answer was being framed (its header length,
+    /// its size) or during the handshake: the stream may hold the rest of the
+    /// answer, so the connection is dropped.
+    #[error("codec failed while framing an answer: {0}")]
+    Framing(Arc<dyn std::error::Error + Send + Sync>),
 }
 
 impl LinkError {
     pub(super) fn codec(failure: impl std::error::Error + Send + Sync + 'static) -> Self {
         LinkError::Codec(Arc::new(failure))
+    }
+
+    pub(super) fn framing(failure: impl std::error::Error + Send + Sync + 'static) -> Self {
+        LinkError::Framing(Arc::new(failure))
     }
 }

@@ -27,13 +27,13 @@ pub async fn transact<F: Framer>(
 ) -> Result<Vec<u8>, LinkError> {
     let io = |e: std::io::Error| LinkError::Io(e.to_string());
     stream.write_all(frame).await.map_err(io)?;
-    let head_len = framer.header_len().map_err(LinkError::codec)?;
+    let head_len = framer.header_len().map_err(LinkError::framing)?;
     if head_len == 0 || head_len > MAX_FRAME {
         return Err(LinkError::Malformed(format!("header length {head_len}")));
     }
     let mut answer = vec![0u8; head_len as usize];
     stream.read_exact(&mut answer).await.map_err(io)?;
-    let total = match framer.frame_length(&answer).map_err(LinkError::codec)? {
+    let total = match framer.frame_length(&answer).map_err(LinkError::framing)? {
         Ok(total) => total,
         Err(FrameError::Malformed(message)) => return Err(LinkError::Malformed(message)),
         Err(FrameError::Device(refusal)) => {

@@ -20,6 +20,8 @@ use crate::model::{DeviceError, FrameError};
 struct LengthFramer {
     handshake: bool,
     resets: AtomicU32,
+    /// `frame_length` calls that fail (a codec that trapped) before one works.
+    broken_lengths: AtomicU32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +56,13 @@ impl Framer for LengthFramer {
     }
 
     fn frame_length(&self, head: &[u8]) -> Result<Result<u32, FrameError>, Broken> {
+        if self
+            .broken_lengths
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(Broken);
+        }
         Ok(match head {
             [0xFF, 0xFF] => Err(FrameError::Malformed("a garbage header".into())),
             [high, low] => Ok(2 + u32::from(u16::from_be_bytes([*high, *low]))),
@@ -266,6 +275,33 @@ async fn a_failed_codec_call_keeps_the_connection() {
         .await;
     assert!(matches!(failed, Err(LinkError::Codec(_))), "{failed:?}");
     assert_eq!(link.state(), LinkState::Online);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_codec_failing_while_framing_drops_the_half_read_connection() {
+    let framer = LengthFramer {
+        broken_lengths: AtomicU32::new(1),
+        ..LengthFramer::default()
+    };
+    let memory = Memory::new(Peer::Echo);
+    let mut link = link(Arc::clone(&memory));
+    link.ensure_online(&framer).await.expect("online");
+    let failed = link.request(&framer, &frame(b"first"), body).await;
+    assert!(matches!(failed, Err(LinkError::Framing(_))), "{failed:?}");
+    assert_eq!(
+        link.state(),
+        LinkState::Recovering,
+        "the rest of the answer is unread"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(link.ensure_online(&framer).await.expect("again"), 2);
+    let answer = link.request(&framer, &frame(b"second"), body).await;
+    assert_eq!(
+        answer.expect("exchange").expect("data"),
+        b"second",
+        "the answer to this request, not the first one's"
+    );
+    assert_eq!(memory.dials.load(Ordering::Relaxed), 2);
 }
 
 #[tokio::test(start_paused = true)]

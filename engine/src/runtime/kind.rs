@@ -11,6 +11,13 @@ pub enum ComponentKind {
 }
 
 impl ComponentKind {
+    pub const ALL: [ComponentKind; 3] = [Self::Codec, Self::Stage, Self::Rules];
+
+    /// `codec`, `stage` or `rules`.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ComponentKind::Codec => "codec",

@@ -2,7 +2,7 @@
 //! disabled, a memory ring. Both keep append order and apply the overflow policy
 //! the same way.
 
-use super::WalError;
+use super::error::WalError;
 use super::record::{Message, Record};
 use crate::config::OverflowPolicy;
 

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use super::WalError;
+use super::error::WalError;
 use super::log::{Appended, MessageLog};
 use super::record::{Message, Record};
 use crate::config::OverflowPolicy;

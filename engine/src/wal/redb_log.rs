@@ -4,7 +4,7 @@ use std::sync::Mutex;
 
 use redb::{Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
-use super::WalError;
+use super::error::WalError;
 use super::log::{Appended, MessageLog};
 use super::record::{Message, Record, decode, encode};
 use crate::config::OverflowPolicy;

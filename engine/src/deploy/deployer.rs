@@ -1,0 +1,192 @@
+//! The deployer: components uploaded or activated, checked against the running
+//! configuration, and put to use in every pipeline, link and sandbox.
+
+use std::sync::{Arc, Mutex};
+
+use super::error::{DeployError, check_word};
+use super::shelf::Shelf;
+use super::status::ReloadStatus;
+use crate::alarm::Alarms;
+use crate::collector::{Fleet, swap_codec, swap_pipelines};
+use crate::compile::{self, Compiled, Loaded, Pools, Sources};
+use crate::model::Whitelist;
+use crate::pipeline::PipelineSet;
+use crate::runtime::{ComponentInfo, ComponentKind, Registry};
+use crate::sync::lock;
+use crate::yaml::Diagnostics;
+
+/// Deploys components into a running engine.
+#[derive(Debug)]
+pub struct Deployer {
+    pub(super) registry: Arc<Registry>,
+    pub(super) fleet: Arc<Fleet>,
+    /// The alarm service whose rules a rules component's new version replaces.
+    pub(super) alarms: Option<Arc<Alarms>>,
+    /// The whitelists of the start, which every compile keeps.
+    pub(super) whitelist: Whitelist,
+    /// The pipelines in use.
+    pub(super) pipelines: Mutex<PipelineSet>,
+    /// The files they and the devices come from.
+    pub(super) sources: Sources,
+    pub(super) shelf: Shelf,
+    /// One deployment or reload at a time: each one sees the previous one done.
+    pub(super) busy: Mutex<()>,
+    /// How reloads of the pipeline files, and of the device configuration, went.
+    pub(super) status: Mutex<(ReloadStatus, ReloadStatus)>,
+}
+
+impl Deployer {
+    pub fn new(
+        (registry, fleet, alarms): (Arc<Registry>, Arc<Fleet>, Option<Arc<Alarms>>),
+        (pipelines, sources, whitelist): (PipelineSet, Sources, Whitelist),
+        shelf: Shelf,
+    ) -> Self {
+        Self {
+            registry,
+            fleet,
+            alarms,
+            whitelist,
+            pipelines: Mutex::new(pipelines),
+            sources,
+            shelf,
+            busy: Mutex::new(()),
+            status: Mutex::default(),
+        }
+    }
+
+    pub fn sources(&self) -> &Sources {
+        &self.sources
+    }
+
+    pub fn list(&self) -> Vec<ComponentInfo> {
+        self.registry.list()
+    }
+
+    /// Installs `bytes` as `version` of `name` and makes it active in every
+    /// pipeline (from each device's next round), or changes nothing. Blocking:
+    /// compiles and rebuilds.
+    ///
+    /// # Errors
+    /// Bytes that are not a component of `kind`, a bad name or version, a version
+    /// that breaks a pipeline (rolled back), or storage trouble.
+    pub fn upload(
+        &self,
+        kind: ComponentKind,
+        name: &str,
+        version: &str,
+        bytes: &[u8],
+    ) -> Result<ComponentInfo, DeployError> {
+        check_word("name", name)?;
+        check_word("version", version)?;
+        let _one = lock(&self.busy);
+        let previous = self.active_version(name);
+        let loaded = self.registry.install(kind, name, version, bytes)?;
+        if let Err(problems) = self.rebuild(kind, name) {
+            self.restore_previous(name, previous);
+            return Err(DeployError::Breaks(problems));
+        }
+        self.shelf.keep(kind, name, version, bytes, loaded.hash())?;
+        tracing::info!(
+            component = name,
+            version,
+            hash = loaded.hash(),
+            "component deployed"
+        );
+        Ok(ComponentInfo {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            kind,
+            hash: loaded.hash().to_owned(),
+            active: true,
+        })
+    }
+
+    /// Makes an earlier (or later) registered version active again: a rollback.
+    ///
+    /// # Errors
+    /// No such version, or it breaks a pipeline (the active one stays).
+    pub fn activate(&self, name: &str, version: &str) -> Result<ComponentInfo, DeployError> {
+        let _one = lock(&self.busy);
+        let previous = self.active_version(name);
+        let loaded = self.registry.activate(name, version)?;
+        if let Err(problems) = self.rebuild(loaded.kind(), name) {
+            self.restore_previous(name, previous);
+            return Err(DeployError::Breaks(problems));
+        }
+        self.shelf.record_active(loaded.kind(), name, version)?;
+        tracing::info!(component = name, version, "component activated");
+        Ok(ComponentInfo {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            kind: loaded.kind(),
+            hash: loaded.hash().to_owned(),
+            active: true,
+        })
+    }
+
+    fn active_version(&self, name: &str) -> Option<String> {
+        self.registry
+            .list()
+            .into_iter()
+            .find(|c| c.name == name && c.active)
+            .map(|c| c.version)
+    }
+
+    fn restore_previous(&self, name: &str, previous: Option<String>) {
+        if let Some(previous) = previous
+            && let Err(error) = self.registry.activate(name, &previous)
+        {
+            tracing::error!(component = name, %error, "cannot restore the previous version");
+        }
+    }
+
+    /// Puts the new active version of `name` to use: stages in every pipeline,
+    /// a codec in every channel that speaks it (those links reconnect), rules in
+    /// every tenant sandbox that runs it. The running configuration is compiled
+    /// again with it first; nothing is swapped unless all of it compiles.
+    fn rebuild(&self, kind: ComponentKind, name: &str) -> Result<usize, Diagnostics> {
+        let compiled = self.compile_running(None)?;
+        let roster = self.fleet.roster();
+        Ok(match kind {
+            ComponentKind::Stage => swap_pipelines(roster.devices(), compiled),
+            ComponentKind::Codec => swap_codec(roster.devices(), compiled, name),
+            ComponentKind::Rules => self
+                .alarms
+                .as_ref()
+                .map_or(0, |alarms| alarms.replace_rules(compiled, name)),
+        })
+    }
+
+    /// The pools the running devices and tenants use, for a device reload to put
+    /// the devices it rebuilds in.
+    pub(super) fn running_pools(&self) -> Pools {
+        let mut pools = Pools::new();
+        pools.reuse_whitelist(self.whitelist.clone());
+        for (tenant, pool) in self.fleet.roster().codec_pools() {
+            pools.reuse_codec(tenant, pool);
+        }
+        for (tenant, pool) in self.alarms.iter().flat_map(|a| a.sandboxes()) {
+            pools.reuse_rules(tenant, pool);
+        }
+        pools
+    }
+
+    /// Compiles the running configuration with `pipelines` (the running ones if
+    /// none) and the registry's active components, in pools of its own: nothing
+    /// that runs is called (a quarantined sandbox does not stop a deployment that
+    /// fixes it), and what is swapped in comes with sandboxes of the new versions.
+    pub(super) fn compile_running(
+        &self,
+        pipelines: Option<PipelineSet>,
+    ) -> Result<Compiled, Diagnostics> {
+        let mut pools = Pools::new();
+        pools.reuse_whitelist(self.whitelist.clone());
+        let pipelines = pipelines.unwrap_or_else(|| lock(&self.pipelines).clone());
+        let loaded = Loaded {
+            file: self.sources.config_name(),
+            config: self.fleet.config(),
+            pipelines,
+        };
+        compile::build(loaded, &self.registry, &mut pools, &|_| true)
+    }
+}
