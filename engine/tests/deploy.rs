@@ -321,6 +321,56 @@ async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing()
     assert!(health["pipelines"]["lastError"].is_null(), "{health}");
 }
 
+/// The alarms of `rule_key` the engine holds.
+async fn alarms_of(http: u16, rule_key: &str) -> Vec<Value> {
+    let path = format!("/alarms?ruleKey={rule_key}");
+    let (status, list) = Engine::request(http, "GET", &path, Some(ADMIN), None).await;
+    assert_eq!(status, 200, "{list}");
+    list["alarms"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_edit_applies_its_alarm_thresholds_too() {
+    let rig = Rig::start(50).await;
+    let (subscriber, http) = (&rig.subscriber, rig.http);
+    let hot = |above: u32| {
+        format!(
+            "name: p\nstages:\n  - use: swap_bytes\n  - use: decode\nalarms:\n  thresholds:\n    - {{ tag: t, above: {above}, clearAt: 10, ruleKey: HOT }}\n"
+        )
+    };
+    let (dir, pipelines, file) = with_pipeline("reload-alarms", "p.yaml", &hot(90));
+    let config = format!(
+        "{collector}devices:\n  - {{ deviceId: d, productId: P, deviceNum: D, pipeline: p, channels: [ {{ channelId: c, protocol: modbus-tcp, host: 127.0.0.1, port: {port}, tags: [ {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }} ] }} ] }}\n",
+        collector = rig.collector("reload-alarms"),
+        port = rig.port(),
+    );
+    let _engine = Engine::start_with_pipelines(&dir, &config, &pipelines);
+    subscriber
+        .wait_until(Duration::from_secs(15), "three rounds", |m| {
+            reports(m, TOPIC).len() >= 3
+        })
+        .await;
+    assert!(
+        alarms_of(http, "HOT").await.is_empty(),
+        "50 is not above 90"
+    );
+
+    // The threshold lowered in the file: the next rounds are judged by it.
+    std::fs::write(&file, hot(40)).expect("edit");
+    let (status, done) = Engine::request(http, "POST", "/reload", Some(ADMIN), None).await;
+    assert_eq!(status, 200, "{done}");
+    let mut opened = Vec::new();
+    for _ in 0..100 {
+        opened = alarms_of(http, "HOT").await;
+        if !opened.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(opened.len(), 1, "one HOT alarm: {opened:?}");
+    assert_eq!(opened[0]["deviceId"], "d", "{opened:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_component_that_keeps_failing_is_quarantined_with_an_alarm_and_others_carry_on() {
     let rig = Rig::start(5).await;

@@ -164,25 +164,31 @@ impl Alarms {
         write(&self.tenants).insert(tenant, rules);
     }
 
-    /// Puts the rules a compile made with a new version of rules component `name`
-    /// in place for every tenant running it: its sandbox, its drivers' rules and
-    /// its devices' rules, at once. Returns how many devices got new rules.
-    pub fn replace_rules(&self, compiled: Compiled, name: &str) -> usize {
-        let running = self.tenants_running(name);
+    /// Takes the rules out of `compiled` and puts them in place, at once for each
+    /// tenant: its sandbox, its drivers' rules and its devices' rules. With a
+    /// component `name`, only for the tenants whose rules run it (a new version of
+    /// it was deployed); without, for every tenant (the pipelines, and so their
+    /// `alarms:`, were reloaded). Returns how many devices got new rules.
+    pub fn replace_rules(&self, compiled: &mut Compiled, name: Option<&str>) -> usize {
+        let running: HashSet<u32> = match name {
+            Some(name) => self.tenants_running(name).into_iter().collect(),
+            None => compiled.tenants.keys().copied().collect(),
+        };
         let mut devices: HashMap<u32, Vec<(String, DeviceRules)>> = HashMap::new();
-        for device in compiled.devices {
-            if let Some(rules) = device.rules
-                && running.contains(&rules.tenant_id)
+        for device in &mut compiled.devices {
+            if let Some(rules) = device
+                .rules
+                .take_if(|rules| running.contains(&rules.tenant_id))
             {
                 devices
                     .entry(rules.tenant_id)
                     .or_default()
-                    .push((device.config.device_id, rules));
+                    .push((device.config.device_id.clone(), rules));
             }
         }
         let mut swapped = 0;
-        for (tenant, rules) in compiled.tenants {
-            if running.contains(&tenant) {
+        for tenant in running {
+            if let Some(rules) = compiled.tenants.remove(&tenant) {
                 let devices = devices.remove(&tenant).unwrap_or_default();
                 swapped += devices.len();
                 self.replace_tenant(tenant, rules, devices);

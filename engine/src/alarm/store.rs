@@ -29,8 +29,8 @@ pub enum AlarmError {
     NotFound(u64),
     #[error(transparent)]
     Refused(#[from] Refused<AlarmState, AlarmAction>),
-    #[error("the active key {0} is still held by another alarm")]
-    KeyHeld(String),
+    #[error("the active key {key} is still held by alarm {holder}")]
+    KeyHeld { key: String, holder: u64 },
     /// The change and its audit record could not be written: neither was.
     #[error("the change was rolled back with its audit record: {0}")]
     Store(#[from] StoreError),
@@ -206,8 +206,8 @@ impl AlarmStore {
             tables.unlink(&ACTIVE, key.as_str())?;
             // 2. Insert the new alarm with the key.
             let alarm = opened(tables.next_id()?, raise, &key, now);
-            if tables.link(&ACTIVE, key.as_str(), alarm.id)?.is_some() {
-                return Err(AlarmError::KeyHeld(key.clone()));
+            if let Some(holder) = tables.link(&ACTIVE, key.as_str(), alarm.id)? {
+                return Err(AlarmError::KeyHeld { key, holder });
             }
             let entry = Entry {
                 change: Audited::Raise,

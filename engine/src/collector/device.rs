@@ -28,8 +28,6 @@ pub struct Channel {
     pub link: Arc<AsyncMutex<Link>>,
     /// Taken once per round (or write): a new codec version applies from the next.
     pub session: Swappable<CodecSession>,
-    /// The channel's protocol settings, for opening a session of a new codec version.
-    pub settings: Vec<crate::model::Setting>,
     /// Device tag index of each of the channel's tags.
     pub tags: Vec<u32>,
     /// The liveness probe the channel asks for (`heartbeatMs`), if any.
@@ -50,14 +48,13 @@ impl Channel {
     pub fn new(
         id: String,
         link: Arc<AsyncMutex<Link>>,
-        (session, settings): (CodecSession, Vec<crate::model::Setting>),
+        session: CodecSession,
         (tags, probe): (Vec<u32>, Option<Probe>),
     ) -> Self {
         Self {
             id,
             link,
             session: Swappable::new(session),
-            settings,
             tags,
             probe,
             epoch: AtomicU64::new(0),

@@ -128,7 +128,7 @@ impl<'a> Wiring<'a> {
                 Channel::new(
                     config.channel_id.clone(),
                     self.link(&device, config),
-                    (compiled.session, config.settings.clone()),
+                    compiled.session,
                     (compiled.tags, probe(config)),
                 )
             })

@@ -145,7 +145,7 @@ impl Deployer {
     /// every tenant sandbox that runs it. The running configuration is compiled
     /// again with it first; nothing is swapped unless all of it compiles.
     fn rebuild(&self, kind: ComponentKind, name: &str) -> Result<usize, Diagnostics> {
-        let compiled = self.compile_running(None)?;
+        let mut compiled = self.compile_running(None)?;
         let roster = self.fleet.roster();
         Ok(match kind {
             ComponentKind::Stage => swap_pipelines(roster.devices(), compiled),
@@ -153,7 +153,7 @@ impl Deployer {
             ComponentKind::Rules => self
                 .alarms
                 .as_ref()
-                .map_or(0, |alarms| alarms.replace_rules(compiled, name)),
+                .map_or(0, |alarms| alarms.replace_rules(&mut compiled, Some(name))),
         })
     }
 

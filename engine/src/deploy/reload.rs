@@ -83,7 +83,8 @@ impl Deployer {
     }
 
     /// Reads the pipeline files again and, when the running configuration compiles
-    /// with them, swaps every device's new pipeline in at its next round. Blocking.
+    /// with them, swaps every device's new pipeline in at its next round, and the
+    /// alarm rules built from their `alarms:` at once. Blocking.
     ///
     /// # Errors
     /// No pipelines directory, or problems in a file or in building a pipeline
@@ -99,7 +100,10 @@ impl Deployer {
             .sources
             .load_pipelines()
             .and_then(|set| {
-                let compiled = self.compile_running(Some(set.clone()))?;
+                let mut compiled = self.compile_running(Some(set.clone()))?;
+                if let Some(alarms) = &self.alarms {
+                    alarms.replace_rules(&mut compiled, None);
+                }
                 let swapped = swap_pipelines(self.fleet.roster().devices(), compiled);
                 *lock(&self.pipelines) = set;
                 tracing::info!(devices = swapped, "pipelines reloaded");

@@ -22,6 +22,7 @@ use crate::config::{GatewayConfig, Protocol};
 use crate::deploy::Deployer;
 use crate::lease::{Announce, EntityType, Leases, RedbStateStore};
 use crate::model::{CommandAction, CommandStatus, Transitions};
+use crate::mqtt::DRIVER_PRODUCT;
 use crate::store::Store;
 use crate::telemetry::Metrics;
 use crate::uplink::{Downlink, Uplink};
@@ -39,7 +40,7 @@ fn announcements(config: &GatewayConfig) -> HashMap<(EntityType, String), Announ
         let driver = protocol.1.codec();
         (
             (EntityType::Driver, driver.to_owned()),
-            Announce::device("driver", driver),
+            Announce::device(DRIVER_PRODUCT, driver),
         )
     });
     devices.chain(drivers).collect()

@@ -359,6 +359,11 @@ async fn a_handshake_comes_first_and_a_broken_answer_to_it_fails_the_connect() {
     let failed = broken.ensure_online(&framer).await;
     assert!(matches!(failed, Err(LinkError::Malformed(_))), "{failed:?}");
     assert_eq!(broken.state(), LinkState::Recovering);
+    let again = broken.ensure_online(&framer).await;
+    assert!(
+        matches!(again, Err(LinkError::Backoff { retry_in, .. }) if retry_in == Duration::from_secs(1)),
+        "a failed handshake is one failed attempt: the base backoff, {again:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

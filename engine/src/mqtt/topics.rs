@@ -44,6 +44,13 @@ pub struct CommandTarget {
     pub kind: CommandKind,
 }
 
+/// The product id under which the drivers' states are announced:
+/// `{prefix}/driver/{driver}/status/post`.
+pub const DRIVER_PRODUCT: &str = "driver";
+
+/// The product id under which the engine announces its own status.
+const COLLECTOR_PRODUCT: &str = "collector";
+
 /// The topics under one prefix: `{prefix}/{productId}/{deviceNum}/{suffix}`,
 /// without a leading slash when the prefix is empty.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +81,7 @@ impl Topics {
 
     /// The collector's own retained status (and Last Will) topic.
     pub fn collector_status(&self, client_id: &str) -> String {
-        self.device("collector", client_id, DeviceTopic::StatusPost)
+        self.device(COLLECTOR_PRODUCT, client_id, DeviceTopic::StatusPost)
     }
 
     /// What the engine subscribes to: every device's command topics.

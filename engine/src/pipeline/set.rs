@@ -45,14 +45,6 @@ impl PipelineSet {
         errors.into_result(set)
     }
 
-    /// The built-in default plus every `*.yaml` (or `*.yml`) in `dir`.
-    ///
-    /// # Errors
-    /// The directory cannot be read, or every problem of every file.
-    pub fn load_dir(dir: &Path) -> Result<Self, Diagnostics> {
-        Self::load(&files_in(dir)?)
-    }
-
     pub fn get(&self, name: &str) -> Option<&PipelineSpec> {
         self.specs.get(name)
     }

@@ -99,7 +99,8 @@ impl Default for RoundCounters {
     }
 }
 
-/// A copy of the counters at one moment.
+/// A copy of the counters at one moment, for tests.
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RoundStats {
     pub total: u64,
@@ -123,7 +124,8 @@ impl RoundCounters {
         self.latency.observe(latency.as_secs_f64());
     }
 
-    pub fn snapshot(&self) -> RoundStats {
+    #[cfg(test)]
+    pub(super) fn snapshot(&self) -> RoundStats {
         RoundStats {
             total: self.total.get(),
             skipped: self.skipped.get(),

@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::sync::{Mutex, mpsc, watch};
 use tokio::time::{Instant, sleep_until, timeout};
 
-pub use counters::{LATENCY_BUCKETS_S, RoundCounters, RoundMetrics, RoundStats};
+pub use counters::{LATENCY_BUCKETS_S, RoundCounters, RoundMetrics};
 
 /// What a round achieved; a failed round counts in the device's failures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

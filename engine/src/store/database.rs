@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use redb::{ReadableDatabase, TableDefinition, TableError, WriteTransaction};
 
-use super::error::StoreError;
+use super::error::{Backend, StoreError};
 use super::faults::{Faults, FaultyDisk};
 
 /// File name of the database inside the data directory.
@@ -129,7 +129,7 @@ fn opening(path: &Path, error: redb::DatabaseError) -> StoreError {
         redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked(path.to_path_buf()),
         source => StoreError::Open {
             path: path.to_path_buf(),
-            source,
+            source: Backend::new(source),
         },
     }
 }

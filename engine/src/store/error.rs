@@ -16,12 +16,9 @@ pub enum StoreError {
     )]
     Locked(PathBuf),
     #[error("cannot open the database {path}: {source}")]
-    Open {
-        path: PathBuf,
-        source: redb::DatabaseError,
-    },
+    Open { path: PathBuf, source: Backend },
     #[error("database error: {0}")]
-    Database(#[from] redb::Error),
+    Database(Backend),
     #[error("a stored {what} does not decode: {source}")]
     Decode {
         what: &'static str,
@@ -32,6 +29,18 @@ pub enum StoreError {
         what: &'static str,
         source: serde_json::Error,
     },
+}
+
+/// An error of the database engine underneath, opaque so that no caller depends
+/// on which engine that is.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct Backend(redb::Error);
+
+impl Backend {
+    pub(super) fn new(error: impl Into<redb::Error>) -> Self {
+        Self(error.into())
+    }
 }
 
 impl StoreError {
@@ -50,13 +59,14 @@ macro_rules! database_errors {
     ($($error:ty),*) => {
         $(impl From<$error> for StoreError {
             fn from(error: $error) -> Self {
-                StoreError::Database(error.into())
+                StoreError::Database(Backend::new(error))
             }
         })*
     };
 }
 
 database_errors!(
+    redb::Error,
     redb::StorageError,
     redb::TableError,
     redb::TransactionError,

@@ -20,7 +20,7 @@ mod leases;
 mod seq;
 
 pub use database::{FILE_NAME, Store};
-pub use error::StoreError;
+pub use error::{Backend, StoreError};
 pub use faults::Faults;
 pub use journal::{Change, Entry, Index, Journal, Tables};
 pub use keyed::Keyed;
