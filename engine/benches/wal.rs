@@ -501,7 +501,7 @@ fn replay(rt: &Runtime, stream: &Stream) -> Replay {
     let config = MqttConfig {
         broker_host: "127.0.0.1".to_owned(),
         broker_port: broker.port,
-        client_id: format!("sluice-bench-replay-{}", std::process::id()),
+        client_id: None,
         username: None,
         password: None,
         qos: 1,
@@ -513,7 +513,10 @@ fn replay(rt: &Runtime, stream: &Stream) -> Replay {
     let (uplink, publisher) = {
         let _context = rt.enter();
         Uplink::start(
-            &config,
+            (
+                &config,
+                &format!("sluice-bench-replay-{}", std::process::id()),
+            ),
             Arc::clone(&running.outbox),
             None,
             running.shutdown.subscribe(),

@@ -497,3 +497,50 @@ fn cancel_request_ids_and_history() {
     let known = std::collections::HashSet::from(["other".to_owned()]);
     assert_eq!(store.orphans(&known).expect("orphans"), [orphan]);
 }
+
+#[test]
+fn a_final_command_has_its_reply_due_until_it_is_safely_out_even_across_a_reopen() {
+    let dir = scratch("replies-due");
+    let open = || {
+        CommandStore::new(
+            &Store::open(&dir).expect("store"),
+            whitelist().commands,
+            Timings::default(),
+        )
+    };
+    let store = open();
+    let open_one = create(&store, Delivery::Realtime);
+    let done = create(&store, Delivery::Realtime);
+    assert!(
+        store.replies_due().expect("due").is_empty(),
+        "nothing final yet"
+    );
+    store
+        .cancel(done, Scope::All, "admin", "no longer wanted", T0 + 1)
+        .expect("cancel");
+    let due: Vec<u64> = store
+        .replies_due()
+        .expect("due")
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(
+        due,
+        [done],
+        "due from the final transition's own transaction"
+    );
+
+    // A stop before the reply was out: still due after the file is opened again.
+    drop(store);
+    let store = open();
+    let due: Vec<u64> = store
+        .replies_due()
+        .expect("due")
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(due, [done]);
+    store.replied(done).expect("replied");
+    assert!(store.replies_due().expect("due").is_empty());
+    assert_eq!(status(&store, open_one), CommandStatus::Pending);
+}

@@ -15,7 +15,10 @@ Keys are 0-based protocol addresses where a range starts; the list gives the
 initial values of the consecutive addresses from there. Any table may be left
 out. Only the listed addresses exist: a request that touches any other address
 (including one straddling the end of a range) is answered with exception 2,
-"illegal data address". Writes (FC05/06/15/16) change hr and co values.
+"illegal data address". Writes (FC05/06/15/16) change hr and co values, and
+each one that is carried out is appended to `writes.jsonl` in the working
+directory as `{"fc": 6, "address": 0, "values": [42]}`, so a test can count
+how often the device was written.
 
 Why the extra range check: pymodbus 3.16 keeps its data in the simulator's
 SimDevice, which marks unlisted *registers* invalid but stores coils and
@@ -33,6 +36,8 @@ import asyncio
 import json
 import signal
 import sys
+
+WRITE_JOURNAL = "writes.jsonl"
 
 from pymodbus.constants import ExcCodes
 from pymodbus.server import ModbusTcpServer
@@ -132,7 +137,11 @@ class StrictRanges:
     async def async_setValues(self, device_id, func_code, address, values):
         if not self.allowed(func_code, address, len(values)):
             return ExcCodes.ILLEGAL_ADDRESS
-        return await self.inner.async_setValues(device_id, func_code, address, values)
+        result = await self.inner.async_setValues(device_id, func_code, address, values)
+        with open(WRITE_JOURNAL, "a", encoding="utf-8") as journal:
+            entry = {"fc": func_code, "address": address, "values": [int(v) for v in values]}
+            journal.write(json.dumps(entry) + "\n")
+        return result
 
 
 async def serve(port: int, ranges) -> None:

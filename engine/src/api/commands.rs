@@ -52,7 +52,7 @@ fn command_error(e: &CommandError) -> Reply {
 /// Runs a blocking call (redb) off the async workers.
 async fn blocking<R: Send + 'static>(
     commands: &Arc<Commands>,
-    call: impl FnOnce(&Commands) -> R + Send + 'static,
+    call: impl FnOnce(&Arc<Commands>) -> R + Send + 'static,
 ) -> Result<R, Reply> {
     let commands = Arc::clone(commands);
     tokio::task::spawn_blocking(move || call(&commands))
@@ -75,7 +75,9 @@ pub async fn create(
     match created {
         Ok(Ok(Created::New(command))) => (StatusCode::CREATED, Json(json!(command))),
         Ok(Ok(Created::Existing(command))) => (StatusCode::OK, Json(json!(command))),
-        Ok(Err(e @ CreateError::UnknownDevice(_))) => error(StatusCode::NOT_FOUND, e.to_string()),
+        Ok(Err(e @ (CreateError::UnknownDevice(_) | CreateError::UnknownIdentity { .. }))) => {
+            error(StatusCode::NOT_FOUND, e.to_string())
+        }
         Ok(Err(e @ CreateError::Invalid(_))) => error(StatusCode::BAD_REQUEST, e.to_string()),
         Ok(Err(CreateError::Store(e))) => command_error(&e),
         Err(reply) => reply,

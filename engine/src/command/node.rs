@@ -59,6 +59,8 @@ pub async fn run(
     mut downlink: mpsc::UnboundedReceiver<Downlink>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let resend = Arc::clone(&commands);
+    let _ = tokio::task::spawn_blocking(move || resend.resend_due_replies()).await;
     let mut devices = commands.fleet().subscribe();
     // Commands of devices no longer configured are cancelled at the start and
     // whenever the devices change.
@@ -74,10 +76,7 @@ pub async fn run(
                 let _ = tokio::task::spawn_blocking(move || commands.cancel_orphans(now_ms())).await;
                 continue;
             }
-            Some(message) = downlink.recv() => {
-                let commands = Arc::clone(&commands);
-                let _ = tokio::task::spawn_blocking(move || commands.on_downlink(&message, now_ms())).await;
-            }
+            Some(message) = downlink.recv() => handle_downlink(&commands, message).await,
             changed = shutdown.changed() => {
                 if changed.is_err() || *shutdown.borrow() {
                     return;
@@ -85,6 +84,30 @@ pub async fn run(
             }
         }
         pass(&commands, &alarms, execute_own).await;
+    }
+}
+
+/// Stores the command a downlink message carries (or queues its refusal), then
+/// acknowledges the message once that is durable (invariant S2). One at a time,
+/// so acknowledgements go out in the order the messages came.
+async fn handle_downlink(commands: &Arc<Commands>, message: Downlink) {
+    let (topic, payload) = (message.topic.clone(), message.payload.clone());
+    let service = Arc::clone(commands);
+    let handled =
+        tokio::task::spawn_blocking(move || service.on_downlink(&topic, &payload, now_ms())).await;
+    match handled {
+        Ok(Ok(answer)) => {
+            if let Some(answer) = answer {
+                answer.wait().await;
+            }
+            message.acknowledge();
+        }
+        Ok(Err(error)) => {
+            tracing::error!(topic = %message.topic, %error, "a downlink message could not be stored; the broker delivers it again after the next reconnect");
+        }
+        Err(error) => {
+            tracing::error!(topic = %message.topic, %error, "a downlink message was not handled")
+        }
     }
 }
 

@@ -15,15 +15,22 @@ use crate::collector::Fleet;
 use crate::model::Scope;
 use crate::model::{Access, CommandKind};
 use crate::model::{CommandStatus, result_code};
-use crate::mqtt::{CommandRequest, DeviceTopic, EXPECTED_SHAPE, Reply, ReplyStatus, request_id_of};
-use crate::uplink::{Downlink, Uplink};
-use crate::wal::Message;
+use crate::mqtt::{
+    CommandRequest, CommandTarget, DeviceTopic, EXPECTED_SHAPE, Reply, ReplyStatus, request_id_of,
+};
+use crate::uplink::Uplink;
+use crate::wal::{Message, Settled};
 
 /// Why a command was not created.
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
     #[error("no device `{0}`")]
     UnknownDevice(String),
+    #[error("no device has productId `{product_id}` and deviceNum `{device_num}`")]
+    UnknownIdentity {
+        product_id: String,
+        device_num: String,
+    },
     #[error("{0}")]
     Invalid(String),
     #[error(transparent)]
@@ -154,7 +161,7 @@ impl Commands {
     /// # Errors
     /// As for [`CommandStore::cancel`].
     pub fn cancel(
-        &self,
+        self: &Arc<Self>,
         id: u64,
         scope: Scope,
         actor: &str,
@@ -168,7 +175,7 @@ impl Commands {
     }
 
     /// Cancels every unfinished command of a device that is no longer configured.
-    pub fn cancel_orphans(&self, now: i64) {
+    pub fn cancel_orphans(self: &Arc<Self>, now: i64) {
         let own = self.own_devices();
         let orphans = match self.store.orphans(&own) {
             Ok(orphans) => orphans,
@@ -178,11 +185,15 @@ impl Commands {
             }
         };
         for id in orphans {
-            if let Err(error) =
-                self.store
-                    .cancel(id, Scope::All, "engine", "the device was removed", now)
+            match self
+                .store
+                .cancel(id, Scope::All, "engine", "the device was removed", now)
             {
-                tracing::error!(command = id, %error, "cannot cancel a command of a removed device");
+                // No reply topic is left: this only settles the reply as due.
+                Ok(command) => self.reply(&command),
+                Err(error) => {
+                    tracing::error!(command = id, %error, "cannot cancel a command of a removed device");
+                }
             }
         }
     }
@@ -192,7 +203,7 @@ impl Commands {
     /// # Errors
     /// As for [`CommandStore::receipt`].
     pub fn receipt(
-        &self,
+        self: &Arc<Self>,
         id: u64,
         receipt: &Receipt,
         now: i64,
@@ -209,9 +220,13 @@ impl Commands {
     }
 
     /// Publishes the command's outcome on its reply topic, through the outbox
-    /// (durable, like reports).
-    pub fn reply(&self, command: &Command) {
+    /// (durable, like reports), and records once it is safely there that the
+    /// reply is no longer due (invariant S3). A command of a device no longer
+    /// configured has no reply topic: nothing is published.
+    pub fn reply(self: &Arc<Self>, command: &Command) {
         let Some(target) = self.fleet.roster().get(&command.device_id).cloned() else {
+            tracing::debug!(command = command.id, "no reply: the device is gone");
+            self.replied(command.id);
             return;
         };
         let reply = Reply {
@@ -228,61 +243,114 @@ impl Commands {
             &target.device_num,
             DeviceTopic::Reply(command.kind),
         );
-        self.publish_reply(topic, &reply);
+        let settled = self.publish_reply(topic, &reply);
+        let (this, id) = (Arc::clone(self), command.id);
+        tokio::spawn(async move {
+            settled.wait().await;
+            let _ = tokio::task::spawn_blocking(move || this.replied(id)).await;
+        });
     }
 
-    fn publish_reply(&self, topic: String, reply: &Reply<'_>) {
-        self.uplink.report(Message {
+    fn replied(&self, id: u64) {
+        if let Err(error) = self.store.replied(id) {
+            // Still due: published again at the next start (at least once).
+            tracing::error!(command = id, %error, "cannot record that a reply went out");
+        }
+    }
+
+    /// Publishes the replies that a stop cut off before they were safely in the
+    /// outbox (invariant S3).
+    pub fn resend_due_replies(self: &Arc<Self>) {
+        match self.store.replies_due() {
+            Ok(due) => {
+                for command in due {
+                    self.reply(&command);
+                }
+            }
+            Err(error) => tracing::error!(%error, "cannot read the replies due"),
+        }
+    }
+
+    fn publish_reply(&self, topic: String, reply: &Reply<'_>) -> Settled {
+        self.uplink.report_settled(Message {
             device: String::new(),
             seq: 0,
             topic,
             payload: reply.to_bytes(),
             retain: false,
-        });
+        })
     }
 
-    /// Turns a downlink message into a command; a message that cannot become one
-    /// is answered on its reply topic with status `REJECTED`.
-    pub fn on_downlink(&self, message: &Downlink, now: i64) {
-        let Some(target) = self.uplink.topics().command_target(&message.topic) else {
-            return;
+    /// Turns a downlink message into a command (invariant S2: it may be
+    /// acknowledged once this returns, after what it returns has settled). A
+    /// message that cannot become one is answered on its reply topic with status
+    /// `REJECTED`; the answer is what there is to wait for. A message the broker
+    /// delivers again finds the command its `requestId` made the first time.
+    ///
+    /// # Errors
+    /// The command could not be stored: the message must not be acknowledged, so
+    /// the broker delivers it again.
+    pub fn on_downlink(
+        &self,
+        topic: &str,
+        payload: &[u8],
+        now: i64,
+    ) -> Result<Option<Settled>, CommandError> {
+        let Some(target) = self.uplink.topics().command_target(topic) else {
+            tracing::warn!(%topic, "a message on no command topic; ignored");
+            return Ok(None);
         };
+        let refusal = match self.downlink_command(&target, payload, now) {
+            Ok(()) => return Ok(None),
+            Err(CreateError::Store(error)) => return Err(error),
+            Err(refusal) => refusal.to_string(),
+        };
+        tracing::warn!(%topic, error = %refusal, "downlink refused");
+        let reply = Reply {
+            request_id: request_id_of(payload),
+            command_id: None,
+            key: None,
+            status: ReplyStatus::Rejected,
+            result_code: Some(result_code::INVALID_PARAMETER),
+            message: Some(&refusal),
+            ts: now,
+        };
+        let topic = self.uplink.topics().device(
+            &target.product_id,
+            &target.device_num,
+            DeviceTopic::Reply(target.kind),
+        );
+        Ok(Some(self.publish_reply(topic, &reply)))
+    }
+
+    /// The command a downlink message asks for, stored.
+    fn downlink_command(
+        &self,
+        target: &CommandTarget,
+        payload: &[u8],
+        now: i64,
+    ) -> Result<(), CreateError> {
         let Some(device_id) = self
             .fleet
             .roster()
             .by_identity(&target.product_id, &target.device_num)
             .map(|d| d.id.clone())
         else {
-            tracing::warn!(topic = %message.topic, "a downlink for an unknown device");
-            return;
+            return Err(CreateError::UnknownIdentity {
+                product_id: target.product_id.clone(),
+                device_num: target.device_num.clone(),
+            });
         };
-        let parsed = serde_json::from_slice::<CommandRequest>(&message.payload);
-        let result = match &parsed {
-            Ok(request) => {
-                let mut request = request.clone();
-                request.function = target.kind == CommandKind::FunctionInvoke;
-                self.create(Scope::All, &device_id, &request, "mqtt", "mqtt", now)
-                    .map_err(|e| e.to_string())
-            }
-            Err(error) => Err(format!("the payload must be {EXPECTED_SHAPE}: {error}")),
-        };
-        if let Err(message_text) = result {
-            tracing::warn!(topic = %message.topic, error = %message_text, "downlink refused");
-            let reply = Reply {
-                request_id: request_id_of(&message.payload),
-                command_id: None,
-                key: None,
-                status: ReplyStatus::Rejected,
-                result_code: Some(result_code::INVALID_PARAMETER),
-                message: Some(&message_text),
-                ts: now,
-            };
-            let topic = self.uplink.topics().device(
-                &target.product_id,
-                &target.device_num,
-                DeviceTopic::Reply(target.kind),
-            );
-            self.publish_reply(topic, &reply);
+        let mut request = serde_json::from_slice::<CommandRequest>(payload).map_err(|error| {
+            CreateError::Invalid(format!("the payload must be {EXPECTED_SHAPE}: {error}"))
+        })?;
+        if request.request_id.is_none() {
+            return Err(CreateError::Invalid(
+                "`requestId` is required on MQTT: it is what keeps a message the broker delivers again from running twice".into(),
+            ));
         }
+        request.function = target.kind == CommandKind::FunctionInvoke;
+        self.create(Scope::All, &device_id, &request, "mqtt", "mqtt", now)?;
+        Ok(())
     }
 }

@@ -18,6 +18,9 @@ const TABLES: Tables = Tables {
 };
 /// (tenant, requestId) -> id: a repeated request is the same command.
 const REQUESTS: Index<(u32, &str)> = Index::new("command_request");
+/// id -> id: final commands whose reply is not yet safely in the outbox
+/// (invariant S3 of `docs/commands.md`).
+const REPLY_DUE: Index<u64> = Index::new("command_reply_due");
 
 /// Durations and limits of the command machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,6 +184,8 @@ impl CommandStore {
         command.updated_at = now;
         if to.is_final() {
             command.finished_at = Some(now);
+            // Invariant S3: the reply is due from the same transaction on.
+            tables.link(&REPLY_DUE, command.id, command.id)?;
         }
         if to != CommandStatus::Claimed {
             command.lease_expire_at = None;
@@ -256,6 +261,25 @@ impl CommandStore {
     /// A storage failure.
     pub fn history(&self, id: u64) -> Result<Vec<CommandRecord>, CommandError> {
         Ok(self.journal.history(id)?)
+    }
+
+    /// The final commands whose reply is not yet safely in the outbox.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn replies_due(&self) -> Result<Vec<Command>, CommandError> {
+        Ok(self.journal.load(self.journal.linked(&REPLY_DUE)?)?)
+    }
+
+    /// Records that the reply of command `id` is safely in the outbox.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn replied(&self, id: u64) -> Result<(), CommandError> {
+        self.write(|tables| {
+            tables.unlink(&REPLY_DUE, id)?;
+            Ok(())
+        })
     }
 
     /// Commands not yet final whose device is not in `devices` (it was removed).

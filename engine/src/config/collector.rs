@@ -367,7 +367,7 @@ mod tests {
             (c.mqtt.broker_host.as_str(), c.mqtt.broker_port),
             ("127.0.0.1", 1883)
         );
-        assert_eq!(c.mqtt.client_id, "sluice-gateway");
+        assert_eq!(c.mqtt.client_id, None);
         assert_eq!(c.mqtt.qos, 1);
         assert_eq!(c.mqtt.topic_prefix, "");
         assert_eq!(c.http, None);

@@ -224,7 +224,7 @@ mod tests {
         assert_eq!(c.report_mode, ReportMode::Batch);
         assert_eq!(c.mqtt.broker_host, "127.0.0.1");
         assert_eq!(c.mqtt.broker_port, 1883);
-        assert_eq!(c.mqtt.client_id, "fastbee-collector-01");
+        assert_eq!(c.mqtt.client_id.as_deref(), Some("fastbee-collector-01"));
         assert_eq!(c.mqtt.username.as_deref(), Some("collector"));
         assert_eq!(c.mqtt.password.as_deref(), Some("******"));
         assert_eq!(c.mqtt.qos, 1);

@@ -14,8 +14,10 @@ pub struct MqttConfig {
     pub broker_host: String,
     /// Port part of `brokerUrl` (default 1883).
     pub broker_port: u16,
-    /// `clientId`: the MQTT client identifier (default `sluice-gateway`).
-    pub client_id: String,
+    /// `clientId`: the MQTT client identifier. Without one, the engine makes one
+    /// up the first time it runs on a data directory and keeps it there, so it
+    /// stays the same across restarts (the broker keeps its session by it).
+    pub client_id: Option<String>,
     /// `username`, if the broker wants one.
     pub username: Option<String>,
     /// `password`, if the broker wants one.
@@ -33,7 +35,7 @@ impl Default for MqttConfig {
         Self {
             broker_host: "127.0.0.1".to_owned(),
             broker_port: DEFAULT_MQTT_PORT,
-            client_id: "sluice-gateway".to_owned(),
+            client_id: None,
             username: None,
             password: None,
             qos: 1,
@@ -80,7 +82,7 @@ pub(super) fn read_mqtt(node: &Node, errors: &mut Diagnostics) -> MqttConfig {
             other => Err(format!("expected a URL, found {}", other.describe())),
         })
         .unwrap_or((d.broker_host, d.broker_port));
-    let client_id = text(&mut f, "clientId", errors).unwrap_or(d.client_id);
+    let client_id = text(&mut f, "clientId", errors);
     let username = text_at(&mut f, "username", errors).map(|(v, _)| v);
     let password = text_at(&mut f, "password", errors).map(|(v, _)| v);
     let qos = match read_at::<u8>(&mut f, "qos", errors) {

@@ -3,6 +3,7 @@
 //! `sluice run` starts, wired together.
 
 mod compile;
+mod identity;
 mod run;
 mod state;
 

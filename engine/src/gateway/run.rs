@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::compile::Prepared;
+use super::identity;
 use super::state;
 use crate::alarm::{self, AlarmStore, Alarms, Delivery};
 use crate::api::{self, ApiState, Tokens};
@@ -48,7 +49,7 @@ fn announcements(config: &GatewayConfig) -> HashMap<(EntityType, String), Announ
 
 /// The command service over the collector's devices.
 fn commands(
-    config: &GatewayConfig,
+    (config, client_id): (&GatewayConfig, &str),
     store: &Store,
     whitelist: Transitions<CommandStatus, CommandAction>,
     fleet: &Arc<Fleet>,
@@ -74,7 +75,7 @@ fn commands(
     let node_id = c
         .node_id
         .clone()
-        .unwrap_or_else(|| format!("engine-{}", config.collector.mqtt.client_id));
+        .unwrap_or_else(|| format!("engine-{client_id}"));
     Commands::new(
         command_store,
         writes,
@@ -113,7 +114,7 @@ struct Engine {
 /// Starts the outbox's committer, the uplink, the leases and the alarm service
 /// (its delivery included).
 fn start_engine(
-    (config, compiled): (&GatewayConfig, &mut Compiled),
+    (config, client_id, compiled): (&GatewayConfig, &str, &mut Compiled),
     (store, outbox): (&Store, &Arc<Outbox>),
     shutdown: &watch::Receiver<bool>,
     tasks: &mut Tasks,
@@ -124,7 +125,7 @@ fn start_engine(
     tasks.spawn(Arc::clone(outbox).run_committer(shutdown.clone()));
     let (downlink, downlink_messages) = mpsc::unbounded_channel();
     let (uplink, publisher) = Uplink::start(
-        &config.collector.mqtt,
+        (&config.collector.mqtt, client_id),
         Arc::clone(outbox),
         Some(downlink),
         shutdown.clone(),
@@ -189,9 +190,10 @@ pub async fn run(
     } = prepared;
     let config = compiled.config.clone();
     let (store, seq, outbox) = state::open(&config)?;
+    let client_id = identity::client_id(&config)?;
     let mut tasks = Tasks::default();
     let engine = start_engine(
-        (&config, &mut compiled),
+        (&config, &client_id, &mut compiled),
         (&store, &outbox),
         &shutdown,
         &mut tasks,
@@ -208,7 +210,7 @@ pub async fn run(
     let mut collector = Collector::new(compiled, services);
     let fleet = Arc::clone(collector.fleet());
     let commands = commands(
-        &config,
+        (&config, &client_id),
         &store,
         whitelist.commands.clone(),
         &fleet,

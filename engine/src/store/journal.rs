@@ -206,6 +206,24 @@ impl<R: Entry, H: Serialize + DeserializeOwned> Journal<R, H> {
         Ok(())
     }
 
+    /// Every id `index` points to, in key order.
+    ///
+    /// # Errors
+    /// A database failure.
+    pub fn linked<K: Key + 'static>(&self, index: &Index<K>) -> Result<Vec<u64>, StoreError> {
+        let read = self.store.db().begin_read()?;
+        let table = match read.open_table(index.0) {
+            Ok(table) => table,
+            Err(TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(error) => return Err(error.into()),
+        };
+        let mut ids = Vec::new();
+        for entry in table.iter()? {
+            ids.push(entry?.1.value());
+        }
+        Ok(ids)
+    }
+
     /// The id `key` points to in `index`.
     ///
     /// # Errors

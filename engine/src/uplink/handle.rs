@@ -10,7 +10,7 @@ use super::publisher::Publisher;
 use super::stats::UplinkStats;
 use crate::config::MqttConfig;
 use crate::mqtt::Topics;
-use crate::wal::{Message, Outbox};
+use crate::wal::{Message, Outbox, Settled};
 
 /// The uplink as the rest of the engine sees it: reports go through the outbox
 /// (WAL), statuses and tracked messages straight to the publisher.
@@ -29,7 +29,7 @@ impl Uplink {
     /// `downlink` sender it also subscribes to the downlink topics (see
     /// [`Topics::command_filters`]) and hands every message it receives there.
     pub fn start(
-        config: &MqttConfig,
+        (config, client_id): (&MqttConfig, &str),
         outbox: Arc<Outbox>,
         downlink: Option<mpsc::UnboundedSender<Downlink>>,
         shutdown: watch::Receiver<bool>,
@@ -44,7 +44,7 @@ impl Uplink {
             topics: Topics::new(&config.topic_prefix),
             stats: Arc::clone(&stats),
         };
-        let publisher = Publisher::new(config, outbox, stats, downlink);
+        let publisher = Publisher::new((config, client_id), outbox, stats, downlink);
         let task = tokio::spawn(publisher.run(status_rx, tracked_rx, shutdown));
         (uplink, task)
     }
@@ -75,6 +75,12 @@ impl Uplink {
     /// Queues a report: it is published once durably in the log (invariant 1).
     pub fn report(&self, message: Message) {
         self.outbox.push(message);
+    }
+
+    /// Queues a report like [`Uplink::report`]; what it returns resolves once the
+    /// report is in the log, for a caller that may go on only then.
+    pub fn report_settled(&self, message: Message) -> Settled {
+        self.outbox.push_settled(message)
     }
 
     /// Publishes a retained status; while disconnected only the latest per topic is

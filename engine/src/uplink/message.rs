@@ -1,13 +1,41 @@
 //! Messages between the uplink's handle and its publisher.
 
-use tokio::sync::oneshot;
+use rumqttc::Publish;
+use tokio::sync::{mpsc, oneshot};
 
 /// A message whose PUBACK someone waits for: topic, payload, whom to tell.
 pub(super) type Tracked = (String, Vec<u8>, oneshot::Sender<()>);
 
-/// A message the broker delivered to the engine (a downlink command).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An acknowledgement for the publisher to send: the connection the message came
+/// in on, and the message.
+pub(super) type Ack = (u64, Publish);
+
+/// A message the broker delivered to the engine (a downlink command). The broker
+/// keeps it until [`Downlink::acknowledge`] (invariant S2 of `docs/commands.md`):
+/// one dropped unacknowledged is delivered again after the next reconnect.
+#[derive(Debug)]
 pub struct Downlink {
     pub topic: String,
     pub payload: Vec<u8>,
+    ack: Option<(mpsc::UnboundedSender<Ack>, Ack)>,
+}
+
+impl Downlink {
+    pub(super) fn new(connection: u64, publish: Publish, acks: mpsc::UnboundedSender<Ack>) -> Self {
+        Self {
+            topic: publish.topic.clone(),
+            payload: publish.payload.to_vec(),
+            ack: Some((acks, (connection, publish))),
+        }
+    }
+
+    /// Tells the broker the message was taken care of, so it is not delivered
+    /// again. Sent on the connection it came in on, or not at all (the broker
+    /// delivers it again on the next one).
+    pub fn acknowledge(self) {
+        if let Some((acks, ack)) = self.ack {
+            // The publisher only stops at shutdown; then the broker keeps it.
+            let _ = acks.send(ack);
+        }
+    }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use rumqttc::{AsyncClient, Event, EventLoop, Incoming, LastWill, MqttOptions, Outgoing, QoS};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::message::{Downlink, Tracked};
+use super::message::{Ack, Downlink, Tracked};
 use super::stats::UplinkStats;
 use crate::clock::now_ms;
 use crate::config::MqttConfig;
@@ -43,9 +43,21 @@ pub(super) struct Publisher {
     downlink: Option<(mpsc::UnboundedSender<Downlink>, [String; 2])>,
 }
 
+/// What comes to the publisher besides the outbox: statuses, tracked messages,
+/// and the acknowledgements of downlink messages from those who handled them.
+struct Inbox {
+    statuses: mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+    tracked: mpsc::UnboundedReceiver<Tracked>,
+    acks: mpsc::UnboundedReceiver<Ack>,
+    ack_sender: mpsc::UnboundedSender<Ack>,
+}
+
 /// One connection's bookkeeping.
 struct Session {
     client: AsyncClient,
+    /// Which connection this is: an acknowledgement goes out on the connection
+    /// its message came in on only (packet ids are per connection).
+    number: u64,
     connected: bool,
     /// The last record handed to the client.
     cursor: Option<u64>,
@@ -86,18 +98,21 @@ impl Inflight {
 
 impl Publisher {
     pub(super) fn new(
-        config: &MqttConfig,
+        (config, client_id): (&MqttConfig, &str),
         outbox: Arc<Outbox>,
         stats: Arc<UplinkStats>,
         downlink: Option<mpsc::UnboundedSender<Downlink>>,
     ) -> Self {
         let topics = Topics::new(&config.topic_prefix);
-        let status_topic = topics.collector_status(&config.client_id);
-        let mut options =
-            MqttOptions::new(&config.client_id, &config.broker_host, config.broker_port);
+        let status_topic = topics.collector_status(client_id);
+        let mut options = MqttOptions::new(client_id, &config.broker_host, config.broker_port);
+        // Invariant S1: a persistent session, so the broker keeps the downlink
+        // messages that come while the engine is away; S2: they are acknowledged
+        // by hand, once handled.
         options
             .set_keep_alive(Duration::from_secs(u64::from(config.keep_alive_sec.max(1))))
-            .set_clean_session(true)
+            .set_clean_session(false)
+            .set_manual_acks(true)
             .set_inflight(INFLIGHT)
             .set_request_channel_capacity(QUEUE_CAPACITY)
             .set_max_packet_size(1 << 20, 1 << 20)
@@ -126,17 +141,27 @@ impl Publisher {
 
     pub(super) async fn run(
         self,
-        mut statuses: mpsc::UnboundedReceiver<(String, Vec<u8>)>,
-        mut tracked: mpsc::UnboundedReceiver<Tracked>,
+        statuses: mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+        tracked: mpsc::UnboundedReceiver<Tracked>,
         mut shutdown: watch::Receiver<bool>,
     ) {
         // Latest status per topic, sent on (re)connect.
         let mut latest: HashMap<String, Vec<u8>> = HashMap::new();
+        let (ack_sender, acks) = mpsc::unbounded_channel();
+        let mut inbox = Inbox {
+            statuses,
+            tracked,
+            acks,
+            ack_sender,
+        };
         let mut delay = Duration::from_millis(100);
+        let mut number = 0;
         loop {
+            number += 1;
             let (client, eventloop) = AsyncClient::new(self.options.clone(), QUEUE_CAPACITY);
             let mut session = Session {
                 client,
+                number,
                 connected: false,
                 cursor: None,
                 queued: VecDeque::new(),
@@ -147,8 +172,7 @@ impl Publisher {
                 .connection(
                     &mut session,
                     eventloop,
-                    &mut statuses,
-                    &mut tracked,
+                    &mut inbox,
                     &mut latest,
                     &mut shutdown,
                 )
@@ -173,8 +197,7 @@ impl Publisher {
         &self,
         session: &mut Session,
         mut eventloop: EventLoop,
-        statuses: &mut mpsc::UnboundedReceiver<(String, Vec<u8>)>,
-        tracked: &mut mpsc::UnboundedReceiver<Tracked>,
+        inbox: &mut Inbox,
         latest: &mut HashMap<String, Vec<u8>>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> bool {
@@ -192,7 +215,8 @@ impl Publisher {
                         for (topic, payload) in latest.drain() {
                             self.send_status(session, topic, payload);
                         }
-                        // A clean session forgets subscriptions: subscribe on every connection.
+                        // Subscribe on every connection: a broker that lost the
+                        // session (or never had it) gets the subscriptions again.
                         if let Some((_, filters)) = &self.downlink {
                             for filter in filters {
                                 if let Err(error) = session.client.try_subscribe(filter, QoS::AtLeastOnce) {
@@ -221,10 +245,9 @@ impl Publisher {
                     Ok(Event::Incoming(Incoming::Publish(message))) => {
                         if let Some((downlink, _)) = &self.downlink {
                             // The receiver lives as long as the engine.
-                            let _ = downlink.send(Downlink {
-                                topic: message.topic.clone(),
-                                payload: message.payload.to_vec(),
-                            });
+                            let _ = downlink.send(Downlink::new(session.number, message, inbox.ack_sender.clone()));
+                        } else if let Err(error) = session.client.try_ack(&message) {
+                            tracing::warn!(%error, "cannot acknowledge a message nobody handles");
                         }
                     }
                     Ok(Event::Incoming(Incoming::PubAck(ack))) => {
@@ -245,15 +268,24 @@ impl Publisher {
                     }
                 },
                 _ = committed.changed() => self.fill(session),
-                Some((topic, payload)) = statuses.recv() => {
+                Some((topic, payload)) = inbox.statuses.recv() => {
                     if session.connected {
                         self.send_status(session, topic, payload);
                     } else {
                         latest.insert(topic, payload);
                     }
                 }
-                Some((topic, payload, done)) = tracked.recv() => {
+                Some((topic, payload, done)) = inbox.tracked.recv() => {
                     self.send_tracked(session, topic, payload, done);
+                }
+                Some((number, message)) = inbox.acks.recv() => {
+                    // Invariant S2: an acknowledgement of an earlier connection is
+                    // not sent; the broker delivers that message again.
+                    if number == session.number
+                        && let Err(error) = session.client.try_ack(&message)
+                    {
+                        tracing::warn!(%error, topic = %message.topic, "cannot acknowledge a downlink message; the broker delivers it again");
+                    }
                 }
                 _ = release.tick() => self.release(session).await,
                 changed = shutdown.changed() => {

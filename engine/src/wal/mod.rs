@@ -19,6 +19,6 @@ mod redb_log;
 pub use error::WalError;
 pub use log::{Appended, MessageLog};
 pub use memory_log::MemoryLog;
-pub use outbox::{Outbox, OutboxStats};
+pub use outbox::{Outbox, OutboxStats, Settled};
 pub use record::{Message, Record, RecordError, decode, encode};
 pub use redb_log::{FORMAT_VERSION, RedbLog, count};

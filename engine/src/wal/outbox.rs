@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, oneshot, watch};
 
 use super::error::WalError;
 use super::log::MessageLog;
@@ -52,12 +52,29 @@ pub struct OutboxStats {
     pub commit_errors: Counter,
 }
 
+/// A message waiting in the ring, and whom to tell once it is settled.
+type Waiting = (Message, Option<oneshot::Sender<()>>);
+
+/// Resolves once a pushed message is settled: in the log, or dropped by the
+/// overflow policy (and counted). A commit that keeps failing keeps it waiting.
+#[derive(Debug)]
+pub struct Settled(Option<oneshot::Receiver<()>>);
+
+impl Settled {
+    pub async fn wait(self) {
+        if let Some(settled) = self.0 {
+            // Sent or dropped, both mean the ring let go of the message.
+            let _ = settled.await;
+        }
+    }
+}
+
 /// The ring in front of the log, and the log.
 #[derive(Debug)]
 pub struct Outbox {
     log: Arc<dyn MessageLog>,
     policy: OverflowPolicy,
-    ring: Mutex<VecDeque<Message>>,
+    ring: Mutex<VecDeque<Waiting>>,
     ring_capacity: usize,
     group_commit: Duration,
     wake: Notify,
@@ -127,7 +144,7 @@ impl Outbox {
         self.committed.subscribe()
     }
 
-    fn ring(&self) -> std::sync::MutexGuard<'_, VecDeque<Message>> {
+    fn ring(&self) -> std::sync::MutexGuard<'_, VecDeque<Waiting>> {
         lock(&self.ring)
     }
 
@@ -169,6 +186,19 @@ impl Outbox {
     /// Queues a message for the next commit. Never blocks: when the ring is full
     /// (the disk cannot keep up), the overflow policy drops a message and counts it.
     pub fn push(&self, message: Message) {
+        self.queue((message, None));
+    }
+
+    /// Queues a message like [`Outbox::push`]; what it returns resolves once the
+    /// message is in the log (or dropped by the overflow policy), for a caller
+    /// that may go on only then.
+    pub fn push_settled(&self, message: Message) -> Settled {
+        let (settled, waiter) = oneshot::channel();
+        self.queue((message, Some(settled)));
+        Settled(Some(waiter))
+    }
+
+    fn queue(&self, message: Waiting) {
         {
             let mut ring = self.ring();
             // Invariant 7: only a full ring drops, and every drop is counted.
@@ -212,13 +242,13 @@ impl Outbox {
 
     async fn commit_pending(self: &Arc<Self>) {
         loop {
-            let batch: Vec<Message> = self.ring().drain(..).collect();
-            if batch.is_empty() {
+            let kept: Vec<Waiting> = self.ring().drain(..).collect();
+            if kept.is_empty() {
                 return;
             }
-            let count = batch.len();
+            let count = kept.len();
+            let batch: Vec<Message> = kept.iter().map(|(message, _)| message.clone()).collect();
             let this = Arc::clone(self);
-            let kept = batch.clone();
             let result =
                 tokio::task::spawn_blocking(move || this.log.append(batch, this.policy)).await;
             match result {
@@ -235,6 +265,8 @@ impl Outbox {
                         );
                     }
                     self.committed.send_modify(|n| *n = n.wrapping_add(1));
+                    // Their waiters learn that the messages are settled.
+                    drop(kept);
                 }
                 Ok(Err(error)) => {
                     self.failed(kept, &error.to_string()).await;
@@ -251,7 +283,7 @@ impl Outbox {
 
     /// Puts a batch whose commit failed back at the front of the ring and waits
     /// before the next try; the ring's policy bounds memory meanwhile.
-    async fn failed(&self, batch: Vec<Message>, error: &str) {
+    async fn failed(&self, batch: Vec<Waiting>, error: &str) {
         self.stats.commit_errors.inc();
         tracing::error!(%error, "WAL commit failed; retrying");
         {

@@ -9,5 +9,6 @@
 pub mod engine;
 pub mod mqtt;
 pub mod peers;
+pub mod proxy;
 pub mod sim;
 pub mod yaml;

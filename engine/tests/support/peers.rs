@@ -337,6 +337,16 @@ impl PyModbus {
     pub fn restart_on(port: u16, map: &serde_json::Value) -> Peer {
         python_peer("pymodbus", "pymodbus_server.py", port, map)
     }
+
+    /// Every write the server carried out, oldest first:
+    /// `{"fc": 6, "address": 0, "values": [42]}` each.
+    pub fn writes(peer: &Peer) -> Vec<serde_json::Value> {
+        let journal = peer.dir().join("writes.jsonl");
+        let text = fs::read_to_string(&journal).unwrap_or_default();
+        text.lines()
+            .map(|line| serde_json::from_str(line).expect("a journal line is JSON"))
+            .collect()
+    }
 }
 
 /// Writes `value` as `dir/name` and returns the path.
