@@ -95,17 +95,18 @@ pub async fn get(
             .get(id, scope)?
             .ok_or(CommandError::NotFound(id))?;
         let history = c.store().history(id)?;
-        let write = c
-            .writes()
-            .recorded(command.tenant_id, &command.request_id)?;
-        Ok::<_, CommandError>((command, history, write))
+        let (tenant, request) = (command.tenant_id, command.request_id.as_str());
+        let write = c.store().recorded(tenant, request)?;
+        let intent = c.store().intent(tenant, request)?;
+        Ok::<_, CommandError>((command, history, (write, intent)))
     })
     .await;
     match found {
-        Ok(Ok((command, history, write))) => {
+        Ok(Ok((command, history, (write, intent)))) => {
             let mut view = json!(command);
             view["history"] = json!(history);
             view["write"] = json!(write);
+            view["intent"] = json!(intent);
             (StatusCode::OK, Json(view))
         }
         Ok(Err(e)) => command_error(&e),

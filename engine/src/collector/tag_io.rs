@@ -13,9 +13,13 @@ pub enum TagIoError {
     /// again would get the same answer.
     #[error("refused (code {code}): {message}")]
     Refused { code: u32, message: String },
-    /// No connection, a timeout, a broken frame: another attempt may work.
+    /// No connection: nothing was sent, another attempt may work.
     #[error("{0}")]
     Unreachable(String),
+    /// The request went out (or may have) but no valid answer came: a timeout,
+    /// a lost connection, a broken answer. The device may have carried it out.
+    #[error("{0}")]
+    Lost(String),
     /// A component call failed.
     #[error("{0}")]
     Component(String),
@@ -74,7 +78,8 @@ impl Device {
     /// Writes the raw (device-side) `value` to tag `tag`.
     ///
     /// # Errors
-    /// Refused by the device or codec, unreachable, or a component failure.
+    /// Refused by the device or codec, unreachable (nothing sent), lost (sent,
+    /// no valid answer), or a component failure before anything was sent.
     pub async fn write_tag(&self, tag: u32, value: Value) -> Result<(), TagIoError> {
         let (channel, local) = self.channel_of(tag)?;
         let mut link = channel.link.lock().await;
@@ -84,8 +89,11 @@ impl Device {
             .encode_write(local, value)
             .map_err(|e| TagIoError::Component(e.to_string()))?
             .map_err(from_frame)?;
+        // From here on the frame may reach the device: a failure leaves the
+        // outcome in doubt.
         link.request(&*session, &frame, |answer| session.check_write(answer))
-            .await?
+            .await
+            .map_err(|error| TagIoError::Lost(error.to_string()))?
             .map_err(refused)
     }
 

@@ -4,8 +4,18 @@
 use std::collections::HashSet;
 
 use super::model::{Command, Delivery, Receipt, ReceiptOutcome, Rejection};
-use super::store::{CommandError, CommandStore, Swept, command};
+use super::store::{CommandError, CommandStore, Commands, Swept, command};
 use crate::model::{CommandAction, CommandStatus, ReceiptResult, result_code};
+
+/// What a receipt's failure does to its command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Finality {
+    /// As the receipt's result and the command's delivery say (a deferrable
+    /// command may go back to the queue).
+    AsReported,
+    /// The command is done with: another attempt could execute it twice.
+    Settled,
+}
 
 impl CommandStore {
     /// Claims (I-18) up to `max` PENDING commands that are due, oldest first, for
@@ -51,6 +61,37 @@ impl CommandStore {
         })
     }
 
+    /// Puts the claims `node_id` still holds back in the queue, generation kept
+    /// (invariant W4 of `docs/commands.md`): the node is this engine, started
+    /// again, and nothing of it executes them any more. They are claimed anew at
+    /// once, and a write they had begun is settled, never made again (W2).
+    ///
+    /// # Errors
+    /// A storage failure; nothing is released then.
+    pub fn release_claims_of(&self, node_id: &str, now: i64) -> Result<Vec<u64>, CommandError> {
+        self.write(|tables| {
+            let mut released = Vec::new();
+            for id in tables.ids_in(CommandStatus::Claimed.as_str())? {
+                let mut command = command(tables, id)?;
+                if command.claimed_node_id.as_deref() != Some(node_id) {
+                    continue;
+                }
+                command.reclaim_count += 1;
+                command.next_attempt_at = now;
+                let note = Some("the engine started again while it held the claim".to_owned());
+                self.transition(
+                    tables,
+                    &mut command,
+                    CommandAction::Requeue,
+                    ("engine", note),
+                    now,
+                )?;
+                released.push(id);
+            }
+            Ok(released)
+        })
+    }
+
     /// Applies a receipt (I-05) if its four guards hold: the command, the claim
     /// generation, the node, and a status of CLAIMED or SENT. A receipt without a
     /// generation is rejected; one for a claim with no recorded node is rejected
@@ -66,38 +107,57 @@ impl CommandStore {
         receipt: &Receipt,
         now: i64,
     ) -> Result<ReceiptOutcome, CommandError> {
+        self.write(|tables| self.apply_receipt(tables, id, (receipt, Finality::AsReported), now))
+    }
+
+    /// Applies a receipt in the transaction `tables`, if its guards hold (see
+    /// [`CommandStore::receipt`]); with [`Finality::Settled`] a failure ends the
+    /// command whatever its delivery.
+    ///
+    /// # Errors
+    /// [`CommandError::NotFound`], or a storage failure.
+    pub(super) fn apply_receipt(
+        &self,
+        tables: &mut Commands<'_>,
+        id: u64,
+        (receipt, finality): (&Receipt, Finality),
+        now: i64,
+    ) -> Result<ReceiptOutcome, CommandError> {
         let Some(generation) = receipt.claim_generation else {
             return Ok(ReceiptOutcome::Rejected(Rejection::ClaimGenerationRequired));
         };
         if receipt.result == ReceiptResult::Acked && receipt.result_code.is_none() {
             return Ok(ReceiptOutcome::Rejected(Rejection::ResultCodeRequired));
         }
-        self.write(|tables| {
-            let mut command = command(tables, id)?;
-            let Some(node) = &command.claimed_node_id else {
-                return Ok(ReceiptOutcome::Rejected(Rejection::NodeUnknown));
-            };
-            // An older generation is a late receipt of an earlier claim, whichever
-            // node sends it: nothing to apply, and not an error.
-            if generation != command.claim_generation {
-                return Ok(ReceiptOutcome::Duplicated);
+        let mut command = command(tables, id)?;
+        let Some(node) = &command.claimed_node_id else {
+            return Ok(ReceiptOutcome::Rejected(Rejection::NodeUnknown));
+        };
+        // An older generation is a late receipt of an earlier claim, whichever
+        // node sends it: nothing to apply, and not an error.
+        if generation != command.claim_generation {
+            return Ok(ReceiptOutcome::Duplicated);
+        }
+        if *node != receipt.node_id {
+            return Ok(ReceiptOutcome::Rejected(Rejection::NodeMismatch));
+        }
+        if !matches!(command.status, CommandStatus::Claimed | CommandStatus::Sent) {
+            return Ok(ReceiptOutcome::Duplicated);
+        }
+        command.result = Some(receipt.result);
+        command.result_code = receipt.result_code;
+        command.raw_result_code.clone_from(&receipt.raw_result_code);
+        command.raw_ack.clone_from(&receipt.raw_ack);
+        command.message.clone_from(&receipt.message);
+        let actor = format!("node:{}", receipt.node_id);
+        let (action, note) = match finality {
+            Finality::Settled if receipt.result != ReceiptResult::Acked => {
+                (CommandAction::Fail, receipt.message.clone())
             }
-            if *node != receipt.node_id {
-                return Ok(ReceiptOutcome::Rejected(Rejection::NodeMismatch));
-            }
-            if !matches!(command.status, CommandStatus::Claimed | CommandStatus::Sent) {
-                return Ok(ReceiptOutcome::Duplicated);
-            }
-            command.result = Some(receipt.result);
-            command.result_code = receipt.result_code;
-            command.raw_result_code.clone_from(&receipt.raw_result_code);
-            command.raw_ack.clone_from(&receipt.raw_ack);
-            command.message.clone_from(&receipt.message);
-            let actor = format!("node:{}", receipt.node_id);
-            let (action, note) = self.receipt_action(&mut command, receipt, now);
-            self.transition(tables, &mut command, action, (&actor, note), now)?;
-            Ok(ReceiptOutcome::Accepted(Box::new(command)))
-        })
+            _ => self.receipt_action(&mut command, receipt, now),
+        };
+        self.transition(tables, &mut command, action, (&actor, note), now)?;
+        Ok(ReceiptOutcome::Accepted(Box::new(command)))
     }
 
     /// Where a receipt takes the command (the counters and times it sets included).

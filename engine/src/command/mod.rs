@@ -6,20 +6,27 @@
 //! - [`model`]: the command record, receipts and their outcomes;
 //! - [`store`]: every change, each one transaction with its history record;
 //! - [`claims`]: claims, receipts and the timers, guarded against double execution;
+//! - [`intents`]: the intents and outcomes of the writes that execute commands;
+//! - [`outcome`]: write requests, intents, records, and their receipts;
 //! - [`service`]: creating, cancelling, receipts of nodes, replies, the downlink;
-//! - [`write`]: safe writes (checks, idempotency, read-back, audit);
+//! - [`values`]: values checked and scaled for writing, compared when read back;
+//! - [`write`]: safe writes (checks, intents, idempotency, read-back, audit);
 //! - [`node`]: the engine as a node: claims its devices' commands, writes, reports.
 
 pub mod claims;
+pub mod intents;
 pub mod model;
 pub mod node;
+pub mod outcome;
 pub mod service;
 pub mod store;
+pub mod values;
 pub mod write;
 
 pub use crate::model::{CommandAction, CommandKind, CommandStatus, ReceiptResult, result_code};
 pub use crate::mqtt::CommandRequest;
 pub use model::{Command, CommandRecord, Delivery, NewCommand, Receipt, ReceiptOutcome, Rejection};
+pub use outcome::{WriteIntent, WriteRecord, WriteRequest, WriteStatus};
 pub use service::{Commands, CreateError};
 pub use store::{CommandError, CommandStore, Created, Swept, Timings};
-pub use write::{WriteRecord, WriteRequest, WriteService, WriteStatus};
+pub use write::{WriteService, Written};

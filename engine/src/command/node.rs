@@ -8,13 +8,12 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
-use super::model::{Command, Receipt};
+use super::model::Command;
+use super::outcome::{WriteRequest, WriteStatus};
 use super::service::Commands;
 use super::store::Swept;
-use super::write::{WriteRecord, WriteRequest, WriteStatus};
 use crate::alarm::{AlarmStore, Raise, Source};
 use crate::clock::now_ms;
-use crate::model::{ReceiptResult, result_code};
 use crate::uplink::Downlink;
 
 /// How often the timers run and claims are made when nothing wakes the node.
@@ -27,30 +26,6 @@ const IN_FLIGHT_POLL: Duration = Duration::from_millis(100);
 /// The rule key of the alarm for a command reclaimed too often.
 pub const RECLAIMS_RULE: &str = "COMMAND_RECLAIMS";
 
-/// The receipt the engine's node reports for a write's outcome.
-pub fn receipt_for(record: &WriteRecord, node_id: &str, generation: u64) -> Receipt {
-    let (result, code) = match record.status {
-        WriteStatus::Written => (ReceiptResult::Acked, result_code::SUCCESS),
-        // The device answered, and said no (or kept the old value).
-        WriteStatus::Refused | WriteStatus::Mismatch => {
-            (ReceiptResult::Acked, result_code::EXECUTION_FAILED)
-        }
-        WriteStatus::Unreachable => (ReceiptResult::DeviceOffline, record.result_code),
-        WriteStatus::Invalid | WriteStatus::Failed | WriteStatus::InFlight => {
-            (ReceiptResult::Failed, record.result_code)
-        }
-    };
-    Receipt {
-        node_id: node_id.to_owned(),
-        claim_generation: Some(generation),
-        result,
-        result_code: Some(code),
-        raw_result_code: record.raw_code.map(serde_json::Value::from),
-        raw_ack: None,
-        message: Some(record.message.clone()),
-    }
-}
-
 /// Runs the timers, the downlink and (when `execute_own`) the node until `shutdown`.
 pub async fn run(
     commands: Arc<Commands>,
@@ -59,8 +34,8 @@ pub async fn run(
     mut downlink: mpsc::UnboundedReceiver<Downlink>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let resend = Arc::clone(&commands);
-    let _ = tokio::task::spawn_blocking(move || resend.resend_due_replies()).await;
+    let restart = Arc::clone(&commands);
+    let _ = tokio::task::spawn_blocking(move || restart.after_restart(now_ms())).await;
     let mut devices = commands.fleet().subscribe();
     // Commands of devices no longer configured are cancelled at the start and
     // whenever the devices change.
@@ -177,9 +152,11 @@ pub fn reclaim_alarm(command: &Command, now: i64) -> Raise {
     }
 }
 
-/// Writes one claimed command and reports the outcome through the receipt path.
+/// Writes one claimed command and stores the outcome with its receipt (W3).
 async fn execute(commands: Arc<Commands>, command: Command) {
     let request = WriteRequest {
+        command_id: command.id,
+        claim_generation: command.claim_generation,
         tenant_id: command.tenant_id,
         request_id: command.request_id.clone(),
         device_id: command.device_id.clone(),
@@ -187,21 +164,29 @@ async fn execute(commands: Arc<Commands>, command: Command) {
         value: command.value.clone(),
         actor: format!("node:{}", commands.node_id()),
     };
-    let mut record = commands.writes().write(&request).await;
+    let mut written = commands.writes().write(&request).await;
     // Reclaimed while the first execution still writes: wait for that write's
-    // result rather than write again (or report a busy failure).
+    // outcome rather than write again (or report a busy failure).
     let deadline = tokio::time::Instant::now() + IN_FLIGHT_WAIT;
-    while record.status == WriteStatus::InFlight && tokio::time::Instant::now() < deadline {
+    while written.record.status == WriteStatus::InFlight && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(IN_FLIGHT_POLL).await;
-        record = commands.writes().write(&request).await;
+        written = commands.writes().write(&request).await;
     }
-    let receipt = receipt_for(&record, commands.node_id(), command.claim_generation);
-    let id = command.id;
-    let applied =
-        tokio::task::spawn_blocking(move || commands.receipt(id, &receipt, now_ms())).await;
-    match applied {
+    let receipt = written
+        .record
+        .receipt(commands.node_id(), command.claim_generation);
+    let (id, record) = (command.id, written.record.clone());
+    let service = Arc::clone(&commands);
+    let finished =
+        tokio::task::spawn_blocking(move || service.finish_write(id, &receipt, &record, now_ms()))
+            .await;
+    // Only now may another execution of the request look at its intent.
+    drop(written);
+    match finished {
         Ok(Ok(outcome)) => tracing::debug!(command = id, ?outcome, "command executed"),
-        Ok(Err(error)) => tracing::error!(command = id, %error, "the command's receipt failed"),
+        Ok(Err(error)) => {
+            tracing::error!(command = id, %error, "the outcome of the command's write was not stored; its intent stays in doubt");
+        }
         Err(error) => tracing::error!(command = id, %error, "the command's receipt failed"),
     }
 }

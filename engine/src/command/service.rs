@@ -9,8 +9,10 @@ use serde_json::Value as Json;
 use tokio::sync::Notify;
 
 use super::model::{Command, Delivery, NewCommand, Receipt, ReceiptOutcome};
+use super::outcome::WriteRecord;
 use super::store::{CommandError, CommandStore, Created};
-use super::write::{WriteService, to_raw};
+use super::values::to_raw;
+use super::write::WriteService;
 use crate::collector::Fleet;
 use crate::model::Scope;
 use crate::model::{Access, CommandKind};
@@ -209,14 +211,38 @@ impl Commands {
         now: i64,
     ) -> Result<ReceiptOutcome, CommandError> {
         let outcome = self.store.receipt(id, receipt, now)?;
-        if let ReceiptOutcome::Accepted(command) = &outcome {
+        self.received(&outcome);
+        Ok(outcome)
+    }
+
+    /// Stores the outcome of the engine's own write of command `id` with its
+    /// receipt (see [`CommandStore::finish_write`]), and publishes the reply when
+    /// the command is final.
+    ///
+    /// # Errors
+    /// As for [`CommandStore::finish_write`].
+    pub fn finish_write(
+        self: &Arc<Self>,
+        id: u64,
+        receipt: &Receipt,
+        record: &WriteRecord,
+        now: i64,
+    ) -> Result<ReceiptOutcome, CommandError> {
+        let outcome = self.store.finish_write(id, receipt, record, now)?;
+        self.received(&outcome);
+        Ok(outcome)
+    }
+
+    /// What follows an applied receipt: the reply of a final command, or another
+    /// claim of one back in the queue.
+    fn received(self: &Arc<Self>, outcome: &ReceiptOutcome) {
+        if let ReceiptOutcome::Accepted(command) = outcome {
             if command.status.is_final() {
                 self.reply(command);
             } else if command.status == CommandStatus::Pending {
                 self.wake.notify_one();
             }
         }
-        Ok(outcome)
     }
 
     /// Publishes the command's outcome on its reply topic, through the outbox
@@ -258,9 +284,24 @@ impl Commands {
         }
     }
 
+    /// What a stop left behind: the claims this engine's node held go back to
+    /// the queue (W4), and the replies not yet safely in the outbox go out (S3).
+    pub fn after_restart(self: &Arc<Self>, now: i64) {
+        match self.store.release_claims_of(&self.node_id, now) {
+            Ok(released) if !released.is_empty() => {
+                tracing::info!(commands = ?released, "claims held before the restart are claimed again");
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::error!(%error, "cannot release the claims held before the restart")
+            }
+        }
+        self.resend_due_replies();
+    }
+
     /// Publishes the replies that a stop cut off before they were safely in the
     /// outbox (invariant S3).
-    pub fn resend_due_replies(self: &Arc<Self>) {
+    fn resend_due_replies(self: &Arc<Self>) {
         match self.store.replies_due() {
             Ok(due) => {
                 for command in due {

@@ -6,9 +6,10 @@
 use std::collections::HashSet;
 
 use super::model::{Command, CommandRecord, NewCommand};
+use super::outcome::{WriteIntent, WriteRecord};
 use crate::io::exponential;
 use crate::model::{CommandAction, CommandStatus, Refused, Scope, Transitions};
-use crate::store::{Change, Index, Journal, Store, StoreError, Tables};
+use crate::store::{Change, Index, Journal, Keyed, Store, StoreError, Tables};
 
 /// The command tables: id -> command, (status, id), and (id, seq) -> record.
 const TABLES: Tables = Tables {
@@ -107,10 +108,22 @@ pub struct Swept {
     pub expired: Vec<u64>,
 }
 
-/// The command journal and the whitelist its transitions follow.
+/// (tenant, requestId) -> the write's record (JSON): the audit trail, and the
+/// outcome repeated executions get.
+const WRITES: &str = "write_audit";
+/// (tenant, requestId) -> the write's intent (JSON), until its record is stored.
+const INTENTS: &str = "write_intent";
+
+/// The key of a write: tenant and request id.
+pub(super) type WriteKey = (u32, &'static str);
+
+/// The command journal and the whitelist its transitions follow; the intents and
+/// records of the writes that execute commands.
 #[derive(Debug)]
 pub struct CommandStore {
     journal: Journal<Command, CommandRecord>,
+    pub(super) records: Keyed<WriteKey, WriteRecord>,
+    pub(super) intents: Keyed<WriteKey, WriteIntent>,
     whitelist: Transitions<CommandStatus, CommandAction>,
     pub(super) timings: Timings,
 }
@@ -153,6 +166,8 @@ impl CommandStore {
     ) -> Self {
         Self {
             journal: Journal::new(store, TABLES),
+            records: Keyed::new(store, WRITES, "write record"),
+            intents: Keyed::new(store, INTENTS, "write intent"),
             whitelist,
             timings,
         }

@@ -69,7 +69,7 @@ fn commands(
     let command_store = Arc::new(CommandStore::new(store, whitelist, timings));
     let writes = Arc::new(WriteService::new(
         Arc::clone(fleet),
-        store,
+        Arc::clone(&command_store),
         c.write_attempts,
     ));
     let node_id = c

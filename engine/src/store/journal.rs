@@ -251,7 +251,12 @@ pub struct Change<'t, R, H> {
     kinds: PhantomData<fn() -> (R, H)>,
 }
 
-impl<R: Entry, H: Serialize + DeserializeOwned> Change<'_, R, H> {
+impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
+    /// The transaction, for the other tables kept with the journal's records.
+    pub(super) fn tx(&self) -> &'t redb::WriteTransaction {
+        self.tx
+    }
+
     /// Record `id`, as this transaction sees it.
     ///
     /// # Errors

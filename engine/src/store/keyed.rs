@@ -1,5 +1,5 @@
-//! Values kept by a key, one write transaction each (the results of writes, by
-//! tenant and request id).
+//! Values kept by a key (the intents and the results of writes, by tenant and
+//! request id): one write transaction each, or a part of a journal's change.
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 
 use super::database::Store;
 use super::error::StoreError;
+use super::journal::{Change, Entry};
 
 /// A table of JSON values by key.
 pub struct Keyed<K: Key + 'static, V> {
@@ -58,15 +59,19 @@ impl<K: Key + 'static, V: Serialize + DeserializeOwned> Keyed<K, V> {
             })
     }
 
+    fn encode(&self, value: &V) -> Result<Vec<u8>, StoreError> {
+        serde_json::to_vec(value).map_err(|source| StoreError::Encode {
+            what: self.what,
+            source,
+        })
+    }
+
     /// Stores `value` under `key`, durably.
     ///
     /// # Errors
     /// A database failure, or a value that cannot be encoded.
     pub fn put<'k>(&self, key: impl Borrow<K::SelfType<'k>>, value: &V) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(value).map_err(|source| StoreError::Encode {
-            what: self.what,
-            source,
-        })?;
+        let bytes = self.encode(value)?;
         self.store.transaction(|tx| {
             tx.open_table(self.table)
                 .map_err(StoreError::from)?
@@ -74,5 +79,36 @@ impl<K: Key + 'static, V: Serialize + DeserializeOwned> Keyed<K, V> {
                 .map_err(StoreError::from)?;
             Ok::<_, StoreError>(())
         })
+    }
+
+    /// Stores `value` under `key` as a part of `change`: kept with it or not at all.
+    ///
+    /// # Errors
+    /// A database failure, or a value that cannot be encoded.
+    pub fn put_in<'k, R: Entry, H: Serialize + DeserializeOwned>(
+        &self,
+        change: &mut Change<'_, R, H>,
+        key: impl Borrow<K::SelfType<'k>>,
+        value: &V,
+    ) -> Result<(), StoreError> {
+        let bytes = self.encode(value)?;
+        change
+            .tx()
+            .open_table(self.table)?
+            .insert(key, bytes.as_slice())?;
+        Ok(())
+    }
+
+    /// Removes what `key` holds as a part of `change`.
+    ///
+    /// # Errors
+    /// A database failure.
+    pub fn remove_in<'k, R: Entry, H: Serialize + DeserializeOwned>(
+        &self,
+        change: &mut Change<'_, R, H>,
+        key: impl Borrow<K::SelfType<'k>>,
+    ) -> Result<(), StoreError> {
+        change.tx().open_table(self.table)?.remove(key)?;
+        Ok(())
     }
 }

@@ -6,6 +6,7 @@
 // Each test binary uses only part of this module.
 #![allow(dead_code)]
 
+pub mod downlink;
 pub mod engine;
 pub mod mqtt;
 pub mod peers;
