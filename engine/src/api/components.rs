@@ -124,13 +124,15 @@ pub async fn reload(State(state): State<ApiState>, _admin: Admin) -> Reply {
         .pipelines
         .map(|r| part(r.map(|swapped| json!({ "swapped": swapped }))));
     let devices = report.devices.map(|r| {
-        part(r.map(|c| {
+        part(r.map(|reload| {
+            let c = &reload.changes;
             json!({
                 "added": c.added,
                 "changed": c.changed,
                 "removed": c.removed,
                 "unchanged": c.unchanged,
                 "restartNeeded": c.restart_needed,
+                "conflicts": reload.conflicts,
             })
         }))
     });

@@ -71,10 +71,7 @@ pub async fn health(State(state): State<ApiState>) -> Json<Value> {
             &state.deployer.reload_status(),
             state.deployer.sources().pipelines_dir.as_deref(),
         ),
-        "config": reloads(
-            &state.deployer.device_reload_status(),
-            state.deployer.sources().config_file.as_deref(),
-        ),
+        "config": config_reloads(&state),
         "quarantined": crate::watchdog::pools(roster.devices(), &state.alarms)
             .into_iter()
             .filter(|p| p.health.quarantined)
@@ -104,6 +101,16 @@ fn wal(state: &ApiState) -> Value {
         "droppedNewest": stats.dropped_newest.get(),
         "corrupt": outbox.log().corrupt(),
     })
+}
+
+/// The device configuration's reloads, and the pushed devices in conflict.
+fn config_reloads(state: &ApiState) -> Value {
+    let mut config = reloads(
+        &state.deployer.device_reload_status(),
+        state.deployer.sources().config_file.as_deref(),
+    );
+    config["conflicts"] = json!(state.deployer.conflicts());
+    config
 }
 
 fn reloads(status: &ReloadStatus, source: Option<&std::path::Path>) -> Value {

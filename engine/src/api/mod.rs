@@ -5,6 +5,7 @@ mod alarms;
 mod auth;
 mod commands;
 mod components;
+mod devices;
 mod health;
 mod metrics;
 mod reply;
@@ -39,6 +40,11 @@ pub async fn serve(
         .route(
             "/devices/{id}/state",
             get(states::device).put(states::set_device),
+        )
+        .route("/devices/{id}", get(devices::get))
+        .route(
+            "/devices/{id}/config",
+            axum::routing::put(devices::push).delete(devices::withdraw),
         )
         .route("/drivers/{id}/state", get(states::driver))
         .route("/alarms", get(alarms::list))

@@ -59,6 +59,7 @@ pub fn build(
         file,
         config,
         pipelines,
+        ..
     } = loaded;
     let mut errors = Diagnostics::new(&file);
     let limits = SandboxLimits::of(&config);

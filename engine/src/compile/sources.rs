@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::pushed::{Conflict, Overlaid, PushedDevices};
 use crate::config::{self, GatewayConfig};
 use crate::pipeline::{PipelineSet, files_in};
 use crate::yaml::Diagnostics;
@@ -25,8 +26,11 @@ pub struct Sources {
 pub struct Loaded {
     /// The configuration file's name, as diagnostics print it.
     pub file: String,
+    /// The file's configuration with the pushed devices laid over it.
     pub config: GatewayConfig,
     pub pipelines: PipelineSet,
+    /// Pushed devices whose file entry was edited since their push.
+    pub conflicts: Vec<Conflict>,
 }
 
 impl Sources {
@@ -48,6 +52,16 @@ impl Sources {
         }
     }
 
+    /// Reads the device configuration file and lays the devices pushed into its
+    /// data directory over it: the configuration that runs.
+    ///
+    /// # Errors
+    /// Every problem of the file, or of a kept push.
+    pub fn load_running(&self) -> Result<Overlaid, Diagnostics> {
+        let file = self.load_config()?;
+        PushedDevices::of(&file).overlay(file)
+    }
+
     /// Reads the pipeline files (the directory's and the others) as one set.
     ///
     /// # Errors
@@ -66,11 +80,12 @@ impl Sources {
     /// # Errors
     /// Every problem of every file.
     pub fn load(&self) -> Result<Loaded, Diagnostics> {
-        match (self.load_config(), self.load_pipelines()) {
-            (Ok(config), Ok(pipelines)) => Ok(Loaded {
+        match (self.load_running(), self.load_pipelines()) {
+            (Ok(overlaid), Ok(pipelines)) => Ok(Loaded {
                 file: self.config_name(),
-                config,
+                config: overlaid.config,
                 pipelines,
+                conflicts: overlaid.conflicts,
             }),
             (config, pipelines) => {
                 let mut errors = Diagnostics::new(self.config_name());

@@ -78,6 +78,7 @@ fn a_quarantined_sandbox_does_not_stop_a_compile() {
         file: "gw.yaml".into(),
         config: config.clone(),
         pipelines: PipelineSet::builtin().expect("builtin"),
+        conflicts: Vec::new(),
     };
     let mut running = Pools::new();
     running.reuse_rules(1, std::sync::Arc::clone(&sandbox));

@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 
+use sha2::{Digest, Sha256};
+
 use super::TenantConfig;
 use super::channel::{self, ChannelConfig};
 use super::collector::CollectorConfig;
@@ -50,6 +52,13 @@ impl DeviceConfig {
     /// Whether both say the same of the device, wherever in the file they stand.
     pub fn same_as(&self, other: &DeviceConfig) -> bool {
         self.without_positions() == other.without_positions()
+    }
+
+    /// A digest of what the entry says, positions aside: equal for entries that
+    /// are [`DeviceConfig::same_as`] each other, in this engine version.
+    pub fn fingerprint(&self) -> String {
+        let digest = Sha256::digest(format!("{:?}", self.without_positions()).as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
     }
 
     fn without_positions(&self) -> DeviceConfig {

@@ -107,6 +107,29 @@ pub fn resolve_pipelines(
     }
 }
 
+/// Reads one `devices` entry on its own (a device pushed by the platform) as the
+/// file would, with the defaults, tenants and products of `context`.
+///
+/// # Errors
+/// Every problem of the entry, at its position.
+pub fn read_device(
+    file: &str,
+    entry: &Node,
+    context: &GatewayConfig,
+) -> Result<DeviceConfig, Diagnostics> {
+    let mut errors = Diagnostics::new(file);
+    let list = Node {
+        pos: entry.pos,
+        kind: Kind::Seq(vec![entry.clone()]),
+    };
+    let mut devices = device::read_all(&list, &context.collector, &context.tenants, &mut errors);
+    resolve_pipelines(&mut devices, &context.products, &context.tenants);
+    match devices.pop() {
+        Some(device) if errors.is_empty() => Ok(device),
+        _ => Err(errors.sorted()),
+    }
+}
+
 /// Reads and checks the configuration file at `path`.
 ///
 /// # Errors

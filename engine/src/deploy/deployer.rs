@@ -8,7 +8,7 @@ use super::shelf::Shelf;
 use super::status::ReloadStatus;
 use crate::alarm::Alarms;
 use crate::collector::{Fleet, swap_codec, swap_pipelines};
-use crate::compile::{self, Compiled, Loaded, Pools, Sources};
+use crate::compile::{self, Compiled, Conflict, Loaded, Pools, Sources};
 use crate::model::Whitelist;
 use crate::pipeline::PipelineSet;
 use crate::runtime::{ComponentInfo, ComponentKind, Registry};
@@ -33,13 +33,15 @@ pub struct Deployer {
     pub(super) busy: Mutex<()>,
     /// How reloads of the pipeline files, and of the device configuration, went.
     pub(super) status: Mutex<(ReloadStatus, ReloadStatus)>,
+    /// Pushed devices whose file entry was edited since their push.
+    pub(super) conflicts: Mutex<Vec<Conflict>>,
 }
 
 impl Deployer {
     pub fn new(
         (registry, fleet, alarms): (Arc<Registry>, Arc<Fleet>, Option<Arc<Alarms>>),
         (pipelines, sources, whitelist): (PipelineSet, Sources, Whitelist),
-        shelf: Shelf,
+        (shelf, conflicts): (Shelf, Vec<Conflict>),
     ) -> Self {
         Self {
             registry,
@@ -51,6 +53,7 @@ impl Deployer {
             shelf,
             busy: Mutex::new(()),
             status: Mutex::default(),
+            conflicts: Mutex::new(conflicts),
         }
     }
 
@@ -186,6 +189,7 @@ impl Deployer {
             file: self.sources.config_name(),
             config: self.fleet.config(),
             pipelines,
+            conflicts: Vec::new(),
         };
         compile::build(loaded, &self.registry, &mut pools, &|_| true)
     }

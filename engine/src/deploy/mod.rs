@@ -5,15 +5,21 @@
 //! Deployed versions are kept in the data directory (`components/NAME/VERSION.wasm`
 //! and `components/NAME/manifest.json`, written via rename) and installed again at
 //! start, with the version that was active.
+//!
+//! The same one-at-a-time path reloads the pipeline files and the device
+//! configuration (`reload.rs`) and applies the device configurations the platform
+//! pushes (`push.rs`).
 
 mod deployer;
 mod error;
+mod push;
 mod reload;
 mod shelf;
 mod status;
 
 pub use deployer::Deployer;
 pub use error::DeployError;
-pub use reload::{ReloadReport, watch_sources};
+pub use push::{Push, PushOutcome, PushTarget, serve_pushes};
+pub use reload::{DeviceReload, ReloadReport, watch_sources};
 pub use shelf::{COMPONENTS_DIR, Shelf};
 pub use status::ReloadStatus;

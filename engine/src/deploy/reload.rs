@@ -12,10 +12,12 @@ use super::deployer::Deployer;
 use super::error::DeployError;
 use super::status::ReloadStatus;
 use crate::collector::{DeviceChanges, swap_pipelines};
-use crate::compile::{self, Loaded};
+use crate::compile::{self, Conflict, Loaded};
+use crate::config::GatewayConfig;
 use crate::pipeline::files_in;
 use crate::sync::lock;
 use crate::telemetry::{Collector, ConstCounter, DescriptorEncoder, Metrics, encode_scraped};
+use crate::yaml::Diagnostics;
 
 /// How often the files are looked at for changes.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
@@ -63,7 +65,15 @@ impl Collector for ReloadMetrics {
 pub struct ReloadReport {
     /// Devices whose pipelines were swapped.
     pub pipelines: Option<Result<usize, DeployError>>,
-    pub devices: Option<Result<DeviceChanges, DeployError>>,
+    pub devices: Option<Result<DeviceReload, DeployError>>,
+}
+
+/// What a reload of the device configuration did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceReload {
+    pub changes: DeviceChanges,
+    /// Pushed devices whose file entry was edited: the push stays in force.
+    pub conflicts: Vec<Conflict>,
 }
 
 impl Deployer {
@@ -114,14 +124,15 @@ impl Deployer {
         result
     }
 
-    /// Reads the device configuration file again and applies what changed in its
-    /// `devices` and `products`: the changed and new devices are compiled (with
-    /// the running pipelines) and put in place with the others untouched. Blocking.
+    /// Reads the device configuration file again, lays the pushed devices over it
+    /// (P3 of `docs/commands.md`), and applies what changed in its `devices` and
+    /// `products`: the changed and new devices are compiled (with the running
+    /// pipelines) and put in place with the others untouched. Blocking.
     ///
     /// # Errors
     /// No configuration file, or problems in it or in a changed device
     /// (`FILE:LINE:COL` each); the running devices stay.
-    pub fn reload_devices(&self) -> Result<DeviceChanges, DeployError> {
+    pub fn reload_devices(&self) -> Result<DeviceReload, DeployError> {
         if self.sources.config_file.is_none() {
             return Err(DeployError::Invalid(
                 "the engine runs without a configuration file".into(),
@@ -130,39 +141,79 @@ impl Deployer {
         let _one = lock(&self.busy);
         let result = self
             .sources
-            .load_config()
-            .and_then(|config| {
-                let mut pools = self.running_pools();
+            .load_running()
+            .and_then(|overlaid| {
                 let file = self.sources.config_name();
-                let plan = self.fleet.plan_reload(&file, &config);
-                let loaded = Loaded {
-                    file,
-                    config: plan.config().clone(),
-                    pipelines: lock(&self.pipelines).clone(),
-                };
-                let compiled =
-                    compile::build(loaded, &self.registry, &mut pools, &|d| plan.rebuilds(d));
-                let mut problems = plan.problems().clone();
-                match compiled {
-                    Ok(compiled) if problems.is_empty() => Ok(plan.apply(compiled)),
-                    Ok(_) => Err(problems.sorted()),
-                    Err(more) => {
-                        problems.extend(more);
-                        Err(problems.sorted())
-                    }
-                }
+                let changes = self.apply_devices(&file, &overlaid.config, || Ok(()))?;
+                Ok(DeviceReload {
+                    changes,
+                    conflicts: overlaid.conflicts,
+                })
             })
             .map_err(DeployError::Devices);
-        if let Ok(changes) = &result
-            && !changes.restart_needed.is_empty()
-        {
-            tracing::warn!(
-                sections = ?changes.restart_needed,
-                "these sections changed too and apply at the next start"
-            );
+        if let Ok(reload) = &result {
+            if !reload.changes.restart_needed.is_empty() {
+                tracing::warn!(
+                    sections = ?reload.changes.restart_needed,
+                    "these sections changed too and apply at the next start"
+                );
+            }
+            self.record_conflicts(reload.conflicts.clone());
         }
         lock(&self.status).1.record("device configuration", &result);
         result
+    }
+
+    /// Puts the devices of `config` in place: those that differ from the running
+    /// ones are compiled (with the running pipelines) and, once `commit` agrees,
+    /// swapped in with the others untouched. Called with `busy` held.
+    ///
+    /// # Errors
+    /// Problems in a changed device, or what `commit` says; nothing changed.
+    pub(super) fn apply_devices(
+        &self,
+        file: &str,
+        config: &GatewayConfig,
+        commit: impl FnOnce() -> Result<(), Diagnostics>,
+    ) -> Result<DeviceChanges, Diagnostics> {
+        let mut pools = self.running_pools();
+        let plan = self.fleet.plan_reload(file, config);
+        let loaded = Loaded {
+            file: file.to_owned(),
+            config: plan.config().clone(),
+            pipelines: lock(&self.pipelines).clone(),
+            conflicts: Vec::new(),
+        };
+        let compiled = compile::build(loaded, &self.registry, &mut pools, &|d| plan.rebuilds(d));
+        let mut problems = plan.problems().clone();
+        match compiled {
+            Ok(compiled) if problems.is_empty() => {
+                commit()?;
+                Ok(plan.apply(compiled))
+            }
+            Ok(_) => Err(problems.sorted()),
+            Err(more) => {
+                problems.extend(more);
+                Err(problems.sorted())
+            }
+        }
+    }
+
+    /// The pushed devices whose file entry was edited since their push, as the
+    /// last start or reload found them.
+    pub fn conflicts(&self) -> Vec<Conflict> {
+        lock(&self.conflicts).clone()
+    }
+
+    fn record_conflicts(&self, conflicts: Vec<Conflict>) {
+        for conflict in &conflicts {
+            tracing::warn!(
+                device = %conflict.device_id,
+                edit = ?conflict.file_edit,
+                "the file's entry of a pushed device was edited; the pushed configuration stays in force until it is withdrawn"
+            );
+        }
+        *lock(&self.conflicts) = conflicts;
     }
 
     /// Reloads the pipeline files (when there is a directory), then the device

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::compile::{self, Compiled, Pools, Sources};
+use crate::compile::{self, Compiled, Conflict, Pools, Sources};
 use crate::config::GatewayConfig;
 use crate::deploy::Shelf;
 use crate::runtime::{LoadError, Registry, Runtime, RuntimeConfig};
@@ -57,6 +57,8 @@ pub struct Prepared {
     pub compiled: Compiled,
     pub registry: Arc<Registry>,
     pub shelf: Shelf,
+    /// Pushed devices whose file entry was edited since their push.
+    pub conflicts: Vec<Conflict>,
 }
 
 /// Compiles the gateway `sources` describe, with the components it would run:
@@ -67,6 +69,14 @@ pub struct Prepared {
 /// Every problem of the files or the components, or a runtime that cannot start.
 pub fn compile(sources: &Sources, purpose: Purpose) -> Result<Prepared, Refusal> {
     let loaded = sources.load().map_err(Refusal::Problems)?;
+    let conflicts = loaded.conflicts.clone();
+    for conflict in &conflicts {
+        tracing::warn!(
+            device = %conflict.device_id,
+            edit = ?conflict.file_edit,
+            "the file's entry of a pushed device was edited since the push; the pushed configuration is in force until it is withdrawn"
+        );
+    }
     let (registry, shelf) = registry(&loaded.config, purpose)?;
     let compiled = compile::build(loaded, &registry, &mut Pools::new(), &|_| true)
         .map_err(Refusal::Problems)?;
@@ -74,5 +84,6 @@ pub fn compile(sources: &Sources, purpose: Purpose) -> Result<Prepared, Refusal>
         compiled,
         registry,
         shelf,
+        conflicts,
     })
 }

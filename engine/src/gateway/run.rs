@@ -23,7 +23,7 @@ use crate::config::{GatewayConfig, Protocol};
 use crate::deploy::Deployer;
 use crate::lease::{Announce, EntityType, Leases, RedbStateStore};
 use crate::model::{CommandAction, CommandStatus, Transitions};
-use crate::mqtt::DRIVER_PRODUCT;
+use crate::mqtt::{DRIVER_PRODUCT, Topics};
 use crate::store::Store;
 use crate::telemetry::Metrics;
 use crate::uplink::{Downlink, Uplink};
@@ -83,6 +83,28 @@ fn commands(
         uplink.clone(),
         node_id,
     )
+}
+
+/// Hands each downlink message to whoever handles its topic: configuration pushes
+/// to the deployer, commands to the command service. Ends with the uplink.
+async fn route_downlink(
+    mut messages: mpsc::UnboundedReceiver<Downlink>,
+    topics: Topics,
+    (commands, pushes): (
+        mpsc::UnboundedSender<Downlink>,
+        mpsc::UnboundedSender<Downlink>,
+    ),
+) {
+    while let Some(message) = messages.recv().await {
+        let to = if topics.push_target(&message.topic).is_some() {
+            &pushes
+        } else {
+            &commands
+        };
+        // Each handler runs as long as the engine; an unhandled message is
+        // delivered again after the next start.
+        let _ = to.send(message);
+    }
 }
 
 /// The background tasks, awaited at shutdown.
@@ -187,6 +209,7 @@ pub async fn run(
         mut compiled,
         registry,
         shelf,
+        conflicts,
     } = prepared;
     let config = compiled.config.clone();
     let (store, seq, outbox) = state::open(&config)?;
@@ -220,7 +243,7 @@ pub async fn run(
     let deployer = Arc::new(Deployer::new(
         (registry, Arc::clone(&fleet), alarms),
         (pipelines, sources, whitelist),
-        shelf,
+        (shelf, conflicts),
     ));
     tasks.spawn(crate::watchdog::watch(
         Arc::clone(&fleet),
@@ -238,11 +261,21 @@ pub async fn run(
         alarms,
         downlink,
     } = engine;
+    let (to_commands, command_messages) = mpsc::unbounded_channel();
+    let (to_deployer, push_messages) = mpsc::unbounded_channel();
+    let topics = uplink.topics().clone();
+    tasks.spawn(route_downlink(downlink, topics, (to_commands, to_deployer)));
     tasks.spawn(command::node::run(
         Arc::clone(&commands),
         Arc::clone(alarms.store()),
         config.collector.commands.execute_own,
-        downlink,
+        command_messages,
+        shutdown.clone(),
+    ));
+    tasks.spawn(crate::deploy::serve_pushes(
+        Arc::clone(&deployer),
+        uplink.clone(),
+        push_messages,
         shutdown.clone(),
     ));
     tracing::info!(

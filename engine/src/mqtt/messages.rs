@@ -1,5 +1,5 @@
 //! The payloads of the engine's other messages: statuses, state-change events,
-//! alarm notices and command replies.
+//! alarm notices, command replies and the replies to configuration pushes.
 
 use serde::Serialize;
 use serde_json::{Value as Json, json};
@@ -83,6 +83,44 @@ pub struct Reply<'a> {
 }
 
 impl Reply<'_> {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// What became of a configuration push.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PushStatus {
+    /// In force: the device runs with it (or already did, unchanged).
+    Applied,
+    /// Refused with every problem; nothing changed.
+    Rejected,
+}
+
+/// One problem of a pushed configuration: where in the JSON, and what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PushProblem {
+    /// A JSON path into the pushed document: `$.channels[0].tags[1].address`.
+    pub path: String,
+    pub message: String,
+}
+
+/// A reply on `config/push/reply`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PushReply<'a> {
+    pub request_id: Json,
+    pub device_id: Option<&'a str>,
+    pub status: PushStatus,
+    /// Whether the device was rebuilt (false: it already ran with this).
+    pub changed: bool,
+    pub problems: &'a [PushProblem],
+    pub message: &'a str,
+    pub ts: i64,
+}
+
+impl PushReply<'_> {
     pub fn to_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
     }

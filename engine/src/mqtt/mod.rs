@@ -16,7 +16,10 @@ mod report;
 mod request;
 mod topics;
 
-pub use messages::{Notice, Reply, ReplyStatus, alarm_notice, entity_event, status};
+pub use messages::{
+    Notice, PushProblem, PushReply, PushStatus, Reply, ReplyStatus, alarm_notice, entity_event,
+    status,
+};
 pub use report::{ReportHeader, payload};
 pub use request::{CommandRequest, EXPECTED_SHAPE, request_id_of};
 pub use topics::{CommandTarget, DRIVER_PRODUCT, DeviceTopic, Topics};

@@ -15,6 +15,10 @@ pub enum DeviceTopic<'a> {
     Command(CommandKind),
     /// The outcome of a command: `property/set/reply` or `function/invoke/reply`.
     Reply(CommandKind),
+    /// A device's configuration arriving: `config/push`.
+    ConfigPush,
+    /// The outcome of a configuration push: `config/push/reply`.
+    ConfigPushReply,
 }
 
 impl DeviceTopic<'_> {
@@ -25,9 +29,13 @@ impl DeviceTopic<'_> {
             DeviceTopic::EventPost(event) => format!("event/post/{event}"),
             DeviceTopic::Command(kind) => command_suffix(*kind).to_owned(),
             DeviceTopic::Reply(kind) => format!("{}/reply", command_suffix(*kind)),
+            DeviceTopic::ConfigPush => CONFIG_PUSH.to_owned(),
+            DeviceTopic::ConfigPushReply => format!("{CONFIG_PUSH}/reply"),
         }
     }
 }
+
+const CONFIG_PUSH: &str = "config/push";
 
 fn command_suffix(kind: CommandKind) -> &'static str {
     match kind {
@@ -84,21 +92,31 @@ impl Topics {
         self.device(COLLECTOR_PRODUCT, client_id, DeviceTopic::StatusPost)
     }
 
-    /// What the engine subscribes to: every device's command topics.
-    pub fn command_filters(&self) -> [String; 2] {
-        [CommandKind::PropertySet, CommandKind::FunctionInvoke]
-            .map(|kind| self.device("+", "+", DeviceTopic::Command(kind)))
+    /// What the engine subscribes to: every device's downlink topics (the two
+    /// command topics and `config/push`).
+    pub fn downlink_filters(&self) -> [String; 3] {
+        [
+            DeviceTopic::Command(CommandKind::PropertySet),
+            DeviceTopic::Command(CommandKind::FunctionInvoke),
+            DeviceTopic::ConfigPush,
+        ]
+        .map(|topic| self.device("+", "+", topic))
     }
 
-    /// The device and kind of a command topic; `None` for any other topic.
-    pub fn command_target(&self, topic: &str) -> Option<CommandTarget> {
+    /// The device and the suffix of one of its topics under the prefix.
+    fn split<'t>(&self, topic: &'t str) -> Option<(&'t str, &'t str, &'t str)> {
         let rest = if self.prefix.is_empty() {
             topic
         } else {
             topic.strip_prefix(&self.prefix)?.strip_prefix('/')?
         };
         let mut parts = rest.splitn(3, '/');
-        let (product_id, device_num, suffix) = (parts.next()?, parts.next()?, parts.next()?);
+        Some((parts.next()?, parts.next()?, parts.next()?))
+    }
+
+    /// The device and kind of a command topic; `None` for any other topic.
+    pub fn command_target(&self, topic: &str) -> Option<CommandTarget> {
+        let (product_id, device_num, suffix) = self.split(topic)?;
         let kind = [CommandKind::PropertySet, CommandKind::FunctionInvoke]
             .into_iter()
             .find(|kind| command_suffix(*kind) == suffix)?;
@@ -107,6 +125,13 @@ impl Topics {
             device_num: device_num.to_owned(),
             kind,
         })
+    }
+
+    /// The device a `config/push` topic names (productId, deviceNum); `None` for
+    /// any other topic.
+    pub fn push_target(&self, topic: &str) -> Option<(String, String)> {
+        let (product_id, device_num, suffix) = self.split(topic)?;
+        (suffix == CONFIG_PUSH).then(|| (product_id.to_owned(), device_num.to_owned()))
     }
 }
 
@@ -135,8 +160,16 @@ mod tests {
         );
         assert_eq!(site.under_prefix("alarm/post"), "site1/alarm/post");
         assert_eq!(
-            site.command_filters(),
-            ["site1/+/+/property/set", "site1/+/+/function/invoke"]
+            site.downlink_filters(),
+            [
+                "site1/+/+/property/set",
+                "site1/+/+/function/invoke",
+                "site1/+/+/config/push"
+            ]
+        );
+        assert_eq!(
+            site.device("P", "D", DeviceTopic::ConfigPushReply),
+            "site1/P/D/config/push/reply"
         );
     }
 
@@ -157,6 +190,12 @@ mod tests {
                 .map(|t| t.kind),
             Some(CommandKind::FunctionInvoke)
         );
+        assert_eq!(
+            site.push_target("site1/P1/D1/config/push"),
+            Some(("P1".into(), "D1".into()))
+        );
+        assert_eq!(site.push_target("site1/P1/D1/property/set"), None);
+        assert_eq!(site.command_target("site1/P1/D1/config/push"), None);
         for other in [
             "site1/P1/D1/property/post",
             "other/P1/D1/property/set",

@@ -27,7 +27,7 @@ impl Uplink {
     /// Starts the publisher in the background; it connects, reconnects, publishes
     /// the outbox's records and releases them on PUBACK until `shutdown`. With a
     /// `downlink` sender it also subscribes to the downlink topics (see
-    /// [`Topics::command_filters`]) and hands every message it receives there.
+    /// [`Topics::downlink_filters`]) and hands every message it receives there.
     pub fn start(
         (config, client_id): (&MqttConfig, &str),
         outbox: Arc<Outbox>,

@@ -40,7 +40,7 @@ pub(super) struct Publisher {
     outbox: Arc<Outbox>,
     stats: Arc<UplinkStats>,
     /// Where downlink messages go, and the filters subscribed for them.
-    downlink: Option<(mpsc::UnboundedSender<Downlink>, [String; 2])>,
+    downlink: Option<(mpsc::UnboundedSender<Downlink>, [String; 3])>,
 }
 
 /// What comes to the publisher besides the outbox: statuses, tracked messages,
@@ -135,7 +135,7 @@ impl Publisher {
             status_topic,
             outbox,
             stats,
-            downlink: downlink.map(|tx| (tx, topics.command_filters())),
+            downlink: downlink.map(|tx| (tx, topics.downlink_filters())),
         }
     }
 

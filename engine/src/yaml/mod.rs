@@ -7,10 +7,12 @@
 
 mod diagnostics;
 mod node;
+mod paths;
 mod pos;
 mod read;
 
 pub use diagnostics::{Diagnostic, Diagnostics};
 pub use node::{Key, Kind, Node, parse};
+pub use paths::Paths;
 pub use pos::Pos;
 pub use read::{Fields, FromNode, enum_value};
