@@ -508,24 +508,19 @@ fn a_final_command_has_its_reply_due_until_it_is_safely_out_even_across_a_reopen
             Timings::default(),
         )
     };
+    let due = |store: &CommandStore| -> Vec<u64> {
+        let due = store.replies_due().expect("due");
+        due.iter().map(|c| c.id).collect()
+    };
     let store = open();
     let open_one = create(&store, Delivery::Realtime);
     let done = create(&store, Delivery::Realtime);
-    assert!(
-        store.replies_due().expect("due").is_empty(),
-        "nothing final yet"
-    );
+    assert!(due(&store).is_empty(), "nothing final yet");
     store
         .cancel(done, Scope::All, "admin", "no longer wanted", T0 + 1)
         .expect("cancel");
-    let due: Vec<u64> = store
-        .replies_due()
-        .expect("due")
-        .iter()
-        .map(|c| c.id)
-        .collect();
     assert_eq!(
-        due,
+        due(&store),
         [done],
         "due from the final transition's own transaction"
     );
@@ -533,14 +528,8 @@ fn a_final_command_has_its_reply_due_until_it_is_safely_out_even_across_a_reopen
     // A stop before the reply was out: still due after the file is opened again.
     drop(store);
     let store = open();
-    let due: Vec<u64> = store
-        .replies_due()
-        .expect("due")
-        .iter()
-        .map(|c| c.id)
-        .collect();
-    assert_eq!(due, [done]);
+    assert_eq!(due(&store), [done]);
     store.replied(done).expect("replied");
-    assert!(store.replies_due().expect("due").is_empty());
+    assert!(due(&store).is_empty());
     assert_eq!(status(&store, open_one), CommandStatus::Pending);
 }

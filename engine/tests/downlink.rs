@@ -113,7 +113,7 @@ async fn a_message_that_is_no_command_is_answered_once_and_not_delivered_again()
             "no device has productId `P` and deviceNum `ELSEWHERE`",
         ),
         (
-            "P/D/function/invoke",
+            "P/plc/function/invoke",
             json!({ "requestId": "incomplete" }),
             Some("incomplete"),
             "the payload must be",
@@ -156,7 +156,10 @@ async fn a_message_that_is_no_command_is_answered_once_and_not_delivered_again()
         topics.contains(&"P/ELSEWHERE/property/set/reply"),
         "{topics:?}"
     );
-    assert!(topics.contains(&"P/D/function/invoke/reply"), "{topics:?}");
+    assert!(
+        topics.contains(&"P/plc/function/invoke/reply"),
+        "{topics:?}"
+    );
 
     // Each was acknowledged with its answer: a restart is not handed them again.
     engine.kill();

@@ -39,8 +39,9 @@ impl CommandStore {
     /// # Errors
     /// A storage failure: then the write must not be made.
     pub fn intend(&self, intent: &WriteIntent) -> Result<(), StoreError> {
+        let request = &intent.request;
         self.intents
-            .put((intent.tenant_id, intent.request_id.as_str()), intent)
+            .put((request.tenant_id, request.request_id.as_str()), intent)
     }
 
     /// Stores the outcome of command `id`'s write, removes its intent and applies

@@ -9,7 +9,8 @@ use super::model::Receipt;
 use crate::model::{ReceiptResult, result_code};
 
 /// One write to make: the command it executes, under which claim.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct WriteRequest {
     pub command_id: u64,
     pub claim_generation: u64,
@@ -53,18 +54,12 @@ pub enum WriteStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WriteIntent {
-    pub command_id: u64,
-    pub claim_generation: u64,
-    pub tenant_id: u32,
-    pub request_id: String,
-    pub device_id: String,
-    pub key: String,
-    pub value: Json,
+    #[serde(flatten)]
+    pub request: WriteRequest,
     /// The raw value to be sent.
     pub raw: Json,
     /// The tag's value before the write, when it can be read.
     pub before: Option<Json>,
-    pub actor: String,
     pub at: i64,
 }
 

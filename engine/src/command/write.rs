@@ -304,7 +304,7 @@ impl WriteService {
         record.before.clone_from(&intent.before);
         let why = format!(
             "in doubt: the engine stopped after it committed the intent to write {} (claim generation {}) and before it stored how the write ended",
-            intent.value, intent.claim_generation
+            intent.request.value, intent.request.claim_generation
         );
         let Some(device) = self.fleet.roster().get(&request.device_id).cloned() else {
             let message = format!("{why}; the device is no longer configured: outcome unknown");
@@ -371,16 +371,9 @@ fn failed(request: &WriteRequest, message: String) -> WriteRecord {
 
 fn intent_of(request: &WriteRequest, record: &WriteRecord) -> WriteIntent {
     WriteIntent {
-        command_id: request.command_id,
-        claim_generation: request.claim_generation,
-        tenant_id: request.tenant_id,
-        request_id: request.request_id.clone(),
-        device_id: request.device_id.clone(),
-        key: request.key.clone(),
-        value: request.value.clone(),
+        request: request.clone(),
         raw: record.raw.clone().unwrap_or(Json::Null),
         before: record.before.clone(),
-        actor: request.actor.clone(),
         at: record.at,
     }
 }

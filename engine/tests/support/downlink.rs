@@ -10,10 +10,11 @@ use serde_json::{Value, json};
 use super::engine::{Engine, scratch_dir};
 use super::mqtt::{Message, Subscriber};
 use super::peers::{Mosquitto, Peer, PyModbus, free_port};
+use super::yaml::modbus_device;
 
 /// The downlink topic of the rig's device, and its reply topic.
-pub const SET: &str = "P/D/property/set";
-pub const REPLY: &str = "P/D/property/set/reply";
+pub const SET: &str = "P/plc/property/set";
+pub const REPLY: &str = "P/plc/property/set/reply";
 /// The rig's admin token.
 pub const ADMIN: &str = "admin-token";
 
@@ -67,21 +68,15 @@ impl Rig {
   http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
   wal: {{ dir: ./data }}
 devices:
-  - deviceId: plc
-    productId: P
-    deviceNum: D
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {device}
-        readTimeoutMs: {read_timeout_ms}
-        tags:
-          - {{ key: sp, address: '40001', dataType: UINT16, periodMs: 200, access: RW, readback: true }}
-",
+{device}",
             http = self.http,
             broker = lines.broker,
-            device = lines.device,
+            device = modbus_device(
+                "plc",
+                lines.device,
+                &format!("        readTimeoutMs: {read_timeout_ms}\n"),
+                "          - { key: sp, address: '40001', dataType: UINT16, periodMs: 200, access: RW, readback: true }\n",
+            ),
         )
     }
 
@@ -145,10 +140,13 @@ devices:
 
     /// Waits for the engine's next report, so it has run a while.
     pub async fn until_next_report(&self) {
-        let before = self.platform.on("P/D/property/post").len();
+        let before = self.platform.on("P/plc/property/post").len();
         self.platform
             .wait_until(Duration::from_secs(20), "another report", |m| {
-                m.iter().filter(|m| m.topic == "P/D/property/post").count() > before
+                m.iter()
+                    .filter(|m| m.topic == "P/plc/property/post")
+                    .count()
+                    > before
             })
             .await;
     }
