@@ -324,7 +324,10 @@ impl Device {
             state,
             timeout_seconds: terms.timeout_seconds,
             timeout_source: terms.timeout_source,
-            extension: serde_json::json!({ "lastError": self.last_error() }),
+            extension: match self.last_error() {
+                error if error.is_empty() => serde_json::json!({}),
+                error => serde_json::json!({ "lastError": error }),
+            },
         });
     }
 

@@ -21,7 +21,7 @@ use crate::command::{self, CommandStore, Commands, Timings, WriteService};
 use crate::compile::{Compiled, Sources};
 use crate::config::{GatewayConfig, Protocol};
 use crate::deploy::Deployer;
-use crate::lease::{Announce, EntityType, Leases, RedbStateStore};
+use crate::lease::{Announce, EntityType, Leases, StateStore};
 use crate::model::{CommandAction, CommandStatus, Transitions};
 use crate::mqtt::{DRIVER_PRODUCT, Topics};
 use crate::store::Store;
@@ -137,7 +137,7 @@ struct Engine {
 /// (its delivery included).
 fn start_engine(
     (config, client_id, compiled): (&GatewayConfig, &str, &mut Compiled),
-    (store, outbox): (&Store, &Arc<Outbox>),
+    (store, outbox, lease_store): (&Store, &Arc<Outbox>, Arc<dyn StateStore>),
     shutdown: &watch::Receiver<bool>,
     tasks: &mut Tasks,
 ) -> Engine {
@@ -155,7 +155,7 @@ fn start_engine(
     tasks.spawn(publisher);
     let (lease_changes, lease_events) = mpsc::unbounded_channel();
     let leases = Leases::new(
-        Arc::new(RedbStateStore::new(store)),
+        lease_store,
         Duration::from_millis(config.collector.lease.scan_interval_ms),
         announcements(config),
         uplink.clone(),
@@ -212,12 +212,17 @@ pub async fn run(
         conflicts,
     } = prepared;
     let config = compiled.config.clone();
-    let (store, seq, outbox) = state::open(&config)?;
+    let state::State {
+        store,
+        seq,
+        outbox,
+        leases,
+    } = state::open(&config)?;
     let client_id = identity::client_id(&config)?;
     let mut tasks = Tasks::default();
     let engine = start_engine(
         (&config, &client_id, &mut compiled),
-        (&store, &outbox),
+        (&store, &outbox, leases),
         &shutdown,
         &mut tasks,
     );

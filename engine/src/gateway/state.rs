@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::config::GatewayConfig;
-use crate::store::{SeqAllocator, Store, StoreError};
+use crate::store::{RedbStateStore, SeqAllocator, StateStore, Store, StoreError};
 use crate::wal::{Outbox, WalError};
 
 /// Why the durable state could not be opened.
@@ -29,14 +29,26 @@ impl StateError {
     }
 }
 
-pub(super) type State = (Store, Arc<SeqAllocator>, Arc<Outbox>);
+/// What the gateway keeps on disk, opened.
+pub(super) struct State {
+    pub store: Store,
+    pub seq: Arc<SeqAllocator>,
+    pub outbox: Arc<Outbox>,
+    pub leases: Arc<dyn StateStore>,
+}
 
-/// Opens the database, the sequence numbers and the outbox.
+/// Opens the database, the sequence numbers, the outbox and the lease table.
 fn open_state(config: &GatewayConfig) -> Result<State, StateError> {
     let store = Store::open(&config.collector.wal.dir)?;
     let seq = SeqAllocator::open(&store, config.collector.wal.enabled)?;
     let outbox = Outbox::open(&config.collector.wal, &store)?;
-    Ok((store, Arc::new(seq), outbox))
+    let leases = Arc::new(RedbStateStore::open(&store)?);
+    Ok(State {
+        store,
+        seq: Arc::new(seq),
+        outbox,
+        leases,
+    })
 }
 
 /// Opens the state, setting a damaged file aside and starting afresh (invariant 5

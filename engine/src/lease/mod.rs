@@ -19,7 +19,7 @@ use tokio::sync::{Notify, mpsc, watch};
 pub use crate::model::{
     EntityState, EntityType, Renewal, StateFilter, StateRow, TimeoutSource, Transition,
 };
-pub use crate::store::{RedbStateStore, StateStore, StoreError};
+pub use crate::store::{Claimed, RedbStateStore, StateStore, StoreError};
 
 use crate::clock::now_ms;
 use crate::mqtt::{DeviceTopic, entity_event, status};
@@ -28,7 +28,7 @@ use crate::uplink::Uplink;
 use crate::wal::Message;
 
 /// Rows claimed per scanner transaction.
-const EXPIRE_BATCH: usize = 500;
+pub const EXPIRE_BATCH: usize = 500;
 /// How often queued heartbeats are applied (one transaction for all of them).
 const RENEW_EVERY: Duration = Duration::from_millis(100);
 /// A driver's own heartbeat period and lease, as the seed sets them.
@@ -215,8 +215,7 @@ impl Leases {
             let claimed =
                 tokio::task::spawn_blocking(move || store.expire(now_ms(), EXPIRE_BATCH)).await;
             match claimed {
-                Ok(Ok(transitions)) => {
-                    let more = transitions.len() == EXPIRE_BATCH;
+                Ok(Ok(Claimed { transitions, more })) => {
                     self.publish(&transitions);
                     if !more {
                         return;

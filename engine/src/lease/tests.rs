@@ -9,7 +9,7 @@ fn store(name: &str) -> (RedbStateStore, Store, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("sluice-lease-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let store = Store::open(&dir).expect("store");
-    (RedbStateStore::new(&store), store, dir)
+    (RedbStateStore::open(&store).expect("leases"), store, dir)
 }
 
 fn device(id: &str, timeout_seconds: u64, state: EntityState) -> Renewal {
@@ -74,7 +74,11 @@ fn an_expired_lease_reads_offline_before_the_scan_and_the_scan_sets_it() {
         .renew(&[device("d1", 30, EntityState::Online)], T0)
         .expect("renew");
     assert!(
-        leases.expire(T0 + 29_999, 100).expect("scan").is_empty(),
+        leases
+            .expire(T0 + 29_999, 100)
+            .expect("scan")
+            .transitions
+            .is_empty(),
         "not yet"
     );
     let row = leases
@@ -87,7 +91,7 @@ fn an_expired_lease_reads_offline_before_the_scan_and_the_scan_sets_it() {
         "reads offline at expiry"
     );
     assert_eq!(row.state, EntityState::Online, "reading changed nothing");
-    let expired = leases.expire(T0 + 30_000, 100).expect("scan");
+    let expired = leases.expire(T0 + 30_000, 100).expect("scan").transitions;
     assert_eq!(expired.len(), 1);
     assert_eq!(
         (
@@ -99,7 +103,11 @@ fn an_expired_lease_reads_offline_before_the_scan_and_the_scan_sets_it() {
     );
     assert_eq!(expired[0].event(), "device-offline");
     assert!(
-        leases.expire(T0 + 60_000, 100).expect("scan").is_empty(),
+        leases
+            .expire(T0 + 60_000, 100)
+            .expect("scan")
+            .transitions
+            .is_empty(),
         "expired once only"
     );
     let back = leases
@@ -119,10 +127,21 @@ fn a_renewal_after_the_index_was_written_wins_over_the_old_expiry() {
         .renew(&[device("d1", 10, EntityState::Online)], T0 + 5_000)
         .expect("renew");
     assert!(
-        leases.expire(T0 + 12_000, 100).expect("scan").is_empty(),
+        leases
+            .expire(T0 + 12_000, 100)
+            .expect("scan")
+            .transitions
+            .is_empty(),
         "the lease now ends at +15 s"
     );
-    assert_eq!(leases.expire(T0 + 15_000, 100).expect("scan").len(), 1);
+    assert_eq!(
+        leases
+            .expire(T0 + 15_000, 100)
+            .expect("scan")
+            .transitions
+            .len(),
+        1
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -157,7 +176,7 @@ fn maintain_and_fault_are_live_states_that_end_offline() {
         .renew(&[device("f", 30, EntityState::Fault)], T0 + 2)
         .expect("renew");
     assert_eq!(fault[0].event(), "device-fault");
-    let expired = leases.expire(T0 + 31_000, 100).expect("scan");
+    let expired = leases.expire(T0 + 31_000, 100).expect("scan").transitions;
     let mut lasts: Vec<_> = expired
         .iter()
         .map(|t| (t.row.entity_id.clone(), t.row.last_state))
@@ -186,7 +205,7 @@ fn expired_rows_are_claimed_in_batches_and_leases_survive_a_reopen() {
         .map(|i| device(&format!("d{i}"), 10 + (i % 3), EntityState::Online))
         .collect();
     leases.renew(&renewals, T0).expect("renew");
-    let first = leases.expire(T0 + 60_000, 500).expect("scan");
+    let first = leases.expire(T0 + 60_000, 500).expect("scan").transitions;
     assert_eq!(first.len(), 500);
     assert!(
         first
@@ -194,13 +213,24 @@ fn expired_rows_are_claimed_in_batches_and_leases_survive_a_reopen() {
             .all(|w| w[0].row.expire_time <= w[1].row.expire_time),
         "oldest first"
     );
-    assert_eq!(leases.expire(T0 + 60_000, 500).expect("scan").len(), 500);
+    assert_eq!(
+        leases
+            .expire(T0 + 60_000, 500)
+            .expect("scan")
+            .transitions
+            .len(),
+        500
+    );
     drop(leases);
     drop(store);
     let store = Store::open(&dir).expect("reopen");
-    let leases = RedbStateStore::new(&store);
+    let leases = RedbStateStore::open(&store).expect("leases");
     assert_eq!(
-        leases.expire(T0 + 60_000, 500).expect("scan").len(),
+        leases
+            .expire(T0 + 60_000, 500)
+            .expect("scan")
+            .transitions
+            .len(),
         200,
         "the rest, after a restart"
     );

@@ -11,6 +11,11 @@ use super::faults::{Faults, FaultyDisk};
 /// File name of the database inside the data directory.
 pub const FILE_NAME: &str = "sluice.redb";
 
+/// Memory redb may keep of the file's pages. Its default (1 GiB) would let a
+/// million leases fill a small gateway's memory; the pages the engine reads
+/// most (the WAL's tail, recent leases) fit in far less.
+const CACHE_BYTES: usize = 32 << 20;
+
 /// The open database, shared by every feature.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -26,7 +31,10 @@ impl Store {
     /// example another engine holds it).
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let path = Self::prepare(dir)?;
-        let db = redb::Database::create(&path).map_err(|e| opening(&path, e))?;
+        let db = redb::Builder::new()
+            .set_cache_size(CACHE_BYTES)
+            .create(&path)
+            .map_err(|e| opening(&path, e))?;
         Ok(Self {
             db: Arc::new(db),
             path,
@@ -43,6 +51,7 @@ impl Store {
         let path = Self::prepare(dir)?;
         let disk = FaultyDisk::open(&path, faults).map_err(|e| opening(&path, e))?;
         let db = redb::Builder::new()
+            .set_cache_size(CACHE_BYTES)
             .create_with_backend(disk)
             .map_err(|e| opening(&path, e))?;
         Ok(Self {

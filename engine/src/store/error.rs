@@ -24,6 +24,8 @@ pub enum StoreError {
         what: &'static str,
         source: serde_json::Error,
     },
+    #[error("a stored {what} is malformed: {reason}")]
+    Malformed { what: &'static str, reason: String },
     #[error("a {what} cannot be encoded: {source}")]
     Encode {
         what: &'static str,
@@ -50,7 +52,10 @@ impl StoreError {
     pub fn is_damaged(&self) -> bool {
         matches!(
             self,
-            StoreError::Open { .. } | StoreError::Database(_) | StoreError::Decode { .. }
+            StoreError::Open { .. }
+                | StoreError::Database(_)
+                | StoreError::Decode { .. }
+                | StoreError::Malformed { .. }
         )
     }
 }

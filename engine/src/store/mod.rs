@@ -24,5 +24,5 @@ pub use error::{Backend, StoreError};
 pub use faults::Faults;
 pub use journal::{Change, Entry, Index, Journal, Tables};
 pub use keyed::Keyed;
-pub use leases::{RedbStateStore, StateStore};
+pub use leases::{Claimed, RedbStateStore, StateStore};
 pub use seq::{LAST_COMMITTED, SeqAllocator};

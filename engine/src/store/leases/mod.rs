@@ -1,0 +1,108 @@
+//! The lease store: an interface every backend implements (the seed's
+//! `FOR UPDATE SKIP LOCKED` claim maps onto [`StateStore::expire`]), and its
+//! redb implementation with fixed-size binary rows (docs/state.md).
+
+mod redb_table;
+mod row;
+
+pub use redb_table::RedbStateStore;
+
+use super::error::StoreError;
+use crate::model::{EntityState, EntityType, Renewal, StateFilter, StateRow, Transition};
+
+/// What one claim of expired leases did.
+#[derive(Debug, Default)]
+pub struct Claimed {
+    /// The rows set offline, in expiry order.
+    pub transitions: Vec<Transition>,
+    /// Whether the claim stopped at its batch size: more may be due.
+    pub more: bool,
+}
+
+/// Storage of entity states and leases.
+pub trait StateStore: Send + Sync + std::fmt::Debug {
+    /// Applies heartbeats in one durable transaction (L1); returns the state
+    /// changes they made. Several heartbeats of one entity in a batch count as
+    /// its last one.
+    ///
+    /// # Errors
+    /// A storage failure; none of the batch is applied.
+    fn renew(&self, renewals: &[Renewal], now_ms: i64) -> Result<Vec<Transition>, StoreError>;
+
+    /// An operator's change (maintain, or back online); keeps the lease.
+    ///
+    /// # Errors
+    /// A storage failure, or no such entity (`Ok(None)` is returned for that).
+    fn set_state(
+        &self,
+        entity_type: EntityType,
+        entity_id: &str,
+        state: EntityState,
+        now_ms: i64,
+    ) -> Result<Option<Transition>, StoreError>;
+
+    /// Claims up to `batch` live rows whose lease ran out at `now`, oldest first,
+    /// re-checking each (lease version, expiry, live state) before setting it
+    /// offline with a renewed (offline) lease (L3).
+    ///
+    /// # Errors
+    /// A storage failure; nothing of the batch is applied.
+    fn expire(&self, now_ms: i64, batch: usize) -> Result<Claimed, StoreError>;
+
+    /// One row, as stored (readers apply [`StateRow::effective_state`]).
+    ///
+    /// # Errors
+    /// A storage failure.
+    fn get(&self, entity_type: EntityType, entity_id: &str)
+    -> Result<Option<StateRow>, StoreError>;
+
+    /// Rows matching `filter`.
+    ///
+    /// # Errors
+    /// A storage failure.
+    fn list(&self, filter: &StateFilter) -> Result<Vec<StateRow>, StoreError>;
+}
+
+/// The renewed row of `old` (if any) for `renewal` at `now`, and the state it
+/// had before: the rule every backend applies to a heartbeat.
+pub(crate) fn renewed_state(
+    old: Option<(EntityState, EntityState)>,
+    renewal: &Renewal,
+    before: EntityState,
+) -> (EntityState, EntityState) {
+    let state = match (old.map(|(state, _)| state), renewal.state) {
+        // An operator's maintenance outlives heartbeats.
+        (Some(EntityState::Maintain), EntityState::Online) => EntityState::Maintain,
+        (_, state) => state,
+    };
+    let last_state = if before == state {
+        old.map_or(before, |(_, last)| last)
+    } else {
+        before
+    };
+    (state, last_state)
+}
+
+/// The last renewal of each entity in `renewals`, in key order.
+pub(crate) fn coalesced(renewals: &[Renewal]) -> Vec<&Renewal> {
+    let mut sorted: Vec<(usize, &Renewal)> = renewals.iter().enumerate().collect();
+    sorted.sort_unstable_by(|(i, a), (j, b)| {
+        (a.entity_type, a.entity_id.as_str(), *i).cmp(&(b.entity_type, b.entity_id.as_str(), *j))
+    });
+    let mut last: Vec<&Renewal> = Vec::with_capacity(sorted.len());
+    for (_, renewal) in sorted {
+        match last.last_mut() {
+            Some(kept)
+                if kept.entity_type == renewal.entity_type
+                    && kept.entity_id == renewal.entity_id =>
+            {
+                *kept = renewal;
+            }
+            _ => last.push(renewal),
+        }
+    }
+    last
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,238 @@
+//! The fixed-size binary form of a lease row in redb, and the byte keys of the
+//! lease table and its expiry index (docs/state.md, L1-L3).
+//!
+//! A row is [`ROW_BYTES`] bytes, little-endian:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0 | state |
+//! | 1 | last state |
+//! | 2 | timeout source |
+//! | 3 | flags (bit 0: details stored beside the row) |
+//! | 4..8 | parent (a number of the parent table) |
+//! | 8..12 | tenant |
+//! | 12..16 | timeout, seconds |
+//! | 16..24 | last heartbeat, ms |
+//! | 24..32 | expire time, ms |
+//! | 32..40 | lease version |
+//! | 40..48 | where the expiry index files the row (ms; `i64::MIN`: not filed) |
+//! | 48..52 | CRC-32 of the stored details |
+
+use crate::model::{EntityState, EntityType, TimeoutSource};
+
+pub(super) const ROW_BYTES: usize = 52;
+pub(super) type RowBytes = [u8; ROW_BYTES];
+
+/// Not filed in the expiry index (offline rows).
+pub(super) const NOT_FILED: i64 = i64::MIN;
+
+const HAS_DETAILS: u8 = 1;
+
+/// One lease row as redb holds it: every field but the entity's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Lease {
+    pub state: EntityState,
+    pub last_state: EntityState,
+    pub timeout_source: TimeoutSource,
+    pub has_details: bool,
+    pub parent: u32,
+    pub tenant_id: u32,
+    pub timeout_seconds: u32,
+    pub last_heartbeat: i64,
+    pub expire_time: i64,
+    pub lease_version: u64,
+    /// The expiry the index files this row under (L2): at or before
+    /// `expire_time` while the row is live.
+    pub filed_at: i64,
+    pub details_crc: u32,
+}
+
+/// Why stored bytes are not a lease row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a stored lease row has an unknown {0} code")]
+pub(super) struct BadRow(&'static str);
+
+impl From<BadRow> for crate::store::StoreError {
+    fn from(error: BadRow) -> Self {
+        Self::Malformed {
+            what: "lease row",
+            reason: error.to_string(),
+        }
+    }
+}
+
+impl Lease {
+    /// The state as readers see it at `now` (as [`crate::model::StateRow::effective_state`]).
+    pub fn effective_state(&self, now_ms: i64) -> EntityState {
+        if self.state.is_live() && self.expire_time <= now_ms {
+            EntityState::Offline
+        } else {
+            self.state
+        }
+    }
+
+    pub fn encode(&self) -> RowBytes {
+        let mut b = [0u8; ROW_BYTES];
+        b[0] = state_code(self.state);
+        b[1] = state_code(self.last_state);
+        b[2] = source_code(self.timeout_source);
+        b[3] = if self.has_details { HAS_DETAILS } else { 0 };
+        b[4..8].copy_from_slice(&self.parent.to_le_bytes());
+        b[8..12].copy_from_slice(&self.tenant_id.to_le_bytes());
+        b[12..16].copy_from_slice(&self.timeout_seconds.to_le_bytes());
+        b[16..24].copy_from_slice(&self.last_heartbeat.to_le_bytes());
+        b[24..32].copy_from_slice(&self.expire_time.to_le_bytes());
+        b[32..40].copy_from_slice(&self.lease_version.to_le_bytes());
+        b[40..48].copy_from_slice(&self.filed_at.to_le_bytes());
+        b[48..52].copy_from_slice(&self.details_crc.to_le_bytes());
+        b
+    }
+
+    /// # Errors
+    /// An unknown state or timeout-source code.
+    pub fn decode(b: &RowBytes) -> Result<Self, BadRow> {
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(word)
+        };
+        Ok(Self {
+            state: state_of(b[0]).ok_or(BadRow("state"))?,
+            last_state: state_of(b[1]).ok_or(BadRow("last state"))?,
+            timeout_source: source_of(b[2]).ok_or(BadRow("timeout source"))?,
+            has_details: b[3] & HAS_DETAILS != 0,
+            parent: u32_at(4),
+            tenant_id: u32_at(8),
+            timeout_seconds: u32_at(12),
+            last_heartbeat: u64_at(16) as i64,
+            expire_time: u64_at(24) as i64,
+            lease_version: u64_at(32),
+            filed_at: u64_at(40) as i64,
+            details_crc: u32_at(48),
+        })
+    }
+}
+
+/// The seed's state flags: 0 online, 1 offline, 2 maintain, 3 fault.
+pub(crate) fn state_code(state: EntityState) -> u8 {
+    match state {
+        EntityState::Online => 0,
+        EntityState::Offline => 1,
+        EntityState::Maintain => 2,
+        EntityState::Fault => 3,
+    }
+}
+
+pub(crate) fn state_of(code: u8) -> Option<EntityState> {
+    Some(match code {
+        0 => EntityState::Online,
+        1 => EntityState::Offline,
+        2 => EntityState::Maintain,
+        3 => EntityState::Fault,
+        _ => return None,
+    })
+}
+
+/// The seed's timeout sources: 0 system, 1 driver, 2 device, 3 profile.
+pub(crate) fn source_code(source: TimeoutSource) -> u8 {
+    match source {
+        TimeoutSource::System => 0,
+        TimeoutSource::Driver => 1,
+        TimeoutSource::Device => 2,
+        TimeoutSource::Profile => 3,
+    }
+}
+
+pub(crate) fn source_of(code: u8) -> Option<TimeoutSource> {
+    Some(match code {
+        0 => TimeoutSource::System,
+        1 => TimeoutSource::Driver,
+        2 => TimeoutSource::Device,
+        3 => TimeoutSource::Profile,
+        _ => return None,
+    })
+}
+
+/// The lease table's key: the entity type's code, then the id's bytes.
+pub(super) fn entity_key(entity_type: EntityType, entity_id: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(1 + entity_id.len());
+    key.push(entity_type.code());
+    key.extend_from_slice(entity_id.as_bytes());
+    key
+}
+
+/// The entity a lease key names; `None` for bytes no key of this table has.
+pub(super) fn entity_of(key: &[u8]) -> Option<(EntityType, String)> {
+    let (&code, id) = key.split_first()?;
+    let entity_type = [EntityType::Driver, EntityType::Device]
+        .into_iter()
+        .find(|t| t.code() == code)?;
+    Some((entity_type, String::from_utf8(id.to_vec()).ok()?))
+}
+
+/// The expiry index's key: the time (ordered as unsigned big-endian bytes), then
+/// the lease key, so a range scan returns rows in expiry order.
+pub(super) fn due_key(at: i64, entity: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(8 + entity.len());
+    key.extend_from_slice(&((at as u64) ^ (1 << 63)).to_be_bytes());
+    key.extend_from_slice(entity);
+    key
+}
+
+/// The first key of the expiry index past everything due at `at`.
+pub(super) fn due_after(at: i64) -> [u8; 8] {
+    ((at.saturating_add(1) as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+/// The time and lease key of an expiry index key.
+pub(super) fn split_due(key: &[u8]) -> Option<(i64, &[u8])> {
+    let (time, entity) = key.split_at_checked(8)?;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(time);
+    Some(((u64::from_be_bytes(word) ^ (1 << 63)) as i64, entity))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_survives_its_encoding() {
+        let lease = Lease {
+            state: EntityState::Fault,
+            last_state: EntityState::Maintain,
+            timeout_source: TimeoutSource::Profile,
+            has_details: true,
+            parent: 7,
+            tenant_id: u32::MAX,
+            timeout_seconds: 45,
+            last_heartbeat: -5,
+            expire_time: 1_800_000_045_000,
+            lease_version: u64::MAX,
+            filed_at: NOT_FILED,
+            details_crc: 0xdead_beef,
+        };
+        assert_eq!(Lease::decode(&lease.encode()), Ok(lease));
+        let mut bytes = lease.encode();
+        bytes[0] = 9;
+        assert_eq!(Lease::decode(&bytes), Err(BadRow("state")));
+    }
+
+    #[test]
+    fn due_keys_sort_in_time_order_across_the_epoch() {
+        let times = [i64::MIN + 1, -1_000, 0, 1, 1_800_000_000_000];
+        let keys: Vec<Vec<u8>> = times.iter().map(|&t| due_key(t, b"\x06d")).collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]));
+        for (&t, key) in times.iter().zip(&keys) {
+            assert_eq!(split_due(key), Some((t, &b"\x06d"[..])));
+            assert!(key.as_slice() < due_after(t).as_slice());
+            assert!(due_key(t + 1, b"").as_slice() >= due_after(t).as_slice());
+        }
+        assert_eq!(
+            entity_of(&entity_key(EntityType::Device, "d-1")),
+            Some((EntityType::Device, "d-1".to_owned()))
+        );
+        assert_eq!(entity_of(b"\x09x"), None);
+    }
+}

@@ -1,0 +1,181 @@
+//! The binary lease table: what the index files where, the details kept beside
+//! the rows, and rows moved from the JSON table of earlier versions.
+
+use redb::TableDefinition;
+
+use super::*;
+use crate::model::TimeoutSource;
+use crate::store::Store;
+
+const T0: i64 = 1_800_000_000_000;
+
+fn open(name: &str) -> (RedbStateStore, Store, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("sluice-leases-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(&dir).expect("store");
+    (RedbStateStore::open(&store).expect("leases"), store, dir)
+}
+
+fn device(id: &str, parent: &str, timeout_seconds: u64) -> Renewal {
+    Renewal {
+        entity_type: EntityType::Device,
+        entity_id: id.into(),
+        parent_id: parent.into(),
+        tenant_id: 4,
+        state: EntityState::Online,
+        timeout_seconds,
+        timeout_source: TimeoutSource::Device,
+        extension: serde_json::json!({}),
+    }
+}
+
+fn row(leases: &RedbStateStore, id: &str) -> StateRow {
+    leases
+        .get(EntityType::Device, id)
+        .expect("get")
+        .expect("row")
+}
+
+#[test]
+fn a_longer_lease_is_refiled_by_the_scan_and_a_shorter_one_at_once() {
+    let (leases, _store, dir) = open("refile");
+    leases.renew(&[device("d", "p", 10)], T0).expect("renew");
+    leases
+        .renew(&[device("d", "p", 10)], T0 + 5_000)
+        .expect("renew");
+    // Filed at +10 s still; the scan finds it renewed and files it at +15 s.
+    let claimed = leases.expire(T0 + 12_000, 10).expect("scan");
+    assert!(claimed.transitions.is_empty() && !claimed.more);
+    // A one-second lease at +13 s ends before +15 s: filed at +14 s at once.
+    leases
+        .renew(&[device("d", "p", 1)], T0 + 13_000)
+        .expect("renew");
+    assert!(
+        leases
+            .expire(T0 + 13_999, 10)
+            .expect("scan")
+            .transitions
+            .is_empty()
+    );
+    let expired = leases.expire(T0 + 14_000, 10).expect("scan").transitions;
+    assert_eq!(expired.len(), 1);
+    assert_eq!(
+        (expired[0].row.lease_version, expired[0].row.expire_time),
+        (4, T0 + 15_000),
+        "three renewals and the expiry; an offline lease renewed for its timeout"
+    );
+    assert!(
+        leases
+            .expire(T0 + 100_000, 10)
+            .expect("scan")
+            .transitions
+            .is_empty(),
+        "offline rows are not filed"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn heartbeats_of_one_entity_in_a_batch_count_once() {
+    let (leases, _store, dir) = open("coalesce");
+    let mut fault = device("d", "p", 30);
+    fault.state = EntityState::Fault;
+    let changes = leases
+        .renew(&[device("d", "p", 10), fault], T0)
+        .expect("renew");
+    assert_eq!(changes.len(), 1);
+    assert_eq!(changes[0].event(), "device-fault");
+    let stored = row(&leases, "d");
+    assert_eq!(
+        (stored.lease_version, stored.expire_time, stored.tenant_id),
+        (1, T0 + 30_000, 4)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn details_and_parents_are_kept_beside_the_rows() {
+    let (leases, store, dir) = open("details");
+    let mut failing = device("a", "modbus", 30);
+    failing.extension = serde_json::json!({ "lastError": "timed out" });
+    leases
+        .renew(&[failing, device("b", "s7", 30)], T0)
+        .expect("renew");
+    assert_eq!(
+        row(&leases, "a").extension,
+        serde_json::json!({ "lastError": "timed out" })
+    );
+    leases
+        .renew(&[device("a", "modbus", 30)], T0 + 1)
+        .expect("renew");
+    assert_eq!(row(&leases, "a").extension, serde_json::json!({}));
+    drop(leases);
+    let leases = RedbStateStore::open(&store).expect("reopen");
+    let by_parent = |parent: &str| {
+        leases
+            .list(&StateFilter {
+                entity_type: Some(EntityType::Device),
+                parent: Some(parent.into()),
+            })
+            .expect("list")
+            .into_iter()
+            .map(|r| r.entity_id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(by_parent("modbus"), ["a"]);
+    assert_eq!(by_parent("s7"), ["b"]);
+    assert!(by_parent("mc").is_empty());
+    assert!(
+        leases
+            .list(&StateFilter {
+                entity_type: Some(EntityType::Driver),
+                parent: None,
+            })
+            .expect("list")
+            .is_empty()
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn rows_of_the_json_table_move_into_the_binary_one() {
+    const JSON_ROWS: TableDefinition<&str, &[u8]> = TableDefinition::new("entity_state");
+    let dir = std::env::temp_dir().join(format!("sluice-leases-json-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(&dir).expect("store");
+    let old = StateRow {
+        entity_type: EntityType::Device,
+        entity_id: "d".into(),
+        parent_id: "modbus".into(),
+        state: EntityState::Online,
+        last_state: EntityState::Offline,
+        last_heartbeat: T0,
+        expire_time: T0 + 30_000,
+        lease_version: 7,
+        timeout_seconds: 30,
+        timeout_source: TimeoutSource::Device,
+        extension: serde_json::json!({ "lastError": "" }),
+        tenant_id: 2,
+    };
+    store
+        .transaction(|tx| {
+            let mut table = tx.open_table(JSON_ROWS)?;
+            let bytes = serde_json::to_vec(&old).expect("json");
+            table.insert("6:d", bytes.as_slice())?;
+            Ok::<_, crate::store::StoreError>(())
+        })
+        .expect("old row");
+    let leases = RedbStateStore::open(&store).expect("moved");
+    assert_eq!(row(&leases, "d"), old);
+    assert!(store.read_table(JSON_ROWS).expect("read").is_none());
+    assert_eq!(
+        leases
+            .expire(T0 + 30_000, 10)
+            .expect("scan")
+            .transitions
+            .len(),
+        1,
+        "a moved live row is filed for expiry"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
