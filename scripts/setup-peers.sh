@@ -6,7 +6,8 @@
 #
 #   .peers/venv               Python venv with pymodbus, python-snap7, virtual-plc
 #   .peers/libmodbus_server   tests/peers/libmodbus_server.c compiled against libmodbus
-#   mosquitto, libmodbus-dev, gcc, pkg-config   Debian packages (installed, never started)
+#   mosquitto, libmodbus-dev, gcc, pkg-config, postgresql   Debian packages (installed,
+#                             never started: the tests make and start their own clusters)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,7 +18,7 @@ PY="$VENV/bin/python"
 # Pinned Python packages, as given to pip; the check below compares what is
 # installed against them.
 PY_REQS=("pymodbus==3.16.1" "python-snap7<3" "virtual-plc==0.3.0")
-DEB_PKGS=(mosquitto libmodbus-dev gcc pkg-config)
+DEB_PKGS=(mosquitto libmodbus-dev gcc pkg-config postgresql)
 
 say() { printf 'setup-peers: %s\n' "$*"; }
 

@@ -24,6 +24,12 @@ pub enum StoreError {
         what: &'static str,
         source: serde_json::Error,
     },
+    #[error("PostgreSQL: {0}")]
+    Postgres(Shared),
+    #[error(
+        "the database schema is at version {found}, newer than this engine knows ({known}): upgrade the engine"
+    )]
+    SchemaNewer { found: i32, known: i32 },
     #[error("a stored {what} is malformed: {reason}")]
     Malformed { what: &'static str, reason: String },
     #[error("a {what} cannot be encoded: {source}")]
@@ -38,6 +44,22 @@ pub enum StoreError {
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
 pub struct Backend(redb::Error);
+
+/// An error of the shared (PostgreSQL) store: the client's, the pool's, or a
+/// message of its own.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Shared(Box<dyn std::error::Error + Send + Sync>);
+
+impl Shared {
+    pub(crate) fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self(Box::new(error))
+    }
+
+    pub(crate) fn message(text: &str) -> Self {
+        Self(text.into())
+    }
+}
 
 impl Backend {
     pub(super) fn new(error: impl Into<redb::Error>) -> Self {

@@ -17,12 +17,14 @@ mod faults;
 mod journal;
 mod keyed;
 mod leases;
+mod postgres;
 mod seq;
 
 pub use database::{FILE_NAME, Store};
-pub use error::{Backend, StoreError};
+pub use error::{Backend, Shared, StoreError};
 pub use faults::Faults;
 pub use journal::{Change, Entry, Index, Journal, Tables};
 pub use keyed::Keyed;
 pub use leases::{Claimed, RedbStateStore, StateStore};
+pub use postgres::{DEFAULT_POOL_SIZE, PgStateStore, Postgres};
 pub use seq::{LAST_COMMITTED, SeqAllocator};

@@ -10,6 +10,7 @@ pub mod downlink;
 pub mod engine;
 pub mod mqtt;
 pub mod peers;
+pub mod postgres;
 pub mod proxy;
 pub mod sim;
 pub mod yaml;

@@ -27,7 +27,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Polling interval of every wait loop here.
 const POLL: Duration = Duration::from_millis(10);
 
-const SETUP_HINT: &str = "run scripts/setup-peers.sh (cargo xtask test does it)";
+pub(crate) const SETUP_HINT: &str = "run scripts/setup-peers.sh (cargo xtask test does it)";
 
 /// The workspace root (the directory holding `engine/`, `scripts/`, `.peers/`).
 pub fn project_root() -> PathBuf {
@@ -79,7 +79,7 @@ fn installed(relative: &str) -> PathBuf {
 }
 
 /// A fresh scratch directory `$TMPDIR/sluice-peers/<kind>-<port>-<pid>-<n>`.
-fn scratch_dir(kind: &str, port: u16) -> PathBuf {
+pub(crate) fn scratch_dir(kind: &str, port: u16) -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let dir = std::env::temp_dir()

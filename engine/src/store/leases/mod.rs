@@ -6,6 +6,7 @@ mod redb_table;
 mod row;
 
 pub use redb_table::RedbStateStore;
+pub(crate) use row::{source_code, source_of, state_code, state_of};
 
 use super::error::StoreError;
 use crate::model::{EntityState, EntityType, Renewal, StateFilter, StateRow, Transition};

@@ -1,0 +1,82 @@
+//! The schema on PostgreSQL, in numbered migrations applied once each, in
+//! order, under an advisory lock so that engines starting together do not race
+//! (docs/state.md, S1).
+
+use super::pg;
+use crate::store::StoreError;
+
+/// The migrations, in order: migration `n` is `MIGRATIONS[n - 1]`.
+const MIGRATIONS: &[&str] = &[
+    // 1: the lease table, shaped as the seed's, with times in ms since the
+    // epoch. `due_time` is the expiry the claim index files a live row under
+    // (L2): heartbeats that lengthen a lease leave it, and every other column
+    // a heartbeat writes is in no index, so renewals stay HOT updates.
+    "CREATE TABLE sluice_entity_state (
+        id                  BIGSERIAL PRIMARY KEY,
+        entity_type_flag    SMALLINT NOT NULL,
+        entity_id           TEXT     NOT NULL,
+        parent_entity_id    TEXT     NOT NULL DEFAULT '',
+        entity_state_flag   SMALLINT NOT NULL DEFAULT 1,
+        last_state_flag     SMALLINT NOT NULL DEFAULT 1,
+        last_heartbeat_time BIGINT   NOT NULL,
+        expire_time         BIGINT   NOT NULL,
+        due_time            BIGINT,
+        lease_version       BIGINT   NOT NULL DEFAULT 0,
+        last_alarm_id       BIGINT   NOT NULL DEFAULT 0,
+        timeout_seconds     INTEGER  NOT NULL DEFAULT 0,
+        timeout_source_flag SMALLINT NOT NULL DEFAULT 0,
+        entity_state_ext    JSONB    NOT NULL DEFAULT '{}',
+        tenant_id           BIGINT   NOT NULL DEFAULT 0,
+        create_time         TIMESTAMPTZ NOT NULL DEFAULT now(),
+        operate_time        TIMESTAMPTZ NOT NULL DEFAULT now(),
+        deleted             SMALLINT NOT NULL DEFAULT 0
+    ) WITH (fillfactor = 70);
+    CREATE UNIQUE INDEX idx_entity_state_active_unique
+        ON sluice_entity_state (entity_type_flag, entity_id) WHERE deleted = 0;
+    CREATE INDEX idx_entity_state_due
+        ON sluice_entity_state (due_time) WHERE due_time IS NOT NULL AND deleted = 0;
+    CREATE INDEX idx_entity_state_parent
+        ON sluice_entity_state (tenant_id, entity_type_flag, parent_entity_id) WHERE deleted = 0;",
+];
+
+/// An arbitrary number naming the lock migrations run under.
+const MIGRATION_LOCK: i64 = 0x0051_1ce0;
+
+/// Creates the schema, or brings it up to date.
+///
+/// # Errors
+/// A database failure, or a schema newer than [`MIGRATIONS`].
+pub(super) async fn migrate(mut client: deadpool_postgres::Object) -> Result<(), StoreError> {
+    let tx = client.transaction().await.map_err(pg)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(pg)?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS sluice_schema (
+            version    INTEGER PRIMARY KEY,
+            applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+        )",
+    )
+    .await
+    .map_err(pg)?;
+    let found: i32 = tx
+        .query_one("SELECT coalesce(max(version), 0) FROM sluice_schema", &[])
+        .await
+        .map_err(pg)?
+        .get(0);
+    let known = MIGRATIONS.len() as i32;
+    if found > known {
+        return Err(StoreError::SchemaNewer { found, known });
+    }
+    for (version, sql) in (1..).zip(MIGRATIONS).skip(found as usize) {
+        tx.batch_execute(sql).await.map_err(pg)?;
+        tx.execute(
+            "INSERT INTO sluice_schema (version) VALUES ($1)",
+            &[&version],
+        )
+        .await
+        .map_err(pg)?;
+        tracing::info!(version, "database schema migrated");
+    }
+    tx.commit().await.map_err(pg)
+}
