@@ -190,10 +190,27 @@ fn the_lease_scenarios_hold_on_postgres_and_three_engines_never_expire_a_row_twi
     let server = Server::start();
     let db = Postgres::open(&server.database("scenarios"), 4).expect("postgres");
     scenarios(&PgStateStore::new(&db));
-    // Opening again finds the schema in place and changes nothing.
+    // Opening again finds the schema in place; a schema from a newer engine
+    // is refused, not written.
     let shared = server.database("shared");
     let again = Postgres::open(&shared, 4).expect("postgres");
     drop(Postgres::open(&shared, 2).expect("reopen"));
+    let newer = server.database("newer");
+    drop(Postgres::open(&newer, 1).expect("postgres"));
+    server.sql("newer", "INSERT INTO sluice_schema (version) VALUES (99)");
+    let refused = Postgres::open(&newer, 1).expect_err("a newer schema");
+    assert!(
+        refused
+            .to_string()
+            .contains("version 99, newer than this engine knows (1)"),
+        "{refused}"
+    );
+    let unreachable = Postgres::open("postgresql://postgres@127.0.0.1:1/none", 1)
+        .expect_err("nothing listens on port 1");
+    assert!(
+        unreachable.to_string().starts_with("PostgreSQL: "),
+        "{unreachable}"
+    );
 
     let stores: Vec<Arc<PgStateStore>> = (0..3)
         .map(|_| Arc::new(PgStateStore::new(&again)))

@@ -25,6 +25,10 @@ fn device(id: &str, timeout_seconds: u64, state: EntityState) -> Renewal {
     }
 }
 
+fn claim(leases: &RedbStateStore, now: i64, batch: usize) -> Vec<Transition> {
+    leases.expire(now, batch).expect("scan").transitions
+}
+
 #[test]
 fn a_heartbeat_opens_and_renews_a_lease() {
     let (leases, _store, dir) = store("renew");
@@ -73,14 +77,7 @@ fn an_expired_lease_reads_offline_before_the_scan_and_the_scan_sets_it() {
     leases
         .renew(&[device("d1", 30, EntityState::Online)], T0)
         .expect("renew");
-    assert!(
-        leases
-            .expire(T0 + 29_999, 100)
-            .expect("scan")
-            .transitions
-            .is_empty(),
-        "not yet"
-    );
+    assert!(claim(&leases, T0 + 29_999, 100).is_empty(), "not yet");
     let row = leases
         .get(EntityType::Device, "d1")
         .expect("get")
@@ -91,7 +88,7 @@ fn an_expired_lease_reads_offline_before_the_scan_and_the_scan_sets_it() {
         "reads offline at expiry"
     );
     assert_eq!(row.state, EntityState::Online, "reading changed nothing");
-    let expired = leases.expire(T0 + 30_000, 100).expect("scan").transitions;
+    let expired = claim(&leases, T0 + 30_000, 100);
     assert_eq!(expired.len(), 1);
     assert_eq!(
         (
@@ -103,11 +100,7 @@ fn an_expired_lease_reads_offline_before_the_scan_and_the_scan_sets_it() {
     );
     assert_eq!(expired[0].event(), "device-offline");
     assert!(
-        leases
-            .expire(T0 + 60_000, 100)
-            .expect("scan")
-            .transitions
-            .is_empty(),
+        claim(&leases, T0 + 60_000, 100).is_empty(),
         "expired once only"
     );
     let back = leases
@@ -124,7 +117,7 @@ fn expired_rows_are_claimed_in_batches_and_leases_survive_a_reopen() {
         .map(|i| device(&format!("d{i}"), 10 + (i % 3), EntityState::Online))
         .collect();
     leases.renew(&renewals, T0).expect("renew");
-    let first = leases.expire(T0 + 60_000, 500).expect("scan").transitions;
+    let first = claim(&leases, T0 + 60_000, 500);
     assert_eq!(first.len(), 500);
     assert!(
         first
@@ -132,24 +125,13 @@ fn expired_rows_are_claimed_in_batches_and_leases_survive_a_reopen() {
             .all(|w| w[0].row.expire_time <= w[1].row.expire_time),
         "oldest first"
     );
-    assert_eq!(
-        leases
-            .expire(T0 + 60_000, 500)
-            .expect("scan")
-            .transitions
-            .len(),
-        500
-    );
+    assert_eq!(claim(&leases, T0 + 60_000, 500).len(), 500);
     drop(leases);
     drop(store);
     let store = Store::open(&dir).expect("reopen");
     let leases = RedbStateStore::open(&store).expect("leases");
     assert_eq!(
-        leases
-            .expire(T0 + 60_000, 500)
-            .expect("scan")
-            .transitions
-            .len(),
+        claim(&leases, T0 + 60_000, 500).len(),
         200,
         "the rest, after a restart"
     );

@@ -72,6 +72,16 @@ impl EntityState {
     pub fn is_live(self) -> bool {
         !matches!(self, EntityState::Offline)
     }
+
+    /// This state as readers see it at `now` under a lease ending at
+    /// `expire_time`: a live state whose lease ran out reads offline.
+    pub fn as_of(self, expire_time: i64, now_ms: i64) -> EntityState {
+        if self.is_live() && expire_time <= now_ms {
+            EntityState::Offline
+        } else {
+            self
+        }
+    }
 }
 
 /// Where a lease length came from, in priority order (device config first).
@@ -114,11 +124,7 @@ impl StateRow {
     /// The state as a reader should see it at `now`: a live row whose lease ran out
     /// reads offline even before the scanner reached it.
     pub fn effective_state(&self, now_ms: i64) -> EntityState {
-        if self.state.is_live() && self.expire_time <= now_ms {
-            EntityState::Offline
-        } else {
-            self.state
-        }
+        self.state.as_of(self.expire_time, now_ms)
     }
 }
 

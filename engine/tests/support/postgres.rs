@@ -111,6 +111,27 @@ impl Postgres {
         format!("postgresql://postgres@127.0.0.1:{}/{name}", self.port)
     }
 
+    /// Runs `statement` in database `name` with `psql`.
+    pub fn sql(&self, name: &str, statement: &str) {
+        run(
+            Path::new("/usr/bin/psql"),
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+                "-d",
+                name,
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                statement,
+            ],
+        );
+    }
+
     fn pid(&self) -> Option<i32> {
         let text = std::fs::read_to_string(self.dir.join("data/postmaster.pid")).ok()?;
         text.lines().next()?.trim().parse().ok()

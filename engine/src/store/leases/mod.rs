@@ -84,6 +84,16 @@ pub(crate) fn renewed_state(
     (state, last_state)
 }
 
+/// Where the expiry index files a row (L2): nowhere when it is not live; where
+/// it was filed if that is not after its new expiry; else at its expiry.
+pub(crate) fn filed_at(state: EntityState, filed: Option<i64>, expire_time: i64) -> Option<i64> {
+    match filed {
+        _ if !state.is_live() => None,
+        Some(filed) if filed <= expire_time => Some(filed),
+        _ => Some(expire_time),
+    }
+}
+
 /// The last renewal of each entity in `renewals`, in key order.
 pub(crate) fn coalesced(renewals: &[Renewal]) -> Vec<&Renewal> {
     let mut sorted: Vec<(usize, &Renewal)> = renewals.iter().enumerate().collect();

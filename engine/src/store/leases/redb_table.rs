@@ -4,18 +4,19 @@
 //! stored beside the rows that have any.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
 
 use super::row::{
-    Lease, NOT_FILED, RowBytes, due_after, due_key, entity_key, entity_of, split_due,
+    Lease, NOT_FILED, RowBytes, due_after, due_key, entity_key, entity_key_into, entity_of,
+    split_due,
 };
-use super::{Claimed, StateStore, coalesced, renewed_state};
+use super::{Claimed, StateStore, coalesced, filed_at, renewed_state};
 use crate::model::{EntityState, EntityType, Renewal, StateFilter, StateRow, Transition};
 use crate::store::database::Store;
 use crate::store::error::StoreError;
-use crate::sync::lock;
+use crate::sync::{lock, read, write};
 
 /// Lease key -> row.
 const LEASES: TableDefinition<&[u8], &RowBytes> = TableDefinition::new("entity_lease");
@@ -29,7 +30,7 @@ const PARENTS: TableDefinition<u32, &str> = TableDefinition::new("entity_parent"
 const JSON_ROWS: TableDefinition<&str, &[u8]> = TableDefinition::new("entity_state");
 
 /// Parent names and their numbers, as the parent table holds them.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 struct Parents {
     names: Vec<String>,
     numbers: HashMap<String, u32>,
@@ -39,6 +40,22 @@ impl Parents {
     fn name(&self, number: u32) -> &str {
         self.names.get(number as usize).map_or("", String::as_str)
     }
+}
+
+/// The parent numbers one write transaction sees: those committed, and those
+/// it gives (kept only if it commits).
+struct Staged<'p> {
+    known: &'p Parents,
+    added: Vec<String>,
+}
+
+impl Staged<'_> {
+    fn name(&self, number: u32) -> &str {
+        match (number as usize).checked_sub(self.known.names.len()) {
+            Some(i) => self.added.get(i).map_or("", String::as_str),
+            None => self.known.name(number),
+        }
+    }
 
     /// The number of `name`, given one (and written) if it has none yet.
     fn number(
@@ -46,16 +63,19 @@ impl Parents {
         name: &str,
         table: &mut redb::Table<'_, u32, &'static str>,
     ) -> Result<u32, StoreError> {
-        if let Some(&number) = self.numbers.get(name) {
+        if let Some(&number) = self.known.numbers.get(name) {
             return Ok(number);
         }
-        let number = u32::try_from(self.names.len()).map_err(|_| StoreError::Malformed {
+        let at = self.known.names.len();
+        if let Some(i) = self.added.iter().position(|n| n == name) {
+            return Ok((at + i) as u32);
+        }
+        let number = u32::try_from(at + self.added.len()).map_err(|_| StoreError::Malformed {
             what: "parent table",
             reason: "more than 2^32 parents".into(),
         })?;
         table.insert(number, name)?;
-        self.names.push(name.to_owned());
-        self.numbers.insert(name.to_owned(), number);
+        self.added.push(name.to_owned());
         Ok(number)
     }
 }
@@ -64,8 +84,11 @@ impl Parents {
 #[derive(Debug)]
 pub struct RedbStateStore {
     store: Store,
-    /// Matches the parent table at the last commit (a failed write reloads it).
-    parents: Mutex<Parents>,
+    /// The parent table as of the last commit.
+    parents: RwLock<Parents>,
+    /// Held by a write from its start until its new parents are known, so the
+    /// next write numbers after them.
+    writer: Mutex<()>,
 }
 
 impl RedbStateStore {
@@ -76,10 +99,11 @@ impl RedbStateStore {
     pub fn open(store: &Store) -> Result<Self, StoreError> {
         let this = Self {
             store: store.clone(),
-            parents: Mutex::default(),
+            parents: RwLock::default(),
+            writer: Mutex::default(),
         };
+        *write(&this.parents) = this.load_parents()?;
         this.move_json_rows()?;
-        *lock(&this.parents) = this.load_parents()?;
         Ok(this)
     }
 
@@ -106,20 +130,29 @@ impl RedbStateStore {
     /// numbers it gave are kept only if it commits.
     fn write<R>(
         &self,
-        change: impl FnOnce(&mut Tables<'_>, &mut Parents) -> Result<R, StoreError>,
+        change: impl FnOnce(&mut Tables<'_>, &mut Staged<'_>) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
-        let mut parents = lock(&self.parents);
-        let mut staged = parents.clone();
-        let result = self.store.transaction(|tx| {
-            let mut tables = Tables {
-                leases: tx.open_table(LEASES)?,
-                due: tx.open_table(DUE)?,
-                details: tx.open_table(DETAILS)?,
-                parents: tx.open_table(PARENTS)?,
+        let _writer = lock(&self.writer);
+        let (result, added) = {
+            let known = read(&self.parents);
+            let mut staged = Staged {
+                known: &known,
+                added: Vec::new(),
             };
-            change(&mut tables, &mut staged)
-        })?;
-        *parents = staged;
+            let result = self.store.transaction(|tx| {
+                let mut tables = Tables::open(tx)?;
+                change(&mut tables, &mut staged)
+            })?;
+            (result, staged.added)
+        };
+        if !added.is_empty() {
+            let mut parents = write(&self.parents);
+            for name in added {
+                let number = parents.names.len() as u32;
+                parents.numbers.insert(name.clone(), number);
+                parents.names.push(name);
+            }
+        }
         Ok(result)
     }
 
@@ -140,36 +173,27 @@ impl RedbStateStore {
         }
         drop(old);
         let moved = rows.len();
-        self.store.transaction(|tx| {
-            let mut parents = self.load_parents()?;
-            {
-                let mut tables = Tables {
-                    leases: tx.open_table(LEASES)?,
-                    due: tx.open_table(DUE)?,
-                    details: tx.open_table(DETAILS)?,
-                    parents: tx.open_table(PARENTS)?,
+        self.write(|tables, parents| {
+            for row in &rows {
+                let key = entity_key(row.entity_type, &row.entity_id);
+                let lease = Lease {
+                    state: row.state,
+                    last_state: row.last_state,
+                    timeout_source: row.timeout_source,
+                    has_details: false,
+                    parent: parents.number(&row.parent_id, &mut tables.parents)?,
+                    tenant_id: row.tenant_id,
+                    timeout_seconds: seconds(row.timeout_seconds),
+                    last_heartbeat: row.last_heartbeat,
+                    expire_time: row.expire_time,
+                    lease_version: row.lease_version,
+                    filed_at: NOT_FILED,
+                    details_crc: 0,
                 };
-                for row in &rows {
-                    let key = entity_key(row.entity_type, &row.entity_id);
-                    let lease = Lease {
-                        state: row.state,
-                        last_state: row.last_state,
-                        timeout_source: row.timeout_source,
-                        has_details: false,
-                        parent: parents.number(&row.parent_id, &mut tables.parents)?,
-                        tenant_id: row.tenant_id,
-                        timeout_seconds: seconds(row.timeout_seconds),
-                        last_heartbeat: row.last_heartbeat,
-                        expire_time: row.expire_time,
-                        lease_version: row.lease_version,
-                        filed_at: NOT_FILED,
-                        details_crc: 0,
-                    };
-                    tables.put(&key, None, lease, &row.extension)?;
-                }
+                tables.put(&key, None, lease, &row.extension)?;
             }
-            tx.delete_table(JSON_ROWS)?;
-            Ok::<_, StoreError>(())
+            tables.tx.delete_table(JSON_ROWS)?;
+            Ok(())
         })?;
         tracing::info!(rows = moved, "lease rows moved to the binary table");
         Ok(())
@@ -189,7 +213,7 @@ impl RedbStateStore {
         state_row(
             key,
             lease,
-            lock(&self.parents).name(lease.parent),
+            read(&self.parents).name(lease.parent),
             extension,
         )
     }
@@ -200,13 +224,24 @@ type DetailsTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
 
 /// The tables of one write transaction.
 struct Tables<'t> {
+    tx: &'t redb::WriteTransaction,
     leases: redb::Table<'t, &'static [u8], &'static RowBytes>,
     due: redb::Table<'t, &'static [u8], ()>,
     details: redb::Table<'t, &'static [u8], &'static [u8]>,
     parents: redb::Table<'t, u32, &'static str>,
 }
 
-impl Tables<'_> {
+impl<'t> Tables<'t> {
+    fn open(tx: &'t redb::WriteTransaction) -> Result<Self, StoreError> {
+        Ok(Self {
+            tx,
+            leases: tx.open_table(LEASES)?,
+            due: tx.open_table(DUE)?,
+            details: tx.open_table(DETAILS)?,
+            parents: tx.open_table(PARENTS)?,
+        })
+    }
+
     fn lease(&self, key: &[u8]) -> Result<Option<Lease>, StoreError> {
         self.leases
             .get(key)?
@@ -224,13 +259,8 @@ impl Tables<'_> {
         extension: &serde_json::Value,
     ) -> Result<Lease, StoreError> {
         let filed = old.map_or(NOT_FILED, |o| o.filed_at);
-        lease.filed_at = if !lease.state.is_live() {
-            NOT_FILED
-        } else if filed != NOT_FILED && filed <= lease.expire_time {
-            filed
-        } else {
-            lease.expire_time
-        };
+        let was_filed = (filed != NOT_FILED).then_some(filed);
+        lease.filed_at = filed_at(lease.state, was_filed, lease.expire_time).unwrap_or(NOT_FILED);
         if filed != lease.filed_at {
             if filed != NOT_FILED {
                 self.due.remove(due_key(filed, key).as_slice())?;
@@ -341,13 +371,11 @@ impl StateStore for RedbStateStore {
             let mut transitions = Vec::new();
             let mut key = Vec::new();
             for renewal in renewals {
-                key.clear();
-                key.push(renewal.entity_type.code());
-                key.extend_from_slice(renewal.entity_id.as_bytes());
+                entity_key_into(&mut key, renewal.entity_type, &renewal.entity_id);
                 let old = tables.lease(&key)?;
-                let before = old
-                    .as_ref()
-                    .map_or(EntityState::Offline, |o| o.effective_state(now_ms));
+                let before = old.as_ref().map_or(EntityState::Offline, |o| {
+                    o.state.as_of(o.expire_time, now_ms)
+                });
                 let (state, last_state) =
                     renewed_state(old.map(|o| (o.state, o.last_state)), renewal, before);
                 let timeout_seconds = seconds(renewal.timeout_seconds);
@@ -388,7 +416,7 @@ impl StateStore for RedbStateStore {
             let Some(old) = tables.lease(&key)? else {
                 return Ok(None);
             };
-            let before = old.effective_state(now_ms);
+            let before = old.state.as_of(old.expire_time, now_ms);
             let extension = tables.details_of(&key, &old)?;
             let lease = Lease {
                 state,
@@ -462,8 +490,8 @@ impl StateStore for RedbStateStore {
         entity_type: EntityType,
         entity_id: &str,
     ) -> Result<Option<StateRow>, StoreError> {
-        let read = self.store.db().begin_read()?;
-        let leases = match read.open_table(LEASES) {
+        let snapshot = self.store.db().begin_read()?;
+        let leases = match snapshot.open_table(LEASES) {
             Ok(table) => table,
             Err(TableError::TableDoesNotExist(_)) => return Ok(None),
             Err(error) => return Err(error.into()),
@@ -473,22 +501,22 @@ impl StateStore for RedbStateStore {
             return Ok(None);
         };
         let lease = Lease::decode(bytes.value())?;
-        let details = open_details(&read)?;
+        let details = open_details(&snapshot)?;
         self.row_of(&key, &lease, details.as_ref()).map(Some)
     }
 
     fn list(&self, filter: &StateFilter) -> Result<Vec<StateRow>, StoreError> {
-        let read = self.store.db().begin_read()?;
-        let leases = match read.open_table(LEASES) {
+        let snapshot = self.store.db().begin_read()?;
+        let leases = match snapshot.open_table(LEASES) {
             Ok(table) => table,
             Err(TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
             Err(error) => return Err(error.into()),
         };
-        let details = open_details(&read)?;
+        let details = open_details(&snapshot)?;
         let parent = filter
             .parent
             .as_ref()
-            .map(|name| lock(&self.parents).numbers.get(name).copied());
+            .map(|name| read(&self.parents).numbers.get(name).copied());
         if parent == Some(None) {
             return Ok(Vec::new());
         }

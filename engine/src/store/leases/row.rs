@@ -62,15 +62,6 @@ impl From<BadRow> for crate::store::StoreError {
 }
 
 impl Lease {
-    /// The state as readers see it at `now` (as [`crate::model::StateRow::effective_state`]).
-    pub fn effective_state(&self, now_ms: i64) -> EntityState {
-        if self.state.is_live() && self.expire_time <= now_ms {
-            EntityState::Offline
-        } else {
-            self.state
-        }
-    }
-
     pub fn encode(&self) -> RowBytes {
         let mut b = [0u8; ROW_BYTES];
         b[0] = state_code(self.state);
@@ -157,9 +148,15 @@ pub(crate) fn source_of(code: u8) -> Option<TimeoutSource> {
 /// The lease table's key: the entity type's code, then the id's bytes.
 pub(super) fn entity_key(entity_type: EntityType, entity_id: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(1 + entity_id.len());
+    entity_key_into(&mut key, entity_type, entity_id);
+    key
+}
+
+/// [`entity_key`] into a buffer the caller reuses.
+pub(super) fn entity_key_into(key: &mut Vec<u8>, entity_type: EntityType, entity_id: &str) {
+    key.clear();
     key.push(entity_type.code());
     key.extend_from_slice(entity_id.as_bytes());
-    key
 }
 
 /// The entity a lease key names; `None` for bytes no key of this table has.

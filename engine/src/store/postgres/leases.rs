@@ -3,15 +3,14 @@
 //! that re-checks each row) so that engines sharing the table never expire a
 //! row twice (docs/state.md, S2-S3).
 
-use std::collections::HashMap;
-
 use tokio_postgres::Row;
 
 use super::{Postgres, pg};
 use crate::model::{EntityState, EntityType, Renewal, StateFilter, StateRow, Transition};
 use crate::store::StoreError;
 use crate::store::leases::{
-    Claimed, StateStore, coalesced, renewed_state, source_code, source_of, state_code, state_of,
+    Claimed, StateStore, coalesced, filed_at, renewed_state, source_code, source_of, state_code,
+    state_of,
 };
 
 /// The lease table in a PostgreSQL database.
@@ -27,16 +26,20 @@ impl PgStateStore {
 }
 
 /// The columns [`state_row`] reads, in its order.
-const COLUMNS: &str = "entity_type_flag, entity_id, parent_entity_id, entity_state_flag, \
-    last_state_flag, last_heartbeat_time, expire_time, lease_version, timeout_seconds, \
-    timeout_source_flag, entity_state_ext::text, tenant_id";
+macro_rules! columns {
+    () => {
+        "entity_type_flag, entity_id, parent_entity_id, entity_state_flag, last_state_flag, \
+         last_heartbeat_time, expire_time, lease_version, timeout_seconds, timeout_source_flag, \
+         entity_state_ext::text, tenant_id"
+    };
+}
 
 const LOCK_ROWS: &str = "SELECT entity_type_flag, entity_id, entity_state_flag, last_state_flag, \
     expire_time, due_time, lease_version
     FROM sluice_entity_state
     WHERE deleted = 0
       AND (entity_type_flag, entity_id) IN (SELECT * FROM unnest($1::smallint[], $2::text[]))
-    ORDER BY entity_type_flag, entity_id
+    ORDER BY entity_type_flag, entity_id COLLATE \"C\"
     FOR UPDATE";
 
 const UPSERT: &str = "INSERT INTO sluice_entity_state (entity_type_flag, entity_id, \
@@ -64,56 +67,72 @@ const UPSERT: &str = "INSERT INTO sluice_entity_state (entity_type_flag, entity_
 /// The seed's claim: rows due by $1, oldest first, skipping rows another
 /// engine holds; a row renewed since it was filed is filed again, the rest are
 /// set offline with a renewed offline lease. `picked` says how many were taken.
-fn claim_sql() -> String {
-    format!(
-        "WITH picked AS (
-            SELECT id, expire_time AS ran_out FROM sluice_entity_state
-            WHERE deleted = 0 AND due_time IS NOT NULL AND due_time <= $1
-            ORDER BY due_time
-            LIMIT $2
-            FOR UPDATE SKIP LOCKED
-        ), refiled AS (
-            UPDATE sluice_entity_state s
-            SET due_time = CASE WHEN s.entity_state_flag = 1 THEN NULL ELSE s.expire_time END
-            FROM picked p
-            WHERE s.id = p.id AND (s.expire_time > $1 OR s.entity_state_flag = 1)
-            RETURNING s.id
-        ), expired AS (
-            UPDATE sluice_entity_state s
-            SET entity_state_flag = 1,
-                last_state_flag = s.entity_state_flag,
-                lease_version = s.lease_version + 1,
-                expire_time = $1 + s.timeout_seconds::bigint * 1000,
-                due_time = NULL,
-                operate_time = now()
-            FROM picked p
-            WHERE s.id = p.id AND s.expire_time <= $1 AND s.entity_state_flag IN (0, 2, 3)
-            RETURNING {COLUMNS}, p.ran_out
-        )
-        SELECT (SELECT count(*) FROM picked) AS picked, e.*
-        FROM (SELECT 1) AS one LEFT JOIN expired e ON true"
+const CLAIM: &str = concat!(
+    "WITH picked AS (
+        SELECT id, expire_time AS ran_out FROM sluice_entity_state
+        WHERE deleted = 0 AND due_time IS NOT NULL AND due_time <= $1
+        ORDER BY due_time
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    ), refiled AS (
+        UPDATE sluice_entity_state s
+        SET due_time = CASE WHEN s.entity_state_flag = 1 THEN NULL ELSE s.expire_time END
+        FROM picked p
+        WHERE s.id = p.id AND (s.expire_time > $1 OR s.entity_state_flag = 1)
+        RETURNING s.id
+    ), expired AS (
+        UPDATE sluice_entity_state s
+        SET entity_state_flag = 1,
+            last_state_flag = s.entity_state_flag,
+            lease_version = s.lease_version + 1,
+            expire_time = $1 + s.timeout_seconds::bigint * 1000,
+            due_time = NULL,
+            operate_time = now()
+        FROM picked p
+        WHERE s.id = p.id AND s.expire_time <= $1 AND s.entity_state_flag IN (0, 2, 3)
+        RETURNING ",
+    columns!(),
+    ", p.ran_out
     )
-}
+    SELECT (SELECT count(*) FROM picked) AS picked, e.*
+    FROM (SELECT 1) AS one LEFT JOIN expired e ON true"
+);
 
 /// An operator's change: the state before as readers saw it goes to
 /// `last_state_flag`; the row is filed or unfiled as its new state needs (L2).
-fn set_state_sql() -> String {
-    format!(
-        "UPDATE sluice_entity_state
-        SET last_state_flag = CASE
-                WHEN entity_state_flag IN (0, 2, 3) AND expire_time <= $4 THEN 1
-                ELSE entity_state_flag END,
-            entity_state_flag = $3::smallint,
-            lease_version = lease_version + 1,
-            due_time = CASE
-                WHEN $3::smallint = 1 THEN NULL
-                WHEN due_time IS NULL OR due_time > expire_time THEN expire_time
-                ELSE due_time END,
-            operate_time = now()
-        WHERE deleted = 0 AND entity_type_flag = $1 AND entity_id = $2
-        RETURNING {COLUMNS}"
-    )
-}
+const SET_STATE: &str = concat!(
+    "UPDATE sluice_entity_state
+    SET last_state_flag = CASE
+            WHEN entity_state_flag IN (0, 2, 3) AND expire_time <= $4 THEN 1
+            ELSE entity_state_flag END,
+        entity_state_flag = $3::smallint,
+        lease_version = lease_version + 1,
+        due_time = CASE
+            WHEN $3::smallint = 1 THEN NULL
+            WHEN due_time IS NULL OR due_time > expire_time THEN expire_time
+            ELSE due_time END,
+        operate_time = now()
+    WHERE deleted = 0 AND entity_type_flag = $1 AND entity_id = $2
+    RETURNING ",
+    columns!()
+);
+
+const GET: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM sluice_entity_state
+    WHERE deleted = 0 AND entity_type_flag = $1 AND entity_id = $2"
+);
+
+const LIST: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM sluice_entity_state
+    WHERE deleted = 0
+      AND ($1::smallint IS NULL OR entity_type_flag = $1)
+      AND ($2::text IS NULL OR parent_entity_id = $2)
+    ORDER BY entity_type_flag, entity_id COLLATE \"C\""
+);
 
 fn bad(what: &'static str) -> StoreError {
     StoreError::Malformed {
@@ -136,7 +155,7 @@ fn state_from(code: i16) -> Result<EntityState, StoreError> {
         .ok_or_else(|| bad("state"))
 }
 
-/// A row of [`COLUMNS`] starting at column `at`.
+/// A row of the `columns!()` list, starting at column `at`.
 fn state_row(row: &Row, at: usize) -> Result<StateRow, StoreError> {
     let ext: String = row.try_get(at + 10).map_err(pg)?;
     Ok(StateRow {
@@ -163,6 +182,8 @@ fn state_row(row: &Row, at: usize) -> Result<StateRow, StoreError> {
 
 /// What a renewal needs of a stored row.
 struct Old {
+    entity_type: i16,
+    entity_id: String,
     state: EntityState,
     last_state: EntityState,
     expire_time: i64,
@@ -201,41 +222,36 @@ impl StateStore for PgStateStore {
                 .map(|r| i16::from(r.entity_type.code()))
                 .collect();
             let ids: Vec<&str> = renewals.iter().map(|r| r.entity_id.as_str()).collect();
-            let mut old = HashMap::new();
-            for row in tx.query(LOCK_ROWS, &[&types, &ids]).await.map_err(pg)? {
-                let key: (i16, String) = (row.get(0), row.get(1));
-                old.insert(
-                    key,
-                    Old {
-                        state: state_from(row.get(2))?,
-                        last_state: state_from(row.get(3))?,
-                        expire_time: row.get(4),
-                        due_time: row.get(5),
-                        lease_version: row.get(6),
-                    },
-                );
+            let lock_rows = tx.prepare_cached(LOCK_ROWS).await.map_err(pg)?;
+            // Both are in key order (bytewise, as `COLLATE "C"` orders): one pass.
+            let mut stored = Vec::new();
+            for row in tx.query(&lock_rows, &[&types, &ids]).await.map_err(pg)? {
+                stored.push(Old {
+                    entity_type: row.try_get(0).map_err(pg)?,
+                    entity_id: row.try_get(1).map_err(pg)?,
+                    state: state_from(row.try_get(2).map_err(pg)?)?,
+                    last_state: state_from(row.try_get(3).map_err(pg)?)?,
+                    expire_time: row.try_get(4).map_err(pg)?,
+                    due_time: row.try_get(5).map_err(pg)?,
+                    lease_version: row.try_get(6).map_err(pg)?,
+                });
             }
+            let mut stored = stored.into_iter().peekable();
             let mut upsert = Upsert::default();
             let mut transitions = Vec::new();
             for renewal in &renewals {
                 let t = i16::from(renewal.entity_type.code());
-                let old = old.get(&(t, renewal.entity_id.clone()));
+                let old =
+                    stored.next_if(|o| o.entity_type == t && o.entity_id == renewal.entity_id);
+                let old = old.as_ref();
                 let before = old.map_or(EntityState::Offline, |o| {
-                    if o.state.is_live() && o.expire_time <= now_ms {
-                        EntityState::Offline
-                    } else {
-                        o.state
-                    }
+                    o.state.as_of(o.expire_time, now_ms)
                 });
                 let (state, last_state) =
                     renewed_state(old.map(|o| (o.state, o.last_state)), renewal, before);
                 let timeout = i32::try_from(renewal.timeout_seconds).unwrap_or(i32::MAX);
                 let expires = now_ms.saturating_add(i64::from(timeout) * 1000);
-                let due = match old.and_then(|o| o.due_time) {
-                    _ if !state.is_live() => None,
-                    Some(filed) if filed <= expires => Some(filed),
-                    _ => Some(expires),
-                };
+                let due = filed_at(state, old.and_then(|o| o.due_time), expires);
                 let version = old.map_or(0, |o| o.lease_version) + 1;
                 let ext = serde_json::to_string(&renewal.extension).map_err(|source| {
                     StoreError::Encode {
@@ -279,8 +295,9 @@ impl StateStore for PgStateStore {
                 }
             }
             let u = &upsert;
+            let write = tx.prepare_cached(UPSERT).await.map_err(pg)?;
             tx.execute(
-                UPSERT,
+                &write,
                 &[
                     &u.types,
                     &u.ids,
@@ -317,8 +334,9 @@ impl StateStore for PgStateStore {
             i16::from(state_code(state)),
         );
         self.db.run(move |client| async move {
+            let statement = client.prepare_cached(SET_STATE).await.map_err(pg)?;
             let row = client
-                .query_opt(&set_state_sql(), &[&t, &id, &flag, &now_ms])
+                .query_opt(&statement, &[&t, &id, &flag, &now_ms])
                 .await
                 .map_err(pg)?;
             row.map(|row| {
@@ -335,8 +353,9 @@ impl StateStore for PgStateStore {
     fn expire(&self, now_ms: i64, batch: usize) -> Result<Claimed, StoreError> {
         let limit = i64::try_from(batch).unwrap_or(i64::MAX);
         self.db.run(move |client| async move {
+            let statement = client.prepare_cached(CLAIM).await.map_err(pg)?;
             let rows = client
-                .query(&claim_sql(), &[&now_ms, &limit])
+                .query(&statement, &[&now_ms, &limit])
                 .await
                 .map_err(pg)?;
             let picked = rows.first().map_or(0, |r| r.get::<_, i64>(0));
@@ -370,11 +389,8 @@ impl StateStore for PgStateStore {
     ) -> Result<Option<StateRow>, StoreError> {
         let (t, id) = (i16::from(entity_type.code()), entity_id.to_owned());
         self.db.run(move |client| async move {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM sluice_entity_state
-                WHERE deleted = 0 AND entity_type_flag = $1 AND entity_id = $2"
-            );
-            let row = client.query_opt(&sql, &[&t, &id]).await.map_err(pg)?;
+            let statement = client.prepare_cached(GET).await.map_err(pg)?;
+            let row = client.query_opt(&statement, &[&t, &id]).await.map_err(pg)?;
             row.map(|row| state_row(&row, 0)).transpose()
         })
     }
@@ -383,14 +399,8 @@ impl StateStore for PgStateStore {
         let t = filter.entity_type.map(|t| i16::from(t.code()));
         let parent = filter.parent.clone();
         self.db.run(move |client| async move {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM sluice_entity_state
-                WHERE deleted = 0
-                  AND ($1::smallint IS NULL OR entity_type_flag = $1)
-                  AND ($2::text IS NULL OR parent_entity_id = $2)
-                ORDER BY entity_type_flag, entity_id"
-            );
-            let rows = client.query(&sql, &[&t, &parent]).await.map_err(pg)?;
+            let statement = client.prepare_cached(LIST).await.map_err(pg)?;
+            let rows = client.query(&statement, &[&t, &parent]).await.map_err(pg)?;
             rows.iter().map(|row| state_row(row, 0)).collect()
         })
     }
