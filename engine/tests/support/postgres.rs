@@ -96,40 +96,24 @@ impl Postgres {
 
     /// A database of its own for one test, made on this server; its URL.
     pub fn database(&self, name: &str) -> String {
-        run(
-            &bin("createdb"),
-            &[
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "postgres",
-                name,
-            ],
-        );
+        self.client(&bin("createdb"), &[name]);
         format!("postgresql://postgres@127.0.0.1:{}/{name}", self.port)
     }
 
     /// Runs `statement` in database `name` with `psql`.
     pub fn sql(&self, name: &str, statement: &str) {
-        run(
+        self.client(
             Path::new("/usr/bin/psql"),
-            &[
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "postgres",
-                "-d",
-                name,
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-c",
-                statement,
-            ],
+            &["-d", name, "-v", "ON_ERROR_STOP=1", "-c", statement],
         );
+    }
+
+    /// Runs a client program against this server as `postgres`.
+    fn client(&self, program: &Path, args: &[&str]) {
+        let port = self.port.to_string();
+        let mut all = vec!["-h", "127.0.0.1", "-p", &port, "-U", "postgres"];
+        all.extend_from_slice(args);
+        run(program, &all);
     }
 
     fn pid(&self) -> Option<i32> {
