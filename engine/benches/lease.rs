@@ -5,7 +5,10 @@
 //! count). Each store runs in a process of its own (so memory is its own):
 //! - `binary`: the engine's lease table (fixed-size rows, lazily filed expiry);
 //! - `json`: the baseline, a plain redb table holding the seed's fields as JSON
-//!   with an expiry index rewritten by every heartbeat.
+//!   with an expiry index rewritten by every heartbeat;
+//! - `postgres`: the PostgreSQL lease store on a cluster the bench starts itself
+//!   (`scripts/postgres.sh`, PostgreSQL's durable defaults), with 1, 2 and 3
+//!   engines renewing their shares and claiming together, beside redb's figures.
 //!
 //! Printed for each: renewals/s as the engine applies them (one durable commit
 //! per batch of queued heartbeats, devices in random order), the time to claim
@@ -21,7 +24,7 @@ use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use sluice::lease::{
     EntityState, EntityType, RedbStateStore, Renewal, StateRow, StateStore, TimeoutSource,
 };
-use sluice::store::Store;
+use sluice::store::{PgStateStore, Postgres, Store};
 
 const T0: i64 = 1_800_000_000_000;
 /// Heartbeats per commit: what 100 ms of queued heartbeats is at 200,000/s.
@@ -80,14 +83,17 @@ trait Leases {
     fn read(&self, id: &str);
 }
 
-impl Leases for RedbStateStore {
+/// One of the engine's lease stores (redb or PostgreSQL).
+struct Engine(Box<dyn StateStore>);
+
+impl Leases for Engine {
     fn renew(&self, batch: &[Renewal], now: i64) {
-        StateStore::renew(self, batch, now).expect("renew");
+        self.0.renew(batch, now).expect("renew");
     }
     fn expire(&self, now: i64) -> usize {
         let mut expired = 0;
         loop {
-            let claimed = StateStore::expire(self, now, SCAN_BATCH).expect("expire");
+            let claimed = self.0.expire(now, SCAN_BATCH).expect("expire");
             expired += claimed.transitions.len();
             if !claimed.more {
                 return expired;
@@ -95,7 +101,7 @@ impl Leases for RedbStateStore {
         }
     }
     fn read(&self, id: &str) {
-        std::hint::black_box(self.get(EntityType::Device, id).expect("get"));
+        std::hint::black_box(self.0.get(EntityType::Device, id).expect("get"));
     }
 }
 
@@ -225,7 +231,7 @@ fn measure(kind: &str, count: usize) {
     let db = Store::open(&dir).expect("store");
     let path = db.path().to_path_buf();
     let store: Box<dyn Leases> = match kind {
-        "binary" => Box::new(RedbStateStore::open(&db).expect("leases")),
+        "binary" => Box::new(Engine(Box::new(RedbStateStore::open(&db).expect("leases")))),
         _ => {
             drop(db);
             let db = redb::Builder::new()
@@ -241,9 +247,8 @@ fn measure(kind: &str, count: usize) {
     let loaded = renew_all(store.as_ref(), (&order, LOADED_BATCH), 3600, T0 + 2_000);
 
     // 10,000 leases spread over the table run out; the scan claims them.
-    let expiring = EXPIRING.min(count);
-    let stride = count / expiring;
-    let ending: Vec<usize> = (0..expiring).map(|i| i * stride).collect();
+    let ending = ending(count);
+    let expiring = ending.len();
     renew_all(store.as_ref(), (&ending, BATCH), 1, T0 + 3_000);
     let started = Instant::now();
     let expired = store.expire(T0 + 10_000);
@@ -270,14 +275,92 @@ fn measure(kind: &str, count: usize) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Runs `kind` in a child process and reads its figures.
-fn run(kind: &str, count: usize) -> HashMap<String, f64> {
+/// 10,000 leases spread evenly over `count`.
+fn ending(count: usize) -> Vec<usize> {
+    let expiring = EXPIRING.min(count);
+    (0..expiring).map(|i| i * (count / expiring)).collect()
+}
+
+/// The PostgreSQL store at `url` with 1, 2 and 3 engines at once: each renews
+/// its share of the devices (as device ownership would split them), then all
+/// claim the same 10,000 expired leases together; no row may be expired twice.
+fn measure_postgres(url: &str, count: usize) {
+    let engines: Vec<Engine> = (0..3)
+        .map(|_| {
+            let db = Postgres::open(url, 2).expect("postgres");
+            Engine(Box::new(PgStateStore::new(&db)))
+        })
+        .collect();
+    let order = shuffled(count);
+    let created = renew_all(&engines[0], (&order, BATCH), 3600, T0);
+    println!("renew_new {created:.0}");
+    let ending = ending(count);
+    for n in 1..=3usize {
+        let now = T0 + n as i64 * 10_000;
+        let started = Instant::now();
+        std::thread::scope(|scope| {
+            for (e, engine) in engines.iter().take(n).enumerate() {
+                let share: Vec<usize> = order.iter().copied().filter(|i| i % n == e).collect();
+                scope.spawn(move || renew_all(engine, (&share, BATCH), 3600, now));
+            }
+        });
+        let renewed = count as f64 / started.elapsed().as_secs_f64();
+        renew_all(&engines[0], (&ending, BATCH), 1, now + 1_000);
+        let started = Instant::now();
+        let expired: usize = std::thread::scope(|scope| {
+            let claims: Vec<_> = engines
+                .iter()
+                .take(n)
+                .map(|engine| scope.spawn(move || engine.expire(now + 5_000)))
+                .collect();
+            claims.into_iter().map(|c| c.join().expect("claim")).sum()
+        });
+        let claim_ms = started.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!(expired, ending.len(), "each lease expired once");
+        println!("renew_{n} {renewed:.0}");
+        println!("claim_ms_{n} {claim_ms:.1}");
+    }
+}
+
+/// Starts a PostgreSQL of the bench's own (`scripts/postgres.sh`, durable
+/// settings), measures it in a child process and stops it; `None` when it
+/// cannot start (not installed).
+fn run_postgres(count: usize) -> Option<HashMap<String, f64>> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/postgres.sh");
+    let dir = std::env::temp_dir().join(format!("sluice-bench-pg-{}", std::process::id()));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .ok()?;
+    let dir_arg = dir.display().to_string();
+    let started = Command::new(&script)
+        .args(["start", &dir_arg, &port.to_string(), "durable"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let figures = started.then(|| {
+        run(
+            &[
+                "--store",
+                "postgres",
+                "--url",
+                &format!("postgresql://postgres@127.0.0.1:{port}/postgres"),
+            ],
+            count,
+        )
+    });
+    let _ = Command::new(&script).args(["stop", &dir_arg]).status();
+    let _ = std::fs::remove_dir_all(&dir);
+    figures
+}
+
+/// Runs this bench in a child process with `args` and reads its figures.
+fn run(args: &[&str], count: usize) -> HashMap<String, f64> {
     let output = Command::new(std::env::current_exe().expect("bench binary"))
-        .args(["--store", kind])
+        .args(args)
         .env("SLUICE_BENCH_LEASES", count.to_string())
         .output()
         .expect("child");
-    assert!(output.status.success(), "{kind}: {output:?}");
+    assert!(output.status.success(), "{args:?}: {output:?}");
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter_map(|l| {
@@ -293,12 +376,18 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
     let args: Vec<String> = std::env::args().collect();
-    if let Some(at) = args.iter().position(|a| a == "--store") {
-        measure(args.get(at + 1).map_or("binary", String::as_str), count);
-        return;
+    let arg = |name: &str| {
+        let at = args.iter().position(|a| a == name)?;
+        args.get(at + 1).map(String::as_str)
+    };
+    match (arg("--store"), arg("--url")) {
+        (Some("postgres"), Some(url)) => return measure_postgres(url, count),
+        (Some(kind), _) => return measure(kind, count),
+        _ => {}
     }
-    let binary = run("binary", count);
-    let json = run("json", count);
+    let binary = run(&["--store", "binary"], count);
+    let json = run(&["--store", "json"], count);
+    let postgres = run_postgres(count);
     let f = |m: &HashMap<String, f64>, k: &str| m.get(k).copied().unwrap_or(f64::NAN);
     println!(
         "{count} leases; renewals in random order, one durable commit per batch; scan batches of {SCAN_BATCH}"
@@ -348,6 +437,33 @@ fn main() {
         println!(
             "{label:<34}{figure:>10.1}      {}",
             if met { "yes" } else { "NO" }
+        );
+    }
+    println!();
+    let Some(pg) = postgres else {
+        println!("PostgreSQL: not measured (scripts/postgres.sh could not start a server)");
+        return;
+    };
+    println!("PostgreSQL 15 (own cluster, durable defaults), the same rows and batches");
+    println!("{:<34}{:>14}{:>14}", "", "postgres", "redb");
+    println!(
+        "{:<34}{:>14.1}{:>14.1}",
+        "renewals/s, new rows (20k/commit)",
+        f(&pg, "renew_new"),
+        f(&binary, "renew_new")
+    );
+    for n in 1..=3 {
+        println!(
+            "{:<34}{:>14.1}{:>14.1}",
+            format!("renewals/s, {n} engine(s)"),
+            f(&pg, &format!("renew_{n}")),
+            f(&binary, "renew")
+        );
+        println!(
+            "{:<34}{:>14.1}{:>14.1}",
+            format!("claim 10,000 ms, {n} engine(s)"),
+            f(&pg, &format!("claim_ms_{n}")),
+            f(&binary, "claim_ms")
         );
     }
 }
