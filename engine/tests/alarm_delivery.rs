@@ -7,12 +7,11 @@ mod common;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use common::{scratch, whitelist};
+use common::{TestDatabase, whitelist};
 use sluice::alarm::{
     AlarmAction, AlarmState, AlarmStore, Delivery, DeliveryPlan, Notifier, QuietHours, Raise,
     Raised, Recipient, Scope, Source, TickReport,
 };
-use sluice::store::Store;
 use tokio::sync::oneshot;
 
 const HOUR: i64 = 3_600_000;
@@ -52,9 +51,8 @@ impl Broker {
 }
 
 fn setup(name: &str, plan: DeliveryPlan) -> (Arc<AlarmStore>, Arc<Broker>, Delivery) {
-    let dir = scratch(&format!("delivery-{name}"));
     let store = Arc::new(AlarmStore::new(
-        &Store::open(&dir).expect("store"),
+        TestDatabase::new(&format!("delivery-{name}")).open(),
         whitelist().alarms,
     ));
     let broker = Arc::new(Broker::default());

@@ -9,7 +9,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TS, batch, builtin, runtime, scratch, setting, tag, test_component, whitelist};
+use common::{
+    TS, TestDatabase, batch, builtin, runtime, scratch, setting, tag, test_component, whitelist,
+};
 use sluice::alarm::{
     AlarmAction, AlarmError, AlarmFilter, AlarmState, AlarmStore, Alarms, Applied, DeviceRules,
     EventError, RULE_FAILURE, Raise, Raised, Scope, Source,
@@ -39,25 +41,20 @@ fn default_rules(runtime: &Runtime) -> Arc<RulesPool> {
 }
 
 struct Fixture {
-    dir: std::path::PathBuf,
+    db: TestDatabase,
     runtime: Runtime,
     store: Arc<AlarmStore>,
 }
 
-fn open(dir: &std::path::Path) -> Arc<AlarmStore> {
-    let store = Store::open(dir).expect("store");
-    Arc::new(AlarmStore::new(&store, whitelist().alarms))
+fn open(db: &TestDatabase) -> Arc<AlarmStore> {
+    Arc::new(AlarmStore::new(db.open(), whitelist().alarms))
 }
 
 fn fixture(name: &str) -> Fixture {
-    let dir = scratch(name);
+    let db = TestDatabase::new(name);
     let runtime = runtime();
-    let store = open(&dir);
-    Fixture {
-        dir,
-        runtime,
-        store,
-    }
+    let store = open(&db);
+    Fixture { db, runtime, store }
 }
 
 fn raise(device: &str, rule: &str, source: Source) -> Raise {
@@ -517,9 +514,9 @@ fn alarms_their_history_and_active_keys_survive_a_restart() {
             NOW + 1,
         )
         .expect("confirm");
-    let Fixture { dir, store, .. } = f;
+    let Fixture { db, store, .. } = f;
     drop(store);
-    let store = open(&dir);
+    let store = open(&db);
     let alarm = store.get(id, Scope::All).expect("read").expect("kept");
     assert_eq!(alarm.state, AlarmState::Confirmed);
     assert_eq!(alarm.confirmed_by.as_deref(), Some("ann"));
@@ -553,6 +550,11 @@ fn all_alarms(store: &AlarmStore) -> Vec<sluice::alarm::Alarm> {
 
 #[test]
 fn a_supersede_cut_off_by_a_crash_is_there_whole_or_not_at_all() {
+    // A disk cut in the middle of a commit is redb's; the run on PostgreSQL
+    // has nothing to add.
+    if std::env::var(common::POSTGRES_VAR).is_ok() {
+        return;
+    }
     let (mut none, mut whole) = (0, 0);
     for cut in 0..1000 {
         let dir = scratch(&format!("crash-{cut}"));
@@ -573,7 +575,7 @@ fn a_supersede_cut_off_by_a_crash_is_there_whole_or_not_at_all() {
         }
         drop((store, disk));
         // The restart: the file as the crash left it.
-        let store = open(&dir);
+        let store = open(&TestDatabase::Redb(dir.clone()));
         let alarms = all_alarms(&store);
         let history = |id| store.history(id).expect("history");
         match alarms.as_slice() {

@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{TS, scratch, whitelist};
+use common::{TS, TestDatabase, whitelist};
 use serde_json::json;
 use sluice::alarm::{AlarmStore, Raised, Scope, Source};
 use sluice::command::node::{RECLAIMS_RULE, reclaim_alarm};
@@ -14,14 +14,13 @@ use sluice::command::{
     CommandAction, CommandError, CommandKind, CommandStatus, CommandStore, Created, Delivery,
     NewCommand, Receipt, ReceiptOutcome, ReceiptResult, Rejection, Timings,
 };
-use sluice::store::Store;
 
 const T0: i64 = TS;
 const SECOND: i64 = 1000;
 
 fn store(name: &str) -> CommandStore {
     CommandStore::new(
-        &Store::open(&scratch(name)).expect("store"),
+        TestDatabase::new(name).open(),
         whitelist().commands,
         Timings::default(),
     )
@@ -382,7 +381,7 @@ fn leases_reclaims_sent_timeouts_and_expiry_follow_the_clock() {
     );
     // The engine raises that alarm in the alarm store.
     let alarms = AlarmStore::new(
-        &Store::open(&scratch("reclaim-alarm")).expect("store"),
+        TestDatabase::new("reclaim-alarm").open(),
         whitelist().alarms,
     );
     let raised = alarms
@@ -500,14 +499,8 @@ fn cancel_request_ids_and_history() {
 
 #[test]
 fn a_final_command_has_its_reply_due_until_it_is_safely_out_even_across_a_reopen() {
-    let dir = scratch("replies-due");
-    let open = || {
-        CommandStore::new(
-            &Store::open(&dir).expect("store"),
-            whitelist().commands,
-            Timings::default(),
-        )
-    };
+    let db = TestDatabase::new("replies-due");
+    let open = || CommandStore::new(db.open(), whitelist().commands, Timings::default());
     let due = |store: &CommandStore| -> Vec<u64> {
         let due = store.replies_due().expect("due");
         due.iter().map(|c| c.id).collect()

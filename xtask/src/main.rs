@@ -1,7 +1,8 @@
 //! Project tasks: `cargo xtask <task>`.
 //!
 //! - `test`: everything a fresh machine needs (wasm target, protocol peers), then every
-//!   test (the README's test command);
+//!   test (the README's test command), and the alarm and command store tests a second
+//!   time on a PostgreSQL server of their own;
 //! - `lint`: the engine's layers (see `layers`), `cargo fmt --check` and
 //!   `cargo clippy -D warnings` on both workspaces;
 //! - `layers`: the import graph of the engine's top-level modules, checked;
@@ -43,9 +44,14 @@ fn project_root() -> PathBuf {
 }
 
 fn run(dir: &Path, program: &str, args: &[&str]) -> Result<(), String> {
+    run_with(dir, program, args, &[])
+}
+
+fn run_with(dir: &Path, program: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
     println!("==> {program} {}", args.join(" "));
     let status = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .status()
         .map_err(|e| format!("cannot run {program}: {e}"))?;
@@ -72,7 +78,47 @@ fn test(root: &Path) -> Result<(), String> {
         "cargo",
         &["test", "--locked", "--workspace", "--target", &host],
     )?;
-    run(root, "cargo", &["test", "--workspace", "--locked"])
+    run(root, "cargo", &["test", "--workspace", "--locked"])?;
+    store_tests_on_postgres(root)
+}
+
+/// The store tests that take their database from `SLUICE_TEST_POSTGRES`, run
+/// again with it pointing at a PostgreSQL cluster made for them (and stopped
+/// after, whatever the outcome).
+fn store_tests_on_postgres(root: &Path) -> Result<(), String> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map_err(|e| format!("no free port for PostgreSQL: {e}"))?
+        .port()
+        .to_string();
+    let dir = std::env::temp_dir().join(format!("sluice-store-tests-{}", std::process::id()));
+    let dir_arg = dir.display().to_string();
+    run(
+        root,
+        "bash",
+        &["scripts/postgres.sh", "start", &dir_arg, &port, "fast"],
+    )?;
+    let server = format!("postgresql://postgres@127.0.0.1:{port}");
+    let tested = run_with(
+        root,
+        "cargo",
+        &[
+            "test",
+            "--locked",
+            "-p",
+            "sluice",
+            "--test",
+            "alarms",
+            "--test",
+            "commands",
+            "--test",
+            "alarm_delivery",
+        ],
+        &[("SLUICE_TEST_POSTGRES", &server)],
+    );
+    let stopped = run(root, "bash", &["scripts/postgres.sh", "stop", &dir_arg]);
+    let _ = std::fs::remove_dir_all(&dir);
+    tested.and(stopped)
 }
 
 /// The target triple of this machine, as rustc reports it.

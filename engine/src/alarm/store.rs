@@ -5,7 +5,7 @@
 
 use super::model::{ActionRecord, Alarm, Change as Audited, Source};
 use crate::model::{AlarmAction, AlarmState, Refused, Scope, Transitions};
-use crate::store::{Change, Index, Journal, Store, StoreError, Tables};
+use crate::store::{Change, Index, Journal, StateDatabase, StoreError, Tables};
 use crate::telemetry::{Counter, Metrics};
 
 /// The alarm tables: id -> alarm, (state, id), and (id, seq) -> audit record.
@@ -108,9 +108,13 @@ fn save(
 
 impl AlarmStore {
     /// The alarm tables in `store`; transitions follow `whitelist`.
-    pub fn new(store: &Store, whitelist: Transitions<AlarmState, AlarmAction>) -> Self {
+    pub fn new(
+        db: impl Into<StateDatabase>,
+        whitelist: Transitions<AlarmState, AlarmAction>,
+    ) -> Self {
+        let db = db.into();
         Self {
-            journal: Journal::new(store, TABLES),
+            journal: Journal::new(&db, TABLES),
             whitelist,
             audit_failures: Counter::default(),
         }

@@ -9,6 +9,7 @@ mod devices;
 mod health;
 mod metrics;
 mod reply;
+mod roster;
 mod state;
 mod states;
 mod tokens;
@@ -41,6 +42,7 @@ pub async fn serve(
             "/devices/{id}/state",
             get(states::device).put(states::set_device),
         )
+        .route("/devices", get(roster::list))
         .route("/devices/{id}", get(devices::get))
         .route(
             "/devices/{id}/config",

@@ -96,7 +96,7 @@ async fn demo(reports: Option<u64>) -> anyhow::Result<ExitCode> {
     );
 
     let (stop, stopped) = watch::channel(false);
-    let engine = tokio::spawn(gateway::run(prepared, sources, stopped));
+    let engine = tokio::spawn(gateway::run(prepared, sources, None, stopped));
     let printer = tokio::task::spawn_blocking(move || {
         let mut seen = 0;
         while let Ok((topic, payload)) = broker.messages().recv() {

@@ -51,6 +51,11 @@ enum Command {
         /// A directory of pipeline files (the built-in `default` is always available).
         #[arg(long)]
         pipelines: Option<PathBuf>,
+        /// This engine's name among those sharing a database: the owner of the
+        /// devices it polls, the node of its command claims (default:
+        /// `SLUICE_NODE_ID`, else `collector.commands.nodeId`, else the host name).
+        #[arg(long)]
+        node_id: Option<String>,
     },
     /// Ask the running gateway to read its pipeline files and device configuration
     /// again now (it also watches them); prints what changed, or every problem.
@@ -119,7 +124,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check { files, pipelines } => check::run(&files, pipelines),
         Command::Test { files } => test::run(&files),
-        Command::Run { config, pipelines } => run::run(&config, pipelines),
+        Command::Run {
+            config,
+            pipelines,
+            node_id,
+        } => run::run(&config, pipelines, node_id),
         Command::Demo { reports } => demo::run(reports),
         Command::Reload { config } => reload::run(&config),
         Command::Component {

@@ -1,4 +1,4 @@
-//! `sluice run --config FILE`: compiles the gateway (every problem is printed as
+//! `sluice run --config FILE [--node-id NAME]`: compiles the gateway (every problem is printed as
 //! `sluice check` prints it) and runs it until SIGINT or SIGTERM.
 
 use std::path::{Path, PathBuf};
@@ -8,7 +8,11 @@ use sluice::compile::Sources;
 use sluice::gateway::{self, Prepared, Purpose, Refusal};
 use tokio::sync::watch;
 
-pub fn run(config_path: &Path, pipelines: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+pub fn run(
+    config_path: &Path,
+    pipelines: Option<PathBuf>,
+    node_id: Option<String>,
+) -> anyhow::Result<ExitCode> {
     let sources = Sources {
         config_file: Some(config_path.to_path_buf()),
         pipelines_dir: pipelines,
@@ -17,7 +21,7 @@ pub fn run(config_path: &Path, pipelines: Option<PathBuf>) -> anyhow::Result<Exi
     let Some(prepared) = prepare(&sources, Purpose::Run)? else {
         return Ok(ExitCode::FAILURE);
     };
-    serve(prepared, sources)
+    serve(prepared, sources, node_id)
 }
 
 /// The compiled gateway, or `None` once its problems are printed.
@@ -34,7 +38,11 @@ pub fn prepare(sources: &Sources, purpose: Purpose) -> anyhow::Result<Option<Pre
 }
 
 /// Runs `prepared` on a runtime of its configured size until a signal.
-fn serve(prepared: Prepared, sources: Sources) -> anyhow::Result<ExitCode> {
+fn serve(
+    prepared: Prepared,
+    sources: Sources,
+    node_id: Option<String>,
+) -> anyhow::Result<ExitCode> {
     let workers = prepared.compiled.config.collector.worker_threads.max(1) as usize;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
@@ -48,7 +56,7 @@ fn serve(prepared: Prepared, sources: Sources) -> anyhow::Result<ExitCode> {
             tracing::info!("stopping");
             let _ = stop.send(true);
         });
-        gateway::run(prepared, sources, stopped).await
+        gateway::run(prepared, sources, node_id, stopped).await
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -101,6 +101,16 @@ impl Fleet {
         &self.services
     }
 
+    /// Whether this engine may poll `device` now (S7 of docs/state.md).
+    pub fn owns(&self, device: &str) -> bool {
+        self.services.ownership.owns(device)
+    }
+
+    /// Who polls the devices.
+    pub fn ownership(&self) -> &Arc<super::ownership::Ownership> {
+        &self.services.ownership
+    }
+
     /// Starts the heartbeats of the current links; later rosters start theirs as
     /// they come. Needs the runtime.
     pub(super) fn start(&self, shutdown: watch::Receiver<bool>) {
@@ -116,7 +126,7 @@ impl Fleet {
             return;
         };
         let allowed = applied.config.collector.heartbeat_failures.max(1);
-        let wanted = heartbeat::for_links(roster.devices(), allowed);
+        let wanted = heartbeat::for_links(roster.devices(), allowed, &self.services.ownership);
         let mut running = std::mem::take(&mut applied.heartbeats);
         for beat in wanted {
             let key = beat.key();

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::device::Device;
+use super::ownership::Ownership;
 use crate::io::LinkState;
 
 /// A heartbeat for one link, using one device's channel to build the probe.
@@ -21,11 +22,17 @@ pub struct Heartbeat {
     pub tag: u32,
     pub every: Duration,
     pub failures_allowed: u32,
+    /// A device another engine owns gets no heartbeat from this one.
+    pub ownership: Arc<Ownership>,
 }
 
 /// One heartbeat per link whose channels ask for a probe: the first such channel
 /// (in device order) sends it.
-pub fn for_links(devices: &[Arc<Device>], failures_allowed: u32) -> Vec<Heartbeat> {
+pub fn for_links(
+    devices: &[Arc<Device>],
+    failures_allowed: u32,
+    ownership: &Arc<Ownership>,
+) -> Vec<Heartbeat> {
     let mut seen: Vec<&Arc<tokio::sync::Mutex<crate::io::Link>>> = Vec::new();
     let mut beats = Vec::new();
     for device in devices {
@@ -41,6 +48,7 @@ pub fn for_links(devices: &[Arc<Device>], failures_allowed: u32) -> Vec<Heartbea
                 tag: probe.tag,
                 every: probe.every,
                 failures_allowed,
+                ownership: Arc::clone(ownership),
             });
         }
     }
@@ -62,6 +70,9 @@ impl Heartbeat {
     }
 
     async fn beat(&self) {
+        if !self.ownership.owns(&self.device.id) {
+            return;
+        }
         let Some(channel) = self.device.channels.get(self.channel) else {
             return;
         };

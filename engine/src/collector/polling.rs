@@ -17,6 +17,7 @@ use crate::lease::{
     DRIVER_HEARTBEAT, DRIVER_LEASE_SECONDS, EntityState, EntityType, Renewal, TimeoutSource,
 };
 use crate::scheduler::{RoundFuture, RoundOutcome, Rounds, Scheduler};
+use crate::store::SeqAllocator;
 use crate::telemetry::Metrics;
 
 /// The collector: its devices (shared with the HTTP API, commands and
@@ -34,7 +35,14 @@ struct DeviceRounds {
 impl Rounds for DeviceRounds {
     fn run(&self, device: u64, tags: Arc<[u32]>) -> RoundFuture {
         // A device removed since it was planned has nothing left to do.
-        let Some(device) = self.fleet.roster().by_key(device).cloned() else {
+        // So has a device another engine owns (S7 of docs/state.md).
+        let Some(device) = self
+            .fleet
+            .roster()
+            .by_key(device)
+            .filter(|d| self.fleet.owns(&d.id))
+            .cloned()
+        else {
             return Box::pin(async { RoundOutcome::Done });
         };
         let fleet = Arc::clone(&self.fleet);
@@ -158,4 +166,41 @@ async fn drivers_heartbeat(fleet: Arc<Fleet>, mut shutdown: watch::Receiver<bool
         }
         seen = now_seen;
     }
+}
+
+/// Renews the ownership leases of the devices (when engines share a database)
+/// until `shutdown`; then stops polling, waits out rounds in progress and
+/// gives the leases up, so the other engines take the devices at once.
+pub async fn keep_ownership(
+    fleet: Arc<Fleet>,
+    seq: Arc<SeqAllocator>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let ownership = Arc::clone(fleet.ownership());
+    let Some(period) = ownership.renewal_period() else {
+        return;
+    };
+    let mut ticker = tokio::time::interval(period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while crate::clock::next_tick(&mut ticker, &mut shutdown).await {
+        let devices: Vec<String> = fleet
+            .roster()
+            .devices()
+            .iter()
+            .map(|d| d.id.clone())
+            .collect();
+        let this = Arc::clone(&ownership);
+        let gained = tokio::task::spawn_blocking(move || this.renew(devices))
+            .await
+            .unwrap_or_default();
+        for device in &gained {
+            seq.forget(device);
+        }
+        if !gained.is_empty() {
+            tracing::info!(gained = gained.len(), "devices taken over");
+        }
+    }
+    ownership.stop();
+    tokio::time::sleep(ownership.round_margin()).await;
+    let _ = tokio::task::spawn_blocking(move || ownership.release()).await;
 }

@@ -12,6 +12,7 @@ use tokio::sync::Mutex as AsyncMutex;
 use super::device::{Channel, Device, DeviceParts, LeaseTerms, Probe, Writable};
 use super::links::{Endpoint, LinkInfo, link_settings};
 use super::metrics::DeviceMetrics;
+use super::ownership::Ownership;
 use super::reporter::Reporter;
 use super::roster::Roster;
 use super::sink::SampleSink;
@@ -34,6 +35,8 @@ pub struct Services {
     pub sink: Option<Arc<dyn SampleSink>>,
     /// The families each device counts in.
     pub metrics: DeviceMetrics,
+    /// The devices this engine may poll.
+    pub ownership: Arc<Ownership>,
 }
 
 /// Wires devices for one configuration. Links of devices wired earlier

@@ -85,12 +85,13 @@ impl Commands {
         &self.wake
     }
 
-    /// The engine's own devices.
+    /// The devices this engine owns now (all of them when it is alone).
     pub fn own_devices(&self) -> HashSet<String> {
         self.fleet
             .roster()
             .devices()
             .iter()
+            .filter(|d| self.fleet.owns(&d.id))
             .map(|d| d.id.clone())
             .collect()
     }

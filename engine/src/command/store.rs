@@ -9,7 +9,7 @@ use super::model::{Command, CommandRecord, NewCommand};
 use super::outcome::{WriteIntent, WriteRecord};
 use crate::io::exponential;
 use crate::model::{CommandAction, CommandStatus, Refused, Scope, Transitions};
-use crate::store::{Change, Index, Journal, Keyed, Store, StoreError, Tables};
+use crate::store::{Change, Index, Journal, Keyed, StateDatabase, StoreError, Tables};
 
 /// The command tables: id -> command, (status, id), and (id, seq) -> record.
 const TABLES: Tables = Tables {
@@ -160,14 +160,15 @@ pub(super) fn command(tables: &Commands<'_>, id: u64) -> Result<Command, Command
 
 impl CommandStore {
     pub fn new(
-        store: &Store,
+        db: impl Into<StateDatabase>,
         whitelist: Transitions<CommandStatus, CommandAction>,
         timings: Timings,
     ) -> Self {
+        let db = db.into();
         Self {
-            journal: Journal::new(store, TABLES),
-            records: Keyed::new(store, WRITES, "write record"),
-            intents: Keyed::new(store, INTENTS, "write intent"),
+            journal: Journal::new(&db, TABLES),
+            records: Keyed::new(&db, WRITES, "write record"),
+            intents: Keyed::new(&db, INTENTS, "write intent"),
             whitelist,
             timings,
         }

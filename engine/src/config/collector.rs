@@ -7,6 +7,7 @@ use super::alarms::{self, AlarmConfig};
 use super::commands::{self, CommandConfig};
 use super::network::{self, HttpConfig, MqttConfig};
 use super::read::{at_least, choice, ranged, read_at, text};
+use super::store::{self, StoreConfig};
 use crate::yaml::{Diagnostics, Fields, Node};
 
 /// The `collector` section.
@@ -38,6 +39,8 @@ pub struct CollectorConfig {
     pub alarms: AlarmConfig,
     /// `commands`: downlink commands and writes.
     pub commands: CommandConfig,
+    /// `store`: where the state is kept (default: redb in `wal.dir`).
+    pub store: StoreConfig,
     /// `mergeGap`: largest gap of unused registers/addresses allowed between two tags
     /// read in one request (default 16; 0 merges only adjacent tags). A channel may
     /// override it where its protocol supports that.
@@ -59,6 +62,7 @@ impl Default for CollectorConfig {
             lease: LeaseConfig::default(),
             alarms: AlarmConfig::default(),
             commands: CommandConfig::default(),
+            store: StoreConfig::default(),
             merge_gap: 16,
         }
     }
@@ -241,6 +245,9 @@ pub(super) fn read(node: &Node, errors: &mut Diagnostics) -> CollectorConfig {
         commands: f
             .node("commands")
             .map_or_else(CommandConfig::default, |n| commands::read(n, errors)),
+        store: f
+            .node("store")
+            .map_or_else(StoreConfig::default, |n| store::read(n, errors)),
         merge_gap: at_least(&mut f, "mergeGap", 0, d.merge_gap, errors),
     };
     f.finish(errors);

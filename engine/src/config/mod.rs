@@ -32,6 +32,7 @@ mod network;
 mod product;
 mod protocol;
 mod read;
+mod store;
 mod tag;
 mod tenant;
 
@@ -50,6 +51,7 @@ pub use device::DeviceConfig;
 pub use network::{HttpConfig, MqttConfig};
 pub use product::ProductConfig;
 pub use protocol::Protocol;
+pub use store::{StoreConfig, StoreKind};
 pub use tag::TagConfig;
 pub use tenant::{DEFAULT_RULES, RecipientConfig, TenantConfig, TenantLimits};
 

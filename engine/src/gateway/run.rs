@@ -16,7 +16,9 @@ use super::identity;
 use super::state;
 use crate::alarm::{self, AlarmStore, Alarms, Delivery};
 use crate::api::{self, ApiState, Tokens};
-use crate::collector::{Collector, DeviceMetrics, Fleet, SampleSink, Services};
+use crate::collector::{
+    Collector, DeviceMetrics, Fleet, Ownership, SampleSink, Services, keep_ownership,
+};
 use crate::command::{self, CommandStore, Commands, Timings, WriteService};
 use crate::compile::{Compiled, Sources};
 use crate::config::{GatewayConfig, Protocol};
@@ -24,7 +26,7 @@ use crate::deploy::Deployer;
 use crate::lease::{Announce, EntityType, Leases, StateStore};
 use crate::model::{CommandAction, CommandStatus, Transitions};
 use crate::mqtt::{DRIVER_PRODUCT, Topics};
-use crate::store::Store;
+use crate::store::StateDatabase;
 use crate::telemetry::Metrics;
 use crate::uplink::{Downlink, Uplink};
 use crate::wal::Outbox;
@@ -49,8 +51,8 @@ fn announcements(config: &GatewayConfig) -> HashMap<(EntityType, String), Announ
 
 /// The command service over the collector's devices.
 fn commands(
-    (config, client_id): (&GatewayConfig, &str),
-    store: &Store,
+    (config, node_id): (&GatewayConfig, &str),
+    db: &StateDatabase,
     whitelist: Transitions<CommandStatus, CommandAction>,
     fleet: &Arc<Fleet>,
     uplink: &Uplink,
@@ -66,22 +68,18 @@ fn commands(
         retry_base_ms: i64::try_from(c.retry_base_ms).unwrap_or(i64::MAX),
         retry_max_ms: i64::try_from(c.retry_max_ms).unwrap_or(i64::MAX),
     };
-    let command_store = Arc::new(CommandStore::new(store, whitelist, timings));
+    let command_store = Arc::new(CommandStore::new(db, whitelist, timings));
     let writes = Arc::new(WriteService::new(
         Arc::clone(fleet),
         Arc::clone(&command_store),
         c.write_attempts,
     ));
-    let node_id = c
-        .node_id
-        .clone()
-        .unwrap_or_else(|| format!("engine-{client_id}"));
     Commands::new(
         command_store,
         writes,
         Arc::clone(fleet),
         uplink.clone(),
-        node_id,
+        node_id.to_owned(),
     )
 }
 
@@ -137,11 +135,11 @@ struct Engine {
 /// (its delivery included).
 fn start_engine(
     (config, client_id, compiled): (&GatewayConfig, &str, &mut Compiled),
-    (store, outbox, lease_store): (&Store, &Arc<Outbox>, Arc<dyn StateStore>),
+    (db, outbox, lease_store): (&StateDatabase, &Arc<Outbox>, Arc<dyn StateStore>),
     shutdown: &watch::Receiver<bool>,
     tasks: &mut Tasks,
 ) -> Engine {
-    let alarm_store = AlarmStore::new(store, compiled.whitelist.alarms.clone());
+    let alarm_store = AlarmStore::new(db, compiled.whitelist.alarms.clone());
     let tenants = std::mem::take(&mut compiled.tenants);
     let alarms = Alarms::new(Arc::new(alarm_store), HashMap::new(), tenants);
     tasks.spawn(Arc::clone(outbox).run_committer(shutdown.clone()));
@@ -203,6 +201,7 @@ fn metrics(
 pub async fn run(
     prepared: Prepared,
     sources: Sources,
+    node_flag: Option<String>,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let Prepared {
@@ -216,30 +215,43 @@ pub async fn run(
         store,
         seq,
         outbox,
+        db,
         leases,
     } = state::open(&config)?;
-    let client_id = identity::client_id(&config)?;
+    let node_id = identity::node_id(&config, node_flag.as_deref());
+    let client_id = identity::client_id(&config, &node_id)?;
     let mut tasks = Tasks::default();
     let engine = start_engine(
         (&config, &client_id, &mut compiled),
-        (&store, &outbox, leases),
+        (&db, &outbox, leases),
         &shutdown,
         &mut tasks,
     );
     let whitelist = compiled.whitelist.clone();
     let pipelines = compiled.pipelines.clone();
+    let ownership = Arc::new(match db.shared() {
+        Some(postgres) => Ownership::shared(
+            &node_id,
+            postgres.clone(),
+            Duration::from_millis(config.collector.store.ownership_lease_ms),
+            Duration::from_millis(config.collector.per_device_timeout_ms),
+        ),
+        None => Ownership::alone(&node_id),
+    });
     let services = Services {
         uplink: engine.uplink.clone(),
-        seq,
+        seq: Arc::clone(&seq),
+        ownership,
         leases: Arc::clone(&engine.leases),
         sink: Some(Arc::clone(&engine.alarms) as Arc<dyn SampleSink>),
         metrics: DeviceMetrics::default(),
     };
     let mut collector = Collector::new(compiled, services);
     let fleet = Arc::clone(collector.fleet());
+    tasks.spawn(keep_ownership(Arc::clone(&fleet), seq, shutdown.clone()));
     let commands = commands(
-        (&config, &client_id),
-        &store,
+        (&config, &node_id),
+        &db,
         whitelist.commands.clone(),
         &fleet,
         &engine.uplink,
@@ -287,6 +299,8 @@ pub async fn run(
         devices = fleet.roster().devices().len(),
         connections = fleet.roster().links().len(),
         database = %store.path().display(),
+        node = %node_id,
+        shared = db.shared().is_some(),
         "collector started"
     );
     if let Some(http) = &config.collector.http {

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::config::GatewayConfig;
-use crate::store::{RedbStateStore, SeqAllocator, StateStore, Store, StoreError};
+use crate::config::{GatewayConfig, StoreKind};
+use crate::store::{Postgres, SeqAllocator, StateDatabase, StateStore, Store, StoreError};
 use crate::wal::{Outbox, WalError};
 
 /// Why the durable state could not be opened.
@@ -34,19 +34,36 @@ pub(super) struct State {
     pub store: Store,
     pub seq: Arc<SeqAllocator>,
     pub outbox: Arc<Outbox>,
+    /// Where the leases, alarms, commands and write records live.
+    pub db: StateDatabase,
     pub leases: Arc<dyn StateStore>,
 }
 
+/// PostgreSQL, when `collector.store` names it: connected, its schema created
+/// or migrated.
+fn shared_database(config: &GatewayConfig) -> Result<Option<Postgres>, StoreError> {
+    let c = &config.collector.store;
+    match (c.kind, &c.url) {
+        (StoreKind::Postgres, Some(url)) => Ok(Some(Postgres::open(url, c.pool)?)),
+        _ => Ok(None),
+    }
+}
+
 /// Opens the database, the sequence numbers, the outbox and the lease table.
-fn open_state(config: &GatewayConfig) -> Result<State, StateError> {
+fn open_state(config: &GatewayConfig, shared: Option<&Postgres>) -> Result<State, StateError> {
     let store = Store::open(&config.collector.wal.dir)?;
-    let seq = SeqAllocator::open(&store, config.collector.wal.enabled)?;
+    let db = match shared {
+        Some(postgres) => StateDatabase::Postgres(postgres.clone()),
+        None => StateDatabase::Redb(store.clone()),
+    };
+    let seq = SeqAllocator::open(&store, config.collector.wal.enabled, shared.cloned())?;
     let outbox = Outbox::open(&config.collector.wal, &store)?;
-    let leases = Arc::new(RedbStateStore::open(&store)?);
+    let leases = db.leases()?;
     Ok(State {
         store,
         seq: Arc::new(seq),
         outbox,
+        db,
         leases,
     })
 }
@@ -58,7 +75,9 @@ fn open_state(config: &GatewayConfig) -> Result<State, StateError> {
 /// A state that cannot be opened for another reason (another engine holds the
 /// file, a newer WAL format), or a damaged file that cannot be moved.
 pub(super) fn open(config: &GatewayConfig) -> anyhow::Result<State> {
-    match open_state(config) {
+    // Opened first: a PostgreSQL that refuses is never taken for a damaged file.
+    let shared = shared_database(config)?;
+    match open_state(config, shared.as_ref()) {
         Ok(state) => Ok(state),
         Err(error) if error.is_damaged() => {
             let aside = Store::set_aside(&config.collector.wal.dir)?;
@@ -67,7 +86,7 @@ pub(super) fn open(config: &GatewayConfig) -> anyhow::Result<State> {
                 aside = %aside.display(),
                 "the database was damaged and has been set aside; starting with an empty one"
             );
-            Ok(open_state(config)?)
+            Ok(open_state(config, shared.as_ref())?)
         }
         Err(error) => Err(error.into()),
     }

@@ -1,8 +1,11 @@
-//! The engine's durable state: one redb file in the data directory, and every
-//! table in it but the WAL's. No redb type leaves this module (and `wal`):
-//! features keep their state through the interfaces here.
+//! The engine's durable state: one redb file in the data directory (the WAL,
+//! the sequence numbers, and by default everything else), or for the leases,
+//! alarms, commands and write records a PostgreSQL database several engines
+//! share. No redb or PostgreSQL type leaves this module (and `wal`): features
+//! keep their state through the interfaces here.
 //!
-//! - [`Store`]: the database, opened (or set aside when damaged);
+//! - [`Store`]: the redb file, opened (or set aside when damaged);
+//! - [`StateDatabase`]: which database holds the shared state;
 //! - [`Journal`]: records with a lifecycle and their history rows, changed
 //!   together in one transaction (alarms, commands);
 //! - [`Keyed`]: values by key (the results of writes);
@@ -19,6 +22,7 @@ mod keyed;
 mod leases;
 mod postgres;
 mod seq;
+mod state_database;
 
 pub use database::{FILE_NAME, Store};
 pub use error::{Backend, Shared, StoreError};
@@ -26,5 +30,6 @@ pub use faults::Faults;
 pub use journal::{Change, Entry, Index, Journal, Tables};
 pub use keyed::Keyed;
 pub use leases::{Claimed, RedbStateStore, StateStore};
-pub use postgres::{DEFAULT_POOL_SIZE, PgStateStore, Postgres};
+pub use postgres::{DEFAULT_POOL_SIZE, DeviceOwner, Owned, PgStateStore, Postgres};
 pub use seq::{LAST_COMMITTED, SeqAllocator};
+pub use state_database::StateDatabase;

@@ -11,6 +11,12 @@
 //! above the durable ceiling, the allocator raises the ceiling by a block in one
 //! committed write. A restart continues above the last ceiling, so a crash can skip
 //! numbers (never more than a block) but never repeat one.
+//!
+//! With the state shared on PostgreSQL, blocks are reserved there, whatever the
+//! WAL does: a device that moves to another engine continues above every block
+//! any engine took for it, so its numbers never repeat across engines (S8 of
+//! `docs/state.md`); reports still in a dead engine's WAL keep the numbers
+//! they were given.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -19,6 +25,7 @@ use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::database::Store;
 use super::error::StoreError;
+use super::postgres::Postgres;
 use crate::sync::lock;
 
 /// Device id -> highest reserved sequence number (WAL off).
@@ -41,15 +48,29 @@ pub struct SeqAllocator {
     store: Store,
     ranges: Mutex<HashMap<String, Range>>,
     wal_enabled: bool,
+    /// Where blocks are reserved when the state is shared.
+    shared: Option<Postgres>,
 }
 
 impl SeqAllocator {
     /// Numbers continuing from what the WAL committed (`wal_enabled`), or from
-    /// durable block reservations.
+    /// durable block reservations (in `shared` when given).
     ///
     /// # Errors
     /// When the table cannot be read.
-    pub fn open(store: &Store, wal_enabled: bool) -> Result<Self, StoreError> {
+    pub fn open(
+        store: &Store,
+        wal_enabled: bool,
+        shared: Option<Postgres>,
+    ) -> Result<Self, StoreError> {
+        if shared.is_some() {
+            return Ok(Self {
+                store: store.clone(),
+                ranges: Mutex::new(HashMap::new()),
+                wal_enabled: false,
+                shared,
+            });
+        }
         let mut ranges = HashMap::new();
         let read = store.db().begin_read()?;
         let table = if wal_enabled {
@@ -80,7 +101,16 @@ impl SeqAllocator {
             store: store.clone(),
             ranges: Mutex::new(ranges),
             wal_enabled,
+            shared: None,
         })
+    }
+
+    /// Forgets the numbers reserved for `device`: the next one comes from a new
+    /// block, above whatever another engine took for it meanwhile.
+    pub fn forget(&self, device: &str) {
+        if self.shared.is_some() {
+            lock(&self.ranges).remove(device);
+        }
     }
 
     /// The next sequence number of `device` (the first is 1).
@@ -93,7 +123,13 @@ impl SeqAllocator {
         let range = ranges
             .entry(device.to_owned())
             .or_insert(Range { next: 1, ceiling });
-        if range.next > range.ceiling {
+        if range.next > range.ceiling
+            && let Some(shared) = &self.shared
+        {
+            let ceiling = shared.reserve_seq(device, BLOCK)?;
+            range.next = ceiling + 1 - BLOCK;
+            range.ceiling = ceiling;
+        } else if range.next > range.ceiling {
             let ceiling = range.next + BLOCK - 1;
             let write = self.store.db().begin_write()?;
             {
@@ -118,7 +154,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sluice-seq-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let store = Store::open(&dir).expect("store");
-        let seq = SeqAllocator::open(&store, false).expect("seq");
+        let seq = SeqAllocator::open(&store, false, None).expect("seq");
         assert_eq!(
             (
                 seq.next("a").expect("1"),
@@ -130,7 +166,7 @@ mod tests {
         drop(seq);
         drop(store);
         let store = Store::open(&dir).expect("reopen");
-        let seq = SeqAllocator::open(&store, false).expect("seq");
+        let seq = SeqAllocator::open(&store, false, None).expect("seq");
         let after = seq.next("a").expect("next");
         assert!(
             after > 2,

@@ -9,6 +9,7 @@ use sluice::model::{
 };
 use sluice::runtime::BUILTIN;
 use sluice::runtime::{ComponentKind, Limits, Runtime, RuntimeConfig};
+use sluice::store::{DEFAULT_POOL_SIZE, Postgres, StateDatabase, Store};
 
 pub const TS: i64 = 1_700_000_000_000;
 
@@ -40,6 +41,70 @@ pub fn scratch(name: &str) -> PathBuf {
         .map(|d| d.as_nanos())
         .unwrap_or_default();
     std::env::temp_dir().join(format!("sluice-{name}-{}-{nanos}", std::process::id()))
+}
+
+/// The variable that runs the store tests on PostgreSQL: the URL of a server
+/// without a database (`postgresql://USER@HOST:PORT`), on which each test makes
+/// a database of its own. `cargo xtask test` sets it for a second run of the
+/// alarm and command tests; unset, they run on redb.
+pub const POSTGRES_VAR: &str = "SLUICE_TEST_POSTGRES";
+
+/// Where one test keeps its state: a redb file of its own, or a PostgreSQL
+/// database of its own when [`POSTGRES_VAR`] is set.
+#[derive(Debug, Clone)]
+pub enum TestDatabase {
+    Redb(PathBuf),
+    Postgres(String),
+}
+
+impl TestDatabase {
+    /// A new, empty one for the test `name`.
+    pub fn new(name: &str) -> Self {
+        let Ok(server) = std::env::var(POSTGRES_VAR) else {
+            return TestDatabase::Redb(scratch(name));
+        };
+        static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let clean: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .take(40)
+            .collect();
+        let database = format!("t_{clean}_{}_{made}", std::process::id());
+        let output = std::process::Command::new("/usr/lib/postgresql/15/bin/psql")
+            .args([
+                "-d",
+                &format!("{server}/postgres"),
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+            ])
+            .arg(format!("CREATE DATABASE {database}"))
+            .output()
+            .expect("psql");
+        assert!(
+            output.status.success(),
+            "CREATE DATABASE {database}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        TestDatabase::Postgres(format!("{server}/{database}"))
+    }
+
+    /// Opens it (again, after a restart).
+    pub fn open(&self) -> StateDatabase {
+        match self {
+            TestDatabase::Redb(dir) => StateDatabase::Redb(Store::open(dir).expect("store")),
+            TestDatabase::Postgres(url) => {
+                StateDatabase::Postgres(Postgres::open(url, DEFAULT_POOL_SIZE).expect("postgres"))
+            }
+        }
+    }
 }
 
 pub fn runtime() -> Runtime {

@@ -8,6 +8,8 @@
 //! for the answer, so it works from any thread, async or not.
 
 mod leases;
+mod owners;
+mod records;
 mod schema;
 
 use std::future::Future;
@@ -17,6 +19,8 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
 pub use leases::PgStateStore;
+pub use owners::{DeviceOwner, Owned};
+pub(crate) use records::{Op, Reply, Transaction};
 
 use super::error::{Shared, StoreError};
 
@@ -96,22 +100,48 @@ impl Postgres {
         F: Future<Output = Result<R, StoreError>> + Send + 'static,
         R: Send + 'static,
     {
+        let (answer, answered) = std::sync::mpsc::sync_channel(1);
+        self.spawn(move |client| async move {
+            let _ = answer.send(query(client).await);
+        })?;
+        answered
+            .recv()
+            .map_err(|_| StoreError::Postgres(Shared::message("the query was abandoned")))?
+    }
+
+    /// Starts `task` on a pooled connection on the store's runtime. A
+    /// connection that cannot be had is answered through `task`'s caller: the
+    /// task is then not run and its channel closes.
+    pub(crate) fn spawn<F>(
+        &self,
+        task: impl FnOnce(deadpool_postgres::Object) -> F + Send + 'static,
+    ) -> Result<(), StoreError>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
         let Some(runtime) = &self.inner.runtime else {
             return Err(StoreError::Postgres(Shared::message("the store is closed")));
         };
         let pool = self.inner.pool.clone();
-        let (answer, answered) = std::sync::mpsc::sync_channel(1);
+        let (failure, failed) = std::sync::mpsc::sync_channel(1);
         runtime.spawn(async move {
-            let result = match pool.get().await {
-                Ok(client) => query(client).await,
-                Err(deadpool_postgres::PoolError::Backend(error)) => Err(pg(error)),
-                Err(error) => Err(StoreError::Postgres(Shared::new(error))),
-            };
-            let _ = answer.send(result);
+            match pool.get().await {
+                Ok(client) => {
+                    drop(failure);
+                    task(client).await;
+                }
+                Err(deadpool_postgres::PoolError::Backend(error)) => {
+                    let _ = failure.send(pg(error));
+                }
+                Err(error) => {
+                    let _ = failure.send(StoreError::Postgres(Shared::new(error)));
+                }
+            }
         });
-        answered
-            .recv()
-            .map_err(|_| StoreError::Postgres(Shared::message("the query was abandoned")))?
+        match failed.recv() {
+            Ok(error) => Err(error),
+            Err(_) => Ok(()),
+        }
     }
 }
 

@@ -37,6 +37,64 @@ const MIGRATIONS: &[&str] = &[
         ON sluice_entity_state (due_time) WHERE due_time IS NOT NULL AND deleted = 0;
     CREATE INDEX idx_entity_state_parent
         ON sluice_entity_state (tenant_id, entity_type_flag, parent_entity_id) WHERE deleted = 0;",
+    // 2: records with a lifecycle (alarms, commands) as JSON by kind and id,
+    // with their state beside them for the scans; their history rows (the audit
+    // trail); the indexes onto them (an alarm's active key, a command's request
+    // id) and values by key (write intents and records). An alarm's active key
+    // is unique among its alarms, checked at commit (S6): the engine releases a
+    // key and hands it on within one transaction.
+    "CREATE TABLE sluice_record (
+        kind  TEXT   NOT NULL,
+        id    BIGINT NOT NULL,
+        state TEXT   NOT NULL,
+        body  JSONB  NOT NULL,
+        PRIMARY KEY (kind, id)
+    );
+    CREATE INDEX idx_record_state ON sluice_record (kind, state, id);
+    ALTER TABLE sluice_record ADD CONSTRAINT alarm_active_key_unique
+        EXCLUDE USING btree ((body->>'activeKey') WITH =)
+        WHERE (kind = 'alarm' AND body->>'activeKey' IS NOT NULL)
+        DEFERRABLE INITIALLY DEFERRED;
+    CREATE TABLE sluice_record_history (
+        kind TEXT    NOT NULL,
+        id   BIGINT  NOT NULL,
+        seq  INTEGER NOT NULL,
+        body JSONB   NOT NULL,
+        at   TIMESTAMPTZ NOT NULL DEFAULT now(),
+        PRIMARY KEY (kind, id, seq)
+    );
+    CREATE TABLE sluice_record_id (
+        kind TEXT   PRIMARY KEY,
+        last BIGINT NOT NULL
+    );
+    CREATE TABLE sluice_link (
+        name TEXT   NOT NULL,
+        key  BYTEA  NOT NULL,
+        id   BIGINT NOT NULL,
+        PRIMARY KEY (name, key)
+    );
+    CREATE TABLE sluice_value (
+        name TEXT  NOT NULL,
+        key  BYTEA NOT NULL,
+        body JSONB NOT NULL,
+        PRIMARY KEY (name, key)
+    );",
+    // 3: engines sharing the devices (S7, S8): each engine's own lease, the
+    // device-ownership leases, and the highest report number reserved per
+    // device. Times are the server's, in ms since the epoch.
+    "CREATE TABLE sluice_node (
+        node_id     TEXT   PRIMARY KEY,
+        expire_time BIGINT NOT NULL
+    );
+    CREATE TABLE sluice_device_owner (
+        device_id   TEXT   PRIMARY KEY,
+        node_id     TEXT   NOT NULL,
+        expire_time BIGINT NOT NULL
+    ) WITH (fillfactor = 70);
+    CREATE TABLE sluice_device_seq (
+        device_id TEXT   PRIMARY KEY,
+        ceiling   BIGINT NOT NULL
+    );",
 ];
 
 /// An arbitrary number naming the lock migrations run under.

@@ -1,9 +1,5 @@
-//! Records with a lifecycle (alarms, commands): each kept by id as JSON, indexed by
-//! its state, with a history row (audit record) per change. [`Change::save`] is
-//! the only way to store a record, and it writes the record and its history row
-//! in the same transaction: both or neither (invariant A2 of `docs/alarms.md`,
-//! C1 of `docs/commands.md`). Lookups from a key to a record id ([`Index`]: an
-//! alarm's active key, a command's request id) change in the same transactions.
+//! The journal on redb: a record kind's three tables and its indexes in the
+//! engine's file, every change one write transaction.
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -13,50 +9,16 @@ use redb::{Key, ReadableDatabase, ReadableTable, Table, TableDefinition, TableEr
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::database::Store;
-use super::error::StoreError;
-
-/// A record with a lifecycle.
-pub trait Entry: Serialize + DeserializeOwned {
-    /// What it is, for messages.
-    const KIND: &'static str;
-    fn id(&self) -> u64;
-    /// The name of its state, as the state index keeps it.
-    fn state(&self) -> &'static str;
-}
-
-/// The names of a record kind's three tables.
-#[derive(Debug, Clone, Copy)]
-pub struct Tables {
-    /// id -> record (JSON).
-    pub records: &'static str,
-    /// (state, id) -> (): the records in each state.
-    pub by_state: &'static str,
-    /// (id, seq) -> history row (JSON).
-    pub history: &'static str,
-}
-
-/// A table from a key to a record id.
-pub struct Index<K: Key + 'static>(TableDefinition<'static, K, u64>);
-
-impl<K: Key + 'static> Index<K> {
-    pub const fn new(name: &'static str) -> Self {
-        Self(TableDefinition::new(name))
-    }
-}
-
-impl<K: Key + 'static> fmt::Debug for Index<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Index").field(&self.0.name()).finish()
-    }
-}
+use super::{Entry, Index, Tables};
+use crate::store::database::Store;
+use crate::store::error::StoreError;
 
 type Records = TableDefinition<'static, u64, &'static [u8]>;
 type ByState = TableDefinition<'static, (&'static str, u64), ()>;
 type History = TableDefinition<'static, (u64, u32), &'static [u8]>;
 
 /// One record kind (`R`) and its history rows (`H`) in the store.
-pub struct Journal<R, H> {
+pub(super) struct RedbJournal<R, H> {
     store: Store,
     records: Records,
     by_state: ByState,
@@ -64,9 +26,9 @@ pub struct Journal<R, H> {
     kinds: PhantomData<fn() -> (R, H)>,
 }
 
-impl<R, H> fmt::Debug for Journal<R, H> {
+impl<R, H> fmt::Debug for RedbJournal<R, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Journal")
+        f.debug_struct("RedbJournal")
             .field("records", &self.records.name())
             .field("path", &self.store.path())
             .finish_non_exhaustive()
@@ -105,8 +67,8 @@ fn ids_under(
     Ok(ids)
 }
 
-impl<R: Entry, H: Serialize + DeserializeOwned> Journal<R, H> {
-    pub fn new(store: &Store, tables: Tables) -> Self {
+impl<R: Entry, H: Serialize + DeserializeOwned> RedbJournal<R, H> {
+    pub(super) fn new(store: &Store, tables: Tables) -> Self {
         Self {
             store: store.clone(),
             records: TableDefinition::new(tables.records),
@@ -121,19 +83,19 @@ impl<R: Entry, H: Serialize + DeserializeOwned> Journal<R, H> {
     ///
     /// # Errors
     /// The error of `change`, or a database failure (nothing kept).
-    pub fn change<T, E: From<StoreError>>(
+    pub(super) fn change<T, E: From<StoreError>>(
         &self,
-        change: impl FnOnce(&mut Change<'_, R, H>) -> Result<T, E>,
+        change: impl FnOnce(RedbChange<'_, R, H>) -> Result<T, E>,
     ) -> Result<T, E> {
         self.store.transaction(|tx| {
-            let mut open = Change {
+            let open = RedbChange {
                 tx,
                 records: tx.open_table(self.records).map_err(StoreError::from)?,
                 by_state: tx.open_table(self.by_state).map_err(StoreError::from)?,
                 history: tx.open_table(self.history).map_err(StoreError::from)?,
                 kinds: PhantomData,
             };
-            change(&mut open)
+            change(open)
         })
     }
 
@@ -141,7 +103,7 @@ impl<R: Entry, H: Serialize + DeserializeOwned> Journal<R, H> {
     ///
     /// # Errors
     /// A database failure, or a record that does not decode.
-    pub fn get(&self, id: u64) -> Result<Option<R>, StoreError> {
+    pub(super) fn get(&self, id: u64) -> Result<Option<R>, StoreError> {
         let Some(table) = self.store.read_table(self.records)? else {
             return Ok(None);
         };
@@ -155,7 +117,7 @@ impl<R: Entry, H: Serialize + DeserializeOwned> Journal<R, H> {
     ///
     /// # Errors
     /// A database failure, or a row that does not decode.
-    pub fn history(&self, id: u64) -> Result<Vec<H>, StoreError> {
+    pub(super) fn history(&self, id: u64) -> Result<Vec<H>, StoreError> {
         match self.store.read_table(self.history)? {
             Some(table) => rows(&table, id),
             None => Ok(Vec::new()),
@@ -166,7 +128,7 @@ impl<R: Entry, H: Serialize + DeserializeOwned> Journal<R, H> {
     ///
     /// # Errors
     /// A database failure.
-    pub fn ids_in(&self, state: &str) -> Result<Vec<u64>, StoreError> {
+    pub(super) fn ids_in(&self, state: &str) -> Result<Vec<u64>, StoreError> {
         match self.store.read_table(self.by_state)? {
             Some(index) => ids_under(&index, state),
             None => Ok(Vec::new()),
@@ -177,7 +139,7 @@ impl<R: Entry, H: Serialize + DeserializeOwned> Journal<R, H> {
     ///
     /// # Errors
     /// A database failure, or a record that does not decode.
-    pub fn load(&self, ids: impl IntoIterator<Item = u64>) -> Result<Vec<R>, StoreError> {
+    pub(super) fn load(&self, ids: impl IntoIterator<Item = u64>) -> Result<Vec<R>, StoreError> {
         let Some(table) = self.store.read_table(self.records)? else {
             return Ok(Vec::new());
         };
@@ -194,7 +156,7 @@ impl<R: Entry, H: Serialize + DeserializeOwned> Journal<R, H> {
     ///
     /// # Errors
     /// A database failure, or a record that does not decode.
-    pub fn newest_first(&self, mut visit: impl FnMut(R) -> bool) -> Result<(), StoreError> {
+    pub(super) fn newest_first(&self, mut visit: impl FnMut(R) -> bool) -> Result<(), StoreError> {
         let Some(table) = self.store.read_table(self.records)? else {
             return Ok(());
         };
@@ -210,9 +172,12 @@ impl<R: Entry, H: Serialize + DeserializeOwned> Journal<R, H> {
     ///
     /// # Errors
     /// A database failure.
-    pub fn linked<K: Key + 'static>(&self, index: &Index<K>) -> Result<Vec<u64>, StoreError> {
+    pub(super) fn linked<K: Key + 'static>(
+        &self,
+        index: &Index<K>,
+    ) -> Result<Vec<u64>, StoreError> {
         let read = self.store.db().begin_read()?;
-        let table = match read.open_table(index.0) {
+        let table = match read.open_table(index.table) {
             Ok(table) => table,
             Err(TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
             Err(error) => return Err(error.into()),
@@ -228,13 +193,13 @@ impl<R: Entry, H: Serialize + DeserializeOwned> Journal<R, H> {
     ///
     /// # Errors
     /// A database failure.
-    pub fn find<'k, K: Key + 'static>(
+    pub(super) fn find<'k, K: Key + 'static>(
         &self,
         index: &Index<K>,
         key: impl Borrow<K::SelfType<'k>>,
     ) -> Result<Option<u64>, StoreError> {
         let read = self.store.db().begin_read()?;
-        match read.open_table(index.0) {
+        match read.open_table(index.table) {
             Ok(table) => Ok(table.get(key)?.map(|v| v.value())),
             Err(TableError::TableDoesNotExist(_)) => Ok(None),
             Err(error) => Err(error.into()),
@@ -243,7 +208,7 @@ impl<R: Entry, H: Serialize + DeserializeOwned> Journal<R, H> {
 }
 
 /// The tables of one write transaction.
-pub struct Change<'t, R, H> {
+pub(super) struct RedbChange<'t, R, H> {
     tx: &'t redb::WriteTransaction,
     records: Table<'t, u64, &'static [u8]>,
     by_state: Table<'t, (&'static str, u64), ()>,
@@ -251,9 +216,9 @@ pub struct Change<'t, R, H> {
     kinds: PhantomData<fn() -> (R, H)>,
 }
 
-impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
+impl<'t, R: Entry, H: Serialize + DeserializeOwned> RedbChange<'t, R, H> {
     /// The transaction, for the other tables kept with the journal's records.
-    pub(super) fn tx(&self) -> &'t redb::WriteTransaction {
+    pub(in crate::store) fn tx(&self) -> &'t redb::WriteTransaction {
         self.tx
     }
 
@@ -261,7 +226,7 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
     ///
     /// # Errors
     /// A database failure, or a record that does not decode.
-    pub fn get(&self, id: u64) -> Result<Option<R>, StoreError> {
+    pub(super) fn get(&self, id: u64) -> Result<Option<R>, StoreError> {
         self.records
             .get(id)?
             .map(|bytes| decode(R::KIND, bytes.value()))
@@ -272,7 +237,7 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
     ///
     /// # Errors
     /// A database failure.
-    pub fn next_id(&self) -> Result<u64, StoreError> {
+    pub(super) fn next_id(&self) -> Result<u64, StoreError> {
         Ok(self.records.last()?.map_or(1, |(k, _)| k.value() + 1))
     }
 
@@ -280,7 +245,7 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
     ///
     /// # Errors
     /// A database failure.
-    pub fn ids_in(&self, state: &str) -> Result<Vec<u64>, StoreError> {
+    pub(super) fn ids_in(&self, state: &str) -> Result<Vec<u64>, StoreError> {
         ids_under(&self.by_state, state)
     }
 
@@ -290,7 +255,7 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
     ///
     /// # Errors
     /// A database failure, or a value that cannot be encoded.
-    pub fn save(
+    pub(super) fn save(
         &mut self,
         record: &R,
         before: Option<&str>,
@@ -319,12 +284,12 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
     ///
     /// # Errors
     /// A database failure.
-    pub fn find<'k, K: Key + 'static>(
+    pub(super) fn find<'k, K: Key + 'static>(
         &self,
         index: &Index<K>,
         key: impl Borrow<K::SelfType<'k>>,
     ) -> Result<Option<u64>, StoreError> {
-        let table = self.tx.open_table(index.0)?;
+        let table = self.tx.open_table(index.table)?;
         Ok(table.get(key)?.map(|v| v.value()))
     }
 
@@ -332,13 +297,13 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
     ///
     /// # Errors
     /// A database failure.
-    pub fn link<'k, K: Key + 'static>(
+    pub(super) fn link<'k, K: Key + 'static>(
         &mut self,
         index: &Index<K>,
         key: impl Borrow<K::SelfType<'k>>,
         id: u64,
     ) -> Result<Option<u64>, StoreError> {
-        let mut table = self.tx.open_table(index.0)?;
+        let mut table = self.tx.open_table(index.table)?;
         Ok(table.insert(key, id)?.map(|v| v.value()))
     }
 
@@ -346,12 +311,12 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
     ///
     /// # Errors
     /// A database failure.
-    pub fn unlink<'k, K: Key + 'static>(
+    pub(super) fn unlink<'k, K: Key + 'static>(
         &mut self,
         index: &Index<K>,
         key: impl Borrow<K::SelfType<'k>>,
     ) -> Result<Option<u64>, StoreError> {
-        let mut table = self.tx.open_table(index.0)?;
+        let mut table = self.tx.open_table(index.table)?;
         Ok(table.remove(key)?.map(|v| v.value()))
     }
 }
