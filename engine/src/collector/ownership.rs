@@ -131,8 +131,9 @@ impl Ownership {
             return Vec::new();
         };
         let asked = Instant::now();
-        let lease_ms = i64::try_from(shared.lease.as_millis()).unwrap_or(i64::MAX);
-        match shared.db.own_devices(&self.node_id, lease_ms, devices) {
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let terms = (ms(shared.lease), ms(shared.margin));
+        match shared.db.own_devices(&self.node_id, terms, devices) {
             Ok(owned) => {
                 let mut held = write(&shared.held);
                 let devices: HashSet<String> = owned.devices.into_iter().collect();

@@ -54,6 +54,12 @@ impl Engine {
         Self::spawn(dir, config_path, &[])
     }
 
+    /// Runs `sluice run` on an existing config file with more arguments.
+    pub fn start_with_args(dir: &PathBuf, config_path: &PathBuf, args: &[&str]) -> Self {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+        Self::spawn(dir, config_path, &args)
+    }
+
     fn spawn(dir: &PathBuf, config_path: &PathBuf, extra: &[&std::ffi::OsStr]) -> Self {
         let log = dir.join(format!(
             "engine-{}.log",

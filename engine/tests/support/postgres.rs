@@ -14,8 +14,8 @@ pub struct Postgres {
     dir: PathBuf,
 }
 
-/// Runs `program args`; panics with its output if it fails.
-fn run(program: &Path, args: &[&str]) {
+/// Runs `program args`; panics with its output if it fails; its stdout.
+fn run(program: &Path, args: &[&str]) -> String {
     let output = Command::new(program)
         .args(args)
         .output()
@@ -27,6 +27,7 @@ fn run(program: &Path, args: &[&str]) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 fn script() -> PathBuf {
@@ -39,30 +40,41 @@ impl Postgres {
         let port = free_port();
         let dir = scratch_dir("postgres", port);
         let dir_arg = dir.display().to_string();
-        run(&script(), &["start", &dir_arg, &port.to_string(), "fast"]);
+        let _ = run(&script(), &["start", &dir_arg, &port.to_string(), "fast"]);
         Self { port, dir }
     }
 
     /// A database of its own for one test, made on this server; its URL.
     pub fn database(&self, name: &str) -> String {
-        self.client("/usr/lib/postgresql/15/bin/createdb", &[name]);
+        let _ = self.client("/usr/lib/postgresql/15/bin/createdb", &[name]);
         format!("postgresql://postgres@127.0.0.1:{}/{name}", self.port)
     }
 
     /// Runs `statement` in database `name` with `psql`.
     pub fn sql(&self, name: &str, statement: &str) {
-        self.client(
+        let _ = self.client(
             "/usr/lib/postgresql/15/bin/psql",
             &["-d", name, "-v", "ON_ERROR_STOP=1", "-c", statement],
         );
     }
 
-    /// Runs a client program against this server as `postgres`.
-    fn client(&self, program: &str, args: &[&str]) {
+    /// The first column of every row `query` returns in database `name`.
+    pub fn query(&self, name: &str, query: &str) -> Vec<String> {
+        self.client(
+            "/usr/lib/postgresql/15/bin/psql",
+            &["-d", name, "-At", "-v", "ON_ERROR_STOP=1", "-c", query],
+        )
+        .lines()
+        .map(str::to_owned)
+        .collect()
+    }
+
+    /// Runs a client program against this server as `postgres`; its output.
+    fn client(&self, program: &str, args: &[&str]) -> String {
         let port = self.port.to_string();
         let mut all = vec!["-h", "127.0.0.1", "-p", &port, "-U", "postgres"];
         all.extend_from_slice(args);
-        run(Path::new(program), &all);
+        run(Path::new(program), &all)
     }
 }
 

@@ -37,14 +37,15 @@ pub struct Owned {
 impl Postgres {
     /// One renewal of `node`'s leases for `lease_ms`: its own, and its share of
     /// `devices` (all engines alive share them evenly, rounded up). Devices it
-    /// owns above its share are not renewed, so they lapse to another engine.
+    /// owns above its share lapse `handoff_ms` from now (the engine has
+    /// stopped polling them by then), so another engine takes them.
     ///
     /// # Errors
     /// A database failure: nothing is known to be owned then.
     pub fn own_devices(
         &self,
         node: &str,
-        lease_ms: i64,
+        (lease_ms, handoff_ms): (i64, i64),
         devices: Vec<String>,
     ) -> Result<Owned, StoreError> {
         let node = node.to_owned();
@@ -70,7 +71,7 @@ impl Postgres {
             .map_or(1, |row| row.get(0));
             let nodes = usize::try_from(nodes).unwrap_or(1).max(1);
             let share = devices.len().div_ceil(nodes);
-            let held: Vec<String> = query(
+            let mut held: Vec<String> = query(
                 &format!(
                     "SELECT device_id FROM sluice_device_owner
                      WHERE node_id = $1 AND expire_time > {NOW} AND device_id = ANY($2)
@@ -81,8 +82,18 @@ impl Postgres {
             .await?
             .iter()
             .map(|row| row.get(0))
-            .take(share)
             .collect();
+            let surplus = held.split_off(share.min(held.len()));
+            if !surplus.is_empty() {
+                query(
+                    &format!(
+                        "UPDATE sluice_device_owner SET expire_time = least(expire_time, {NOW} + $3)
+                         WHERE node_id = $1 AND device_id = ANY($2)"
+                    ),
+                    &[&node, &surplus, &handoff_ms],
+                )
+                .await?;
+            }
             let mut owned: Vec<String> = query(
                 &format!(
                     "UPDATE sluice_device_owner SET expire_time = {NOW} + $3
