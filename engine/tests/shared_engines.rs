@@ -293,7 +293,8 @@ async fn balanced(
 
 /// `GET /devices`: each device's owner as the engine reports it.
 async fn listed_owners(http: u16) -> Vec<String> {
-    let (status, body) = Engine::request(http, "GET", "/devices", Some("operator-secret"), None).await;
+    let (status, body) =
+        Engine::request(http, "GET", "/devices", Some("operator-secret"), None).await;
     assert_eq!(status, 200, "{body}");
     let devices = body["devices"].as_array().expect("devices");
     assert_eq!(devices.len(), DEVICES, "{body}");

@@ -33,11 +33,15 @@ impl CommandStore {
     ) -> Result<Vec<Command>, CommandError> {
         self.write(|tables| {
             let mut claimed = Vec::new();
-            for id in tables.ids_in(CommandStatus::Pending.as_str())? {
+            let pending = CommandStatus::Pending.as_str();
+            for id in tables.ids_in(pending)? {
                 if claimed.len() >= max {
                     break;
                 }
-                let mut command = command(tables, id)?;
+                // Taken by another node's claim meanwhile: not this one's.
+                let Some(mut command) = tables.take(id, pending)? else {
+                    continue;
+                };
                 let wanted = devices.is_none_or(|d| d.contains(&command.device_id));
                 if !wanted || command.next_attempt_at > now || command.expire_at <= now {
                     continue;
@@ -71,8 +75,11 @@ impl CommandStore {
     pub fn release_claims_of(&self, node_id: &str, now: i64) -> Result<Vec<u64>, CommandError> {
         self.write(|tables| {
             let mut released = Vec::new();
-            for id in tables.ids_in(CommandStatus::Claimed.as_str())? {
-                let mut command = command(tables, id)?;
+            let claimed = CommandStatus::Claimed.as_str();
+            for id in tables.ids_in(claimed)? {
+                let Some(mut command) = tables.take(id, claimed)? else {
+                    continue;
+                };
                 if command.claimed_node_id.as_deref() != Some(node_id) {
                     continue;
                 }
@@ -232,7 +239,10 @@ impl CommandStore {
                 CommandStatus::Sent,
             ] {
                 for id in tables.ids_in(status.as_str())? {
-                    let mut command = command(tables, id)?;
+                    // Moved or held by another engine's transaction: its business.
+                    let Some(mut command) = tables.take(id, status.as_str())? else {
+                        continue;
+                    };
                     if command.expire_at <= now {
                         let note = Some("past its expiry".to_owned());
                         self.transition(

@@ -58,6 +58,21 @@ impl Postgres {
         );
     }
 
+    /// Runs `statement` in database `name`; what `psql` said when it fails.
+    pub fn try_sql(&self, name: &str, statement: &str) -> Result<String, String> {
+        let port = self.port.to_string();
+        let output = Command::new("/usr/lib/postgresql/15/bin/psql")
+            .args(["-h", "127.0.0.1", "-p", &port, "-U", "postgres", "-d", name])
+            .args(["-v", "ON_ERROR_STOP=1", "-c", statement])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+    }
+
     /// The first column of every row `query` returns in database `name`.
     pub fn query(&self, name: &str, query: &str) -> Vec<String> {
         self.client(

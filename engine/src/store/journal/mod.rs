@@ -320,9 +320,9 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
         }
     }
 
-    /// The ids of the records in `state`, oldest first. On PostgreSQL, those
-    /// another engine's transaction holds are left out, and the rest are held
-    /// by this one until it ends (S5).
+    /// The ids of the records in `state`, oldest first. On PostgreSQL this is
+    /// what was committed when it was asked, nothing locked: take each with
+    /// [`Change::take`] before changing it.
     ///
     /// # Errors
     /// A database failure.
@@ -333,6 +333,26 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
                 let state = state.to_owned();
                 match tx.run(Op::IdsIn { kind, state })? {
                     Reply::Ids(ids) => Ok(ids),
+                    other => Err(unexpected(&other)),
+                }
+            }
+        }
+    }
+
+    /// Record `id` if it is still in `state` and no other transaction holds it
+    /// (on PostgreSQL it is then held by this one until it ends, S5): how
+    /// claims and sweeps take what a scan found, so engines scanning at once
+    /// each take different records and never wait for each other.
+    ///
+    /// # Errors
+    /// A database failure, or a record that does not decode.
+    pub fn take(&self, id: u64, state: &str) -> Result<Option<R>, StoreError> {
+        match &self.open {
+            Open::Redb(tables) => Ok(tables.get(id)?.filter(|r| r.state() == state)),
+            Open::Postgres { tx, kind, .. } => {
+                let state = state.to_owned();
+                match tx.run(Op::Take { kind, id, state })? {
+                    Reply::Body(body) => body.map(|text| from_text(R::KIND, &text)).transpose(),
                     other => Err(unexpected(&other)),
                 }
             }

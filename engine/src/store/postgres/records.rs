@@ -6,11 +6,11 @@
 //! A journal's change is one PostgreSQL transaction on one pooled connection
 //! ([`Transaction`]); the change's calls are sent to it one by one and
 //! answered in order. Every record it reads is locked (`FOR UPDATE`), the
-//! records it scans by state are taken with `SKIP LOCKED` (two engines claiming
-//! at once take different commands), and every index key it looks up is locked
-//! first (two engines raising one alarm key are served one after the other), so
-//! its guards see the rows as they are and nobody else changes them before the
-//! commit (S5).
+//! records it takes from a scan by state are locked with `SKIP LOCKED` (two
+//! engines claiming at once take different commands, and neither waits for the
+//! other), and every index key it looks up is locked first (two engines raising
+//! one alarm key are served one after the other), so its guards see the rows
+//! as they are and nobody else changes them before the commit (S5).
 
 use tokio::sync::mpsc;
 
@@ -25,8 +25,14 @@ pub(crate) enum Op {
     Get { kind: &'static str, id: u64 },
     /// A fresh id of `kind`.
     NextId { kind: &'static str },
-    /// The ids in `state` no other transaction holds, ascending, locked.
+    /// The ids in `state`, ascending, as committed (nothing locked).
     IdsIn { kind: &'static str, state: String },
+    /// The record if it is in `state` and no other transaction holds it; locked.
+    Take {
+        kind: &'static str,
+        id: u64,
+        state: String,
+    },
     /// The next history sequence number of the record.
     NextSeq { kind: &'static str, id: u64 },
     /// Stores the record and appends its history row.
@@ -170,8 +176,9 @@ fn db(id: u64) -> i64 {
 const GET: &str = "SELECT body::text FROM sluice_record WHERE kind = $1 AND id = $2 FOR UPDATE";
 const NEXT_ID: &str = "INSERT INTO sluice_record_id AS r (kind, last) VALUES ($1, 1)
     ON CONFLICT (kind) DO UPDATE SET last = r.last + 1 RETURNING last";
-const IDS_IN: &str = "SELECT id FROM sluice_record WHERE kind = $1 AND state = $2
-    ORDER BY id FOR UPDATE SKIP LOCKED";
+const IDS_IN: &str = "SELECT id FROM sluice_record WHERE kind = $1 AND state = $2 ORDER BY id";
+const TAKE: &str = "SELECT body::text FROM sluice_record WHERE kind = $1 AND id = $2 AND state = $3
+    FOR UPDATE SKIP LOCKED";
 const NEXT_SEQ: &str = "SELECT coalesce(max(seq) + 1, 0) FROM sluice_record_history
     WHERE kind = $1 AND id = $2";
 const SAVE: &str =
@@ -215,6 +222,12 @@ async fn execute(client: &deadpool_postgres::Object, op: Op) -> Result<Reply, St
                 .iter()
                 .map(|row| id_of(row.get(0)))
                 .collect(),
+        ),
+        Op::Take { kind, id, state } => Reply::Body(
+            query(TAKE, &[&kind, &db(id), &state])
+                .await?
+                .first()
+                .map(|row| row.get(0)),
         ),
         Op::NextSeq { kind, id } => {
             let rows = query(NEXT_SEQ, &[&kind, &db(id)]).await?;
