@@ -1,6 +1,7 @@
 //! Lease-based state with real processes: a pymodbus device killed and brought
 //! back, the engine restarted in between, the state API and maintenance.
 
+mod common;
 mod support;
 
 use std::time::Duration;
@@ -10,7 +11,13 @@ use support::engine::{Engine, scratch_dir};
 use support::mqtt::Subscriber;
 use support::peers::{Mosquitto, PyModbus, free_port};
 
+/// The engine's config; with `SLUICE_TEST_POSTGRES` set (as `cargo xtask test`
+/// does for its second run of the store tests) its state is on PostgreSQL.
 fn config(modbus: u16, mqtt: u16, http: u16) -> String {
+    let store = match common::TestDatabase::new(&format!("leases-{http}")) {
+        common::TestDatabase::Postgres(url) => format!("  store: {{kind: postgres, url: '{url}'}}\n"),
+        common::TestDatabase::Redb(_) => String::new(),
+    };
     format!(
         "collector:
   workerThreads: 2
@@ -28,7 +35,7 @@ fn config(modbus: u16, mqtt: u16, http: u16) -> String {
     maxMs: 300
   lease:
     scanIntervalMs: 500
-devices:
+{store}devices:
   - deviceId: meter
     productId: P
     deviceNum: M1

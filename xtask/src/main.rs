@@ -1,7 +1,7 @@
 //! Project tasks: `cargo xtask <task>`.
 //!
 //! - `test`: everything a fresh machine needs (wasm target, protocol peers), then every
-//!   test (the README's test command), and the alarm and command store tests a second
+//!   test (the README's test command), and the alarm, command and lease tests a second
 //!   time on a PostgreSQL server of their own;
 //! - `lint`: the engine's layers (see `layers`), `cargo fmt --check` and
 //!   `cargo clippy -D warnings` on both workspaces;
@@ -82,7 +82,8 @@ fn test(root: &Path) -> Result<(), String> {
     store_tests_on_postgres(root)
 }
 
-/// The store tests that take their database from `SLUICE_TEST_POSTGRES`, run
+/// The store tests (alarms, commands, alarm delivery, and leases through a
+/// running engine) that take their database from `SLUICE_TEST_POSTGRES`, run
 /// again with it pointing at a PostgreSQL cluster made for them (and stopped
 /// after, whatever the outcome).
 fn store_tests_on_postgres(root: &Path) -> Result<(), String> {
