@@ -15,7 +15,9 @@ use support::peers::{Mosquitto, PyModbus, free_port};
 /// does for its second run of the store tests) its state is on PostgreSQL.
 fn config(modbus: u16, mqtt: u16, http: u16) -> String {
     let store = match common::TestDatabase::new(&format!("leases-{http}")) {
-        common::TestDatabase::Postgres(url) => format!("  store: {{kind: postgres, url: '{url}'}}\n"),
+        common::TestDatabase::Postgres(url) => {
+            format!("  store: {{kind: postgres, url: '{url}'}}\n")
+        }
         common::TestDatabase::Redb(_) => String::new(),
     };
     format!(

@@ -11,10 +11,13 @@ use super::faults::{Faults, FaultyDisk};
 /// File name of the database inside the data directory.
 pub const FILE_NAME: &str = "sluice.redb";
 
-/// Memory redb may keep of the file's pages. Its default (1 GiB) would let a
-/// million leases fill a small gateway's memory; the pages the engine reads
-/// most (the WAL's tail, recent leases) fit in far less.
-const CACHE_BYTES: usize = 32 << 20;
+/// Memory redb may keep of the file's pages (it is taken only as pages are
+/// read). Its default (1 GiB) would let a million leases fill a small
+/// gateway's memory. At a million leases the scanner's claim reads rows all
+/// over the lease table, and each page missing here costs a read of the file:
+/// 80 MiB holds most of them (claim of 10,000 rows: 100 ms at 32 MiB, 60 ms
+/// at 80, 45 ms at 96, whose peak RSS is 161 MiB; docs/performance.md).
+const CACHE_BYTES: usize = 80 << 20;
 
 /// The open database, shared by every feature.
 #[derive(Debug, Clone)]

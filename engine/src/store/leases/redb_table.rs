@@ -1,7 +1,8 @@
 //! The lease table in the engine's redb file: fixed-size binary rows keyed by
 //! entity, an expiry index rewritten only when a lease gets shorter or the
-//! scanner passes it (L2), parent names numbered once, and free-form details
-//! stored beside the rows that have any.
+//! scanner passes it (L2), the rows the scanner changed kept apart until their
+//! next write (L5), parent names numbered once, and free-form details stored
+//! beside the rows that have any.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, RwLock};
@@ -20,6 +21,13 @@ use crate::sync::{lock, read, write};
 
 /// Lease key -> row.
 const LEASES: TableDefinition<&[u8], &RowBytes> = TableDefinition::new("entity_lease");
+/// Lease key -> row, for the rows the scanner changed since they were last
+/// written (L5): a claim writes a few pages of this small table instead of a
+/// page of `entity_lease` per row; the row's next write, or a renewal batch's
+/// fold, moves it back.
+const RECENT: TableDefinition<&[u8], &RowBytes> = TableDefinition::new("entity_lease_recent");
+/// Rows of [`RECENT`] each renewal batch moves back to the lease table.
+pub(super) const FOLD_PER_BATCH: usize = 2_000;
 /// Expiry index: (filed time, lease key) for every live row (L2).
 const DUE: TableDefinition<&[u8], ()> = TableDefinition::new("entity_lease_due");
 /// Lease key -> details (JSON), for the rows whose details are not empty.
@@ -226,6 +234,9 @@ type DetailsTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
 struct Tables<'t> {
     tx: &'t redb::WriteTransaction,
     leases: redb::Table<'t, &'static [u8], &'static RowBytes>,
+    recent: redb::Table<'t, &'static [u8], &'static RowBytes>,
+    /// Whether [`RECENT`] holds no row: then nothing is looked up there.
+    recent_empty: bool,
     due: redb::Table<'t, &'static [u8], ()>,
     details: redb::Table<'t, &'static [u8], &'static [u8]>,
     parents: redb::Table<'t, u32, &'static str>,
@@ -233,20 +244,54 @@ struct Tables<'t> {
 
 impl<'t> Tables<'t> {
     fn open(tx: &'t redb::WriteTransaction) -> Result<Self, StoreError> {
+        let recent = tx.open_table(RECENT)?;
         Ok(Self {
             tx,
             leases: tx.open_table(LEASES)?,
+            recent_empty: recent.is_empty()?,
+            recent,
             due: tx.open_table(DUE)?,
             details: tx.open_table(DETAILS)?,
             parents: tx.open_table(PARENTS)?,
         })
     }
 
+    /// The row under `key`: the scanner's version if it changed it (L5).
     fn lease(&self, key: &[u8]) -> Result<Option<Lease>, StoreError> {
+        if !self.recent_empty
+            && let Some(row) = self.recent.get(key)?
+        {
+            return Ok(Some(Lease::decode(row.value())?));
+        }
         self.leases
             .get(key)?
             .map(|v| Lease::decode(v.value()).map_err(StoreError::from))
             .transpose()
+    }
+
+    /// Keeps the scanner's change of `key` apart (L5).
+    fn put_recent(&mut self, key: &[u8], lease: &Lease) -> Result<(), StoreError> {
+        self.recent.insert(key, &lease.encode())?;
+        self.recent_empty = false;
+        Ok(())
+    }
+
+    /// Moves up to `max` of the scanner's rows back to the lease table.
+    fn fold(&mut self, max: usize) -> Result<(), StoreError> {
+        if self.recent_empty {
+            return Ok(());
+        }
+        let rows: Vec<(Vec<u8>, RowBytes)> = self
+            .recent
+            .iter()?
+            .take(max)
+            .map(|entry| entry.map(|(k, v)| (k.value().to_vec(), *v.value())))
+            .collect::<Result<_, _>>()?;
+        for (key, row) in &rows {
+            self.leases.insert(key.as_slice(), row)?;
+            self.recent.remove(key.as_slice())?;
+        }
+        Ok(())
     }
 
     /// Writes `lease` under `key`: files it in the expiry index when it is live
@@ -290,6 +335,9 @@ impl<'t> Tables<'t> {
             }
         }
         self.leases.insert(key, &lease.encode())?;
+        if !self.recent_empty && self.recent.get(key)?.is_some() {
+            self.recent.remove(key)?;
+        }
         Ok(lease)
     }
 
@@ -400,6 +448,7 @@ impl StateStore for RedbStateStore {
                     transitions.push(Transition { row, from: before });
                 }
             }
+            tables.fold(FOLD_PER_BATCH)?;
             Ok(transitions)
         })
     }
@@ -432,16 +481,16 @@ impl StateStore for RedbStateStore {
 
     fn expire(&self, now_ms: i64, batch: usize) -> Result<Claimed, StoreError> {
         self.write(|tables, parents| {
+            // The entries due by now leave the index in one pass over its head.
             let due: Vec<Vec<u8>> = tables
                 .due
-                .range::<&[u8]>(..due_after(now_ms).as_slice())?
+                .extract_from_if::<&[u8], _>(..due_after(now_ms).as_slice(), |_, ()| true)?
                 .take(batch)
                 .map(|entry| entry.map(|(k, _)| k.value().to_vec()))
                 .collect::<Result<_, _>>()?;
             let more = due.len() == batch;
             let mut transitions = Vec::new();
             for due_entry in &due {
-                tables.due.remove(due_entry.as_slice())?;
                 let Some((filed_at, key)) = split_due(due_entry) else {
                     continue;
                 };
@@ -462,7 +511,7 @@ impl StateStore for RedbStateStore {
                         filed_at: old.expire_time,
                         ..old
                     };
-                    tables.leases.insert(key, &refiled.encode())?;
+                    tables.put_recent(key, &refiled)?;
                     continue;
                 }
                 let lease = Lease {
@@ -473,7 +522,7 @@ impl StateStore for RedbStateStore {
                     filed_at: NOT_FILED,
                     ..old
                 };
-                tables.leases.insert(key, &lease.encode())?;
+                tables.put_recent(key, &lease)?;
                 let extension = tables.details_of(key, &lease)?;
                 let row = state_row(key, &lease, parents.name(lease.parent), extension)?;
                 transitions.push(Transition {
@@ -497,10 +546,14 @@ impl StateStore for RedbStateStore {
             Err(error) => return Err(error.into()),
         };
         let key = entity_key(entity_type, entity_id);
-        let Some(bytes) = leases.get(key.as_slice())? else {
-            return Ok(None);
+        let recent = open_recent(&snapshot)?;
+        let lease = match recent_of(recent.as_ref(), &key)? {
+            Some(lease) => lease,
+            None => match leases.get(key.as_slice())? {
+                Some(bytes) => Lease::decode(bytes.value())?,
+                None => return Ok(None),
+            },
         };
-        let lease = Lease::decode(bytes.value())?;
         let details = open_details(&snapshot)?;
         self.row_of(&key, &lease, details.as_ref()).map(Some)
     }
@@ -513,6 +566,7 @@ impl StateStore for RedbStateStore {
             Err(error) => return Err(error.into()),
         };
         let details = open_details(&snapshot)?;
+        let recent = open_recent(&snapshot)?;
         let parent = filter
             .parent
             .as_ref()
@@ -527,7 +581,10 @@ impl StateStore for RedbStateStore {
         };
         for entry in range {
             let (key, value) = entry?;
-            let lease = Lease::decode(value.value())?;
+            let lease = match recent_of(recent.as_ref(), key.value())? {
+                Some(lease) => lease,
+                None => Lease::decode(value.value())?,
+            };
             if parent.is_some_and(|p| p != Some(lease.parent)) {
                 continue;
             }
@@ -542,5 +599,28 @@ fn open_details(read: &redb::ReadTransaction) -> Result<Option<DetailsTable>, St
         Ok(table) => Ok(Some(table)),
         Err(TableError::TableDoesNotExist(_)) => Ok(None),
         Err(error) => Err(error.into()),
+    }
+}
+
+/// The scanner's rows (L5), read-only; `None` while it holds none.
+type RecentTable = redb::ReadOnlyTable<&'static [u8], &'static RowBytes>;
+
+fn open_recent(read: &redb::ReadTransaction) -> Result<Option<RecentTable>, StoreError> {
+    match read.open_table(RECENT) {
+        Ok(table) if table.is_empty()? => Ok(None),
+        Ok(table) => Ok(Some(table)),
+        Err(TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The scanner's version of the row under `key`, if it has one.
+fn recent_of(recent: Option<&RecentTable>, key: &[u8]) -> Result<Option<Lease>, StoreError> {
+    let Some(table) = recent else {
+        return Ok(None);
+    };
+    match table.get(key)? {
+        Some(row) => Ok(Some(Lease::decode(row.value())?)),
+        None => Ok(None),
     }
 }

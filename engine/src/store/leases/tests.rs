@@ -179,3 +179,54 @@ fn rows_of_the_json_table_move_into_the_binary_one() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Rows in the scanner's table (L5).
+fn recent_rows(store: &Store) -> u64 {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+    let read = store.db().begin_read().expect("read");
+    match read.open_table(redb::TableDefinition::<&[u8], &[u8; 52]>::new(
+        "entity_lease_recent",
+    )) {
+        Ok(table) => table.len().expect("len"),
+        Err(_) => 0,
+    }
+}
+
+#[test]
+fn the_scanners_rows_are_read_first_and_folded_back_by_later_writes() {
+    let (leases, store, dir) = open("recent");
+    let ids: Vec<String> = (0..3_000).map(|i| format!("d{i:04}")).collect();
+    let all: Vec<Renewal> = ids.iter().map(|id| device(id, "p", 1)).collect();
+    leases.renew(&all, T0).expect("renew");
+    let expired = leases.expire(T0 + 1_000, 10_000).expect("scan").transitions;
+    assert_eq!(expired.len(), 3_000);
+    assert_eq!(recent_rows(&store), 3_000, "the scan wrote beside the rows");
+    // Readers and writers see the scanner's version.
+    assert_eq!(row(&leases, "d0007").state, EntityState::Offline);
+    assert_eq!(row(&leases, "d0007").lease_version, 2);
+    let listed = leases.list(&StateFilter::default()).expect("list");
+    assert!(listed.iter().all(|r| r.state == EntityState::Offline));
+    // A renewal of one row folds it back, and every batch folds others too.
+    let back = leases
+        .renew(&[device("d0007", "p", 60)], T0 + 2_000)
+        .expect("renew");
+    assert_eq!(back.len(), 1, "offline -> online");
+    assert_eq!(back[0].from, EntityState::Offline);
+    assert_eq!(row(&leases, "d0007").lease_version, 3);
+    assert_eq!(
+        recent_rows(&store),
+        3_000 - 1 - super::redb_table::FOLD_PER_BATCH as u64
+    );
+    leases
+        .renew(&[device("d0007", "p", 60)], T0 + 3_000)
+        .expect("renew");
+    assert_eq!(recent_rows(&store), 0, "all folded back");
+    let listed = leases.list(&StateFilter::default()).expect("list");
+    let offline = listed
+        .iter()
+        .filter(|r| r.state == EntityState::Offline && r.lease_version == 2)
+        .count();
+    assert_eq!(offline, 2_999, "folded rows are the scanner's versions");
+    drop((leases, store));
+    let _ = std::fs::remove_dir_all(dir);
+}
