@@ -28,7 +28,7 @@ use crate::uplink::Uplink;
 use crate::wal::Message;
 
 /// Rows claimed per scanner transaction.
-pub const EXPIRE_BATCH: usize = 500;
+pub const EXPIRE_BATCH: usize = 10_000;
 /// How often queued heartbeats are applied (one transaction for all of them).
 const RENEW_EVERY: Duration = Duration::from_millis(100);
 /// A driver's own heartbeat period and lease, as the seed sets them.

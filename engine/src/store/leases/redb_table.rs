@@ -489,9 +489,14 @@ impl StateStore for RedbStateStore {
                 .map(|entry| entry.map(|(k, _)| k.value().to_vec()))
                 .collect::<Result<_, _>>()?;
             let more = due.len() == batch;
+            // The batch is one transaction: its rows are visited in key order,
+            // so the lookups walk the lease table once from left to right; the
+            // transitions are reported in expiry order all the same.
+            let mut visits: Vec<usize> = (0..due.len()).collect();
+            visits.sort_unstable_by_key(|&i| split_due(&due[i]).map(|(_, key)| key));
             let mut transitions = Vec::new();
-            for due_entry in &due {
-                let Some((filed_at, key)) = split_due(due_entry) else {
+            for i in visits {
+                let Some((filed_at, key)) = split_due(&due[i]) else {
                     continue;
                 };
                 let Some(old) = tables.lease(key)? else {
@@ -525,11 +530,16 @@ impl StateStore for RedbStateStore {
                 tables.put_recent(key, &lease)?;
                 let extension = tables.details_of(key, &lease)?;
                 let row = state_row(key, &lease, parents.name(lease.parent), extension)?;
-                transitions.push(Transition {
-                    row,
-                    from: old.state,
-                });
+                transitions.push((
+                    i,
+                    Transition {
+                        row,
+                        from: old.state,
+                    },
+                ));
             }
+            transitions.sort_unstable_by_key(|(i, _)| *i);
+            let transitions = transitions.into_iter().map(|(_, t)| t).collect();
             Ok(Claimed { transitions, more })
         })
     }
