@@ -474,26 +474,7 @@ fn concurrent_triggers_for_one_key_leave_exactly_one_active_alarm() {
             Raised::Opened { .. }
         ));
     }
-    let all = f
-        .store
-        .list(
-            &sluice::alarm::AlarmFilter {
-                limit: 100,
-                ..Default::default()
-            },
-            Scope::All,
-        )
-        .expect("list");
-    assert_eq!(all.len(), 8);
-    let active: Vec<_> = all.iter().filter(|a| a.active_key.is_some()).collect();
-    assert_eq!(active.len(), 1, "one active alarm: {all:#?}");
-    assert_eq!(active[0].state, AlarmState::New);
-    assert_eq!(
-        all.iter()
-            .filter(|a| a.state == AlarmState::Superseded)
-            .count(),
-        7
-    );
+    common::assert_one_active(&f.store, 8);
 }
 
 #[test]

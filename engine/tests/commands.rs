@@ -6,13 +6,13 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{TS, TestDatabase, whitelist};
+use common::{TS, TestDatabase, new_command, whitelist};
 use serde_json::json;
 use sluice::alarm::{AlarmStore, Raised, Scope, Source};
 use sluice::command::node::{RECLAIMS_RULE, reclaim_alarm};
 use sluice::command::{
-    CommandAction, CommandError, CommandKind, CommandStatus, CommandStore, Created, Delivery,
-    NewCommand, Receipt, ReceiptOutcome, ReceiptResult, Rejection, Timings,
+    CommandAction, CommandError, CommandStatus, CommandStore, Created, Delivery, Receipt,
+    ReceiptOutcome, ReceiptResult, Rejection, Timings,
 };
 
 const T0: i64 = TS;
@@ -24,19 +24,6 @@ fn store(name: &str) -> CommandStore {
         whitelist().commands,
         Timings::default(),
     )
-}
-
-fn new_command(device: &str, delivery: Delivery, request: Option<&str>) -> NewCommand {
-    NewCommand {
-        tenant_id: 0,
-        device_id: device.into(),
-        kind: CommandKind::PropertySet,
-        key: "valve".into(),
-        value: json!(1),
-        request_id: request.map(str::to_owned),
-        delivery,
-        origin: "test".into(),
-    }
 }
 
 fn create(store: &CommandStore, delivery: Delivery) -> u64 {

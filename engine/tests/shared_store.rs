@@ -10,12 +10,11 @@ mod support;
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 
-use common::whitelist;
-use serde_json::json;
-use sluice::alarm::{AlarmFilter, AlarmState, AlarmStore, Raise, Raised, Scope, Source};
+use common::{new_command, whitelist};
+use sluice::alarm::{AlarmStore, Raise, Raised, Scope, Source};
 use sluice::command::{
-    CommandKind, CommandStatus, CommandStore, Created, Delivery, NewCommand, Receipt,
-    ReceiptOutcome, ReceiptResult, Rejection, Timings,
+    CommandStatus, CommandStore, Created, Delivery, Receipt, ReceiptOutcome, ReceiptResult,
+    Rejection, Timings,
 };
 use sluice::store::{Postgres as Database, StateDatabase};
 use support::postgres::Postgres;
@@ -25,19 +24,6 @@ const T0: i64 = 1_700_000_000_000;
 /// One engine's view of the shared database: a pool of its own.
 fn engine(url: &str) -> StateDatabase {
     StateDatabase::Postgres(Database::open(url, 4).expect("postgres"))
-}
-
-fn new_command(device: &str, request: Option<&str>) -> NewCommand {
-    NewCommand {
-        tenant_id: 0,
-        device_id: device.into(),
-        kind: CommandKind::PropertySet,
-        key: "valve".into(),
-        value: json!(1),
-        request_id: request.map(str::to_owned),
-        delivery: Delivery::Deferrable,
-        origin: "test".into(),
-    }
 }
 
 fn receipt(node: &str, generation: u64) -> Receipt {
@@ -69,7 +55,11 @@ fn two_engines_claim_every_command_once_and_late_receipts_are_refused() {
     for i in 0..300 {
         let store = &stores[i % 2];
         match store
-            .create(&new_command(&format!("d{}", i % 7), None), "test", T0)
+            .create(
+                &new_command(&format!("d{}", i % 7), Delivery::Deferrable, None),
+                "test",
+                T0,
+            )
             .expect("create")
         {
             Created::New(command) => ids.push(command.id),
@@ -165,7 +155,11 @@ fn two_engines_claim_every_command_once_and_late_receipts_are_refused() {
             std::thread::spawn(move || {
                 barrier.wait();
                 store
-                    .create(&new_command("d0", Some("req-1")), "test", T0)
+                    .create(
+                        &new_command("d0", Delivery::Deferrable, Some("req-1")),
+                        "test",
+                        T0,
+                    )
                     .expect("create")
                     .command()
                     .id
@@ -215,24 +209,7 @@ fn one_alarm_key_raised_from_two_engines_at_once_leaves_one_active_alarm() {
             Raised::Opened { .. }
         ));
     }
-    let all = stores[0]
-        .list(
-            &AlarmFilter {
-                limit: 100,
-                ..Default::default()
-            },
-            Scope::All,
-        )
-        .expect("list");
-    assert_eq!(all.len(), 8);
-    let active: Vec<_> = all.iter().filter(|a| a.active_key.is_some()).collect();
-    assert_eq!(active.len(), 1, "one active alarm: {all:#?}");
-    assert_eq!(
-        all.iter()
-            .filter(|a| a.state == AlarmState::Superseded)
-            .count(),
-        7
-    );
+    common::assert_one_active(&stores[0], 8);
     // The database itself refuses a second holder of an active key.
     let refused = pg.try_sql(
         "alarms",

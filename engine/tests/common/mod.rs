@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use sluice::alarm::{AlarmFilter, AlarmState, AlarmStore, Scope};
+use sluice::command::{CommandKind, Delivery, NewCommand};
 use sluice::model::Whitelist;
 use sluice::model::{
     Access, Batch, ByteOrder, DataType, Quality, Sample, Setting, SettingValue, TagSpec, Value,
@@ -175,4 +177,37 @@ pub fn batch(values: &[Value]) -> Batch {
             .collect(),
         bytes: Vec::new(),
     }
+}
+
+/// A command setting `valve` to 1 on `device`.
+pub fn new_command(device: &str, delivery: Delivery, request: Option<&str>) -> NewCommand {
+    NewCommand {
+        tenant_id: 0,
+        device_id: device.into(),
+        kind: CommandKind::PropertySet,
+        key: "valve".into(),
+        value: serde_json::json!(1),
+        request_id: request.map(str::to_owned),
+        delivery,
+        origin: "test".into(),
+    }
+}
+
+/// After `raised` raises of one key, each of which opened an alarm: one alarm
+/// holds the key and is NEW, every other one is SUPERSEDED.
+pub fn assert_one_active(store: &AlarmStore, raised: usize) {
+    let filter = AlarmFilter {
+        limit: 100,
+        ..Default::default()
+    };
+    let all = store.list(&filter, Scope::All).expect("list");
+    assert_eq!(all.len(), raised);
+    let active: Vec<_> = all.iter().filter(|a| a.active_key.is_some()).collect();
+    assert_eq!(active.len(), 1, "one active alarm: {all:#?}");
+    assert_eq!(active[0].state, AlarmState::New);
+    let superseded = all
+        .iter()
+        .filter(|a| a.state == AlarmState::Superseded)
+        .count();
+    assert_eq!(superseded, raised - 1);
 }
