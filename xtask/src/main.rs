@@ -114,6 +114,8 @@ fn store_tests_on_postgres(root: &Path) -> Result<(), String> {
             "commands",
             "--test",
             "alarm_delivery",
+            "--test",
+            "leases",
         ],
         &[("SLUICE_TEST_POSTGRES", &server)],
     );
