@@ -35,6 +35,9 @@ pub struct StoreConfig {
     /// (PostgreSQL only; at least 1000; default 10000). An engine that dies loses
     /// its devices to the others after this long.
     pub ownership_lease_ms: u64,
+    /// `cacheMb`: memory the engine's redb file may keep of its pages (at least
+    /// 1; default 80). The WAL is in that file whatever `kind` says.
+    pub cache_mb: u64,
 }
 
 impl Default for StoreConfig {
@@ -44,6 +47,7 @@ impl Default for StoreConfig {
             url: None,
             pool: 8,
             ownership_lease_ms: 10_000,
+            cache_mb: 80,
         }
     }
 }
@@ -64,6 +68,7 @@ pub(super) fn read(node: &Node, errors: &mut Diagnostics) -> StoreConfig {
         d.ownership_lease_ms,
         errors,
     );
+    let cache_mb = at_least(&mut f, "cacheMb", 1, d.cache_mb, errors);
     let url = match (kind, url) {
         (StoreKind::Postgres, None) => {
             errors.push(
@@ -91,6 +96,7 @@ pub(super) fn read(node: &Node, errors: &mut Diagnostics) -> StoreConfig {
         url,
         pool,
         ownership_lease_ms,
+        cache_mb,
     }
 }
 
@@ -117,7 +123,7 @@ mod tests {
     fn postgres_with_its_settings() {
         let c = load_ok(
             "collector:
-  store: {kind: postgres, url: 'postgresql://sluice@127.0.0.1:5432/plant', pool: 3, ownershipLeaseMs: 4000}
+  store: {kind: postgres, url: 'postgresql://sluice@127.0.0.1:5432/plant', pool: 3, ownershipLeaseMs: 4000, cacheMb: 16}
 ",
         )
         .collector
@@ -129,6 +135,7 @@ mod tests {
                 url: Some("postgresql://sluice@127.0.0.1:5432/plant".to_owned()),
                 pool: 3,
                 ownership_lease_ms: 4000,
+                cache_mb: 16,
             }
         );
     }
@@ -161,6 +168,11 @@ mod tests {
             let text = errors_of(yaml).to_string();
             assert!(text.starts_with(want), "{yaml}: got {text}\nwant {want}");
         }
+        let text = errors_of("collector: {store: {cacheMb: 0}}\n").to_string();
+        assert!(
+            text.contains("`cacheMb`: must be at least 1, found 0"),
+            "{text}"
+        );
         let text = errors_of("collector: {store: {ownershipLeaseMs: 10}}\n").to_string();
         assert!(
             text.contains("`ownershipLeaseMs`: must be at least 1000, found 10"),

@@ -51,7 +51,9 @@ fn shared_database(config: &GatewayConfig) -> Result<Option<Postgres>, StoreErro
 
 /// Opens the database, the sequence numbers, the outbox and the lease table.
 fn open_state(config: &GatewayConfig, shared: Option<&Postgres>) -> Result<State, StateError> {
-    let store = Store::open(&config.collector.wal.dir)?;
+    let cache_bytes = config.collector.store.cache_mb.saturating_mul(1 << 20);
+    let cache = usize::try_from(cache_bytes).unwrap_or(usize::MAX);
+    let store = Store::open_with_cache(&config.collector.wal.dir, cache)?;
     let db = match shared {
         Some(postgres) => StateDatabase::Postgres(postgres.clone()),
         None => StateDatabase::Redb(store.clone()),

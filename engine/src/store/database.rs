@@ -11,13 +11,13 @@ use super::faults::{Faults, FaultyDisk};
 /// File name of the database inside the data directory.
 pub const FILE_NAME: &str = "sluice.redb";
 
-/// Memory redb may keep of the file's pages (it is taken only as pages are
-/// read). Its default (1 GiB) would let a million leases fill a small
+/// Memory redb may keep of the file's pages unless told otherwise
+/// (`collector.store.cacheMb`); it is taken only as pages are read. Its default (1 GiB) would let a million leases fill a small
 /// gateway's memory. At a million leases the scanner's claim reads rows all
 /// over the lease table, and each page missing here costs a read of the file:
 /// 80 MiB holds most of them (claim of 10,000 rows: 100 ms at 32 MiB, 60 ms
 /// at 80, 45 ms at 96, whose peak RSS is 161 MiB; docs/performance.md).
-const CACHE_BYTES: usize = 80 << 20;
+pub const DEFAULT_CACHE_BYTES: usize = 80 << 20;
 
 /// The open database, shared by every feature.
 #[derive(Debug, Clone)]
@@ -33,9 +33,18 @@ impl Store {
     /// When the directory cannot be created or the file cannot be opened (for
     /// example another engine holds it).
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with_cache(dir, DEFAULT_CACHE_BYTES)
+    }
+
+    /// Opens (or creates) the database in `dir`, keeping at most `cache_bytes`
+    /// of its pages in memory.
+    ///
+    /// # Errors
+    /// As for [`Store::open`].
+    pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<Self, StoreError> {
         let path = Self::prepare(dir)?;
         let db = redb::Builder::new()
-            .set_cache_size(CACHE_BYTES)
+            .set_cache_size(cache_bytes)
             .create(&path)
             .map_err(|e| opening(&path, e))?;
         Ok(Self {
@@ -54,7 +63,7 @@ impl Store {
         let path = Self::prepare(dir)?;
         let disk = FaultyDisk::open(&path, faults).map_err(|e| opening(&path, e))?;
         let db = redb::Builder::new()
-            .set_cache_size(CACHE_BYTES)
+            .set_cache_size(DEFAULT_CACHE_BYTES)
             .create_with_backend(disk)
             .map_err(|e| opening(&path, e))?;
         Ok(Self {
