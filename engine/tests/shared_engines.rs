@@ -125,8 +125,16 @@ async fn serve(mut stream: TcpStream, device: usize, polls: Arc<Mutex<Polls>>) {
         if stream.read_exact(&mut pdu).await.is_err() {
             return;
         }
-        if engine.is_none() {
+        // The kernel's socket list is read in pieces and can miss a socket
+        // while others come and go: ask again, a bounded number of times.
+        for _ in 0..50 {
+            if engine.is_some() {
+                break;
+            }
             engine = engine_of(&stream, &polls);
+            if engine.is_none() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
         }
         let name = engine.clone().unwrap_or_else(|| "unknown".to_owned());
         polls
