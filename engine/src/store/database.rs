@@ -17,7 +17,7 @@ pub const FILE_NAME: &str = "sluice.redb";
 /// over the lease table, and each page missing here costs a read of the file:
 /// 80 MiB holds most of them (claim of 10,000 rows: 100 ms at 32 MiB, 60 ms
 /// at 80, 45 ms at 96, whose peak RSS is 161 MiB; docs/performance.md).
-pub const DEFAULT_CACHE_BYTES: usize = 80 << 20;
+pub(super) const DEFAULT_CACHE_BYTES: usize = 80 << 20;
 
 /// The open database, shared by every feature.
 #[derive(Debug, Clone)]

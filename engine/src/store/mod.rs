@@ -24,7 +24,7 @@ mod postgres;
 mod seq;
 mod state_database;
 
-pub use database::{DEFAULT_CACHE_BYTES, FILE_NAME, Store};
+pub use database::{FILE_NAME, Store};
 pub use error::{Backend, Shared, StoreError};
 pub use faults::Faults;
 pub use journal::{Change, Entry, Index, Journal, Tables};

@@ -200,12 +200,14 @@ impl<R: Entry, H: Serialize + DeserializeOwned> Journal<R, H> {
     pub fn load(&self, ids: impl IntoIterator<Item = u64>) -> Result<Vec<R>, StoreError> {
         match &self.place {
             Place::Redb(journal) => journal.load(ids),
-            Place::Postgres { .. } => {
-                let mut records = Vec::new();
-                for id in ids {
-                    records.extend(self.get(id)?);
-                }
-                Ok(records)
+            Place::Postgres { db, kind } => {
+                let ids: Vec<u64> = ids.into_iter().collect();
+                let mut found: std::collections::HashMap<u64, String> =
+                    db.records(kind, ids.clone())?.into_iter().collect();
+                ids.iter()
+                    .filter_map(|id| found.remove(id))
+                    .map(|text| from_text(R::KIND, &text))
+                    .collect()
             }
         }
     }

@@ -291,6 +291,28 @@ impl Postgres {
         .map(|mut rows| rows.pop())
     }
 
+    /// The records of `kind` with these ids, as (id, JSON), in one query.
+    pub(crate) fn records(
+        &self,
+        kind: &'static str,
+        ids: Vec<u64>,
+    ) -> Result<Vec<(u64, String)>, StoreError> {
+        let ids: Vec<i64> = ids.into_iter().map(db).collect();
+        self.run(move |client| async move {
+            let statement = client
+                .prepare_cached(
+                    "SELECT id, body::text FROM sluice_record WHERE kind = $1 AND id = ANY($2)",
+                )
+                .await
+                .map_err(pg)?;
+            let rows = client.query(&statement, &[&kind, &ids]).await.map_err(pg)?;
+            Ok(rows
+                .iter()
+                .map(|row| (id_of(row.get(0)), row.get(1)))
+                .collect())
+        })
+    }
+
     /// The history rows of record `id`, oldest first, as JSON.
     pub(crate) fn history(&self, kind: &'static str, id: u64) -> Result<Vec<String>, StoreError> {
         self.texts(
