@@ -36,7 +36,7 @@ pub struct StoreConfig {
     /// its devices to the others after this long.
     pub ownership_lease_ms: u64,
     /// `cacheMb`: memory the engine's redb file may keep of its pages (at least
-    /// 1; default 80). The WAL is in that file whatever `kind` says.
+    /// 1; default 64). The WAL is in that file whatever `kind` says.
     pub cache_mb: u64,
 }
 
@@ -47,7 +47,7 @@ impl Default for StoreConfig {
             url: None,
             pool: 8,
             ownership_lease_ms: 10_000,
-            cache_mb: 80,
+            cache_mb: 64,
         }
     }
 }

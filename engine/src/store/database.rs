@@ -12,12 +12,11 @@ use super::faults::{Faults, FaultyDisk};
 pub const FILE_NAME: &str = "sluice.redb";
 
 /// Memory redb may keep of the file's pages unless told otherwise
-/// (`collector.store.cacheMb`); it is taken only as pages are read. Its default (1 GiB) would let a million leases fill a small
-/// gateway's memory. At a million leases the scanner's claim reads rows all
-/// over the lease table, and each page missing here costs a read of the file:
-/// 80 MiB holds most of them (claim of 10,000 rows: 100 ms at 32 MiB, 60 ms
-/// at 80, 45 ms at 96, whose peak RSS is 161 MiB; docs/performance.md).
-pub(super) const DEFAULT_CACHE_BYTES: usize = 80 << 20;
+/// (`collector.store.cacheMb`); it is taken only as pages are read. redb's own
+/// default (1 GiB) would let a million leases fill a small gateway's memory.
+/// A million leases take about 100 MB of pages (docs/performance.md): 64 MiB
+/// holds the hot part of them, and keeps the engine's peak RSS near 130 MiB.
+pub(super) const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 
 /// The open database, shared by every feature.
 #[derive(Debug, Clone)]

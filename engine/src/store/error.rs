@@ -94,6 +94,7 @@ macro_rules! database_errors {
 
 database_errors!(
     redb::Error,
+    redb::CursorError,
     redb::StorageError,
     redb::TableError,
     redb::TransactionError,

@@ -1,9 +1,12 @@
 //! The lease store: an interface every backend implements (the seed's
 //! `FOR UPDATE SKIP LOCKED` claim maps onto [`StateStore::expire`]), and its
-//! redb implementation with fixed-size binary rows (docs/state.md).
+//! redb implementation with numbered fixed-size binary rows (docs/state.md).
 
+mod migrate;
+mod parents;
 mod redb_table;
 mod row;
+mod tables;
 
 pub use redb_table::RedbStateStore;
 pub(crate) use row::{source_code, source_of, state_code, state_of};
@@ -94,22 +97,23 @@ pub(crate) fn filed_at(state: EntityState, filed: Option<i64>, expire_time: i64)
     }
 }
 
-/// The last renewal of each entity in `renewals`, in key order.
-pub(crate) fn coalesced(renewals: &[Renewal]) -> Vec<&Renewal> {
+/// The last renewal of each entity in `renewals`, in key order, each beside
+/// the position of the entity's first renewal in `renewals`.
+pub(crate) fn coalesced(renewals: &[Renewal]) -> Vec<(usize, &Renewal)> {
     let mut sorted: Vec<(usize, &Renewal)> = renewals.iter().enumerate().collect();
     sorted.sort_unstable_by(|(i, a), (j, b)| {
         (a.entity_type, a.entity_id.as_str(), *i).cmp(&(b.entity_type, b.entity_id.as_str(), *j))
     });
-    let mut last: Vec<&Renewal> = Vec::with_capacity(sorted.len());
-    for (_, renewal) in sorted {
+    let mut last: Vec<(usize, &Renewal)> = Vec::with_capacity(sorted.len());
+    for (i, renewal) in sorted {
         match last.last_mut() {
-            Some(kept)
+            Some((_, kept))
                 if kept.entity_type == renewal.entity_type
                     && kept.entity_id == renewal.entity_id =>
             {
                 *kept = renewal;
             }
-            _ => last.push(renewal),
+            _ => last.push((i, renewal)),
         }
     }
     last

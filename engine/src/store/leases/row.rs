@@ -1,7 +1,8 @@
-//! The fixed-size binary form of a lease row in redb, and the byte keys of the
-//! lease table and its expiry index (docs/state.md, L1-L3).
+//! The binary form of a lease row in redb, and the keys of its lookup and
+//! expiry indexes (docs/state.md, L1-L3, L6).
 //!
-//! A row is [`ROW_BYTES`] bytes, little-endian:
+//! A row's fixed part is [`ROW_BYTES`] bytes, little-endian; the stored row
+//! adds the entity's lease key after it:
 //!
 //! | bytes | field |
 //! |---|---|
@@ -49,7 +50,7 @@ pub(super) struct Lease {
 
 /// Why stored bytes are not a lease row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("a stored lease row has an unknown {0} code")]
+#[error("a stored lease row has a bad {0}")]
 pub(super) struct BadRow(&'static str);
 
 impl From<BadRow> for crate::store::StoreError {
@@ -89,9 +90,9 @@ impl Lease {
             u64::from_le_bytes(word)
         };
         Ok(Self {
-            state: state_of(b[0]).ok_or(BadRow("state"))?,
-            last_state: state_of(b[1]).ok_or(BadRow("last state"))?,
-            timeout_source: source_of(b[2]).ok_or(BadRow("timeout source"))?,
+            state: state_of(b[0]).ok_or(BadRow("state code"))?,
+            last_state: state_of(b[1]).ok_or(BadRow("last state code"))?,
+            timeout_source: source_of(b[2]).ok_or(BadRow("timeout source code"))?,
             has_details: b[3] & HAS_DETAILS != 0,
             parent: u32_at(4),
             tenant_id: u32_at(8),
@@ -103,6 +104,11 @@ impl Lease {
             details_crc: u32_at(48),
         })
     }
+}
+
+/// A lease length in seconds as a row holds it (saturated).
+pub(super) fn seconds(timeout: u64) -> u32 {
+    u32::try_from(timeout).unwrap_or(u32::MAX)
 }
 
 /// The seed's state flags: 0 online, 1 offline, 2 maintain, 3 fault.
@@ -145,7 +151,8 @@ pub(crate) fn source_of(code: u8) -> Option<TimeoutSource> {
     })
 }
 
-/// The lease table's key: the entity type's code, then the id's bytes.
+/// An entity's lease key: the entity type's code, then the id's bytes. Rows
+/// hold it after their fixed part; details are filed under it.
 pub(super) fn entity_key(entity_type: EntityType, entity_id: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(1 + entity_id.len());
     entity_key_into(&mut key, entity_type, entity_id);
@@ -168,26 +175,60 @@ pub(super) fn entity_of(key: &[u8]) -> Option<(EntityType, String)> {
     Some((entity_type, String::from_utf8(id.to_vec()).ok()?))
 }
 
-/// The expiry index's key: the time (ordered as unsigned big-endian bytes), then
-/// the lease key, so a range scan returns rows in expiry order.
-pub(super) fn due_key(at: i64, entity: &[u8]) -> Vec<u8> {
-    let mut key = Vec::with_capacity(8 + entity.len());
-    key.extend_from_slice(&((at as u64) ^ (1 << 63)).to_be_bytes());
-    key.extend_from_slice(entity);
-    key
+/// A stored row: the fixed part, then the lease key (L6).
+pub(super) fn slot_row(lease: &Lease, key: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(ROW_BYTES + key.len());
+    bytes.extend_from_slice(&lease.encode());
+    bytes.extend_from_slice(key);
+    bytes
+}
+
+/// The fixed part and the lease key of a stored row.
+///
+/// # Errors
+/// Bytes too short to be a row.
+pub(super) fn split_slot_row(bytes: &[u8]) -> Result<(&RowBytes, &[u8]), BadRow> {
+    bytes
+        .split_first_chunk::<ROW_BYTES>()
+        .ok_or(BadRow("length"))
+}
+
+/// A key of the lookup index (L6): the CRC-32 of the lease key in the high
+/// half, the row's number in the low half (an integer, so that comparing two
+/// is one instruction).
+pub(super) type LookupKey = u64;
+
+pub(super) fn lookup_key(key: &[u8], slot: u32) -> LookupKey {
+    (u64::from(crc32fast::hash(key)) << 32) | u64::from(slot)
+}
+
+/// The row number a lookup key points at.
+pub(super) fn slot_of_lookup(lookup: LookupKey) -> u32 {
+    lookup as u32
+}
+
+/// A key of the expiry index: the time (ordered as unsigned big-endian bytes),
+/// then the row's number, so a range scan returns rows in expiry order.
+pub(super) type DueKey = [u8; 12];
+
+pub(super) fn due_key(at: i64, slot: u32) -> DueKey {
+    let mut bytes = [0u8; 12];
+    bytes[..8].copy_from_slice(&((at as u64) ^ (1 << 63)).to_be_bytes());
+    bytes[8..].copy_from_slice(&slot.to_be_bytes());
+    bytes
 }
 
 /// The first key of the expiry index past everything due at `at`.
-pub(super) fn due_after(at: i64) -> [u8; 8] {
-    ((at.saturating_add(1) as u64) ^ (1 << 63)).to_be_bytes()
+pub(super) fn due_after(at: i64) -> DueKey {
+    due_key(at.saturating_add(1), 0)
 }
 
-/// The time and lease key of an expiry index key.
-pub(super) fn split_due(key: &[u8]) -> Option<(i64, &[u8])> {
-    let (time, entity) = key.split_at_checked(8)?;
+/// The time and row number of an expiry index key.
+pub(super) fn split_due(bytes: &DueKey) -> (i64, u32) {
     let mut word = [0u8; 8];
-    word.copy_from_slice(time);
-    Some(((u64::from_be_bytes(word) ^ (1 << 63)) as i64, entity))
+    word.copy_from_slice(&bytes[..8]);
+    let slot = u32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    ((u64::from_be_bytes(word) ^ (1 << 63)) as i64, slot)
 }
 
 #[cfg(test)]
@@ -213,23 +254,56 @@ mod tests {
         assert_eq!(Lease::decode(&lease.encode()), Ok(lease));
         let mut bytes = lease.encode();
         bytes[0] = 9;
-        assert_eq!(Lease::decode(&bytes), Err(BadRow("state")));
+        assert_eq!(Lease::decode(&bytes), Err(BadRow("state code")));
     }
 
     #[test]
     fn due_keys_sort_in_time_order_across_the_epoch() {
         let times = [i64::MIN + 1, -1_000, 0, 1, 1_800_000_000_000];
-        let keys: Vec<Vec<u8>> = times.iter().map(|&t| due_key(t, b"\x06d")).collect();
+        let keys: Vec<DueKey> = times.iter().map(|&t| due_key(t, u32::MAX)).collect();
         assert!(keys.windows(2).all(|w| w[0] < w[1]));
         for (&t, key) in times.iter().zip(&keys) {
-            assert_eq!(split_due(key), Some((t, &b"\x06d"[..])));
-            assert!(key.as_slice() < due_after(t).as_slice());
-            assert!(due_key(t + 1, b"").as_slice() >= due_after(t).as_slice());
+            assert_eq!(split_due(key), (t, u32::MAX));
+            assert!(key < &due_after(t));
+            assert!(due_key(t + 1, 0) >= due_after(t));
         }
         assert_eq!(
             entity_of(&entity_key(EntityType::Device, "d-1")),
             Some((EntityType::Device, "d-1".to_owned()))
         );
         assert_eq!(entity_of(b"\x09x"), None);
+    }
+
+    #[test]
+    fn a_stored_row_holds_its_key_and_the_lookup_its_number() {
+        let lease = Lease {
+            state: EntityState::Online,
+            last_state: EntityState::Offline,
+            timeout_source: TimeoutSource::System,
+            has_details: false,
+            parent: 0,
+            tenant_id: 0,
+            timeout_seconds: 30,
+            last_heartbeat: 1,
+            expire_time: 30_001,
+            lease_version: 1,
+            filed_at: 30_001,
+            details_crc: 0,
+        };
+        let key = entity_key(EntityType::Device, "d-1");
+        let stored = slot_row(&lease, &key);
+        let (fixed, stored_key) = split_slot_row(&stored).expect("row");
+        assert_eq!(
+            (Lease::decode(fixed), stored_key),
+            (Ok(lease), key.as_slice())
+        );
+        assert_eq!(split_slot_row(&stored[..10]), Err(BadRow("length")));
+        let lookup = lookup_key(&key, 0x0102_0304);
+        assert_eq!(slot_of_lookup(lookup), 0x0102_0304);
+        assert_eq!(
+            lookup >> 32,
+            lookup_key(&key, 0) >> 32,
+            "one checksum per key"
+        );
     }
 }

@@ -3,6 +3,7 @@
 
 use redb::TableDefinition;
 
+use super::row::{Lease, NOT_FILED, entity_key};
 use super::*;
 use crate::model::TimeoutSource;
 use crate::store::Store;
@@ -182,14 +183,29 @@ fn rows_of_the_json_table_move_into_the_binary_one() {
 
 /// Rows in the scanner's table (L5).
 fn recent_rows(store: &Store) -> u64 {
-    use redb::{ReadableDatabase, ReadableTableMetadata};
-    let read = store.db().begin_read().expect("read");
-    match read.open_table(redb::TableDefinition::<&[u8], &[u8; 52]>::new(
-        "entity_lease_recent",
-    )) {
-        Ok(table) => table.len().expect("len"),
-        Err(_) => 0,
+    use redb::ReadableTableMetadata;
+    match store.read_table(super::tables::RECENT).expect("read") {
+        Some(table) => table.len().expect("len"),
+        None => 0,
     }
+}
+
+/// The lease keys of the row table, in number order (L6).
+fn numbered(store: &Store) -> Vec<Vec<u8>> {
+    use redb::ReadableTable;
+    let table = store
+        .read_table(super::tables::ROWS)
+        .expect("read")
+        .expect("rows");
+    table
+        .iter()
+        .expect("iter")
+        .map(|entry| {
+            let (_, stored) = entry.expect("entry");
+            let (_, key) = super::row::split_slot_row(stored.value()).expect("row");
+            key.to_vec()
+        })
+        .collect()
 }
 
 #[test]
@@ -215,7 +231,7 @@ fn the_scanners_rows_are_read_first_and_folded_back_by_later_writes() {
     assert_eq!(row(&leases, "d0007").lease_version, 3);
     assert_eq!(
         recent_rows(&store),
-        3_000 - 1 - super::redb_table::FOLD_PER_BATCH as u64
+        3_000 - 1 - super::tables::FOLD_PER_BATCH as u64
     );
     leases
         .renew(&[device("d0007", "p", 60)], T0 + 3_000)
@@ -227,6 +243,155 @@ fn the_scanners_rows_are_read_first_and_folded_back_by_later_writes() {
         .filter(|r| r.state == EntityState::Offline && r.lease_version == 2)
         .count();
     assert_eq!(offline, 2_999, "folded rows are the scanner's versions");
+    drop((leases, store));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn rows_are_numbered_in_the_order_entities_first_report() {
+    let (leases, store, dir) = open("numbered");
+    let batch = [
+        device("z", "p", 30),
+        device("a", "p", 30),
+        device("z", "p", 30),
+        device("m", "p", 30),
+    ];
+    leases.renew(&batch, T0).expect("renew");
+    leases
+        .renew(&[device("b", "p", 30), device("a", "p", 30)], T0 + 1)
+        .expect("renew");
+    let key = |id: &str| entity_key(EntityType::Device, id);
+    assert_eq!(numbered(&store), [key("z"), key("a"), key("m"), key("b")]);
+    let listed: Vec<String> = leases
+        .list(&StateFilter::default())
+        .expect("list")
+        .into_iter()
+        .map(|r| r.entity_id)
+        .collect();
+    assert_eq!(listed, ["a", "b", "m", "z"], "listed in key order");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn entities_whose_keys_share_a_checksum_are_kept_apart() {
+    // Two ids whose lease keys have the same CRC-32 (L6).
+    let (one, other) = ("m-75be4d1e", "m-4baa5d72");
+    assert_eq!(
+        crc32fast::hash(&entity_key(EntityType::Device, one)),
+        crc32fast::hash(&entity_key(EntityType::Device, other))
+    );
+    let (leases, _store, dir) = open("collision");
+    leases.renew(&[device(one, "p", 10)], T0).expect("renew");
+    assert!(
+        leases
+            .get(EntityType::Device, other)
+            .expect("get")
+            .is_none()
+    );
+    leases
+        .renew(&[device(other, "p", 20)], T0 + 1)
+        .expect("renew");
+    leases
+        .renew(&[device(one, "p", 10)], T0 + 2)
+        .expect("renew");
+    assert_eq!(
+        (
+            row(&leases, one).lease_version,
+            row(&leases, one).timeout_seconds
+        ),
+        (2, 10)
+    );
+    assert_eq!(
+        (
+            row(&leases, other).lease_version,
+            row(&leases, other).timeout_seconds
+        ),
+        (1, 20)
+    );
+    let expired = leases.expire(T0 + 10_002, 10).expect("scan").transitions;
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].row.entity_id, one);
+    assert_eq!(row(&leases, other).state, EntityState::Online);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn rows_keyed_by_entity_move_into_numbered_rows() {
+    const ROWS: TableDefinition<&[u8], &[u8; 52]> = TableDefinition::new("entity_lease");
+    const RECENT: TableDefinition<&[u8], &[u8; 52]> = TableDefinition::new("entity_lease_recent");
+    const DUE: TableDefinition<&[u8], ()> = TableDefinition::new("entity_lease_due");
+    let dir = std::env::temp_dir().join(format!("sluice-leases-keyed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(&dir).expect("store");
+    let lease = |state, version, has_details| Lease {
+        state,
+        last_state: EntityState::Offline,
+        timeout_source: TimeoutSource::Device,
+        has_details,
+        parent: 0,
+        tenant_id: 3,
+        timeout_seconds: 30,
+        last_heartbeat: T0,
+        expire_time: T0 + 30_000,
+        lease_version: version,
+        filed_at: if state.is_live() {
+            T0 + 30_000
+        } else {
+            NOT_FILED
+        },
+        details_crc: 0,
+    };
+    let key = |id: &str| entity_key(EntityType::Device, id);
+    store
+        .transaction(|tx| {
+            let mut rows = tx.open_table(ROWS)?;
+            let mut recent = tx.open_table(RECENT)?;
+            let mut due = tx.open_table(DUE)?;
+            let mut parents = tx.open_table(super::parents::PARENTS)?;
+            let mut details = tx.open_table(super::tables::DETAILS)?;
+            parents.insert(0, "modbus")?;
+            for id in ["a", "b", "c"] {
+                let has_details = id == "c";
+                let stored = lease(EntityState::Online, 1, has_details).encode();
+                rows.insert(key(id).as_slice(), &stored)?;
+                let mut filed = ((T0 + 30_000) as u64 ^ (1 << 63)).to_be_bytes().to_vec();
+                filed.extend_from_slice(&key(id));
+                due.insert(filed.as_slice(), ())?;
+            }
+            // The scanner set b offline; its version is the one that counts.
+            recent.insert(
+                key("b").as_slice(),
+                &lease(EntityState::Offline, 2, false).encode(),
+            )?;
+            details.insert(
+                key("c").as_slice(),
+                br#"{"lastError":"timed out"}"#.as_slice(),
+            )?;
+            Ok::<_, crate::store::StoreError>(())
+        })
+        .expect("old layout");
+    let leases = RedbStateStore::open(&store).expect("moved");
+    assert!(store.read_table(ROWS).expect("read").is_none());
+    assert!(store.read_table(RECENT).expect("read").is_none());
+    assert!(store.read_table(DUE).expect("read").is_none());
+    assert_eq!(numbered(&store), [key("a"), key("b"), key("c")]);
+    let b = row(&leases, "b");
+    assert_eq!((b.state, b.lease_version), (EntityState::Offline, 2));
+    let c = row(&leases, "c");
+    assert_eq!(c.extension, serde_json::json!({ "lastError": "timed out" }));
+    assert_eq!((c.parent_id.as_str(), c.tenant_id), ("modbus", 3));
+    let expired: Vec<String> = leases
+        .expire(T0 + 30_000, 10)
+        .expect("scan")
+        .transitions
+        .into_iter()
+        .map(|t| t.row.entity_id)
+        .collect();
+    assert_eq!(
+        expired,
+        ["a", "c"],
+        "the live rows are filed at their expiry"
+    );
     drop((leases, store));
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -211,7 +211,10 @@ struct Upsert {
 
 impl StateStore for PgStateStore {
     fn renew(&self, renewals: &[Renewal], now_ms: i64) -> Result<Vec<Transition>, StoreError> {
-        let renewals: Vec<Renewal> = coalesced(renewals).into_iter().cloned().collect();
+        let renewals: Vec<Renewal> = coalesced(renewals)
+            .into_iter()
+            .map(|(_, renewal)| renewal.clone())
+            .collect();
         if renewals.is_empty() {
             return Ok(Vec::new());
         }
