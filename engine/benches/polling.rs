@@ -1,29 +1,27 @@
-//! Modbus TCP polling: the engine against a raw client loop, and the engine's
-//! footprint on a large fleet.
+//! Modbus TCP polling at equal load: what a round costs the engine against
+//! what a poll costs a raw tokio-modbus client on the same fleet and period,
+//! with the engine's memory and publish lag.
 //!
-//! `cargo bench -p sluice --bench polling`. The simulator (`sluice::sim`) and an
-//! embedded MQTT broker run in this process; the engine is the `sluice` binary
-//! (built with the bench profile) run as a child process on a generated config.
+//! `cargo bench -p sluice --bench polling`. For each fleet size D (100 and
+//! 1,000): D devices, one simulator socket each, 100 UINT16 tags at holding
+//! registers 0..99 (one 100-register read a round), every 1000 ms.
+//! - raw: D tokio-modbus clients in a process of their own (this bench run
+//!   with `--raw-clients`), each reading the registers once a period, their
+//!   starts spread over the period;
+//! - engine: the `sluice` binary (bench profile) as a child process on a
+//!   generated config: WAL on, the default pipeline, BATCH reports to an
+//!   MQTT broker in this process.
 //!
-//! Part 1, throughput: D devices (one simulator socket each), 100 UINT16 tags at
-//! holding registers 0..99 (one 100-register read per round).
-//! - raw: D tokio-modbus clients, each reading the 100 registers in a tight loop;
-//! - engine: every tag at `periodMs: 10` (the minimum), BATCH reports to MQTT.
+//! Printed for each side: rounds (polls) per second, CPU as % of one core and
+//! per round, the engine/raw ratio of CPU per round, memory, and for the engine
+//! the publish lag (values read to report at the broker: p50, p90, p99) and
+//! skipped and failed rounds. The simulator and the broker run in this process,
+//! outside both figures.
 //!
-//! The engine's next round is due 10 ms after the previous one completed, so its
-//! rate is capped by design at D x 1000 / (10 ms + round time) per second; the
-//! cap is printed next to the measured rate. D is chosen so that the raw loop is
-//! the harder workload: the ratio shows what the period floor leaves of the raw
-//! capacity, and the CPU columns show what each poll costs.
-//!
-//! Part 2, footprint: 1000 devices x 100 tags every 1000 ms, each device on its
-//! own simulator socket; CPU and memory of the engine process, rounds per second,
-//! skipped and failed rounds.
-//!
-//! Environment (all optional): `SLUICE_BENCH_DEVICES` (50), `SLUICE_BENCH_SECONDS`
-//! (10), `SLUICE_BENCH_FOOTPRINT_DEVICES` (1000), `SLUICE_BENCH_FOOTPRINT_TAGS`
-//! (100), `SLUICE_BENCH_FOOTPRINT_PERIOD_MS` (1000), `SLUICE_BENCH_FOOTPRINT_SECONDS`
-//! (30), `SLUICE_BENCH_ENGINE_THREADS` (2, the engine's `workerThreads`).
+//! Environment (all optional): `SLUICE_BENCH_FLEETS` (`100,1000`),
+//! `SLUICE_BENCH_SECONDS` (30), `SLUICE_BENCH_TAGS` (100),
+//! `SLUICE_BENCH_PERIOD_MS` (1000), `SLUICE_BENCH_ENGINE_THREADS` (2, the
+//! engine's `workerThreads`).
 #![allow(clippy::print_stdout)]
 
 mod common;
@@ -38,17 +36,15 @@ use std::time::{Duration, Instant};
 
 use common::{Broker, Engine, Metrics, Scratch, env_u64, free_local_address, serve};
 use sluice::sim::{SimConfig, SimHandle, Simulator};
-use tokio::runtime::Runtime;
 use tokio_modbus::prelude::*;
 
-/// Registers read per round in part 1 (one merged read).
-const TAGS: u16 = 100;
-/// The engine's shortest tag period.
-const MIN_PERIOD_MS: u64 = 10;
-/// Warm-up of the raw loop before counting.
-const WARMUP: Duration = Duration::from_secs(1);
-/// A tag's period when its config leaves `periodMs` out.
+/// The period a tag has when its config leaves `periodMs` out.
 const DEFAULT_PERIOD_MS: u64 = 1000;
+/// The raw clients run this long before their window opens (every client
+/// connected and a whole period behind them).
+const RAW_WARMUP: Duration = Duration::from_secs(2);
+/// Size of the simulator's tables: the most registers one read takes.
+const SIM_REGISTERS: u16 = 125;
 
 /// Clock ticks per second for `/proc/PID/stat` times.
 fn clock_ticks() -> f64 {
@@ -159,20 +155,53 @@ devices:
     out
 }
 
+/// A tokio runtime of two workers: the raw clients' and the simulator's.
+fn two_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// What the raw clients measured of themselves.
 struct RawResult {
     polls_per_s: f64,
-    /// CPU of this process (clients and simulator) in percent of one core.
+    /// CPU of the clients' process, in % of one core.
     cpu_percent: f64,
 }
 
-/// D tokio-modbus clients reading 100 holding registers in a tight loop.
-fn raw_loop(rt: &Runtime, addresses: &[SocketAddr], seconds: u64, hz: f64) -> RawResult {
-    let reads = Arc::new(AtomicU64::new(0));
+impl RawResult {
+    fn cpu_us_per_poll(&self) -> f64 {
+        self.cpu_percent / 100.0 / self.polls_per_s * 1e6
+    }
+}
+
+/// The raw side, in the child process: one paced client per address, then the
+/// window's polls, failures, CPU ticks and length printed as `key value` lines.
+fn raw_clients(args: &[String]) {
+    let number = |i: usize| -> u64 {
+        args.get(i)
+            .and_then(|a| a.parse().ok())
+            .expect("--raw-clients PERIOD_MS SECONDS TAGS ADDRESS...")
+    };
+    let (period, seconds, tags) = (
+        Duration::from_millis(number(0)),
+        number(1),
+        u16::try_from(number(2)).expect("TAGS fits u16"),
+    );
+    let addresses: Vec<SocketAddr> = args[3..]
+        .iter()
+        .map(|a| a.parse().expect("a socket address"))
+        .collect();
+    let rt = two_thread_runtime();
+    let polls = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
-    let (count, elapsed, ticks) = rt.block_on(async {
+    let clients = addresses.len() as u32;
+    let (count, failed, ticks, secs) = rt.block_on(async {
         let mut tasks = Vec::with_capacity(addresses.len());
-        for &address in addresses {
+        for (i, &address) in addresses.iter().enumerate() {
             let mut ctx = tokio::time::timeout(
                 Duration::from_secs(10),
                 tcp::connect_slave(address, Slave(1)),
@@ -180,13 +209,18 @@ fn raw_loop(rt: &Runtime, addresses: &[SocketAddr], seconds: u64, hz: f64) -> Ra
             .await
             .expect("raw client connects within 10 s")
             .expect("raw client connects");
-            let (reads, errors, stop) =
-                (Arc::clone(&reads), Arc::clone(&errors), Arc::clone(&stop));
+            let (polls, errors, stop) =
+                (Arc::clone(&polls), Arc::clone(&errors), Arc::clone(&stop));
+            let offset = period / clients * i as u32;
             tasks.push(tokio::spawn(async move {
+                let start = tokio::time::Instant::now() + offset;
+                let mut ticks = tokio::time::interval_at(start, period);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 while !stop.load(Ordering::Relaxed) {
-                    match ctx.read_holding_registers(0, TAGS).await {
-                        Ok(Ok(values)) if values.len() == usize::from(TAGS) => {
-                            reads.fetch_add(1, Ordering::Relaxed);
+                    ticks.tick().await;
+                    match ctx.read_holding_registers(0, tags).await {
+                        Ok(Ok(values)) if values.len() == usize::from(tags) => {
+                            polls.fetch_add(1, Ordering::Relaxed);
                         }
                         _ => {
                             errors.fetch_add(1, Ordering::Relaxed);
@@ -196,33 +230,59 @@ fn raw_loop(rt: &Runtime, addresses: &[SocketAddr], seconds: u64, hz: f64) -> Ra
                 let _ = ctx.disconnect().await;
             }));
         }
-        tokio::time::sleep(WARMUP).await;
-        let (c0, k0, t0) = (
-            reads.load(Ordering::Relaxed),
+        tokio::time::sleep(RAW_WARMUP).await;
+        let (p0, e0, k0, t0) = (
+            polls.load(Ordering::Relaxed),
+            errors.load(Ordering::Relaxed),
             cpu_ticks("self"),
             Instant::now(),
         );
         tokio::time::sleep(Duration::from_secs(seconds)).await;
-        let (c1, k1, elapsed) = (
-            reads.load(Ordering::Relaxed),
+        let (p1, e1, k1, secs) = (
+            polls.load(Ordering::Relaxed),
+            errors.load(Ordering::Relaxed),
             cpu_ticks("self"),
-            t0.elapsed(),
+            t0.elapsed().as_secs_f64(),
         );
         stop.store(true, Ordering::Relaxed);
         for task in tasks {
-            tokio::time::timeout(Duration::from_secs(10), task)
+            tokio::time::timeout(period + Duration::from_secs(10), task)
                 .await
-                .expect("raw client stops within 10 s")
+                .expect("raw client stops")
                 .expect("raw client task");
         }
-        (c1 - c0, elapsed, k1 - k0)
+        (p1 - p0, e1 - e0, k1 - k0, secs)
     });
-    let errors = errors.load(Ordering::Relaxed);
-    assert_eq!(errors, 0, "the raw loop saw {errors} failed reads");
-    let secs = elapsed.as_secs_f64();
+    println!("polls {count}");
+    println!("errors {failed}");
+    println!("ticks {ticks}");
+    println!("secs {secs}");
+}
+
+/// Runs the raw clients against `addresses` in a child process.
+fn raw_side(
+    addresses: &[SocketAddr],
+    (tags, period_ms, seconds): (u16, u64, u64),
+    hz: f64,
+) -> RawResult {
+    let output = Command::new(std::env::current_exe().expect("bench binary"))
+        .arg("--raw-clients")
+        .args([period_ms.to_string(), seconds.to_string(), tags.to_string()])
+        .args(addresses.iter().map(SocketAddr::to_string))
+        .output()
+        .expect("run the raw clients");
+    assert!(output.status.success(), "raw clients: {output:?}");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let figure = |key: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("`{key}` in the raw clients' output: {text}"))
+    };
+    assert_eq!(figure("errors"), 0.0, "the raw clients saw failed reads");
+    let secs = figure("secs");
     RawResult {
-        polls_per_s: count as f64 / secs,
-        cpu_percent: ticks as f64 / hz / secs * 100.0,
+        polls_per_s: figure("polls") / secs,
+        cpu_percent: figure("ticks") / hz / secs * 100.0,
     }
 }
 
@@ -232,9 +292,9 @@ struct Window {
     before: Metrics,
     after: Metrics,
     engine_cpu_percent: f64,
-    bench_cpu_percent: f64,
-    mqtt_received: u64,
     startup: Duration,
+    /// Publish lags of the window's reports, ms.
+    lags: Vec<i64>,
 }
 
 impl Window {
@@ -254,23 +314,12 @@ impl Window {
 }
 
 /// Waits until the engine polled every device, then measures `seconds`.
-fn measure(
-    engine: &mut Engine,
-    broker: &Broker,
-    devices: usize,
-    seconds: u64,
-    hz: f64,
-    startup_poll: Duration,
-) -> Window {
-    let startup = engine.wait_all_online(devices, startup_poll);
+fn measure(engine: &mut Engine, broker: &Broker, devices: usize, seconds: u64, hz: f64) -> Window {
+    let startup = engine.wait_all_online(devices, Duration::from_millis(200));
     let pid = engine.pid().to_string();
     let before = engine.metrics();
-    let (e0, b0, m0, t0) = (
-        cpu_ticks(&pid),
-        cpu_ticks("self"),
-        broker.received(),
-        Instant::now(),
-    );
+    broker.record_lags();
+    let (e0, t0) = (cpu_ticks(&pid), Instant::now());
     let deadline = t0 + Duration::from_secs(seconds);
     while Instant::now() < deadline {
         std::thread::sleep(
@@ -280,121 +329,45 @@ fn measure(
         );
         engine.assert_running();
     }
-    let (e1, b1, m1, secs) = (
-        cpu_ticks(&pid),
-        cpu_ticks("self"),
-        broker.received(),
-        t0.elapsed().as_secs_f64(),
-    );
+    let (e1, secs) = (cpu_ticks(&pid), t0.elapsed().as_secs_f64());
+    let lags = broker.take_lags();
     let after = engine.metrics();
     Window {
         secs,
         before,
         after,
         engine_cpu_percent: (e1 - e0) as f64 / hz / secs * 100.0,
-        bench_cpu_percent: (b1 - b0) as f64 / hz / secs * 100.0,
-        mqtt_received: m1 - m0,
         startup,
+        lags,
     }
 }
 
-fn throughput(rt: &Runtime, sim: &Simulator, broker: &Broker, hz: f64, threads: u64) {
-    let devices = usize::try_from(env_u64("SLUICE_BENCH_DEVICES", 50))
-        .expect("SLUICE_BENCH_DEVICES fits usize")
-        .max(1);
-    let seconds = env_u64("SLUICE_BENCH_SECONDS", 10).max(1);
-    println!(
-        "== Part 1: throughput, {devices} devices x {TAGS} UINT16 tags (one {TAGS}-register \
-         read per poll), {seconds} s =="
-    );
-    let handles = serve(rt, sim, devices);
-    let addresses: Vec<SocketAddr> = handles.iter().map(SimHandle::local_addr).collect();
-
-    let raw = raw_loop(rt, &addresses, seconds, hz);
-
-    let scratch = Scratch::new("throughput");
-    let http = free_local_address();
-    let config = engine_config(
-        &addresses,
-        TAGS,
-        MIN_PERIOD_MS,
-        broker.address,
-        http,
-        &scratch.0.join("wal"),
-        threads,
-    );
-    let mut engine = Engine::start(&scratch.0, &config, http);
-    let w = measure(
-        &mut engine,
-        broker,
-        devices,
-        seconds,
-        hz,
-        Duration::from_millis(100),
-    );
-    drop(engine);
-    drop(handles);
-
-    let engine_polls = w.rounds_per_s();
-    let round_ms = w.mean_round_ms();
-    let cap = devices as f64 * 1000.0 / (MIN_PERIOD_MS as f64 + round_ms);
-    let mqtt_per_s = w.mqtt_received as f64 / w.secs;
-    let published_per_s = (w.after.published - w.before.published) / w.secs;
-    println!("side    polls/s    values/s  MQTT msgs/s  CPU% engine  CPU% bench proc");
-    println!(
-        "raw   {:>9.0}  {:>10.0}  {:>11}  {:>11}  {:>15.0}",
-        raw.polls_per_s,
-        raw.polls_per_s * f64::from(TAGS),
-        "-",
-        "-",
-        raw.cpu_percent
-    );
-    println!(
-        "engine{:>9.0}  {:>10.0}  {:>11.0}  {:>11.0}  {:>15.0}",
-        engine_polls,
-        engine_polls * f64::from(TAGS),
-        mqtt_per_s,
-        w.engine_cpu_percent,
-        w.bench_cpu_percent
-    );
-    println!(
-        "ratio engine/raw: {:.3}    (CPU% of one core; bench proc = simulator + raw clients for \
-         raw, simulator + MQTT broker for engine)",
-        engine_polls / raw.polls_per_s
-    );
-    println!(
-        "engine cap by design: {devices} x 1000 / ({MIN_PERIOD_MS} ms + {round_ms:.2} ms mean \
-         round) = {cap:.0} polls/s; measured = {:.0}% of the cap",
-        engine_polls / cap * 100.0
-    );
-    println!(
-        "engine: published {published_per_s:.0} msgs/s, dropped {:.0}, skipped {:.0}, failed \
-         {:.0} rounds in the window; all devices polled {:.1} s after start",
-        w.after.dropped - w.before.dropped,
-        w.after.skipped - w.before.skipped,
-        w.after.failed - w.before.failed,
-        w.startup.as_secs_f64()
-    );
-    println!();
+/// The `q` quantile (0..1) of `sorted`, in ms.
+fn quantile(sorted: &[i64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let at = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[at.min(sorted.len() - 1)] as f64
 }
 
-fn footprint(rt: &Runtime, sim: &Simulator, broker: &Broker, hz: f64, threads: u64) {
-    let devices = usize::try_from(env_u64("SLUICE_BENCH_FOOTPRINT_DEVICES", 1000))
-        .expect("SLUICE_BENCH_FOOTPRINT_DEVICES fits usize")
-        .max(1);
-    let tags = u16::try_from(env_u64("SLUICE_BENCH_FOOTPRINT_TAGS", 100))
-        .expect("SLUICE_BENCH_FOOTPRINT_TAGS fits u16")
-        .clamp(1, sim_registers());
-    let period_ms =
-        env_u64("SLUICE_BENCH_FOOTPRINT_PERIOD_MS", DEFAULT_PERIOD_MS).max(MIN_PERIOD_MS);
-    let seconds = env_u64("SLUICE_BENCH_FOOTPRINT_SECONDS", 30).max(1);
-    println!(
-        "== Part 2: footprint, {devices} devices x {tags} tags every {period_ms} ms, \
-         {seconds} s =="
-    );
+/// One fleet size: the raw clients, then the engine, on the same simulator
+/// sockets; prints a line for each.
+fn fleet(
+    rt: &tokio::runtime::Runtime,
+    sim: &Simulator,
+    broker: &Broker,
+    devices: usize,
+    setting: (u16, u64, u64),
+    hz: f64,
+    threads: u64,
+) {
+    let (tags, period_ms, seconds) = setting;
     let handles = serve(rt, sim, devices);
     let addresses: Vec<SocketAddr> = handles.iter().map(SimHandle::local_addr).collect();
-    let scratch = Scratch::new("footprint");
+    let raw = raw_side(&addresses, setting, hz);
+
+    let scratch = Scratch::new("polling");
     let http = free_local_address();
     let config = engine_config(
         &addresses,
@@ -406,72 +379,103 @@ fn footprint(rt: &Runtime, sim: &Simulator, broker: &Broker, hz: f64, threads: u
         threads,
     );
     let mut engine = Engine::start(&scratch.0, &config, http);
-    let w = measure(
-        &mut engine,
-        broker,
-        devices,
-        seconds,
-        hz,
-        Duration::from_millis(500),
-    );
+    let mut w = measure(&mut engine, broker, devices, seconds, hz);
     let (rss, hwm) = memory_kib(engine.pid());
     drop(engine);
     drop(handles);
 
-    let expected = devices as f64 * 1000.0 / period_ms as f64;
+    let rounds = w.rounds_per_s();
+    let engine_us = w.engine_cpu_percent / 100.0 / rounds * 1e6;
+    let mut lags = std::mem::take(&mut w.lags);
+    lags.sort_unstable();
     println!(
-        "rounds/s  (nominal)  values/s  CPU% engine  RSS MiB  peak RSS MiB  skipped  failed  \
-         MQTT msgs/s  mean round ms"
+        "{devices:>7}  raw     {:>8.0}  {:>9.1}  {:>12.1}  {:>6}  {:>7}  {:>8}  {:>18}  {:>7}  {:>6}",
+        raw.polls_per_s,
+        raw.cpu_percent,
+        raw.cpu_us_per_poll(),
+        "1.0",
+        "-",
+        "-",
+        "-",
+        "-",
+        "-"
     );
     println!(
-        "{:>8.0}  {:>9.0}  {:>8.0}  {:>11.1}  {:>7.1}  {:>12.1}  {:>7.0}  {:>6.0}  {:>11.0}  \
-         {:>13.2}",
-        w.rounds_per_s(),
-        expected,
-        w.rounds_per_s() * f64::from(tags),
+        "{devices:>7}  engine  {:>8.0}  {:>9.1}  {:>12.1}  {:>6.1}  {:>7.1}  {:>8.1}  {:>18}  {:>7.0}  {:>6.0}",
+        rounds,
         w.engine_cpu_percent,
+        engine_us,
+        engine_us / raw.cpu_us_per_poll(),
         rss as f64 / 1024.0,
         hwm as f64 / 1024.0,
-        w.after.skipped,
-        w.after.failed,
-        w.mqtt_received as f64 / w.secs,
-        w.mean_round_ms()
+        format!(
+            "{:.0} / {:.0} / {:.0}",
+            quantile(&lags, 0.5),
+            quantile(&lags, 0.9),
+            quantile(&lags, 0.99)
+        ),
+        w.after.skipped - w.before.skipped,
+        w.after.failed - w.before.failed,
     );
     println!(
-        "(skipped/failed: totals since start; CPU% of one core; bench proc (simulator + broker) \
-         CPU {:.1}%; all devices polled {:.1} s after start)",
-        w.bench_cpu_percent,
-        w.startup.as_secs_f64()
+        "         (engine: all {devices} devices polled {:.1} s after start, {} reports at the \
+         broker in the window, mean round {:.2} ms)",
+        w.startup.as_secs_f64(),
+        lags.len(),
+        w.mean_round_ms()
     );
-    println!();
-}
-
-/// Size of the simulator's tables: every tag of either part fits.
-fn sim_registers() -> u16 {
-    125
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--raw-clients") {
+        return raw_clients(&args[at + 1..]);
+    }
     let hz = clock_ticks();
     let threads = env_u64("SLUICE_BENCH_ENGINE_THREADS", 2).max(1);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let tags = u16::try_from(env_u64("SLUICE_BENCH_TAGS", 100))
+        .unwrap_or(SIM_REGISTERS)
+        .clamp(1, SIM_REGISTERS);
+    let period_ms = env_u64("SLUICE_BENCH_PERIOD_MS", DEFAULT_PERIOD_MS).max(10);
+    let seconds = env_u64("SLUICE_BENCH_SECONDS", 30).max(1);
+    let fleets: Vec<usize> = std::env::var("SLUICE_BENCH_FLEETS")
+        .unwrap_or_else(|_| "100,1000".into())
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .filter(|&n| n > 0)
+        .collect();
+    let rt = two_thread_runtime();
     let sim = Simulator::new(SimConfig {
-        registers: sim_registers(),
+        registers: SIM_REGISTERS,
         response_delay: Duration::ZERO,
         max_connections: 1 << 16,
     });
-    let values: Vec<u16> = (0..sim_registers()).map(|i| 1000 + i).collect();
+    let values: Vec<u16> = (0..SIM_REGISTERS).map(|i| 1000 + i).collect();
     sim.set_holding(0, &values);
     let broker = Broker::start();
     println!(
-        "polling bench: {} logical CPUs, engine workerThreads {threads}, loopback, \
-         CLK_TCK {hz}",
+        "polling at equal load: {tags} UINT16 tags a device (one read a round) every \
+         {period_ms} ms, {seconds} s a side; {} logical CPUs, engine workerThreads {threads}, \
+         loopback, CLK_TCK {hz}",
         std::thread::available_parallelism().map_or(0, usize::from)
     );
-    throughput(&rt, &sim, &broker, hz, threads);
-    footprint(&rt, &sim, &broker, hz, threads);
+    println!(
+        "devices  side    rounds/s  CPU% core  CPU us/round   ratio  RSS MiB  peak MiB  \
+         lag p50/p90/p99 ms  skipped  failed"
+    );
+    for devices in fleets {
+        fleet(
+            &rt,
+            &sim,
+            &broker,
+            devices,
+            (tags, period_ms, seconds),
+            hz,
+            threads,
+        );
+    }
+    println!(
+        "(ratio: the engine's CPU per round over the raw client's CPU per poll; CPU% of one \
+         core; lag: values read to report at the broker)"
+    );
 }

@@ -273,6 +273,27 @@ pub struct Broker {
     last: Arc<Mutex<Vec<u8>>>,
     /// Every topic reports came on.
     topics: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// Publish lags of reports (ms from the values' read to their arrival),
+    /// while recording.
+    lags: Arc<Mutex<Option<Vec<i64>>>>,
+}
+
+/// What a report says of when its values were read.
+#[derive(serde::Deserialize)]
+struct Stamped {
+    values: Vec<ReadAt>,
+}
+
+#[derive(serde::Deserialize)]
+struct ReadAt {
+    ts: i64,
+}
+
+/// Milliseconds since the Unix epoch.
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl Broker {
@@ -283,10 +304,12 @@ impl Broker {
         let reports = Arc::new(AtomicU64::new(0));
         let last = Arc::new(Mutex::new(Vec::new()));
         let topics = Arc::new(Mutex::new(std::collections::HashSet::new()));
-        let (counter, keep, seen) = (
+        let lags: Arc<Mutex<Option<Vec<i64>>>> = Arc::new(Mutex::new(None));
+        let (counter, keep, seen, lagged) = (
             Arc::clone(&received),
             Arc::clone(&last),
             Arc::clone(&topics),
+            Arc::clone(&lags),
         );
         let report_counter = Arc::clone(&reports);
         std::thread::Builder::new()
@@ -296,6 +319,13 @@ impl Broker {
                     counter.fetch_add(1, Ordering::Relaxed);
                     if topic.ends_with("/property/post") {
                         report_counter.fetch_add(1, Ordering::Relaxed);
+                        if let Ok(mut lags) = lagged.lock()
+                            && let Some(lags) = lags.as_mut()
+                            && let Ok(report) = serde_json::from_slice::<Stamped>(&payload)
+                            && let Some(first) = report.values.first()
+                        {
+                            lags.push(wall_ms() - first.ts);
+                        }
                         if let Ok(mut last) = keep.lock() {
                             *last = payload;
                         }
@@ -314,7 +344,24 @@ impl Broker {
             reports,
             last,
             topics,
+            lags,
         }
+    }
+
+    /// Starts keeping the publish lag of every report from now on.
+    pub fn record_lags(&self) {
+        if let Ok(mut lags) = self.lags.lock() {
+            *lags = Some(Vec::new());
+        }
+    }
+
+    /// The lags kept since [`Broker::record_lags`], in ms; stops keeping them.
+    pub fn take_lags(&self) -> Vec<i64> {
+        self.lags
+            .lock()
+            .ok()
+            .and_then(|mut lags| lags.take())
+            .unwrap_or_default()
     }
 
     pub fn received(&self) -> u64 {
