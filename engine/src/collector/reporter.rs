@@ -77,7 +77,7 @@ impl Reporter {
                 timestamp_ms: now_ms,
                 seq: seq.next(who.device_id)?,
             };
-            let body = payload(header, &group, tags).to_string().into_bytes();
+            let body = payload(header, &group, tags);
             uplink.report(Message {
                 device: who.device_id.to_owned(),
                 seq: header.seq,
