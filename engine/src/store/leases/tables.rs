@@ -141,25 +141,31 @@ impl<'t> Tables<'t> {
 
     /// The current lease of row `slot` if it is the row of `key`.
     pub fn entry_of(&self, slot: u32, key: &[u8]) -> Result<Option<Lease>, StoreError> {
-        let Some(stored) = self.rows.get(slot)? else {
-            return Ok(None);
-        };
-        let (fixed, stored_key) = split_slot_row(stored.value())?;
-        if stored_key != key {
-            return Ok(None);
-        }
-        self.lease_of(slot, fixed).map(Some)
+        Ok(self
+            .with_row(slot, |lease, stored| (stored == key).then_some(lease))?
+            .flatten())
     }
 
     /// The current lease of row `slot`, its lease key put in `key`.
     pub fn entry(&self, slot: u32, key: &mut Vec<u8>) -> Result<Option<Lease>, StoreError> {
+        self.with_row(slot, |lease, stored| {
+            key.clear();
+            key.extend_from_slice(stored);
+            lease
+        })
+    }
+
+    /// `read` of the current lease and the stored lease key of row `slot`.
+    fn with_row<R>(
+        &self,
+        slot: u32,
+        read: impl FnOnce(Lease, &[u8]) -> R,
+    ) -> Result<Option<R>, StoreError> {
         let Some(stored) = self.rows.get(slot)? else {
             return Ok(None);
         };
-        let (fixed, stored_key) = split_slot_row(stored.value())?;
-        key.clear();
-        key.extend_from_slice(stored_key);
-        self.lease_of(slot, fixed).map(Some)
+        let (fixed, key) = split_slot_row(stored.value())?;
+        Ok(Some(read(self.lease_of(slot, fixed)?, key)))
     }
 
     fn lease_of(&self, slot: u32, fixed: &RowBytes) -> Result<Lease, StoreError> {
