@@ -35,12 +35,13 @@ const SMALL: Limits = Limits {
 };
 
 /// Every built-in component must have host tests; add its name here with them
-/// (`scale`: this file; stages: `stages.rs`; `modbus_tcp`: `modbus_codec.rs`;
+/// (`scale`: this file; stages and `chain`: `stages.rs`; `modbus_tcp`: `modbus_codec.rs`;
 /// `alarm_rules`: `alarms.rs`; `s7`, `mc`: `s7_mc_peers.rs`; every codec: `codec_fuzz.rs`).
 #[test]
 fn every_builtin_component_is_tested() {
     let tested = [
         "alarm_rules",
+        "chain",
         "check_range",
         "deadband",
         "decode",
@@ -256,6 +257,54 @@ fn a_component_of_the_wrong_world_is_refused_at_load() {
         .load(ComponentKind::Stage, "junk", b"\0asm not really")
         .expect_err("junk");
     assert!(matches!(error, LoadError::Invalid { .. }), "{error}");
+}
+
+#[test]
+fn a_component_built_against_an_older_wit_is_refused_naming_the_versions() {
+    // `scale` as it was built against the first version of the WIT package.
+    let old = std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/scale-wit-0.1.0.wasm"),
+    )
+    .expect("fixture");
+    let error = runtime()
+        .load(ComponentKind::Stage, "scale", &old)
+        .expect_err("an older WIT");
+    assert!(matches!(error, LoadError::WitVersion { .. }), "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains("`scale` was built against sluice:dataflow@0.1.0")
+            && text.contains("this engine needs sluice:dataflow@0.2.0"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_batch_whose_columns_do_not_line_up_fails_the_call() {
+    let runtime = runtime();
+    let hostile = pool(&runtime, "hostile", &test_component("hostile"), SMALL);
+    let ragged = hostile
+        .processor(&[setting("mode", SettingValue::Text("ragged".into()))], &[])
+        .expect("processor");
+    let error = ragged
+        .process(batch(&[Value::Int(1), Value::Int(2)]))
+        .expect_err("refused");
+    assert!(
+        matches!(
+            error,
+            CallError::Malformed {
+                function: "process",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("a batch with 3 tags but 2 qualities"),
+        "{error}"
+    );
+    assert_eq!(hostile.failures(), 1);
 }
 
 #[test]

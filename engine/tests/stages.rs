@@ -310,3 +310,90 @@ fn values_outside_the_tag_range_are_uncertain() {
         "{error}"
     );
 }
+
+fn text(key: &str, value: &str) -> Setting {
+    Setting {
+        key: key.into(),
+        value: SettingValue::Text(value.into()),
+    }
+}
+
+#[test]
+fn the_chain_does_in_one_call_what_the_stages_do_in_five() {
+    let runtime = runtime();
+    let cases = cases();
+    let mut tags: Vec<TagSpec> = cases.iter().map(|(t, o, _, _)| typed(*t, *o)).collect();
+    for tag in &mut tags {
+        tag.factor = 0.5;
+        tag.settings.push(Setting {
+            key: "max".into(),
+            value: SettingValue::Float(10.0),
+        });
+    }
+    let names = ["swap_bytes", "decode", "scale", "check_range", "deadband"];
+    let mut settings: Vec<Setting> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| text(&format!("{i}.use"), name))
+        .collect();
+    settings.push(Setting {
+        key: "2.decimals".into(),
+        value: SettingValue::Int(6),
+    });
+    let chain = pool(&runtime, "chain")
+        .processor(&settings, &tags)
+        .expect("chain");
+    let stages: Vec<Processor> = names
+        .iter()
+        .map(|name| {
+            let own: Vec<Setting> = match *name {
+                "scale" => vec![Setting {
+                    key: "decimals".into(),
+                    value: SettingValue::Int(6),
+                }],
+                _ => Vec::new(),
+            };
+            pool(&runtime, name).processor(&own, &tags).expect("stage")
+        })
+        .collect();
+    let wires: Vec<&[u8]> = cases.iter().map(|(_, _, w, _)| w.as_slice()).collect();
+    for round in 0..2 {
+        let fused = chain.process(raw_batch(&wires)).expect("chain runs");
+        let mut one_by_one = raw_batch(&wires);
+        for stage in &stages {
+            one_by_one = stage.process(one_by_one).expect("stage runs");
+        }
+        assert_eq!(fused, one_by_one, "round {round}");
+        assert!(
+            fused
+                .samples
+                .iter()
+                .any(|s| s.quality == Quality::Uncertain)
+        );
+    }
+}
+
+#[test]
+fn the_chain_refuses_what_its_stages_refuse_naming_the_position() {
+    let runtime = runtime();
+    let chain = pool(&runtime, "chain");
+    let error = chain
+        .processor(
+            &[
+                text("0.use", "scale"),
+                Setting {
+                    key: "0.decimals".into(),
+                    value: SettingValue::Int(40),
+                },
+                text("1.use", "no_such_stage"),
+            ],
+            &[],
+        )
+        .expect_err("refused");
+    let message = error.to_string();
+    assert!(
+        message.contains("`0.decimals`: setting `decimals` must be from 0 to 12")
+            && message.contains("`1.use`: `no_such_stage` is not a built-in stage"),
+        "{message}"
+    );
+}

@@ -74,13 +74,19 @@ macro_rules! codec_helpers {
                 .collect()
         }
 
+        /// One sample of a batch, as a codec builds it (a batch crosses the
+        /// boundary as columns, see `batch_from_samples`).
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct Sample {
+            pub tag: u32,
+            pub value: sluice::dataflow::types::Value,
+            pub quality: $crate::columns::Quality,
+            pub ts_ms: i64,
+        }
+
         /// A sample of `tag`: good with a value, bad without one.
-        fn sample(
-            tag: u32,
-            value: Option<sluice::dataflow::types::Value>,
-            ts_ms: i64,
-        ) -> sluice::dataflow::types::Sample {
-            use sluice::dataflow::types::{Quality, Sample, Value};
+        fn sample(tag: u32, value: Option<sluice::dataflow::types::Value>, ts_ms: i64) -> Sample {
+            use $crate::columns::Quality;
             Sample {
                 tag,
                 quality: if value.is_some() {
@@ -88,9 +94,64 @@ macro_rules! codec_helpers {
                 } else {
                     Quality::Bad
                 },
-                value: value.unwrap_or(Value::None),
+                value: value.unwrap_or(sluice::dataflow::types::Value::None),
                 ts_ms,
             }
+        }
+
+        /// A batch of `samples`, whose spans point into `bytes`.
+        #[allow(dead_code)]
+        fn batch_from_samples(
+            samples: alloc::vec::Vec<Sample>,
+            bytes: alloc::vec::Vec<u8>,
+        ) -> sluice::dataflow::types::Batch {
+            use sluice::dataflow::types::Value;
+            use $crate::columns::Cell;
+            let mut columns = $crate::columns::Columns {
+                bytes,
+                ..Default::default()
+            };
+            for sample in samples {
+                let cell = match &sample.value {
+                    Value::None => Cell::None,
+                    Value::Raw(span) => Cell::Raw {
+                        start: span.start,
+                        len: span.len,
+                    },
+                    Value::Boolean(v) => Cell::Boolean(*v),
+                    Value::Int(v) => Cell::Int(*v),
+                    Value::Uint(v) => Cell::Uint(*v),
+                    Value::Float(v) => Cell::Float(*v),
+                    Value::Text(text) => Cell::Text(text),
+                };
+                columns.push_cell(sample.tag, sample.quality, cell, sample.ts_ms);
+            }
+            columns_into_batch(columns)
+        }
+
+        /// The samples of a batch, row by row (for tests; a sample past a short
+        /// column is left out).
+        #[allow(dead_code)]
+        fn batch_samples(batch: &sluice::dataflow::types::Batch) -> alloc::vec::Vec<Sample> {
+            use sluice::dataflow::types::{Span, Value};
+            use $crate::columns::{Cell, Quality};
+            let columns = columns_from_batch(batch.clone());
+            (0..columns.rows())
+                .map(|i| Sample {
+                    tag: columns.tags[i],
+                    value: match columns.cell(i) {
+                        Cell::None => Value::None,
+                        Cell::Raw { start, len } => Value::Raw(Span { start, len }),
+                        Cell::Boolean(v) => Value::Boolean(v),
+                        Cell::Int(v) => Value::Int(v),
+                        Cell::Uint(v) => Value::Uint(v),
+                        Cell::Float(v) => Value::Float(v),
+                        Cell::Text(v) => Value::Text(v.into()),
+                    },
+                    quality: Quality::from_code(columns.qualities[i]),
+                    ts_ms: columns.ts_ms[i],
+                })
+                .collect()
         }
 
         /// Reads each channel setting with `apply`, which gives the message of a
@@ -203,8 +264,9 @@ macro_rules! codec_test_kit {
 
         /// The fixtures of the codecs' tests and the fuzz harness's view of a session.
         mod test_kit {
+            use crate::Sample;
             use crate::sluice::dataflow::types::{
-                Access, ByteOrder, DataType, Quality, Sample, Setting, SettingValue, TagSpec, Value,
+                Access, ByteOrder, DataType, Setting, SettingValue, TagSpec, Value,
             };
             use crate::{FrameError, GuestSession, PlannedRead};
             use $crate::fuzz::{Codec, Decoded, Sample as Seen};
@@ -297,7 +359,7 @@ macro_rules! codec_test_kit {
             fn seen(sample: &Sample) -> Seen {
                 Seen {
                     tag: sample.tag,
-                    good: sample.quality == Quality::Good,
+                    good: sample.quality == $crate::columns::Quality::Good,
                     valued: sample.value != Value::None,
                     span: match sample.value {
                         Value::Raw(span) => Some((span.start, span.len)),
@@ -343,7 +405,7 @@ macro_rules! codec_test_kit {
                     let batch =
                         GuestSession::parse_read(self, request, frame, ts_ms).map_err(failure)?;
                     Ok(Decoded {
-                        samples: batch.samples.iter().map(seen).collect(),
+                        samples: crate::batch_samples(&batch).iter().map(seen).collect(),
                         bytes: batch.bytes.len(),
                     })
                 }

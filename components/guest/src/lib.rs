@@ -4,19 +4,23 @@
 //! files, no network and no clock, only what the engine hands it in a call. This
 //! crate supplies what `std` would otherwise provide on wasm32 (an allocator, a
 //! panic handler, `cabi_realloc`) plus the pure helpers several components share:
-//! number and setting handling, the [`session`] kit every codec builds on, the
-//! WIT glue of a codec crate ([`codec_component!`]) and, with the `fuzz` feature,
-//! the fuzz harness of the codecs' tests.
+//! number and setting handling, the columns of a batch ([`columns`]), the built-in
+//! [`stages`], the [`session`] kit every codec builds on, the WIT glue of a codec
+//! crate ([`codec_component!`]) and of a stage crate ([`stage_component!`]) and,
+//! with the `fuzz` feature, the fuzz harness of the codecs' tests.
 #![no_std]
 
 extern crate alloc;
 
 mod codec;
+pub mod columns;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 pub mod numeric;
 pub mod session;
 pub mod settings;
+mod stage;
+pub mod stages;
 
 #[doc(hidden)]
 pub use dlmalloc;
@@ -216,6 +220,34 @@ macro_rules! wit_conversions {
                 N::Uint(v) => W::Uint(v),
                 N::Float(v) => W::Float(v),
                 N::Text(v) => W::Text(v),
+            }
+        }
+
+        /// The columns of a batch, moved out of the generated record.
+        #[allow(dead_code)]
+        fn columns_from_batch(batch: sluice::dataflow::types::Batch) -> $crate::columns::Columns {
+            $crate::columns::Columns {
+                tags: batch.tags,
+                qualities: batch.qualities,
+                kinds: batch.kinds,
+                bits: batch.bits,
+                ts_ms: batch.ts_ms,
+                bytes: batch.bytes,
+                texts: batch.texts,
+            }
+        }
+
+        /// The generated record of a batch, its columns moved in.
+        #[allow(dead_code)]
+        fn columns_into_batch(columns: $crate::columns::Columns) -> sluice::dataflow::types::Batch {
+            sluice::dataflow::types::Batch {
+                tags: columns.tags,
+                qualities: columns.qualities,
+                kinds: columns.kinds,
+                bits: columns.bits,
+                ts_ms: columns.ts_ms,
+                bytes: columns.bytes,
+                texts: columns.texts,
             }
         }
 

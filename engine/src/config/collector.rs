@@ -107,8 +107,9 @@ pub struct WalConfig {
     /// `ringCapacity`: records held in memory on their way to disk (at least 1;
     /// default 10000).
     pub ring_capacity: u32,
-    /// `groupCommitMs`: how long records are gathered before one flush to disk
-    /// (default 20; 0 flushes every record on its own).
+    /// `groupCommitMs`: the least time between two flushes to disk (default 5). A
+    /// record that finds the committer idle goes at once; records that arrive
+    /// meanwhile share the next flush. 0 flushes as soon as the last flush ends.
     pub group_commit_ms: u64,
 }
 
@@ -121,7 +122,7 @@ impl Default for WalConfig {
             total_quota_mb: 1024,
             overflow_policy: OverflowPolicy::DropOldest,
             ring_capacity: 10_000,
-            group_commit_ms: 20,
+            group_commit_ms: 5,
         }
     }
 }
@@ -379,7 +380,7 @@ mod tests {
         assert_eq!(c.mqtt.topic_prefix, "");
         assert_eq!(c.http, None);
         assert_eq!(c.wal.overflow_policy, OverflowPolicy::DropOldest);
-        assert_eq!((c.wal.ring_capacity, c.wal.group_commit_ms), (10_000, 20));
+        assert_eq!((c.wal.ring_capacity, c.wal.group_commit_ms), (10_000, 5));
         assert_eq!(
             c.backoff,
             BackoffConfig {

@@ -2,6 +2,7 @@
 //! read from YAML, resolved against the component registry, and run per device.
 
 mod cases;
+mod chain;
 mod include;
 mod set;
 mod settings;
@@ -17,7 +18,7 @@ pub use settings::{PositionedSettings, flatten};
 pub use spec::{ComponentRef, Included, PipelineSpec, StageSpec, load_file, load_str};
 pub use verify::run as run_tests;
 
-use crate::model::{Batch, TagSpec};
+use crate::model::{Batch, Setting, TagSpec};
 use crate::runtime::{
     CallError, ComponentKind, Limits, LoadedComponent, Processor, Registry, StagePool,
 };
@@ -33,7 +34,23 @@ pub struct Pipeline {
 #[derive(Debug)]
 struct Stage {
     pool: Arc<StagePool>,
-    settings: PositionedSettings,
+    /// What its processors are created with.
+    settings: Vec<Setting>,
+    /// The stages of the pipeline it runs, in order: one, or a run of built-in
+    /// stages fused into one `chain` call.
+    members: Vec<Member>,
+}
+
+/// A stage of the pipeline as written.
+#[derive(Debug, Clone)]
+struct Member {
+    /// Its place in the pipeline.
+    index: usize,
+    /// The name of its component.
+    name: String,
+    settings: Vec<Setting>,
+    /// Whether its component is the engine's own version of a stage `chain` runs.
+    chainable: bool,
 }
 
 /// A stage failed for a batch: the device's values of that round are lost (BAD).
@@ -58,9 +75,9 @@ impl Pipeline {
     ) -> Result<Self, Diagnostics> {
         let mut errors = Diagnostics::new(&spec.file);
         let mut stages = Vec::new();
-        for stage in &spec.stages {
+        for (index, stage) in spec.stages.iter().enumerate() {
             let mut own = Diagnostics::new(&spec.file);
-            let built = Self::stage(stage, registry, limits, &mut own);
+            let built = Self::stage((index, stage), registry, limits, &mut own);
             match &stage.included {
                 None => errors.extend(own),
                 // An included stage's problems show at the include, naming the
@@ -81,13 +98,13 @@ impl Pipeline {
         }
         errors.into_result(Self {
             name: spec.name.clone(),
-            stages,
+            stages: chain::fuse(stages, registry, limits),
         })
     }
 
     /// One stage: its component resolved and its settings checked.
     fn stage(
-        stage: &StageSpec,
+        (index, stage): (usize, &StageSpec),
         registry: &Registry,
         limits: Limits,
         errors: &mut Diagnostics,
@@ -116,9 +133,16 @@ impl Pipeline {
             report(&error, stage, errors);
             return None;
         }
+        let member = Member {
+            index,
+            name: pool.name().to_owned(),
+            settings: stage.settings.settings.clone(),
+            chainable: chain::chainable(registry, &component),
+        };
         Some(Stage {
             pool,
-            settings: stage.settings.clone(),
+            settings: member.settings.clone(),
+            members: vec![member],
         })
     }
 
@@ -126,27 +150,18 @@ impl Pipeline {
         &self.name
     }
 
-    /// Names of the stage components, in order.
-    pub fn stage_names(&self) -> Vec<&str> {
-        self.stages.iter().map(|s| s.pool.name()).collect()
-    }
-
     /// Processors of every stage for one device's tags.
     ///
     /// # Errors
     /// When a stage refuses the device's tags (for example a tag its decoder cannot handle).
     pub fn for_device(&self, tags: &[TagSpec]) -> Result<DevicePipeline, StageFailure> {
-        let processors = self
-            .stages
-            .iter()
-            .enumerate()
-            .map(|(index, stage)| {
-                stage
-                    .pool
-                    .processor(&stage.settings.settings, tags)
-                    .map_err(|error| StageFailure { index, error })
-            })
-            .collect::<Result<_, _>>()?;
+        let mut processors = Vec::with_capacity(self.stages.len());
+        for stage in &self.stages {
+            match stage.pool.processor(&stage.settings, tags) {
+                Ok(processor) => processors.push((stage.members[0].index, processor)),
+                Err(error) => return Err(chain::failure(&stage.members, error)),
+            }
+        }
         Ok(DevicePipeline { processors })
     }
 }
@@ -154,7 +169,8 @@ impl Pipeline {
 /// The stages of a pipeline, configured for one device.
 #[derive(Debug)]
 pub struct DevicePipeline {
-    processors: Vec<Processor>,
+    /// Each processor, after the place of its (first) stage in the pipeline.
+    processors: Vec<(usize, Processor)>,
 }
 
 impl DevicePipeline {
@@ -164,14 +180,15 @@ impl DevicePipeline {
     /// The first stage that failed; the batch is lost for this round.
     /// How the pools of the stages are doing.
     pub fn health(&self) -> Vec<crate::runtime::PoolHealth> {
-        self.processors.iter().map(Processor::health).collect()
+        self.processors.iter().map(|(_, p)| p.health()).collect()
     }
 
     pub fn run(&self, mut batch: Batch) -> Result<Batch, StageFailure> {
-        for (index, processor) in self.processors.iter().enumerate() {
-            batch = processor
-                .process(batch)
-                .map_err(|error| StageFailure { index, error })?;
+        for (index, processor) in &self.processors {
+            batch = processor.process(batch).map_err(|error| StageFailure {
+                index: *index,
+                error,
+            })?;
         }
         Ok(batch)
     }
@@ -182,7 +199,7 @@ impl DevicePipeline {
     /// The first stage whose reset failed; the others are still reset.
     pub fn reset(&self) -> Result<(), CallError> {
         let mut first = Ok(());
-        for processor in &self.processors {
+        for (_, processor) in &self.processors {
             if let Err(error) = processor.reset()
                 && first.is_ok()
             {

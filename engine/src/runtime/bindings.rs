@@ -22,3 +22,24 @@ pub(super) mod rules {
 }
 
 pub(super) use stage::sluice::dataflow::types as wit;
+
+/// The WIT package every component must be built against: `sluice:dataflow` at
+/// this version (the `package` line of the files in `wit/`).
+pub const WIT_PACKAGE: &str = "sluice:dataflow";
+pub const WIT_VERSION: &str = "0.2.0";
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_version_is_the_one_the_wit_files_declare() {
+        let declared = format!("package {}@{};", super::WIT_PACKAGE, super::WIT_VERSION);
+        for (file, text) in [
+            ("types.wit", include_str!("../../../wit/types.wit")),
+            ("stage.wit", include_str!("../../../wit/stage.wit")),
+            ("codec.wit", include_str!("../../../wit/codec.wit")),
+            ("rules.wit", include_str!("../../../wit/rules.wit")),
+        ] {
+            assert_eq!(text.lines().next(), Some(declared.as_str()), "{file}");
+        }
+    }
+}

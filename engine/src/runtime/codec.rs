@@ -177,9 +177,12 @@ impl CodecSession {
     /// A failed call (outer); a malformed frame or a device error (inner).
     pub fn parse_read(&self, request: u32, frame: &[u8], ts_ms: i64) -> Outcome<Batch> {
         self.call("parse-read", |s, store, r| {
-            s.call_parse_read(store, r, request, frame, ts_ms)
+            match s.call_parse_read(store, r, request, frame, ts_ms)? {
+                Ok(batch) => Ok(Ok(batch_from_wit(batch).map_err(wasmtime::Error::new)?)),
+                Err(error) => Ok(Err(error)),
+            }
         })
-        .map(|answer| answer.map(batch_from_wit).map_err(frame_error_from_wit))
+        .map(|answer| answer.map_err(frame_error_from_wit))
     }
 
     /// Frame that writes `value` (in device units) to `tag`.

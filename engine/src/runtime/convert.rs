@@ -1,5 +1,5 @@
-//! Moves data between the engine's types and the generated WIT types. Batches move
-//! by value so the per-sample path copies nothing it does not have to.
+//! Moves data between the engine's types and the generated WIT types. Batches cross
+//! as columns of primitives (one copy each), built from and into the engine's rows.
 
 use super::bindings::wit;
 use crate::model::{
@@ -7,44 +7,135 @@ use crate::model::{
     TagSpec, Value,
 };
 
+/// Codes of the WIT batch's `qualities` column.
+const GOOD: u8 = 0;
+const UNCERTAIN: u8 = 1;
+const BAD: u8 = 2;
+
+/// Codes of its `kinds` column: the cases of the WIT `value` variant, in order.
+const NONE: u8 = 0;
+const RAW: u8 = 1;
+const BOOLEAN: u8 = 2;
+const INT: u8 = 3;
+const UINT: u8 = 4;
+const FLOAT: u8 = 5;
+const TEXT: u8 = 6;
+
+/// A batch a component returned whose columns do not fit together.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(super) struct MalformedBatch(String);
+
 pub(super) fn batch_to_wit(batch: Batch) -> wit::Batch {
-    wit::Batch {
-        samples: batch.samples.into_iter().map(sample_to_wit).collect(),
+    let mut columns = samples_to_wit(&batch.samples);
+    columns.bytes = batch.bytes;
+    columns
+}
+
+/// The columns of `samples`, with no raw bytes.
+pub(super) fn samples_to_wit(samples: &[Sample]) -> wit::Batch {
+    let n = samples.len();
+    let mut batch = wit::Batch {
+        tags: Vec::with_capacity(n),
+        qualities: Vec::with_capacity(n),
+        kinds: Vec::with_capacity(n),
+        bits: Vec::with_capacity(n),
+        ts_ms: Vec::with_capacity(n),
+        bytes: Vec::new(),
+        texts: Vec::new(),
+    };
+    for sample in samples {
+        let (kind, bits) = match &sample.value {
+            Value::None => (NONE, 0),
+            Value::Raw(span) => (RAW, (u64::from(span.start) << 32) | u64::from(span.len)),
+            Value::Bool(v) => (BOOLEAN, u64::from(*v)),
+            Value::Int(v) => (INT, *v as u64),
+            Value::Uint(v) => (UINT, *v),
+            Value::Float(v) => (FLOAT, v.to_bits()),
+            Value::Text(text) => {
+                batch.texts.push(text.clone());
+                (TEXT, batch.texts.len() as u64 - 1)
+            }
+        };
+        batch.tags.push(sample.tag);
+        batch.qualities.push(match sample.quality {
+            Quality::Good => GOOD,
+            Quality::Uncertain => UNCERTAIN,
+            Quality::Bad => BAD,
+        });
+        batch.kinds.push(kind);
+        batch.bits.push(bits);
+        batch.ts_ms.push(sample.ts_ms);
+    }
+    batch
+}
+
+/// The samples of a batch a component returned.
+///
+/// # Errors
+/// Columns of different lengths, or a quality, kind or text index that does not exist.
+pub(super) fn batch_from_wit(batch: wit::Batch) -> Result<Batch, MalformedBatch> {
+    let n = batch.tags.len();
+    let lengths = [
+        ("qualities", batch.qualities.len()),
+        ("kinds", batch.kinds.len()),
+        ("bits", batch.bits.len()),
+        ("ts-ms", batch.ts_ms.len()),
+    ];
+    if let Some((column, len)) = lengths.iter().find(|(_, len)| *len != n) {
+        return Err(MalformedBatch(format!(
+            "a batch with {n} tags but {len} {column}"
+        )));
+    }
+    let mut texts: Vec<Option<String>> = batch.texts.into_iter().map(Some).collect();
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n {
+        let bits = batch.bits[i];
+        let value = match batch.kinds[i] {
+            NONE => Value::None,
+            RAW => Value::Raw(Span {
+                start: (bits >> 32) as u32,
+                len: bits as u32,
+            }),
+            BOOLEAN => Value::Bool(bits != 0),
+            INT => Value::Int(bits as i64),
+            UINT => Value::Uint(bits),
+            FLOAT => Value::Float(f64::from_bits(bits)),
+            TEXT => match texts.get_mut(bits as usize).and_then(Option::take) {
+                Some(text) => Value::Text(text),
+                None => {
+                    return Err(MalformedBatch(format!(
+                        "sample {i} names text {bits}, which is missing or already used"
+                    )));
+                }
+            },
+            other => {
+                return Err(MalformedBatch(format!(
+                    "sample {i} has value kind {other}, not 0 to 6"
+                )));
+            }
+        };
+        let quality = match batch.qualities[i] {
+            GOOD => Quality::Good,
+            UNCERTAIN => Quality::Uncertain,
+            BAD => Quality::Bad,
+            other => {
+                return Err(MalformedBatch(format!(
+                    "sample {i} has quality {other}, not 0 to 2"
+                )));
+            }
+        };
+        samples.push(Sample {
+            tag: batch.tags[i],
+            value,
+            quality,
+            ts_ms: batch.ts_ms[i],
+        });
+    }
+    Ok(Batch {
+        samples,
         bytes: batch.bytes,
-    }
-}
-
-pub(super) fn batch_from_wit(batch: wit::Batch) -> Batch {
-    Batch {
-        samples: batch.samples.into_iter().map(sample_from_wit).collect(),
-        bytes: batch.bytes,
-    }
-}
-
-pub(super) fn sample_to_wit(sample: Sample) -> wit::Sample {
-    wit::Sample {
-        tag: sample.tag,
-        value: value_to_wit(sample.value),
-        quality: match sample.quality {
-            Quality::Good => wit::Quality::Good,
-            Quality::Uncertain => wit::Quality::Uncertain,
-            Quality::Bad => wit::Quality::Bad,
-        },
-        ts_ms: sample.ts_ms,
-    }
-}
-
-fn sample_from_wit(sample: wit::Sample) -> Sample {
-    Sample {
-        tag: sample.tag,
-        value: value_from_wit(sample.value),
-        quality: match sample.quality {
-            wit::Quality::Good => Quality::Good,
-            wit::Quality::Uncertain => Quality::Uncertain,
-            wit::Quality::Bad => Quality::Bad,
-        },
-        ts_ms: sample.ts_ms,
-    }
+    })
 }
 
 pub(super) fn value_to_wit(value: Value) -> wit::Value {
@@ -59,21 +150,6 @@ pub(super) fn value_to_wit(value: Value) -> wit::Value {
         Value::Uint(v) => wit::Value::Uint(v),
         Value::Float(v) => wit::Value::Float(v),
         Value::Text(v) => wit::Value::Text(v),
-    }
-}
-
-fn value_from_wit(value: wit::Value) -> Value {
-    match value {
-        wit::Value::None => Value::None,
-        wit::Value::Raw(span) => Value::Raw(Span {
-            start: span.start,
-            len: span.len,
-        }),
-        wit::Value::Boolean(v) => Value::Bool(v),
-        wit::Value::Int(v) => Value::Int(v),
-        wit::Value::Uint(v) => Value::Uint(v),
-        wit::Value::Float(v) => Value::Float(v),
-        wit::Value::Text(v) => Value::Text(v),
     }
 }
 

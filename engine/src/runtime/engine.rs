@@ -9,6 +9,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::artifact;
 use super::bindings;
+use super::bindings::{WIT_PACKAGE, WIT_VERSION};
 use super::codec::CodecPool;
 use super::component::LoadedComponent;
 use super::error::{LoadError, human_bytes};
@@ -85,6 +86,7 @@ impl Runtime {
         linker
             .define_unknown_imports_as_traps(&component)
             .map_err(wrong_world)?;
+        check_wit_version(&self.engine, &component, name)?;
         let pre = linker.instantiate_pre(&component).map_err(wrong_world)?;
         match kind {
             ComponentKind::Stage => bindings::stage::Stage::prepare(pre.clone()).map(drop),
@@ -163,4 +165,32 @@ impl Runtime {
         }
         Ok(())
     }
+}
+
+/// Refuses a component whose exports come from another version of the WIT
+/// package, naming the version it was built against and the one needed.
+fn check_wit_version(
+    engine: &Engine,
+    component: &wasmtime::component::Component,
+    name: &str,
+) -> Result<(), LoadError> {
+    let prefix = format!("{WIT_PACKAGE}/");
+    let ty = component.component_type();
+    for (export, _) in ty.exports(engine) {
+        let Some((_, version)) = export
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.split_once('@'))
+        else {
+            continue;
+        };
+        if version != WIT_VERSION {
+            return Err(LoadError::WitVersion {
+                name: name.to_owned(),
+                package: WIT_PACKAGE,
+                found: version.to_owned(),
+                needed: WIT_VERSION,
+            });
+        }
+    }
+    Ok(())
 }

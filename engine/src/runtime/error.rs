@@ -15,6 +15,15 @@ pub enum LoadError {
         kind: ComponentKind,
         detail: String,
     },
+    #[error(
+        "component `{name}` was built against {package}@{found}; this engine needs {package}@{needed}: rebuild it with the WIT files of this release"
+    )]
+    WitVersion {
+        name: String,
+        package: &'static str,
+        found: String,
+        needed: &'static str,
+    },
     #[error("component runtime setup failed: {0}")]
     Engine(String),
 }
@@ -49,6 +58,12 @@ pub enum CallError {
     Config {
         component: String,
         issues: Vec<ConfigIssue>,
+    },
+    #[error("component `{component}` returned a malformed batch from `{function}`: {detail}")]
+    Malformed {
+        component: String,
+        function: &'static str,
+        detail: String,
     },
     #[error("component `{component}` could not be instantiated: {detail}")]
     Instantiate { component: String, detail: String },

@@ -13,7 +13,7 @@ use wasmtime::component::{InstancePre, ResourceAny};
 use wasmtime::{Engine, Store, Trap};
 
 use super::bindings::wit;
-use super::convert::issues_from_wit;
+use super::convert::{MalformedBatch, issues_from_wit};
 use super::sandbox::Sandbox;
 use super::{CallError, Limit, Limits};
 use crate::sync::lock;
@@ -304,6 +304,13 @@ impl<W: World> Pool<W> {
                 component,
                 function,
                 limit,
+            };
+        }
+        if let Some(malformed) = error.downcast_ref::<MalformedBatch>() {
+            return CallError::Malformed {
+                component,
+                function,
+                detail: malformed.to_string(),
             };
         }
         if let Some(requested) = refused {

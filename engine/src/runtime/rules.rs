@@ -10,7 +10,7 @@ use super::bindings::rules::Rules;
 use super::bindings::rules::exports::sluice::dataflow::alarm_rules as wit_rules;
 use super::bindings::rules::exports::sluice::dataflow::transitions as wit_transitions;
 use super::bindings::wit;
-use super::convert::{sample_to_wit, settings_to_wit, tags_to_wit};
+use super::convert::{samples_to_wit, settings_to_wit, tags_to_wit};
 use super::pool::{Binding, Live, Pool};
 use crate::model::{
     AlarmAction, AlarmState, CommandAction, CommandStatus, Signal, SignalKind, Transitions,
@@ -184,10 +184,7 @@ impl Evaluator {
     /// A trap or an exceeded limit; the instance is rebuilt (and the rules' memory
     /// with it) for the next call.
     pub fn on_samples(&self, samples: &[Sample]) -> Result<Vec<Signal>, CallError> {
-        let input = wit::Batch {
-            samples: samples.iter().cloned().map(sample_to_wit).collect(),
-            bytes: Vec::new(),
-        };
+        let input = samples_to_wit(samples);
         self.binding
             .call("on-samples", &|live| self.create(live), |live, resource| {
                 live.bindings

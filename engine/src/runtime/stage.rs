@@ -77,8 +77,8 @@ impl Processor {
                     .sluice_dataflow_transform()
                     .processor()
                     .call_process(&mut live.store, resource, &input)
+                    .and_then(|output| batch_from_wit(output).map_err(wasmtime::Error::new))
             })
-            .map(batch_from_wit)
     }
 
     /// Clears the memory the stage keeps between batches.

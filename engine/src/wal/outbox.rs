@@ -223,11 +223,17 @@ impl Outbox {
     /// Commits what the ring holds, in batches, until `shutdown` turns true; then
     /// commits what is left.
     pub async fn run_committer(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        // When the last commit began: commits start at most one `group_commit` apart.
+        let mut last_commit: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 _ = self.wake.notified() => {
-                    // Let the batch grow for a moment: one commit for many reports.
-                    tokio::time::sleep(self.group_commit).await;
+                    // An idle committer commits at once; under load the reports that
+                    // arrive within one spacing share a commit (one flush for many).
+                    if let Some(at) = last_commit {
+                        tokio::time::sleep_until(at + self.group_commit).await;
+                    }
+                    last_commit = Some(tokio::time::Instant::now());
                     self.commit_pending().await;
                 }
                 changed = shutdown.changed() => {

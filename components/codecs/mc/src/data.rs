@@ -37,7 +37,7 @@ pub fn samples(tags: &[Tag], request: &Request, data: &[u8], ts_ms: i64) -> Batc
         };
         samples.push(sample(index, value, ts_ms));
     }
-    Batch { samples, bytes }
+    crate::batch_from_samples(samples, bytes)
 }
 
 /// The value of word tag `tag` at word `at` of `data`, normalised into `bytes`.

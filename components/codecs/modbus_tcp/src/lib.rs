@@ -82,14 +82,12 @@ impl ModbusSession {
                 Some(sample(index, value_of(tag, request, data), ts_ms))
             })
             .collect();
-        Batch {
-            samples,
-            bytes: if request.area.is_bits() {
-                Vec::new()
-            } else {
-                data.to_vec()
-            },
-        }
+        let bytes = if request.area.is_bits() {
+            Vec::new()
+        } else {
+            data.to_vec()
+        };
+        batch_from_samples(samples, bytes)
     }
 
     fn write_pdu(&self, tag: &Tag, value: &Value) -> Result<(u8, Vec<u8>, [u8; 4]), String> {

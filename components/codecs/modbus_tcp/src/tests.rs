@@ -4,7 +4,8 @@
 use alloc::vec;
 
 use super::*;
-use sluice::dataflow::types::{DataType as Wit, Quality, SettingValue as Sv};
+use sluice::dataflow::types::{DataType as Wit, SettingValue as Sv};
+use sluice_guest::columns::Quality;
 use sluice_guest::fuzz::{self, Peer, Rng};
 
 sluice_guest::codec_test_kit!(ModbusSession);
@@ -123,8 +124,7 @@ fn reads_are_byte_exact() {
     let batch = s
         .parse_read(id, frame::build(1, 7, &pdu), 5)
         .expect("parses");
-    let values: Vec<(u32, Value)> = batch
-        .samples
+    let values: Vec<(u32, Value)> = batch_samples(&batch)
         .iter()
         .map(|x| (x.tag, x.value.clone()))
         .collect();
@@ -138,8 +138,7 @@ fn reads_are_byte_exact() {
     );
     assert_eq!(batch.bytes, data);
     assert!(
-        batch
-            .samples
+        batch_samples(&batch)
             .iter()
             .all(|x| x.ts_ms == 5 && x.quality == Quality::Good)
     );
@@ -152,7 +151,10 @@ fn reads_are_byte_exact() {
     let batch = coils
         .parse_read(id, frame::build(1, 1, &[0x01, 2, 0x01, 0x02]), 0)
         .expect("parses");
-    let bits: Vec<Value> = batch.samples.iter().map(|x| x.value.clone()).collect();
+    let bits: Vec<Value> = batch_samples(&batch)
+        .iter()
+        .map(|x| x.value.clone())
+        .collect();
     assert_eq!(bits, [Value::Boolean(true), Value::Boolean(true)]);
     assert!(batch.bytes.is_empty());
 }

@@ -42,24 +42,22 @@ pub fn samples(
     partial: &mut BTreeMap<u32, Vec<u8>>,
     ts_ms: i64,
 ) -> Batch {
-    let mut batch = Batch {
-        samples: Vec::with_capacity(request.tags.len()),
-        bytes: Vec::new(),
-    };
+    let mut samples = Vec::with_capacity(request.tags.len());
+    let mut bytes = Vec::new();
     for (item, got) in request.items.iter().zip(items) {
         let ok = got.code == SUCCESS;
         match &item.part {
             Part::Tags(list) => {
-                let base = batch.bytes.len();
+                let base = bytes.len();
                 if ok && item.bit.is_none() {
-                    batch.bytes.extend_from_slice(got.data);
+                    bytes.extend_from_slice(got.data);
                 }
                 for &index in list {
                     let value = tags
                         .get(index as usize)
                         .filter(|_| ok)
                         .and_then(|tag| value_of(tag, item, got.data, base));
-                    batch.samples.push(sample(index, value, ts_ms));
+                    samples.push(sample(index, value, ts_ms));
                 }
             }
             &Part::Slice { tag, offset, total } => {
@@ -80,16 +78,16 @@ pub fn samples(
                 if offset.saturating_add(item.len) >= total {
                     let value = match partial.remove(&tag) {
                         Some(buffer) if buffer.len() == total as usize => {
-                            let start = batch.bytes.len() as u32;
-                            batch.bytes.extend_from_slice(&buffer);
+                            let start = bytes.len() as u32;
+                            bytes.extend_from_slice(&buffer);
                             Some(Value::Raw(Span { start, len: total }))
                         }
                         _ => None,
                     };
-                    batch.samples.push(sample(tag, value, ts_ms));
+                    samples.push(sample(tag, value, ts_ms));
                 }
             }
         }
     }
-    batch
+    crate::batch_from_samples(samples, bytes)
 }

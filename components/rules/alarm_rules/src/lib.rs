@@ -88,7 +88,7 @@ impl GuestEvaluator for AlarmRules {
     }
 
     fn on_samples(&self, input: Batch) -> Vec<AlarmSignal> {
-        self.thresholds.on_samples(&input)
+        self.thresholds.on_samples(&columns_from_batch(input))
     }
 
     fn on_event(&self, kind: String, ts_ms: i64, event_id: Option<String>) -> Vec<AlarmSignal> {

@@ -12,8 +12,9 @@ use core::fmt;
 use sluice_guest::settings::{SettingValue, unknown_key, wrong_type};
 
 use crate::exports::sluice::dataflow::alarm_rules::{AlarmSignal, SignalKind};
-use crate::sluice::dataflow::types::{Batch, ConfigError, Quality, Setting, TagSpec, Value};
+use crate::sluice::dataflow::types::{ConfigError, Setting, TagSpec};
 use crate::{config_error, setting_value};
+use sluice_guest::columns::{Cell as Value, Columns, quality};
 
 /// The fields of one threshold, `thresholds.N.<field>`.
 const FIELDS: &[&str] = &["tag", "above", "below", "clearAt", "ruleKey", "message"];
@@ -315,27 +316,28 @@ impl Thresholds {
     }
 
     /// The signals of one round's samples, in sample order.
-    pub fn on_samples(&self, batch: &Batch) -> Vec<AlarmSignal> {
+    pub fn on_samples(&self, batch: &Columns) -> Vec<AlarmSignal> {
         let mut signals = Vec::new();
         if self.list.is_empty() {
             return signals;
         }
-        for sample in &batch.samples {
-            if sample.quality == Quality::Bad {
+        for i in 0..batch.rows() {
+            if batch.qualities[i] == quality::BAD {
                 continue;
             }
-            let (value, shown) = match sample.value {
+            let (value, shown) = match batch.cell(i) {
                 Value::Int(v) => (v as f64, Shown::Int(v)),
                 Value::Uint(v) => (v as f64, Shown::Uint(v)),
                 Value::Float(v) => (v, Shown::Float(v)),
                 _ => continue,
             };
-            for threshold in self.on_tag(sample.tag) {
+            let (tag, ts_ms) = (batch.tags[i], batch.ts_ms[i]);
+            for threshold in self.on_tag(tag) {
                 if let Some((kind, message)) = threshold.step(value, &shown) {
                     signals.push(AlarmSignal {
                         kind,
                         rule_key: threshold.rule_key.clone(),
-                        ts_ms: sample.ts_ms,
+                        ts_ms,
                         message,
                         event_id: None,
                     });
@@ -392,10 +394,9 @@ impl fmt::Debug for Thresholds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sluice::dataflow::types::{
-        Access, ByteOrder, DataType, Sample, SettingValue as Wit,
-    };
+    use crate::sluice::dataflow::types::{Access, ByteOrder, DataType, SettingValue as Wit};
     use alloc::vec;
+    use sluice_guest::columns::Quality;
 
     fn tag(key: &str) -> TagSpec {
         TagSpec {
@@ -437,21 +438,23 @@ mod tests {
         }
     }
 
-    fn sample(tag: u32, value: Value, quality: Quality, ts_ms: i64) -> Sample {
-        Sample {
-            tag,
-            value,
-            quality,
-            ts_ms,
+    type Sample = (u32, Value<'static>, Quality, i64);
+
+    fn sample(tag: u32, value: Value<'static>, quality: Quality, ts_ms: i64) -> Sample {
+        (tag, value, quality, ts_ms)
+    }
+
+    fn batch(samples: Vec<Sample>) -> Columns {
+        let mut columns = Columns::default();
+        for (tag, value, quality, ts_ms) in samples {
+            columns.push_cell(tag, quality, value, ts_ms);
         }
+        columns
     }
 
     fn feed(rules: &Thresholds, samples: Vec<Sample>) -> Vec<(SignalKind, String, i64)> {
         rules
-            .on_samples(&Batch {
-                samples,
-                bytes: Vec::new(),
-            })
+            .on_samples(&batch(samples))
             .into_iter()
             .map(|s| {
                 assert!(s.event_id.is_none());
@@ -578,13 +581,10 @@ mod tests {
             &tags(),
         )
         .unwrap();
-        let raise = rules.on_samples(&Batch {
-            samples: vec![
-                sample(0, Value::Float(85.5), Quality::Good, 100),
-                sample(2, Value::Int(3), Quality::Uncertain, 101),
-            ],
-            bytes: Vec::new(),
-        });
+        let raise = rules.on_samples(&batch(vec![
+            sample(0, Value::Float(85.5), Quality::Good, 100),
+            sample(2, Value::Int(3), Quality::Uncertain, 101),
+        ]));
         assert_eq!(raise.len(), 2);
         assert_eq!(raise[0].rule_key, "TEMPERATURE_HIGH");
         assert_eq!(raise[0].message, "temperature = 85.5, above 80");
@@ -594,10 +594,7 @@ mod tests {
             raise[1].message,
             "Tank almost empty (tank-level.2 = 3, below 10)"
         );
-        let clear = rules.on_samples(&Batch {
-            samples: vec![sample(0, Value::Uint(74), Quality::Good, 200)],
-            bytes: Vec::new(),
-        });
+        let clear = rules.on_samples(&batch(vec![sample(0, Value::Uint(74), Quality::Good, 200)]));
         assert_eq!(clear.len(), 1);
         assert_eq!(clear[0].kind, SignalKind::Clear);
         assert_eq!(clear[0].message, "temperature = 74, back to 75 or less");
@@ -618,7 +615,7 @@ mod tests {
             vec![
                 sample(0, Value::Float(99.0), Quality::Bad, 1),
                 sample(0, Value::Boolean(true), Quality::Good, 2),
-                sample(0, Value::Text("99".into()), Quality::Good, 3),
+                sample(0, Value::Text("99"), Quality::Good, 3),
                 sample(0, Value::None, Quality::Bad, 4),
                 sample(0, Value::Float(f64::NAN), Quality::Good, 5),
                 sample(1, Value::Float(99.0), Quality::Good, 6),

@@ -4,7 +4,8 @@
 //! - `echo` (default): returns its input, behaving well;
 //! - `loop`: spins forever (the CPU budget must stop it);
 //! - `memory`: allocates until the memory cap refuses (the cap must stop it);
-//! - `trap`: executes `unreachable`.
+//! - `trap`: executes `unreachable`;
+//! - `ragged`: returns a batch with one tag more than its other columns have.
 //!
 //! With `trigger` set to an integer, the misbehaviour only happens for a batch that
 //! carries that value; other batches are echoed.
@@ -21,7 +22,7 @@ sluice_guest::guest_runtime!();
 wit_bindgen::generate!({ world: "stage", path: "../../../wit" });
 
 use exports::sluice::dataflow::transform::{Guest, GuestProcessor, Processor};
-use sluice::dataflow::types::{Batch, ConfigError, Setting, SettingValue, TagSpec, Value};
+use sluice::dataflow::types::{Batch, ConfigError, Setting, SettingValue, TagSpec};
 
 struct Component;
 
@@ -35,6 +36,7 @@ enum Mode {
     Loop,
     Memory,
     Trap,
+    Ragged,
 }
 
 struct Hostile {
@@ -54,10 +56,11 @@ impl Hostile {
     fn triggered(&self, input: &Batch) -> bool {
         match self.trigger {
             None => true,
-            Some(t) => input
-                .samples
-                .iter()
-                .any(|s| matches!(s.value, Value::Int(v) if v == t)),
+            Some(t) => {
+                input.kinds.iter().zip(&input.bits).any(|(&kind, &bits)| {
+                    kind == sluice_guest::columns::kind::INT && bits as i64 == t
+                })
+            }
         }
     }
 }
@@ -74,7 +77,11 @@ impl GuestProcessor for Hostile {
                     "loop" => mode = Mode::Loop,
                     "memory" => mode = Mode::Memory,
                     "trap" => mode = Mode::Trap,
-                    _ => errors.push(error("mode", "mode must be echo, loop, memory or trap")),
+                    "ragged" => mode = Mode::Ragged,
+                    _ => errors.push(error(
+                        "mode",
+                        "mode must be echo, loop, memory, trap or ragged",
+                    )),
                 },
                 ("trigger", SettingValue::Int(v)) => trigger = Some(*v),
                 ("mode" | "trigger", _) => errors.push(error(&setting.key, "wrong value type")),
@@ -110,6 +117,11 @@ impl GuestProcessor for Hostile {
                 }
             }
             Mode::Trap => sluice_guest::trap(),
+            Mode::Ragged => {
+                let mut input = input;
+                input.tags.push(0);
+                input
+            }
         }
     }
 

@@ -1,9 +1,8 @@
 //! Session-level tests: settings, byte-exact frames, parsing, errors, robustness.
 
 use super::*;
-use sluice::dataflow::types::{
-    ByteOrder as WireOrder, DataType as WireType, Quality, Sample, SettingValue as Sv,
-};
+use sluice::dataflow::types::{ByteOrder as WireOrder, DataType as WireType, SettingValue as Sv};
+use sluice_guest::columns::Quality;
 use sluice_guest::fuzz::{self, Peer, Rng};
 use sluice_guest::numeric::{ByteOrder, Number, decode, reorder};
 
@@ -92,8 +91,8 @@ fn read_one(session: &McSession) -> (u32, Vec<u8>) {
 }
 
 /// The sample of tag `tag`.
-fn sample_of(batch: &Batch, tag: u32) -> &Sample {
-    match batch.samples.iter().find(|s| s.tag == tag) {
+fn sample_of(batch: &Batch, tag: u32) -> Sample {
+    match batch_samples(batch).into_iter().find(|s| s.tag == tag) {
         Some(sample) => sample,
         None => panic!("no sample for tag {tag}"),
     }

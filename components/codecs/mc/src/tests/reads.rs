@@ -66,10 +66,9 @@ fn word_responses_become_big_endian_samples() {
         b'A', b'B', b'C', 0x00, // D104..D105 "ABC"
     ];
     let batch = s.parse_read(id, answer(0, &data), 42).expect("parses");
-    assert_eq!(batch.samples.len(), 5);
+    assert_eq!(batch_samples(&batch).len(), 5);
     assert!(
-        batch
-            .samples
+        batch_samples(&batch)
             .iter()
             .all(|x| x.ts_ms == 42 && x.quality == Quality::Good)
     );

@@ -4,9 +4,8 @@
 use alloc::vec;
 
 use super::*;
-use sluice::dataflow::types::{
-    ByteOrder, DataType as Wit, Quality, SettingValue as WitValue, Span,
-};
+use sluice::dataflow::types::{ByteOrder, DataType as Wit, SettingValue as WitValue, Span};
+use sluice_guest::columns::Quality;
 use sluice_guest::fuzz::{self, Peer, Rng};
 
 mod reads;

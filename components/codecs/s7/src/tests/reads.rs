@@ -42,8 +42,7 @@ fn reads_with_mixed_return_codes() {
         batch.bytes,
         [0xFF, 0x38, 0x3F, 0xC0, 0x00, 0x00, 0x00, 0x00, 0x01]
     );
-    let got: Vec<(u32, Value, Quality)> = batch
-        .samples
+    let got: Vec<(u32, Value, Quality)> = batch_samples(&batch)
         .iter()
         .map(|s| (s.tag, s.value.clone(), s.quality))
         .collect();
@@ -56,7 +55,7 @@ fn reads_with_mixed_return_codes() {
             (3, Value::None, Quality::Bad),
         ]
     );
-    assert!(batch.samples.iter().all(|s| s.ts_ms == 42));
+    assert!(batch_samples(&batch).iter().all(|s| s.ts_ms == 42));
     assert_eq!(
         s.plan(vec![0, 1, 2, 3]),
         plan,
@@ -78,12 +77,11 @@ fn a_failed_merged_item_is_split_in_later_rounds() {
         )
         .unwrap();
     assert!(
-        batch
-            .samples
+        batch_samples(&batch)
             .iter()
             .all(|s| s.quality == Quality::Bad && s.value == Value::None)
     );
-    assert_eq!(batch.samples.len(), 2);
+    assert_eq!(batch_samples(&batch).len(), 2);
     let again = s.plan(vec![0, 1]);
     let state = s.state.borrow();
     assert_eq!(
@@ -124,7 +122,10 @@ fn bit_items_and_odd_padding() {
             0,
         )
         .unwrap();
-    let values: Vec<Value> = batch.samples.iter().map(|s| s.value.clone()).collect();
+    let values: Vec<Value> = batch_samples(&batch)
+        .iter()
+        .map(|s| s.value.clone())
+        .collect();
     assert_eq!(
         values,
         [
@@ -206,7 +207,7 @@ fn a_long_string_is_read_in_slices_and_joined() {
         let batch = s
             .parse_read(read.id, ack(r, 0, &[0x04, 0x01], &data), 0)
             .unwrap();
-        for sample in batch.samples {
+        for sample in batch_samples(&batch) {
             if let Value::Raw(span) = sample.value {
                 let bytes = &batch.bytes[span.start as usize..(span.start + span.len) as usize];
                 samples.push((sample.tag, bytes.to_vec()));
@@ -225,11 +226,10 @@ fn a_long_string_is_read_in_slices_and_joined() {
             let len = if index == 3 { 56 } else { 222 };
             [vec![0xFF, 0x09, 0x00, len as u8], vec![b'x'; len]].concat()
         };
-        bad.extend(
-            s.parse_read(read.id, ack(r, 0, &[0x04, 0x01], &data), 0)
-                .unwrap()
-                .samples,
-        );
+        let batch = s
+            .parse_read(read.id, ack(r, 0, &[0x04, 0x01], &data), 0)
+            .unwrap();
+        bad.extend(batch_samples(&batch));
     }
     assert_eq!(bad.len(), 1);
     assert_eq!((bad[0].tag, bad[0].quality), (0, Quality::Bad));

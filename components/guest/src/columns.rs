@@ -1,0 +1,327 @@
+//! A batch as the columns the WIT `batch` record carries, with the accessors the
+//! stages share. Sample `i` is entry `i` of `tags`, `qualities`, `kinds`, `bits`
+//! and `ts_ms`; a component converts the generated record into this one and back
+//! by moving the lists (see [`stage_component!`](crate::stage_component)).
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::numeric::Number;
+
+/// Values of `qualities`.
+pub mod quality {
+    pub const GOOD: u8 = 0;
+    pub const UNCERTAIN: u8 = 1;
+    pub const BAD: u8 = 2;
+}
+
+/// A sample's quality, as rows of a batch carry it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quality {
+    Good,
+    Uncertain,
+    Bad,
+}
+
+impl Quality {
+    /// Its value in `qualities`.
+    pub fn code(self) -> u8 {
+        match self {
+            Quality::Good => quality::GOOD,
+            Quality::Uncertain => quality::UNCERTAIN,
+            Quality::Bad => quality::BAD,
+        }
+    }
+
+    /// The quality of a value in `qualities` (anything unknown is BAD).
+    pub fn from_code(code: u8) -> Self {
+        match code {
+            quality::GOOD => Quality::Good,
+            quality::UNCERTAIN => Quality::Uncertain,
+            _ => Quality::Bad,
+        }
+    }
+}
+
+/// Values of `kinds`: the cases of the WIT `value` variant, in order.
+pub mod kind {
+    pub const NONE: u8 = 0;
+    pub const RAW: u8 = 1;
+    pub const BOOLEAN: u8 = 2;
+    pub const INT: u8 = 3;
+    pub const UINT: u8 = 4;
+    pub const FLOAT: u8 = 5;
+    pub const TEXT: u8 = 6;
+}
+
+/// One sample's value, read out of the columns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell<'a> {
+    None,
+    /// A byte range of `bytes`.
+    Raw {
+        start: u32,
+        len: u32,
+    },
+    Boolean(bool),
+    Int(i64),
+    Uint(u64),
+    Float(f64),
+    Text(&'a str),
+}
+
+impl Cell<'_> {
+    /// The value as a number, for the numeric kinds.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Cell::Int(v) => Some(v as f64),
+            Cell::Uint(v) => Some(v as f64),
+            Cell::Float(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// One round's samples as columns.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Columns {
+    pub tags: Vec<u32>,
+    pub qualities: Vec<u8>,
+    pub kinds: Vec<u8>,
+    pub bits: Vec<u64>,
+    pub ts_ms: Vec<i64>,
+    pub bytes: Vec<u8>,
+    pub texts: Vec<String>,
+}
+
+/// The `bits` of a raw span.
+pub fn span_bits(start: u32, len: u32) -> u64 {
+    (u64::from(start) << 32) | u64::from(len)
+}
+
+/// The value that `kind` and `bits` stand for (`None` for a text index out of range).
+pub fn cell_of(kind: u8, bits: u64, texts: &[String]) -> Cell<'_> {
+    match kind {
+        kind::RAW => Cell::Raw {
+            start: (bits >> 32) as u32,
+            len: bits as u32,
+        },
+        kind::BOOLEAN => Cell::Boolean(bits != 0),
+        kind::INT => Cell::Int(bits as i64),
+        kind::UINT => Cell::Uint(bits),
+        kind::FLOAT => Cell::Float(f64::from_bits(bits)),
+        kind::TEXT => match texts.get(bits as usize) {
+            Some(text) => Cell::Text(text),
+            None => Cell::None,
+        },
+        _ => Cell::None,
+    }
+}
+
+impl Columns {
+    pub fn len(&self) -> usize {
+        self.tags.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tags.is_empty()
+    }
+
+    /// Whether the five per-sample columns have one length (a batch from a
+    /// faulty host or component may not).
+    pub fn is_aligned(&self) -> bool {
+        [
+            self.qualities.len(),
+            self.kinds.len(),
+            self.bits.len(),
+            self.ts_ms.len(),
+        ]
+        .iter()
+        .all(|n| *n == self.len())
+    }
+
+    /// Samples that every per-sample column has an entry for.
+    pub fn rows(&self) -> usize {
+        [
+            self.qualities.len(),
+            self.kinds.len(),
+            self.bits.len(),
+            self.ts_ms.len(),
+        ]
+        .into_iter()
+        .fold(self.tags.len(), usize::min)
+    }
+
+    /// The value of sample `i` (`None` past the end).
+    pub fn cell(&self, i: usize) -> Cell<'_> {
+        match (self.kinds.get(i), self.bits.get(i)) {
+            (Some(&kind), Some(&bits)) => cell_of(kind, bits, &self.texts),
+            _ => Cell::None,
+        }
+    }
+
+    /// The raw bytes of sample `i`, when it holds a span that lies inside `bytes`.
+    pub fn raw_range(&self, i: usize) -> Option<core::ops::Range<usize>> {
+        match self.cell(i) {
+            Cell::Raw { start, len } => {
+                let start = start as usize;
+                let end = start.checked_add(len as usize)?;
+                (end <= self.bytes.len()).then_some(start..end)
+            }
+            _ => None,
+        }
+    }
+
+    /// Sets the value of sample `i` (no-op past the end).
+    pub fn set_number(&mut self, i: usize, number: Number) {
+        let (kind, bits) = match number {
+            Number::Bool(v) => (kind::BOOLEAN, u64::from(v)),
+            Number::Int(v) => (kind::INT, v as u64),
+            Number::Uint(v) => (kind::UINT, v),
+            Number::Float(v) => (kind::FLOAT, v.to_bits()),
+            Number::Text(text) => {
+                let index = self.texts.len() as u64;
+                self.texts.push(text);
+                (kind::TEXT, index)
+            }
+        };
+        self.set(i, kind, bits);
+    }
+
+    /// Sets the value of sample `i` to a float.
+    pub fn set_float(&mut self, i: usize, value: f64) {
+        self.set(i, kind::FLOAT, value.to_bits());
+    }
+
+    fn set(&mut self, i: usize, kind: u8, bits: u64) {
+        if let (Some(k), Some(b)) = (self.kinds.get_mut(i), self.bits.get_mut(i)) {
+            *k = kind;
+            *b = bits;
+        }
+    }
+
+    /// Sample `i` has no value and is BAD.
+    pub fn set_bad(&mut self, i: usize) {
+        self.set(i, kind::NONE, 0);
+        self.set_quality(i, quality::BAD);
+    }
+
+    pub fn quality(&self, i: usize) -> u8 {
+        self.qualities.get(i).copied().unwrap_or(quality::BAD)
+    }
+
+    pub fn set_quality(&mut self, i: usize, quality: u8) {
+        if let Some(q) = self.qualities.get_mut(i) {
+            *q = quality;
+        }
+    }
+
+    /// Appends a sample; `text` is its value when `kind` is TEXT (then `bits` is ignored).
+    pub fn push(&mut self, tag: u32, quality: u8, kind: u8, bits: u64, ts_ms: i64) {
+        self.tags.push(tag);
+        self.qualities.push(quality);
+        self.kinds.push(kind);
+        self.bits.push(bits);
+        self.ts_ms.push(ts_ms);
+    }
+
+    /// Appends a sample holding `cell`.
+    pub fn push_cell(&mut self, tag: u32, quality: Quality, cell: Cell<'_>, ts_ms: i64) {
+        let q = quality.code();
+        let (kind, bits) = match cell {
+            Cell::None => (kind::NONE, 0),
+            Cell::Raw { start, len } => (kind::RAW, span_bits(start, len)),
+            Cell::Boolean(v) => (kind::BOOLEAN, u64::from(v)),
+            Cell::Int(v) => (kind::INT, v as u64),
+            Cell::Uint(v) => (kind::UINT, v),
+            Cell::Float(v) => (kind::FLOAT, v.to_bits()),
+            Cell::Text(text) => return self.push_text(tag, q, text.into(), ts_ms),
+        };
+        self.push(tag, q, kind, bits, ts_ms);
+    }
+
+    /// Appends a text sample.
+    pub fn push_text(&mut self, tag: u32, quality: u8, text: String, ts_ms: i64) {
+        let index = self.texts.len() as u64;
+        self.texts.push(text);
+        self.push(tag, quality, kind::TEXT, index, ts_ms);
+    }
+
+    /// Keeps the samples for which `keep(self, i)` is true, in order.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Self, usize) -> bool) {
+        let mut kept = 0;
+        for i in 0..self.len() {
+            if !keep(self, i) {
+                continue;
+            }
+            if kept != i {
+                self.tags[kept] = self.tags[i];
+                self.qualities[kept] = self.qualities[i];
+                self.kinds[kept] = self.kinds[i];
+                self.bits[kept] = self.bits[i];
+                self.ts_ms[kept] = self.ts_ms[i];
+            }
+            kept += 1;
+        }
+        self.tags.truncate(kept);
+        self.qualities.truncate(kept);
+        self.kinds.truncate(kept);
+        self.bits.truncate(kept);
+        self.ts_ms.truncate(kept);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_read_back_what_was_set() {
+        let mut columns = Columns::default();
+        for tag in 0..5 {
+            columns.push(tag, quality::GOOD, kind::RAW, span_bits(tag * 2, 2), 7);
+        }
+        columns.bytes = alloc::vec![0; 10];
+        columns.set_number(0, Number::Int(-3));
+        columns.set_number(1, Number::Uint(u64::MAX));
+        columns.set_number(2, Number::Float(1.5));
+        columns.set_number(3, Number::Text("on".into()));
+        assert_eq!(columns.cell(0), Cell::Int(-3));
+        assert_eq!(columns.cell(1), Cell::Uint(u64::MAX));
+        assert_eq!(columns.cell(2), Cell::Float(1.5));
+        assert_eq!(columns.cell(3), Cell::Text("on"));
+        assert_eq!(columns.raw_range(4), Some(8..10));
+        columns.set_bad(4);
+        assert_eq!(
+            (columns.cell(4), columns.quality(4)),
+            (Cell::None, quality::BAD)
+        );
+    }
+
+    #[test]
+    fn spans_past_the_buffer_are_not_ranges() {
+        let mut columns = Columns::default();
+        columns.push(0, quality::GOOD, kind::RAW, span_bits(u32::MAX, 2), 0);
+        columns.push(1, quality::GOOD, kind::RAW, span_bits(0, 4), 0);
+        columns.bytes = alloc::vec![0; 3];
+        assert_eq!((columns.raw_range(0), columns.raw_range(1)), (None, None));
+    }
+
+    #[test]
+    fn retain_keeps_the_order_of_what_it_keeps() {
+        let mut columns = Columns::default();
+        for tag in 0..6 {
+            columns.push(
+                tag,
+                quality::GOOD,
+                kind::INT,
+                u64::from(tag),
+                i64::from(tag),
+            );
+        }
+        columns.retain(|c, i| c.tags[i] % 2 == 1);
+        assert_eq!(columns.tags, [1, 3, 5]);
+        assert_eq!(columns.ts_ms, [1, 3, 5]);
+        assert!(columns.is_aligned());
+    }
+}

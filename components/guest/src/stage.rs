@@ -1,0 +1,83 @@
+//! The WIT glue of a stage crate, written once: [`stage_component!`].
+
+/// Generates, in a stage crate's root, the bindings of the WIT `stage` world
+/// exported for `$stage` (a [`Stage`](crate::stages::Stage)), the guest runtime
+/// (outside tests) and the conversions of [`wit_conversions!`](crate::wit_conversions).
+/// Invoke once, after `extern crate alloc;`.
+#[macro_export]
+macro_rules! stage_component {
+    ($stage:ty) => {
+        #[cfg(not(test))]
+        $crate::guest_runtime!();
+
+        wit_bindgen::generate!({ world: "stage", path: "../../../wit" });
+
+        use exports::sluice::dataflow::transform::{Guest, GuestProcessor, Processor};
+        use sluice::dataflow::types::{Batch, ConfigError, Setting, TagSpec};
+
+        struct Component;
+
+        impl Guest for Component {
+            type Processor = StageProcessor;
+        }
+
+        /// The stage behind the WIT resource.
+        struct StageProcessor($stage);
+
+        impl GuestProcessor for StageProcessor {
+            fn create(
+                settings: alloc::vec::Vec<Setting>,
+                tags: alloc::vec::Vec<TagSpec>,
+            ) -> Result<Processor, alloc::vec::Vec<ConfigError>> {
+                use $crate::stages::Stage as _;
+                let settings: alloc::vec::Vec<_> = settings
+                    .iter()
+                    .map(|s| (s.key.as_str(), setting_value(s)))
+                    .collect();
+                let tags: alloc::vec::Vec<_> = tags.iter().map(stage_tag).collect();
+                match <$stage>::create(&settings, &tags) {
+                    Ok(stage) => Ok(Processor::new(StageProcessor(stage))),
+                    Err(issues) => Err(issues
+                        .into_iter()
+                        .map(|issue| config_error(issue.tag, &issue.key, issue.message))
+                        .collect()),
+                }
+            }
+
+            fn process(&self, input: Batch) -> Batch {
+                use $crate::stages::Stage as _;
+                let mut columns = columns_from_batch(input);
+                // The engine sends aligned columns; anything else passes untouched.
+                if columns.is_aligned() {
+                    self.0.process(&mut columns);
+                }
+                columns_into_batch(columns)
+            }
+
+            fn reset(&self) {
+                use $crate::stages::Stage as _;
+                self.0.reset()
+            }
+        }
+
+        $crate::wit_conversions!();
+
+        /// What a stage knows of `tag`.
+        fn stage_tag(tag: &TagSpec) -> $crate::stages::Tag<'_> {
+            $crate::stages::Tag {
+                data_type: tag_data_type(tag),
+                byte_order: tag_byte_order(tag),
+                factor: tag.factor,
+                offset: tag.offset,
+                deadband: tag.deadband,
+                settings: tag
+                    .settings
+                    .iter()
+                    .map(|s| (s.key.as_str(), setting_value(s)))
+                    .collect(),
+            }
+        }
+
+        export!(Component);
+    };
+}

@@ -1,0 +1,42 @@
+//! `swap_bytes`: rearranges each raw value from the tag's byte order (ABCD, BADC,
+//! CDAB, DCBA) to big-endian, so `decode` reads every value the same way.
+//!
+//! 32-bit values follow the order's name; 64-bit values apply it to four registers
+//! (CDAB reverses the register order, BADC swaps the bytes inside each register,
+//! DCBA does both); 16-bit values and strings only take the byte swap (BADC, DCBA).
+//! Values that are not raw bytes pass through. No settings.
+
+use alloc::vec::Vec;
+
+use super::{Issue, Settings, Stage, Tag, no_settings};
+use crate::columns::Columns;
+use crate::numeric::{ByteOrder, DataType, reorder_for};
+
+pub struct SwapBytes {
+    tags: Vec<(DataType, ByteOrder)>,
+}
+
+impl Stage for SwapBytes {
+    fn create(settings: &Settings<'_>, tags: &[Tag<'_>]) -> Result<Self, Vec<Issue>> {
+        let issues = no_settings(settings);
+        if !issues.is_empty() {
+            return Err(issues);
+        }
+        let tags = tags.iter().map(|t| (t.data_type, t.byte_order)).collect();
+        Ok(Self { tags })
+    }
+
+    fn process(&self, batch: &mut Columns) {
+        for i in 0..batch.len() {
+            let Some(&(data_type, order)) = self.tags.get(batch.tags[i] as usize) else {
+                continue;
+            };
+            if matches!(order, ByteOrder::Abcd) {
+                continue;
+            }
+            if let Some(range) = batch.raw_range(i) {
+                reorder_for(&mut batch.bytes[range], data_type, order);
+            }
+        }
+    }
+}

@@ -1,0 +1,150 @@
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::*;
+use crate::columns::{Cell, kind, quality, span_bits};
+
+fn tag(data_type: DataType, byte_order: ByteOrder) -> Tag<'static> {
+    Tag {
+        data_type,
+        byte_order,
+        factor: 1.0,
+        offset: 0.0,
+        deadband: 0.0,
+        settings: Vec::new(),
+    }
+}
+
+/// One raw sample per tag over `bytes`, `width` bytes each.
+fn raw(bytes: &[u8], width: u32) -> Columns {
+    let mut columns = Columns {
+        bytes: bytes.to_vec(),
+        ..Columns::default()
+    };
+    for tag in 0..bytes.len() as u32 / width {
+        columns.push(
+            tag,
+            quality::GOOD,
+            kind::RAW,
+            span_bits(tag * width, width),
+            9,
+        );
+    }
+    columns
+}
+
+const DEFAULT: [(&str, SettingValue<'static>); 6] = [
+    ("0.use", SettingValue::Text("swap_bytes")),
+    ("1.use", SettingValue::Text("decode")),
+    ("2.use", SettingValue::Text("scale")),
+    ("2.decimals", SettingValue::Int(6)),
+    ("3.use", SettingValue::Text("check_range")),
+    ("4.use", SettingValue::Text("deadband")),
+];
+
+#[test]
+fn the_chain_does_what_its_stages_do_one_after_another() {
+    let mut t = tag(DataType::Int16, ByteOrder::Badc);
+    t.factor = 0.1;
+    t.settings.push(("max", SettingValue::Float(100.0)));
+    let mut f = tag(DataType::Float32, ByteOrder::Cdab);
+    f.deadband = 1.0;
+    let tags = [t, f];
+    let chain = Chain::create(&DEFAULT, &tags).unwrap();
+    // INT16 1234 byte-swapped, then FLOAT32 12.5 word-swapped.
+    let mut batch = raw(&[0xD2, 0x04], 2);
+    batch.bytes.extend_from_slice(&[0x00, 0x00, 0x41, 0x48]);
+    batch.push(1, quality::GOOD, kind::RAW, span_bits(2, 4), 9);
+    let mut one_by_one = batch.clone();
+    chain.process(&mut batch);
+    assert_eq!(batch.cell(0), Cell::Float(123.4));
+    assert_eq!(batch.quality(0), quality::UNCERTAIN);
+    assert_eq!(batch.cell(1), Cell::Float(12.5));
+
+    let empty: [(&str, SettingValue<'_>); 0] = [];
+    SwapBytes::create(&empty, &tags)
+        .unwrap()
+        .process(&mut one_by_one);
+    Decode::create(&empty, &tags)
+        .unwrap()
+        .process(&mut one_by_one);
+    Scale::create(&[("decimals", SettingValue::Int(6))], &tags)
+        .unwrap()
+        .process(&mut one_by_one);
+    CheckRange::create(&empty, &tags)
+        .unwrap()
+        .process(&mut one_by_one);
+    Deadband::create(&empty, &tags)
+        .unwrap()
+        .process(&mut one_by_one);
+    assert_eq!(batch, one_by_one);
+}
+
+#[test]
+fn the_chain_keeps_each_stages_memory_until_reset() {
+    let mut p = tag(DataType::Uint16, ByteOrder::Abcd);
+    p.deadband = 1.5;
+    let chain = Chain::create(&DEFAULT, &[p]).unwrap();
+    let kept = |chain: &Chain, raw_value: u8| {
+        let mut batch = raw(&[0, raw_value], 2);
+        chain.process(&mut batch);
+        batch.len()
+    };
+    assert_eq!(
+        [kept(&chain, 100), kept(&chain, 101), kept(&chain, 102)],
+        [1, 0, 1]
+    );
+    chain.reset();
+    assert_eq!(kept(&chain, 102), 1);
+}
+
+#[test]
+fn issues_name_the_stage_they_are_about() {
+    let mut bad = tag(DataType::Int16, ByteOrder::Abcd);
+    bad.deadband = -1.0;
+    let settings = [
+        ("0.use", SettingValue::Text("scale")),
+        ("0.decimals", SettingValue::Int(40)),
+        ("1.use", SettingValue::Text("deadband")),
+        ("2.use", SettingValue::Text("nope")),
+        ("3.decimals", SettingValue::Int(1)),
+        ("decimals", SettingValue::Int(1)),
+    ];
+    let Err(issues) = Chain::create(&settings, &[bad]) else {
+        panic!("settings accepted")
+    };
+    let keys: Vec<(&str, Option<u32>)> = issues.iter().map(|i| (i.key.as_str(), i.tag)).collect();
+    assert_eq!(
+        keys,
+        vec![
+            ("decimals", None),
+            ("0.decimals", None),
+            ("1.deadband", Some(0)),
+            ("2.use", None),
+            ("3.use", None),
+        ]
+    );
+    assert!(
+        issues[3].message.contains("`nope` is not a built-in stage"),
+        "{}",
+        issues[3].message
+    );
+}
+
+#[test]
+fn bytes_that_do_not_decode_make_the_sample_bad() {
+    let tags = [tag(DataType::Bcd16, ByteOrder::Abcd)];
+    let chain = Chain::create(&DEFAULT, &tags).unwrap();
+    let mut batch = raw(&[0x12, 0xF4], 2);
+    // A span past the buffer, as a faulty codec might send.
+    batch.push(0, quality::GOOD, kind::RAW, span_bits(40, 2), 9);
+    chain.process(&mut batch);
+    assert_eq!(
+        (batch.cell(0), batch.quality(0)),
+        (Cell::None, quality::BAD)
+    );
+    assert_eq!(
+        (batch.cell(1), batch.quality(1)),
+        (Cell::None, quality::BAD)
+    );
+}
