@@ -3,7 +3,7 @@
 //! "One call for the built-in stages"). A stage whose component an operator
 //! uploaded, even under a built-in name, keeps its own call and its own sandbox.
 
-use super::{Member, Stage, StageFailure};
+use super::stage::{Member, Stage, StageFailure};
 use crate::model::{ConfigIssue, Setting, SettingValue};
 use crate::runtime::{BUILTIN_VERSION, CallError, Limits, LoadedComponent, Registry};
 

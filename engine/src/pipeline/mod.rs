@@ -7,6 +7,7 @@ mod include;
 mod set;
 mod settings;
 mod spec;
+mod stage;
 mod verify;
 
 use std::sync::Arc;
@@ -16,50 +17,19 @@ pub use include::{DEFAULT_PIPELINE, builtin, load_set};
 pub use set::{PipelineSet, files_in};
 pub use settings::{PositionedSettings, flatten};
 pub use spec::{ComponentRef, Included, PipelineSpec, StageSpec, load_file, load_str};
+pub use stage::StageFailure;
 pub use verify::run as run_tests;
 
-use crate::model::{Batch, Setting, TagSpec};
-use crate::runtime::{
-    CallError, ComponentKind, Limits, LoadedComponent, Processor, Registry, StagePool,
-};
+use crate::model::{Batch, TagSpec};
+use crate::runtime::{CallError, ComponentKind, Limits, LoadedComponent, Processor, Registry};
 use crate::yaml::Diagnostics;
+use stage::{Member, Stage};
 
 /// A pipeline whose components are resolved and instantiated for one tenant.
 #[derive(Debug)]
 pub struct Pipeline {
     name: String,
     stages: Vec<Stage>,
-}
-
-#[derive(Debug)]
-struct Stage {
-    pool: Arc<StagePool>,
-    /// What its processors are created with.
-    settings: Vec<Setting>,
-    /// The stages of the pipeline it runs, in order: one, or a run of built-in
-    /// stages fused into one `chain` call.
-    members: Vec<Member>,
-}
-
-/// A stage of the pipeline as written.
-#[derive(Debug, Clone)]
-struct Member {
-    /// Its place in the pipeline.
-    index: usize,
-    /// The name of its component.
-    name: String,
-    settings: Vec<Setting>,
-    /// Whether its component is the engine's own version of a stage `chain` runs.
-    chainable: bool,
-}
-
-/// A stage failed for a batch: the device's values of that round are lost (BAD).
-/// The error names the component; `index` is the stage's place in the pipeline.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("stage {} of the pipeline: {error}", .index + 1)]
-pub struct StageFailure {
-    pub index: usize,
-    pub error: CallError,
 }
 
 impl Pipeline {
@@ -174,15 +144,15 @@ pub struct DevicePipeline {
 }
 
 impl DevicePipeline {
-    /// Runs one round's batch through every stage in order.
-    ///
-    /// # Errors
-    /// The first stage that failed; the batch is lost for this round.
     /// How the pools of the stages are doing.
     pub fn health(&self) -> Vec<crate::runtime::PoolHealth> {
         self.processors.iter().map(|(_, p)| p.health()).collect()
     }
 
+    /// Runs one round's batch through every stage in order.
+    ///
+    /// # Errors
+    /// The first stage that failed; the batch is lost for this round.
     pub fn run(&self, mut batch: Batch) -> Result<Batch, StageFailure> {
         for (index, processor) in &self.processors {
             batch = processor.process(batch).map_err(|error| StageFailure {

@@ -10,6 +10,8 @@ use crate::columns::{Columns, quality};
 pub struct CheckRange {
     /// (min, max) per tag; infinite when not set.
     ranges: Vec<(f64, f64)>,
+    /// Whether any tag has a range.
+    any: bool,
 }
 
 fn tag_range(tag: &Tag<'_>) -> Result<(f64, f64), &'static str> {
@@ -38,14 +40,19 @@ impl Stage for CheckRange {
                 Err(message) => issues.push(Issue::new(Some(index as u32), "min", message.into())),
             }
         }
+        let unbounded = (f64::NEG_INFINITY, f64::INFINITY);
+        let any = ranges.iter().any(|range| *range != unbounded);
         if issues.is_empty() {
-            Ok(Self { ranges })
+            Ok(Self { ranges, any })
         } else {
             Err(issues)
         }
     }
 
     fn process(&self, batch: &mut Columns) {
+        if !self.any {
+            return;
+        }
         for i in 0..batch.len() {
             if batch.qualities[i] != quality::GOOD {
                 continue;

@@ -12,6 +12,9 @@ use crate::columns::{Columns, quality};
 
 pub struct Deadband {
     bands: Vec<f64>,
+    /// Whether any tag has a band: with none, every value passes and nothing
+    /// remembered is ever read.
+    any: bool,
     /// Last value passed per tag, with its quality.
     last: RefCell<Vec<Option<(f64, u8)>>>,
 }
@@ -33,11 +36,15 @@ impl Stage for Deadband {
         }
         Ok(Self {
             bands: tags.iter().map(|t| t.deadband).collect(),
+            any: tags.iter().any(|t| t.deadband > 0.0),
             last: RefCell::new(alloc::vec![None; tags.len()]),
         })
     }
 
     fn process(&self, batch: &mut Columns) {
+        if !self.any {
+            return;
+        }
         let mut last = self.last.borrow_mut();
         batch.retain(|batch, i| {
             let index = batch.tags[i] as usize;

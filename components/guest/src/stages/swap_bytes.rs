@@ -14,6 +14,8 @@ use crate::numeric::{ByteOrder, DataType, reorder_for};
 
 pub struct SwapBytes {
     tags: Vec<(DataType, ByteOrder)>,
+    /// Whether any tag is in another order than big-endian (ABCD).
+    any: bool,
 }
 
 impl Stage for SwapBytes {
@@ -22,11 +24,17 @@ impl Stage for SwapBytes {
         if !issues.is_empty() {
             return Err(issues);
         }
-        let tags = tags.iter().map(|t| (t.data_type, t.byte_order)).collect();
-        Ok(Self { tags })
+        let tags: Vec<_> = tags.iter().map(|t| (t.data_type, t.byte_order)).collect();
+        let any = tags
+            .iter()
+            .any(|(_, order)| !matches!(order, ByteOrder::Abcd));
+        Ok(Self { tags, any })
     }
 
     fn process(&self, batch: &mut Columns) {
+        if !self.any {
+            return;
+        }
         for i in 0..batch.len() {
             let Some(&(data_type, order)) = self.tags.get(batch.tags[i] as usize) else {
                 continue;
