@@ -21,7 +21,8 @@
 //! Environment (all optional): `SLUICE_BENCH_FLEETS` (`100,1000`),
 //! `SLUICE_BENCH_SECONDS` (30), `SLUICE_BENCH_TAGS` (100),
 //! `SLUICE_BENCH_PERIOD_MS` (1000), `SLUICE_BENCH_ENGINE_THREADS` (2, the
-//! engine's `workerThreads`).
+//! engine's `workerThreads`), `SLUICE_BENCH_GROUP_COMMIT_MS` (the engine's
+//! default; the WAL's `groupCommitMs`, which trades publish lag for commits).
 #![allow(clippy::print_stdout)]
 
 mod common;
@@ -100,7 +101,7 @@ fn engine_config(
     mqtt: SocketAddr,
     http: SocketAddr,
     wal: &Path,
-    threads: u64,
+    (threads, group_commit_ms): (u64, Option<u64>),
 ) -> String {
     let max_connections = (addresses.len() * 2).max(64);
     let mut out = format!(
@@ -113,13 +114,14 @@ fn engine_config(
   http:
     listen: {http}
   wal:
-    dir: '{}'
+    dir: '{}'{}
   connections:
     maxTotal: {max_connections}
     maxPerHost: {max_connections}
 devices:
 ",
-        wal.display()
+        wal.display(),
+        group_commit_ms.map_or(String::new(), |ms| format!("\n    groupCommitMs: {ms}"))
     );
     for (i, address) in addresses.iter().enumerate() {
         let _ = write!(
@@ -376,7 +378,12 @@ fn fleet(
         broker.address,
         http,
         &scratch.0.join("wal"),
-        threads,
+        (
+            threads,
+            std::env::var("SLUICE_BENCH_GROUP_COMMIT_MS")
+                .ok()
+                .and_then(|v| v.parse().ok()),
+        ),
     );
     let mut engine = Engine::start(&scratch.0, &config, http);
     let mut w = measure(&mut engine, broker, devices, seconds, hz);

@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use crate::telemetry::{Counter, DeviceLabel, Family, Histogram, Metrics};
 
-/// Upper bounds (s) of the round latency histogram buckets; +Inf follows.
-pub const LATENCY_BUCKETS_S: [f64; 11] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+/// Upper bounds (s) of the round latency histogram buckets; +Inf follows. A
+/// round over loopback takes a few tenths of a millisecond, hence the fine start.
+pub const LATENCY_BUCKETS_S: [f64; 17] = [
+    0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0,
 ];
 
 fn latency_histogram() -> Histogram {
