@@ -426,12 +426,18 @@ fn a_pool_failing_calls_in_a_row_is_quarantined_then_tried_again() {
     let failures = pool.failures();
     // Quarantined: refused at once, without running the component (not counted as a failure).
     match good() {
-        Err(CallError::Quarantined {
-            component,
-            failures: 3,
-            remaining,
-        }) => {
-            assert_eq!(component, "hostile");
+        Err(
+            error @ CallError::Quarantined {
+                failures: 3,
+                remaining,
+                ..
+            },
+        ) => {
+            let text = error.to_string();
+            assert!(
+                text.starts_with("component `hostile` is quarantined for 300 ms after failing 3"),
+                "{text}"
+            );
             assert!(remaining <= std::time::Duration::from_millis(300));
         }
         other => panic!("expected a quarantine refusal, got {other:?}"),

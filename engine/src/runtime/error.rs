@@ -67,12 +67,24 @@ pub enum CallError {
     },
     #[error("component `{component}` could not be instantiated: {detail}")]
     Instantiate { component: String, detail: String },
-    #[error("component `{component}` is quarantined after failing {failures} calls in a row; it runs again in {} ms", .remaining.as_millis())]
+    /// The message names the quarantine's length, not the time left, so that a
+    /// device's last error stays the same from round to round while it lasts.
+    #[error("component `{component}` is quarantined for {} after failing {failures} calls in a row", describe_period(*.period))]
     Quarantined {
         component: String,
         failures: u32,
+        period: std::time::Duration,
         remaining: std::time::Duration,
     },
+}
+
+/// `60 s`, or `300 ms` for a period that is not whole seconds.
+fn describe_period(period: std::time::Duration) -> String {
+    if period.subsec_millis() == 0 {
+        format!("{} s", period.as_secs())
+    } else {
+        format!("{} ms", period.as_millis())
+    }
 }
 
 fn describe_limit(limit: Limit) -> String {

@@ -186,6 +186,7 @@ impl<W: World> Pool<W> {
         self.quarantine
             .check()
             .map_err(|remaining| CallError::Quarantined {
+                period: self.quarantine.period,
                 component: self.name.clone(),
                 failures: self.quarantine.after,
                 remaining,
