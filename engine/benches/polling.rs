@@ -22,7 +22,8 @@
 //! `SLUICE_BENCH_SECONDS` (30), `SLUICE_BENCH_TAGS` (100),
 //! `SLUICE_BENCH_PERIOD_MS` (1000), `SLUICE_BENCH_ENGINE_THREADS` (2, the
 //! engine's `workerThreads`), `SLUICE_BENCH_GROUP_COMMIT_MS` (the engine's
-//! default; the WAL's `groupCommitMs`, which trades publish lag for commits).
+//! default; the WAL's `groupCommitMs`, which trades publish lag for commits),
+//! `SLUICE_BENCH_CACHE_MB` (the engine's default; the store's `cacheMb`).
 #![allow(clippy::print_stdout)]
 
 mod common;
@@ -101,7 +102,7 @@ fn engine_config(
     mqtt: SocketAddr,
     http: SocketAddr,
     wal: &Path,
-    (threads, group_commit_ms): (u64, Option<u64>),
+    (threads, group_commit_ms, cache_mb): (u64, Option<u64>, Option<u64>),
 ) -> String {
     let max_connections = (addresses.len() * 2).max(64);
     let mut out = format!(
@@ -114,14 +115,15 @@ fn engine_config(
   http:
     listen: {http}
   wal:
-    dir: '{}'{}
+    dir: '{}'{}{}
   connections:
     maxTotal: {max_connections}
     maxPerHost: {max_connections}
 devices:
 ",
         wal.display(),
-        group_commit_ms.map_or(String::new(), |ms| format!("\n    groupCommitMs: {ms}"))
+        group_commit_ms.map_or(String::new(), |ms| format!("\n    groupCommitMs: {ms}")),
+        cache_mb.map_or(String::new(), |mb| format!("\n  store:\n    cacheMb: {mb}"))
     );
     for (i, address) in addresses.iter().enumerate() {
         let _ = write!(
@@ -381,6 +383,9 @@ fn fleet(
         (
             threads,
             std::env::var("SLUICE_BENCH_GROUP_COMMIT_MS")
+                .ok()
+                .and_then(|v| v.parse().ok()),
+            std::env::var("SLUICE_BENCH_CACHE_MB")
                 .ok()
                 .and_then(|v| v.parse().ok()),
         ),
