@@ -216,7 +216,7 @@ impl Columns {
         }
     }
 
-    /// Appends a sample; `text` is its value when `kind` is TEXT (then `bits` is ignored).
+    /// Appends a sample whose value is `kind` and `bits` (see [`push_text`](Self::push_text) for text).
     pub fn push(&mut self, tag: u32, quality: u8, kind: u8, bits: u64, ts_ms: i64) {
         self.tags.push(tag);
         self.qualities.push(quality);
