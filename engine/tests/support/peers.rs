@@ -17,7 +17,7 @@ use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a peer may take from spawn to accepting connections.
@@ -37,13 +37,35 @@ pub fn project_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
+/// First port [`free_port`] hands out; with [`PORT_SPAN`] the range stays
+/// below Linux's default ephemeral range (32768-60999), so no outgoing
+/// connection's source port and no `bind(0)` elsewhere can take one.
+const FIRST_PORT: u32 = 20_000;
+const PORT_SPAN: u32 = 12_000;
+/// Ports handed out by this process so far.
+static PORTS_TAKEN: AtomicU32 = AtomicU32::new(0);
+
+/// A TCP port on 127.0.0.1 that is free now and that no other caller in this
+/// test process is given.
 ///
-/// The port is found by binding port 0 and releasing it, so another process
-/// could in principle take it before the caller does; peers bind it at once.
+/// Tests of one binary run on parallel threads: releasing a `bind(0)` port
+/// and binding 0 again can return the same port to the next test, which then
+/// finds the first test's peer on it. Ports here come from a per-process
+/// counter instead, starting at an offset drawn from the process id so that
+/// two test processes rarely walk the same ports; each is checked free.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local address").port()
+    let offset = std::process::id().wrapping_mul(7_919) % PORT_SPAN;
+    for _ in 0..PORT_SPAN {
+        let taken = PORTS_TAKEN.fetch_add(1, Ordering::Relaxed);
+        let port = (FIRST_PORT + (offset + taken) % PORT_SPAN) as u16;
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() && !port_open(port) {
+            return port;
+        }
+    }
+    panic!(
+        "no free TCP port on 127.0.0.1 between {FIRST_PORT} and {}",
+        FIRST_PORT + PORT_SPAN
+    )
 }
 
 /// Socket address of `port` on 127.0.0.1.
