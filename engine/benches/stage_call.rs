@@ -11,6 +11,7 @@
 #![allow(clippy::print_stdout)]
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice::model::{Access, Batch, ByteOrder, DataType, Quality, Sample, Span, TagSpec, Value};
@@ -241,7 +242,9 @@ fn chain(budget: Duration) {
     for tag in &mut tags {
         tag.data_type = DataType::Uint16;
     }
-    let device = built.for_device(&tags).expect("for the tags");
+    let device = built
+        .for_device(&Arc::from(&tags[..]))
+        .expect("for the tags");
     let input = raw_batch(n);
     let mut last = vec![None; n];
     let library = chain_library(&tags);
@@ -303,7 +306,9 @@ fn main() {
     println!("batch  wasm ns/batch  native ns/batch  wasm ns/sample  ratio wasm/native");
     for n in [1usize, 10, 100, 1000] {
         let tags = tags(n);
-        let processor = pool.processor(&[], &tags).expect("processor");
+        let processor = pool
+            .processor(&[], Arc::from(&tags[..]))
+            .expect("processor");
         let input = batch(n);
         let wasm_ns = measure(Duration::from_millis(700), || {
             black_box(

@@ -19,6 +19,7 @@
 //! - [`api`]: the HTTP API (health, metrics);
 //! - [`telemetry`]: the metric families every module registers, for `/metrics`;
 //! - [`sync`]: locks that outlive a panic, values replaced whole;
+//! - [`memory`]: freed memory handed back to the system after a build;
 //! - [`gateway`]: everything `sluice run` starts, wired together;
 //! - [`model`]: samples, values and tags as they flow through the engine;
 //! - [`runtime`]: the sandboxed component runtime (the only user of wasmtime);
@@ -40,6 +41,7 @@ pub mod deploy;
 pub mod gateway;
 pub mod io;
 pub mod lease;
+pub mod memory;
 pub mod model;
 pub mod mqtt;
 pub mod pipeline;

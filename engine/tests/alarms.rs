@@ -329,7 +329,7 @@ fn service(f: &Fixture, devices: &[(&str, u32, Arc<RulesPool>)]) -> Arc<Alarms> 
     let devices = devices
         .iter()
         .map(|(id, tenant, pool)| {
-            let evaluator = pool.evaluator(&[], &[]).expect("evaluator");
+            let evaluator = pool.evaluator(&[], Arc::default()).expect("evaluator");
             (
                 (*id).to_owned(),
                 DeviceRules {
@@ -676,7 +676,9 @@ async fn thresholds_raise_once_clear_with_hysteresis_and_do_not_reopen_after_a_r
     ];
     let tags = [tag("temp", "40001", DataType::Float32)];
     let build = || {
-        let evaluator = pool.evaluator(&settings, &tags).expect("evaluator");
+        let evaluator = pool
+            .evaluator(&settings, Arc::from(&tags[..]))
+            .expect("evaluator");
         let devices = HashMap::from([(
             "oven".to_owned(),
             DeviceRules {
@@ -763,7 +765,10 @@ async fn a_hostile_tenant_rule_fails_only_for_its_tenant_and_raises_a_rule_failu
     let mut devices = HashMap::new();
     for mode in ["loop", "memory", "trap"] {
         let evaluator = hostile
-            .evaluator(&[setting("mode", SettingValue::Text(mode.into()))], &[])
+            .evaluator(
+                &[setting("mode", SettingValue::Text(mode.into()))],
+                Arc::default(),
+            )
             .expect("evaluator");
         devices.insert(
             format!("bad-{mode}"),
@@ -773,7 +778,7 @@ async fn a_hostile_tenant_rule_fails_only_for_its_tenant_and_raises_a_rule_failu
             },
         );
     }
-    let evaluator = good.evaluator(&[], &[]).expect("evaluator");
+    let evaluator = good.evaluator(&[], Arc::default()).expect("evaluator");
     devices.insert(
         "fine".to_owned(),
         DeviceRules {

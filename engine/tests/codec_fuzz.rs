@@ -131,7 +131,9 @@ fn survived<T>(codec: &str, what: &str, frame: &[u8], result: Result<T, CallErro
 fn fuzz(codec: &str, iterations: u64, seed: u64) {
     let (settings, tags) = setup(codec);
     let pool = pool(codec);
-    let session: CodecSession = pool.session(&settings, &tags).expect("session");
+    let session: CodecSession = pool
+        .session(&settings, Arc::from(&tags[..]))
+        .expect("session");
     let all: Vec<u32> = (0..tags.len() as u32).collect();
     let plan = session.plan(&all).expect("plan");
     let mut seeds: Vec<(Option<u32>, Vec<u8>)> = Vec::new();

@@ -23,7 +23,7 @@ fn pool() -> Arc<CodecPool> {
 
 fn session(tags: &[TagSpec]) -> CodecSession {
     pool()
-        .session(&[setting("unitId", SettingValue::Int(7))], tags)
+        .session(&[setting("unitId", SettingValue::Int(7))], Arc::from(tags))
         .expect("session")
 }
 
@@ -283,11 +283,11 @@ fn bad_tags_and_settings_are_refused_with_their_tag() {
                 setting("unitId", SettingValue::Int(300)),
                 setting("colour", SettingValue::Text("red".into())),
             ],
-            &[
+            Arc::from([
                 tag("ok", "40001", DataType::Int16),
                 tag("bad", "D100", DataType::Int16),
                 tag("coil", "00001", DataType::Int16),
-            ],
+            ]),
         )
         .expect_err("refused");
     let CallError::Config { issues, .. } = error else {

@@ -67,7 +67,10 @@ fn scale_applies_factor_and_offset_per_tag() {
         tag("f", 0.5, 0.0),
     ];
     let processor = pool
-        .processor(&[setting("decimals", SettingValue::Int(3))], &tags)
+        .processor(
+            &[setting("decimals", SettingValue::Int(3))],
+            Arc::from(&tags[..]),
+        )
         .expect("processor");
     let out = processor
         .process(batch(&[
@@ -95,7 +98,7 @@ fn scale_marks_non_finite_results_bad() {
     let runtime = runtime();
     let pool = pool(&runtime, "scale", builtin("scale"), Limits::default());
     let processor = pool
-        .processor(&[], &[tag("x", 1e300, 0.0)])
+        .processor(&[], Arc::from([tag("x", 1e300, 0.0)]))
         .expect("processor");
     let out = processor
         .process(batch(&[Value::Float(1e300)]))
@@ -114,7 +117,7 @@ fn scale_reports_every_bad_setting() {
                 setting("decimals", SettingValue::Int(40)),
                 setting("rounding", SettingValue::Bool(true)),
             ],
-            &[],
+            Arc::default(),
         )
         .expect_err("refused");
     let CallError::Config { issues, .. } = error else {
@@ -134,7 +137,10 @@ fn an_infinite_loop_is_stopped_by_the_cpu_budget() {
     let runtime = runtime();
     let pool = pool(&runtime, "hostile", &test_component("hostile"), SMALL);
     let spinner = pool
-        .processor(&[setting("mode", SettingValue::Text("loop".into()))], &[])
+        .processor(
+            &[setting("mode", SettingValue::Text("loop".into()))],
+            Arc::default(),
+        )
         .expect("processor");
     let error = spinner
         .process(batch(&[Value::Int(1)]))
@@ -154,7 +160,9 @@ fn an_infinite_loop_is_stopped_by_the_cpu_budget() {
         "{error}"
     );
     // The failed instance is rebuilt: a well-behaved processor of the same pool works.
-    let echo = pool.processor(&[], &[]).expect("processor after rebuild");
+    let echo = pool
+        .processor(&[], Arc::default())
+        .expect("processor after rebuild");
     assert_eq!(
         echo.process(batch(&[Value::Int(5)]))
             .expect("echo")
@@ -170,7 +178,10 @@ fn a_memory_bomb_is_refused_at_the_cap() {
     let runtime = runtime();
     let pool = pool(&runtime, "hostile", &test_component("hostile"), SMALL);
     let bomb = pool
-        .processor(&[setting("mode", SettingValue::Text("memory".into()))], &[])
+        .processor(
+            &[setting("mode", SettingValue::Text("memory".into()))],
+            Arc::default(),
+        )
         .expect("processor");
     let error = bomb.process(batch(&[Value::Int(1)])).expect_err("refused");
     match error {
@@ -195,7 +206,7 @@ fn a_trap_fails_only_that_call_and_leaves_other_instances_working() {
     let hostile = pool(&runtime, "hostile", &test_component("hostile"), SMALL);
     let scale = pool(&runtime, "scale", builtin("scale"), SMALL);
     let scaler = scale
-        .processor(&[], &[tag("x", 2.0, 0.0)])
+        .processor(&[], Arc::from([tag("x", 2.0, 0.0)]))
         .expect("processor");
     // Traps only on a batch carrying 666: the same processor recovers afterwards.
     let trapper = hostile
@@ -204,10 +215,10 @@ fn a_trap_fails_only_that_call_and_leaves_other_instances_working() {
                 setting("mode", SettingValue::Text("trap".into())),
                 setting("trigger", SettingValue::Int(666)),
             ],
-            &[],
+            Arc::default(),
         )
         .expect("processor");
-    let neighbour = hostile.processor(&[], &[]).expect("processor");
+    let neighbour = hostile.processor(&[], Arc::default()).expect("processor");
     for round in 0..5 {
         let error = trapper
             .process(batch(&[Value::Int(666)]))
@@ -283,7 +294,10 @@ fn a_batch_whose_columns_do_not_line_up_fails_the_call() {
     let runtime = runtime();
     let hostile = pool(&runtime, "hostile", &test_component("hostile"), SMALL);
     let ragged = hostile
-        .processor(&[setting("mode", SettingValue::Text("ragged".into()))], &[])
+        .processor(
+            &[setting("mode", SettingValue::Text("ragged".into()))],
+            Arc::default(),
+        )
         .expect("processor");
     let error = ragged
         .process(batch(&[Value::Int(1), Value::Int(2)]))
@@ -378,7 +392,7 @@ fn precompiled_artifacts_are_cached_by_content_hash() {
     let pool = third
         .stage_pool(&reloaded, Limits::default())
         .expect("pool");
-    assert!(pool.processor(&[], &[]).is_ok());
+    assert!(pool.processor(&[], Arc::default()).is_ok());
     assert!(std::fs::read(&file).expect("rewritten").len() > 1000);
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -412,7 +426,7 @@ fn a_pool_failing_calls_in_a_row_is_quarantined_then_tried_again() {
                 setting("mode", SettingValue::Text("trap".into())),
                 setting("trigger", SettingValue::Int(666)),
             ],
-            &[],
+            Arc::default(),
         )
         .expect("processor");
     let bad = || trapper.process(batch(&[Value::Int(666)]));

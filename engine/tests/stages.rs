@@ -21,7 +21,9 @@ fn pool(runtime: &Runtime, name: &str) -> Arc<StagePool> {
 }
 
 fn processor(runtime: &Runtime, name: &str, tags: &[TagSpec]) -> Processor {
-    pool(runtime, name).processor(&[], tags).expect("processor")
+    pool(runtime, name)
+        .processor(&[], Arc::from(tags))
+        .expect("processor")
 }
 
 /// A batch of raw samples, one per wire value, with the bytes laid end to end.
@@ -303,7 +305,7 @@ fn values_outside_the_tag_range_are_uncertain() {
     );
 
     let error = pool(&runtime, "check_range")
-        .processor(&[], &[ranged(5.0, 1.0)])
+        .processor(&[], Arc::from([ranged(5.0, 1.0)]))
         .expect_err("min above max");
     assert!(
         error.to_string().contains("`min` is above `max`"),
@@ -341,7 +343,7 @@ fn the_chain_does_in_one_call_what_the_stages_do_in_five() {
         value: SettingValue::Int(6),
     });
     let chain = pool(&runtime, "chain")
-        .processor(&settings, &tags)
+        .processor(&settings, Arc::from(&tags[..]))
         .expect("chain");
     let stages: Vec<Processor> = names
         .iter()
@@ -353,7 +355,9 @@ fn the_chain_does_in_one_call_what_the_stages_do_in_five() {
                 }],
                 _ => Vec::new(),
             };
-            pool(&runtime, name).processor(&own, &tags).expect("stage")
+            pool(&runtime, name)
+                .processor(&own, Arc::from(&tags[..]))
+                .expect("stage")
         })
         .collect();
     let wires: Vec<&[u8]> = cases.iter().map(|(_, _, w, _)| w.as_slice()).collect();
@@ -387,7 +391,7 @@ fn the_chain_refuses_what_its_stages_refuse_naming_the_position() {
                 },
                 text("1.use", "no_such_stage"),
             ],
-            &[],
+            Arc::default(),
         )
         .expect_err("refused");
     let message = error.to_string();

@@ -101,7 +101,7 @@ pub struct DeviceParts {
     pub tenant_id: u32,
     /// The name of the device's pipeline.
     pub pipeline_name: String,
-    pub tags: Vec<TagSpec>,
+    pub tags: Arc<[TagSpec]>,
     /// Polling period of each tag, ms (0 = never polled).
     pub periods: Vec<u64>,
     pub channels: Vec<Channel>,
@@ -130,7 +130,7 @@ pub struct Device {
     pub device_num: String,
     pub tenant_id: u32,
     pub pipeline_name: String,
-    pub tags: Vec<TagSpec>,
+    pub tags: Arc<[TagSpec]>,
     periods: Vec<u64>,
     pub channels: Vec<Channel>,
     /// Taken once per round: a new one applies from the next round on.

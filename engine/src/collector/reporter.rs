@@ -18,7 +18,7 @@ use crate::wal::Message;
 pub struct Reporter {
     mode: ReportMode,
     topic: String,
-    /// Last published value and quality per tag (ON_CHANGE).
+    /// Last published value and quality per tag (ON_CHANGE only; empty otherwise).
     last: Mutex<Vec<Option<(Value, Quality)>>>,
 }
 
@@ -32,10 +32,15 @@ pub struct Identity<'a> {
 
 impl Reporter {
     pub fn new(mode: ReportMode, topic: String, tags: usize) -> Self {
+        let remembered = if mode == ReportMode::OnChange {
+            tags
+        } else {
+            0
+        };
         Self {
             mode,
             topic,
-            last: Mutex::new(vec![None; tags]),
+            last: Mutex::new(vec![None; remembered]),
         }
     }
 

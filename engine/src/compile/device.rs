@@ -3,6 +3,7 @@
 //! writes read back), its alarm rules, and the length of its lease.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::limits::SandboxLimits;
 use super::pools::Pools;
@@ -30,8 +31,9 @@ pub struct CompiledChannel {
 #[derive(Debug)]
 pub struct CompiledDevice {
     pub config: DeviceConfig,
-    /// The device's tags as components see them, in device order.
-    pub tags: Vec<TagSpec>,
+    /// The device's tags as components see them, in device order; its codec
+    /// sessions, processors and rules share the list.
+    pub tags: Arc<[TagSpec]>,
     /// One per channel of `config`, in order.
     pub channels: Vec<CompiledChannel>,
     pub pipeline: DevicePipeline,
@@ -63,7 +65,7 @@ impl DeviceContext<'_> {
         errors: &mut Diagnostics,
     ) -> Option<CompiledDevice> {
         let tag_configs: Vec<&TagConfig> = device.tags().collect();
-        let tags: Vec<TagSpec> = tag_configs.iter().map(|t| t.component_spec()).collect();
+        let tags: Arc<[TagSpec]> = tag_configs.iter().map(|t| t.component_spec()).collect();
         let mut channels = Vec::new();
         let mut next = 0u32;
         for channel in &device.channels {
@@ -72,7 +74,7 @@ impl DeviceContext<'_> {
             channels.push(self.channel(device, channel, (&tags, &tag_configs), indexes, errors));
         }
         let who = (device.tenant_id, device.pipeline.as_str());
-        let what = (device.device_id.as_str(), tags.as_slice());
+        let what = (device.device_id.as_str(), &tags);
         let pipeline = self.stages.for_device(who, what, device.pos, errors);
         let writable = tag_configs.iter().any(|t| t.spec.access != Access::Read);
         let decoder = if writable {
@@ -107,7 +109,7 @@ impl DeviceContext<'_> {
         &mut self,
         device: &DeviceConfig,
         channel: &ChannelConfig,
-        (tags, tag_configs): (&[TagSpec], &[&TagConfig]),
+        (tags, tag_configs): (&Arc<[TagSpec]>, &[&TagConfig]),
         indexes: Vec<u32>,
         errors: &mut Diagnostics,
     ) -> Option<CompiledChannel> {
@@ -125,11 +127,15 @@ impl DeviceContext<'_> {
                 return None;
             }
         };
-        let channel_tags: Vec<TagSpec> =
-            indexes.iter().map(|i| tags[*i as usize].clone()).collect();
+        // A channel with every tag of the device (the usual case) shares its list.
+        let channel_tags: Arc<[TagSpec]> = if indexes.len() == tags.len() {
+            Arc::clone(tags)
+        } else {
+            indexes.iter().map(|i| tags[*i as usize].clone()).collect()
+        };
         let channel_configs: Vec<&TagConfig> =
             indexes.iter().map(|i| tag_configs[*i as usize]).collect();
-        match pool.session(&channel.settings, &channel_tags) {
+        match pool.session(&channel.settings, channel_tags) {
             Ok(session) => Some(CompiledChannel {
                 session,
                 tags: indexes,
@@ -145,7 +151,7 @@ impl DeviceContext<'_> {
     fn rules(
         &mut self,
         device: &DeviceConfig,
-        tags: &[TagSpec],
+        tags: &Arc<[TagSpec]>,
         errors: &mut Diagnostics,
     ) -> Option<Option<DeviceRules>> {
         let Some(tenant) = self.tenants.get(&device.tenant_id) else {

@@ -33,7 +33,7 @@ pub struct RulesTarget<'a> {
     pub device_id: &'a str,
     pub tenant_id: u32,
     pub pipeline: &'a str,
-    pub tags: &'a [TagSpec],
+    pub tags: &'a Arc<[TagSpec]>,
 }
 
 /// The whitelists of the engine's own rules component, whatever rules a tenant
@@ -102,7 +102,7 @@ pub(super) fn tenants(
 /// What the component refuses, naming the tenant.
 pub fn tenant_rules(tenant: u32, pool: Arc<RulesPool>) -> Result<TenantRules, String> {
     let drivers = pool
-        .evaluator(&[], &[])
+        .evaluator(&[], Arc::default())
         .map_err(|error| format!("tenant {tenant}: {error}"))?;
     Ok(TenantRules {
         pool,
@@ -123,7 +123,7 @@ pub fn device_rules(
     let Some(spec) = pipelines.get(device.pipeline) else {
         return Ok(None);
     };
-    let evaluator = pool.evaluator(&spec.alarms.settings, device.tags)?;
+    let evaluator = pool.evaluator(&spec.alarms.settings, Arc::clone(device.tags))?;
     Ok(Some(DeviceRules {
         tenant_id: device.tenant_id,
         evaluator,

@@ -2,6 +2,7 @@
 //! configured for each of that tenant's devices.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::limits::SandboxLimits;
 use crate::model::TagSpec;
@@ -36,7 +37,7 @@ impl<'a> Stages<'a> {
     pub(super) fn for_device(
         &mut self,
         (tenant, name): (u32, &str),
-        (device, tags): (&str, &[TagSpec]),
+        (device, tags): (&str, &Arc<[TagSpec]>),
         pos: Pos,
         errors: &mut Diagnostics,
     ) -> Option<DevicePipeline> {

@@ -3,6 +3,7 @@
 use super::lease_length;
 use crate::config::{TagConfig, load_str};
 use crate::model::TimeoutSource;
+use std::sync::Arc;
 
 const UNPOLLED_LEASE_SECONDS: u64 = 900;
 
@@ -65,7 +66,9 @@ fn a_quarantined_sandbox_does_not_stop_a_compile() {
         key: "mode".into(),
         value: SettingValue::Text("trap".into()),
     };
-    let evaluator = sandbox.evaluator(&[trap], &[]).expect("evaluator");
+    let evaluator = sandbox
+        .evaluator(&[trap], Arc::default())
+        .expect("evaluator");
     assert!(evaluator.on_event("BOOM", 0, None).is_err(), "it traps");
     assert!(sandbox.quarantined());
 

@@ -69,6 +69,17 @@ pub struct GatewayConfig {
 }
 
 impl GatewayConfig {
+    /// Every section but `devices`: what the engine's services read of the
+    /// configuration, without a second copy of a large fleet's device list.
+    pub fn without_devices(&self) -> GatewayConfig {
+        GatewayConfig {
+            collector: self.collector.clone(),
+            tenants: self.tenants.clone(),
+            products: self.products.clone(),
+            devices: Vec::new(),
+        }
+    }
+
     /// The device with this `deviceId`.
     pub fn device(&self, device_id: &str) -> Option<&DeviceConfig> {
         self.devices.iter().find(|d| d.device_id == device_id)

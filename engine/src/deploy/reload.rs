@@ -189,7 +189,9 @@ impl Deployer {
         match compiled {
             Ok(compiled) if problems.is_empty() => {
                 commit()?;
-                Ok(plan.apply(compiled))
+                let changes = plan.apply(compiled);
+                crate::memory::release_freed();
+                Ok(changes)
             }
             Ok(_) => Err(problems.sorted()),
             Err(more) => {

@@ -155,7 +155,7 @@ fn start_engine(
     let leases = Leases::new(
         lease_store,
         Duration::from_millis(config.collector.lease.scan_interval_ms),
-        announcements(config),
+        announcements(&compiled.config),
         uplink.clone(),
         Some(lease_changes),
     );
@@ -210,7 +210,8 @@ pub async fn run(
         shelf,
         conflicts,
     } = prepared;
-    let config = compiled.config.clone();
+    // The collector keeps the devices' configuration; the services need the rest.
+    let config = compiled.config.without_devices();
     let state::State {
         store,
         seq,
@@ -322,6 +323,7 @@ pub async fn run(
             .with_context(|| format!("cannot listen on {}", http.listen))?;
         tasks.spawn(api::serve(listener, state, shutdown.clone()));
     }
+    crate::memory::release_freed();
     collector.run(shutdown).await;
     // Reports of the last rounds are committed before the process ends (they are
     // published at the next start if the broker does not take them now).

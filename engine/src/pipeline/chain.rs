@@ -1,7 +1,8 @@
 //! Runs of built-in stages fused into one call of the built-in `chain` stage, so
-//! a round crosses the component boundary once for all of them (docs/pipelines.md,
-//! "One call for the built-in stages"). A stage whose component an operator
+//! a round crosses the component boundary once for all of them (docs/components.md). A stage whose component an operator
 //! uploaded, even under a built-in name, keeps its own call and its own sandbox.
+
+use std::sync::Arc;
 
 use super::stage::{Member, Stage, StageFailure};
 use crate::model::{ConfigIssue, Setting, SettingValue};
@@ -66,7 +67,8 @@ fn chain_stage(members: Vec<Member>, registry: &Registry, limits: Limits) -> Res
         .stage_pool(&component, limits)
         .map_err(|e| e.to_string())?;
     let settings = chain_settings(&members);
-    pool.processor(&settings, &[]).map_err(|e| e.to_string())?;
+    pool.processor(&settings, Arc::default())
+        .map_err(|e| e.to_string())?;
     Ok(Stage {
         pool,
         settings,
@@ -194,7 +196,7 @@ mod tests {
                 "deadband"
             ]]
         );
-        let device = pipeline.for_device(&[tag(0.0)]).expect("device");
+        let device = pipeline.for_device(&Arc::from([tag(0.0)])).expect("device");
         let batch = Batch {
             samples: vec![Sample {
                 tag: 0,
@@ -242,7 +244,7 @@ mod tests {
     fn a_refused_tag_is_reported_at_the_stage_that_refused_it() {
         let registry = registry();
         let failure = build(&registry, FIVE)
-            .for_device(&[tag(-1.0)])
+            .for_device(&Arc::from([tag(-1.0)]))
             .expect_err("refused");
         assert_eq!(failure.index, 4);
         let text = failure.to_string();

@@ -99,7 +99,7 @@ impl Pipeline {
             }
         };
         // The component checks its own settings; no tags are involved yet.
-        if let Err(error) = pool.processor(&stage.settings.settings, &[]) {
+        if let Err(error) = pool.processor(&stage.settings.settings, Arc::default()) {
             report(&error, stage, errors);
             return None;
         }
@@ -124,10 +124,10 @@ impl Pipeline {
     ///
     /// # Errors
     /// When a stage refuses the device's tags (for example a tag its decoder cannot handle).
-    pub fn for_device(&self, tags: &[TagSpec]) -> Result<DevicePipeline, StageFailure> {
+    pub fn for_device(&self, tags: &Arc<[TagSpec]>) -> Result<DevicePipeline, StageFailure> {
         let mut processors = Vec::with_capacity(self.stages.len());
         for stage in &self.stages {
-            match stage.pool.processor(&stage.settings, tags) {
+            match stage.pool.processor(&stage.settings, Arc::clone(tags)) {
                 Ok(processor) => processors.push((stage.members[0].index, processor)),
                 Err(error) => return Err(chain::failure(&stage.members, error)),
             }

@@ -1,5 +1,7 @@
 //! Running a pipeline file's test cases (`sluice test`) against the components.
 
+use std::sync::Arc;
+
 use super::Pipeline;
 use super::cases::{InputValue, Round};
 use super::spec::PipelineSpec;
@@ -60,7 +62,7 @@ pub fn run(spec: &PipelineSpec, registry: &Registry) -> Result<usize, Diagnostic
     let pipeline = Pipeline::build(spec, registry, Limits::default())?;
     let mut errors = Diagnostics::new(&spec.file);
     for case in &spec.tests {
-        let stages = match pipeline.for_device(&case.tags) {
+        let stages = match pipeline.for_device(&Arc::from(case.tags.as_slice())) {
             Ok(stages) => stages,
             Err(failure) => {
                 errors.push(case.pos, format!("test `{}`: {failure}", case.name));

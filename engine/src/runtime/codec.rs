@@ -11,7 +11,7 @@ use super::CallError;
 use super::bindings::codec::Codec;
 use super::bindings::codec::exports::sluice::dataflow::protocol as wit_protocol;
 use super::bindings::wit;
-use super::convert::{batch_from_wit, settings_to_wit, tags_to_wit, value_to_wit};
+use super::convert::{Recipe, batch_from_wit, value_to_wit};
 use super::pool::{Binding, Live, Pool};
 use super::sandbox::Sandbox;
 use crate::model::{Batch, DeviceError, FrameError, PlannedRead, Setting, TagSpec, Value};
@@ -28,12 +28,11 @@ impl Pool<Codec> {
     pub fn session(
         self: &Arc<Self>,
         settings: &[Setting],
-        tags: &[TagSpec],
+        tags: Arc<[TagSpec]>,
     ) -> Result<CodecSession, CallError> {
         let session = CodecSession {
             binding: self.bind(),
-            settings: settings_to_wit(settings),
-            tags: tags_to_wit(tags),
+            recipe: Recipe::new(settings, tags),
         };
         session.reset()?;
         Ok(session)
@@ -43,8 +42,7 @@ impl Pool<Codec> {
 /// Protocol state of one device on one channel.
 pub struct CodecSession {
     binding: Binding<Codec>,
-    settings: Vec<wit::Setting>,
-    tags: Vec<wit::TagSpec>,
+    recipe: Recipe,
 }
 
 impl std::fmt::Debug for CodecSession {
@@ -91,10 +89,11 @@ impl CodecSession {
         &self,
         live: &mut Live<Codec>,
     ) -> wasmtime::Result<Result<ResourceAny, Vec<wit::ConfigError>>> {
+        let (settings, tags) = self.recipe.to_wit();
         live.bindings
             .sluice_dataflow_protocol()
             .session()
-            .call_open(&mut live.store, &self.settings, &self.tags)
+            .call_open(&mut live.store, &settings, &tags)
     }
 
     fn call<R>(

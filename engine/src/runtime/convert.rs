@@ -1,6 +1,8 @@
 //! Moves data between the engine's types and the generated WIT types. Batches cross
 //! as columns of primitives (one copy each), built from and into the engine's rows.
 
+use std::sync::Arc;
+
 use super::bindings::wit;
 use crate::model::{
     Access, Batch, ByteOrder, ConfigIssue, DataType, Quality, Sample, Setting, SettingValue, Span,
@@ -20,6 +22,30 @@ const INT: u8 = 3;
 const UINT: u8 = 4;
 const FLOAT: u8 = 5;
 const TEXT: u8 = 6;
+
+/// What a device's resource (codec session, stage processor, rules evaluator) is
+/// created from. Kept so the resource can be made again after its instance is
+/// rebuilt; the tags are the device's own list, shared, and converted to the WIT
+/// types only when the resource is created.
+#[derive(Debug)]
+pub(super) struct Recipe {
+    settings: Vec<Setting>,
+    tags: Arc<[TagSpec]>,
+}
+
+impl Recipe {
+    pub(super) fn new(settings: &[Setting], tags: Arc<[TagSpec]>) -> Self {
+        Self {
+            settings: settings.to_vec(),
+            tags,
+        }
+    }
+
+    /// The settings and tags as the component's constructor takes them.
+    pub(super) fn to_wit(&self) -> (Vec<wit::Setting>, Vec<wit::TagSpec>) {
+        (settings_to_wit(&self.settings), tags_to_wit(&self.tags))
+    }
+}
 
 /// A batch a component returned whose columns do not fit together.
 #[derive(Debug, thiserror::Error)]
@@ -168,7 +194,7 @@ pub(super) fn settings_to_wit(settings: &[Setting]) -> Vec<wit::Setting> {
         .collect()
 }
 
-pub(super) fn tags_to_wit(tags: &[TagSpec]) -> Vec<wit::TagSpec> {
+fn tags_to_wit(tags: &[TagSpec]) -> Vec<wit::TagSpec> {
     tags.iter()
         .map(|tag| wit::TagSpec {
             key: tag.key.clone(),

@@ -10,7 +10,7 @@ use super::bindings::rules::Rules;
 use super::bindings::rules::exports::sluice::dataflow::alarm_rules as wit_rules;
 use super::bindings::rules::exports::sluice::dataflow::transitions as wit_transitions;
 use super::bindings::wit;
-use super::convert::{samples_to_wit, settings_to_wit, tags_to_wit};
+use super::convert::{Recipe, samples_to_wit};
 use super::pool::{Binding, Live, Pool};
 use crate::model::{
     AlarmAction, AlarmState, CommandAction, CommandStatus, Signal, SignalKind, Transitions,
@@ -128,12 +128,11 @@ impl Pool<Rules> {
     pub fn evaluator(
         self: &Arc<Self>,
         settings: &[Setting],
-        tags: &[TagSpec],
+        tags: Arc<[TagSpec]>,
     ) -> Result<Evaluator, CallError> {
         let evaluator = Evaluator {
             binding: self.bind(),
-            settings: settings_to_wit(settings),
-            tags: tags_to_wit(tags),
+            recipe: Recipe::new(settings, tags),
         };
         // An empty event kind matches no rule: the call only creates the resource,
         // so a bad configuration is refused now rather than at the first signal.
@@ -145,8 +144,7 @@ impl Pool<Rules> {
 /// One device's alarm rules, with the memory hysteresis needs.
 pub struct Evaluator {
     binding: Binding<Rules>,
-    settings: Vec<wit::Setting>,
-    tags: Vec<wit::TagSpec>,
+    recipe: Recipe,
 }
 
 impl std::fmt::Debug for Evaluator {
@@ -167,10 +165,11 @@ impl Evaluator {
         &self,
         live: &mut Live<Rules>,
     ) -> wasmtime::Result<Result<ResourceAny, Vec<wit::ConfigError>>> {
+        let (settings, tags) = self.recipe.to_wit();
         live.bindings
             .sluice_dataflow_alarm_rules()
             .evaluator()
-            .call_create(&mut live.store, &self.settings, &self.tags)
+            .call_create(&mut live.store, &settings, &tags)
     }
 
     /// The name of the component behind it.

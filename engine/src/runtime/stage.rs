@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::CallError;
 use super::bindings::stage::Stage;
 use super::bindings::wit;
-use super::convert::{batch_from_wit, batch_to_wit, settings_to_wit, tags_to_wit};
+use super::convert::{Recipe, batch_from_wit, batch_to_wit};
 use super::pool::{Binding, Live, Pool};
 use crate::model::{Batch, Setting, TagSpec};
 
@@ -21,12 +21,11 @@ impl Pool<Stage> {
     pub fn processor(
         self: &Arc<Self>,
         settings: &[Setting],
-        tags: &[TagSpec],
+        tags: Arc<[TagSpec]>,
     ) -> Result<Processor, CallError> {
         let processor = Processor {
             binding: self.bind(),
-            settings: settings_to_wit(settings),
-            tags: tags_to_wit(tags),
+            recipe: Recipe::new(settings, tags),
         };
         processor.reset()?;
         Ok(processor)
@@ -36,8 +35,7 @@ impl Pool<Stage> {
 /// A stage configured for one device.
 pub struct Processor {
     binding: Binding<Stage>,
-    settings: Vec<wit::Setting>,
-    tags: Vec<wit::TagSpec>,
+    recipe: Recipe,
 }
 
 impl std::fmt::Debug for Processor {
@@ -58,10 +56,11 @@ impl Processor {
         &self,
         live: &mut Live<Stage>,
     ) -> wasmtime::Result<Result<wasmtime::component::ResourceAny, Vec<wit::ConfigError>>> {
+        let (settings, tags) = self.recipe.to_wit();
         live.bindings
             .sluice_dataflow_transform()
             .processor()
-            .call_create(&mut live.store, &self.settings, &self.tags)
+            .call_create(&mut live.store, &settings, &tags)
     }
 
     /// Runs one batch through the stage.
