@@ -56,7 +56,12 @@ fn serve(
             tracing::info!("stopping");
             let _ = stop.send(true);
         });
-        gateway::run(prepared, sources, node_id, stopped).await
+        // On a worker, like every task it starts: `block_on` runs its future on
+        // this thread, and the scheduler inside would hand every round to the
+        // workers and back (two thread wake-ups a round).
+        tokio::spawn(gateway::run(prepared, sources, node_id, stopped))
+            .await
+            .map_err(|panicked| anyhow::anyhow!("the gateway stopped: {panicked}"))?
     })?;
     Ok(ExitCode::SUCCESS)
 }

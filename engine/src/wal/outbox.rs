@@ -82,6 +82,16 @@ pub struct Outbox {
     stats: OutboxStats,
 }
 
+/// What one commit of the ring did.
+#[derive(Debug, PartialEq, Eq)]
+enum Commit {
+    Stored,
+    /// The ring was empty.
+    Empty,
+    /// The batch went back to the ring.
+    Failed,
+}
+
 /// Wait before retrying a commit that failed.
 const COMMIT_RETRY: Duration = Duration::from_secs(1);
 
@@ -234,11 +244,13 @@ impl Outbox {
                         tokio::time::sleep_until(at + self.group_commit).await;
                     }
                     last_commit = Some(tokio::time::Instant::now());
-                    self.commit_pending().await;
+                    // Reports pushed during this commit have woken the next
+                    // iteration already: they wait for the spacing, not for nothing.
+                    self.commit_once().await;
                 }
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
-                        self.commit_pending().await;
+                        while self.commit_once().await == Commit::Stored {}
                         return;
                     }
                 }
@@ -246,45 +258,44 @@ impl Outbox {
         }
     }
 
-    async fn commit_pending(self: &Arc<Self>) {
-        loop {
-            let kept: Vec<Waiting> = self.ring().drain(..).collect();
-            if kept.is_empty() {
-                return;
-            }
-            let count = kept.len();
-            let batch: Vec<Message> = kept.iter().map(|(message, _)| message.clone()).collect();
-            let this = Arc::clone(self);
-            let result =
-                tokio::task::spawn_blocking(move || this.log.append(batch, this.policy)).await;
-            match result {
-                Ok(Ok(outcome)) => {
-                    self.stats.commits.inc();
-                    self.stats.appended.inc_by(outcome.stored);
-                    self.stats.dropped_oldest.inc_by(outcome.dropped_oldest);
-                    self.stats.dropped_newest.inc_by(outcome.dropped_newest);
-                    if outcome.dropped_oldest + outcome.dropped_newest > 0 {
-                        tracing::warn!(
-                            dropped_oldest = outcome.dropped_oldest,
-                            dropped_newest = outcome.dropped_newest,
-                            "WAL quota reached: reports dropped by the overflow policy"
-                        );
-                    }
-                    self.committed.send_modify(|n| *n = n.wrapping_add(1));
-                    // Their waiters learn that the messages are settled.
-                    drop(kept);
-                }
-                Ok(Err(error)) => {
-                    self.failed(kept, &error.to_string()).await;
-                    return;
-                }
-                Err(error) => {
-                    self.failed(kept, &error.to_string()).await;
-                    return;
-                }
-            }
-            tracing::trace!(count, "WAL batch committed");
+    /// Commits what the ring holds now, in one transaction.
+    async fn commit_once(self: &Arc<Self>) -> Commit {
+        let kept: Vec<Waiting> = self.ring().drain(..).collect();
+        if kept.is_empty() {
+            return Commit::Empty;
         }
+        let count = kept.len();
+        let batch: Vec<Message> = kept.iter().map(|(message, _)| message.clone()).collect();
+        let this = Arc::clone(self);
+        let result = tokio::task::spawn_blocking(move || this.log.append(batch, this.policy)).await;
+        match result {
+            Ok(Ok(outcome)) => {
+                self.stats.commits.inc();
+                self.stats.appended.inc_by(outcome.stored);
+                self.stats.dropped_oldest.inc_by(outcome.dropped_oldest);
+                self.stats.dropped_newest.inc_by(outcome.dropped_newest);
+                if outcome.dropped_oldest + outcome.dropped_newest > 0 {
+                    tracing::warn!(
+                        dropped_oldest = outcome.dropped_oldest,
+                        dropped_newest = outcome.dropped_newest,
+                        "WAL quota reached: reports dropped by the overflow policy"
+                    );
+                }
+                self.committed.send_modify(|n| *n = n.wrapping_add(1));
+                // Their waiters learn that the messages are settled.
+                drop(kept);
+            }
+            Ok(Err(error)) => {
+                self.failed(kept, &error.to_string()).await;
+                return Commit::Failed;
+            }
+            Err(error) => {
+                self.failed(kept, &error.to_string()).await;
+                return Commit::Failed;
+            }
+        }
+        tracing::trace!(count, "WAL batch committed");
+        Commit::Stored
     }
 
     /// Puts a batch whose commit failed back at the front of the ring and waits
