@@ -61,6 +61,10 @@ struct Session {
     connected: bool,
     /// The last record handed to the client.
     cursor: Option<u64>,
+    /// The last fill stopped with records left in the log (the window or the
+    /// client's queue was full, or the log could not be read): a PUBACK, which
+    /// makes room, fills again. Otherwise only a commit brings anything new.
+    held_back: bool,
     /// Per publish handed to the client, in order, what it carries. The event loop
     /// reports outgoing publishes in the same order.
     queued: VecDeque<Queued>,
@@ -164,6 +168,7 @@ impl Publisher {
                 number,
                 connected: false,
                 cursor: None,
+                held_back: false,
                 queued: VecDeque::new(),
                 inflight: HashMap::new(),
                 acked: Vec::new(),
@@ -256,7 +261,9 @@ impl Publisher {
                         if let Some(inflight) = session.inflight.remove(&ack.pkid) {
                             inflight.acknowledged(&mut session.acked);
                         }
-                        self.fill(session);
+                        if session.held_back {
+                            self.fill(session);
+                        }
                     }
                     Ok(_) => {}
                     Err(error) => {
@@ -303,6 +310,7 @@ impl Publisher {
         if !session.connected {
             return;
         }
+        session.held_back = true;
         loop {
             let used = session.queued.len() + session.inflight.len();
             if used >= REPORT_WINDOW {
@@ -320,6 +328,7 @@ impl Publisher {
                 }
             };
             if records.is_empty() {
+                session.held_back = false;
                 return;
             }
             for record in records {
