@@ -324,3 +324,87 @@ impl Outbox {
         self.wake.notify_one();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::wal::log::Appended;
+    use crate::wal::record::Record;
+
+    /// A memory log whose commits take `delay`, remembering when each began.
+    #[derive(Debug)]
+    struct SlowLog {
+        inner: MemoryLog,
+        delay: Duration,
+        commits: Mutex<Vec<Instant>>,
+    }
+
+    impl MessageLog for SlowLog {
+        fn append(
+            &self,
+            messages: Vec<Message>,
+            policy: OverflowPolicy,
+        ) -> Result<Appended, WalError> {
+            lock(&self.commits).push(Instant::now());
+            std::thread::sleep(self.delay);
+            self.inner.append(messages, policy)
+        }
+
+        fn read_after(&self, after: Option<u64>, limit: usize) -> Result<Vec<Record>, WalError> {
+            self.inner.read_after(after, limit)
+        }
+
+        fn release(&self, ids: &[u64]) -> Result<(), WalError> {
+            self.inner.release(ids)
+        }
+
+        fn size(&self) -> (u64, u64) {
+            self.inner.size()
+        }
+
+        fn corrupt(&self) -> u64 {
+            0
+        }
+    }
+
+    fn report(seq: u64) -> Message {
+        Message {
+            device: "d".into(),
+            seq,
+            topic: "t".into(),
+            payload: vec![1, 2, 3],
+            retain: false,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn under_load_commits_start_one_spacing_apart_and_shutdown_commits_the_rest() {
+        let spacing = Duration::from_millis(40);
+        let log = Arc::new(SlowLog {
+            inner: MemoryLog::new(10_000),
+            delay: Duration::from_millis(15),
+            commits: Mutex::default(),
+        });
+        let outbox = Outbox::with_log(log.clone(), OverflowPolicy::DropNewest, 10_000, spacing);
+        let (stop, stopped) = watch::channel(false);
+        let committer = tokio::spawn(Arc::clone(&outbox).run_committer(stopped));
+        // A report every 2 ms: with 15 ms commits, back-to-back commits would
+        // start about every 15 ms.
+        for seq in 1..=150 {
+            outbox.push(report(seq));
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        stop.send(true).expect("committer listens");
+        committer.await.expect("committer ends");
+        assert_eq!(log.size().0, 150, "every report is committed by shutdown");
+        let commits = lock(&log.commits).clone();
+        assert!(commits.len() >= 2, "{} commits", commits.len());
+        // The last commit is shutdown's, which does not wait for the spacing.
+        for pair in commits[..commits.len() - 1].windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!(gap >= spacing, "commits {gap:?} apart, spacing {spacing:?}");
+        }
+    }
+}
