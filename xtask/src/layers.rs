@@ -19,7 +19,7 @@ use lexer::{Token, tokens};
 pub const LAYERS: &[(&str, &[&str])] = &[
     (
         "foundation",
-        &["model", "clock", "sync", "yaml", "telemetry"],
+        &["model", "clock", "sync", "memory", "yaml", "telemetry"],
     ),
     ("platform", &["config", "runtime", "store", "mqtt"]),
     (
