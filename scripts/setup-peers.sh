@@ -4,10 +4,12 @@
 # does nothing when its work is already done, so a second run takes well under
 # a second.
 #
-#   .peers/venv               Python venv with pymodbus, python-snap7, virtual-plc
+#   .peers/venv               Python venv with pymodbus (and pyserial), python-snap7, virtual-plc
 #   .peers/libmodbus_server   tests/peers/libmodbus_server.c compiled against libmodbus
 #   mosquitto, libmodbus-dev, gcc, pkg-config, postgresql   Debian packages (installed,
 #                             never started: the tests make and start their own clusters)
+#   chromium, chromium-driver  headless browser and WebDriver for the console's tests
+#   socat                     pseudo-terminal pairs: serial lines for the Modbus RTU tests
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,8 +19,8 @@ PY="$VENV/bin/python"
 
 # Pinned Python packages, as given to pip; the check below compares what is
 # installed against them.
-PY_REQS=("pymodbus==3.16.1" "python-snap7<3" "virtual-plc==0.3.0")
-DEB_PKGS=(mosquitto libmodbus-dev gcc pkg-config postgresql)
+PY_REQS=("pymodbus==3.16.1" "pyserial==3.5" "python-snap7<3" "virtual-plc==0.3.0")
+DEB_PKGS=(mosquitto libmodbus-dev gcc pkg-config postgresql chromium chromium-driver socat)
 
 say() { printf 'setup-peers: %s\n' "$*"; }
 

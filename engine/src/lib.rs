@@ -17,6 +17,7 @@
 //! - [`clock`]: wall-clock timestamps;
 //! - [`broker`]: an in-process MQTT broker for the demo and benchmarks;
 //! - [`api`]: the HTTP API (health, metrics);
+//! - [`console`]: the operator console (a page over the API, a stream of live changes);
 //! - [`telemetry`]: the metric families every module registers, for `/metrics`;
 //! - [`sync`]: locks that outlive a panic, values replaced whole;
 //! - [`memory`]: freed memory handed back to the system after a build;
@@ -37,6 +38,7 @@ pub mod collector;
 pub mod command;
 pub mod compile;
 pub mod config;
+pub mod console;
 pub mod deploy;
 pub mod gateway;
 pub mod io;

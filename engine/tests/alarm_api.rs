@@ -11,13 +11,14 @@ use serde_json::{Value, json};
 use support::engine::{Engine, scratch_dir};
 use support::mqtt::Subscriber;
 use support::peers::{Mosquitto, PyModbus, free_port};
+use support::yaml::{BOILER_PIPELINE, HOMES_TOKEN, PLANT_TOKEN, two_tenants};
 
 const ADMIN: &str = "operator-secret";
-const PLANT: &str = "plant-token";
-const HOMES: &str = "homes-token";
+const PLANT: &str = PLANT_TOKEN;
+const HOMES: &str = HOMES_TOKEN;
 
 fn config(modbus: u16, mqtt: u16, http: u16, nobody: u16) -> String {
-    format!(
+    let collector = format!(
         "collector:
   workerThreads: 2
   perDeviceTimeoutMs: 500
@@ -37,49 +38,15 @@ fn config(modbus: u16, mqtt: u16, http: u16, nobody: u16) -> String {
     scanIntervalMs: 300
   alarms:
     escalateAfterSec: 3600
-tenants:
-  - {{ tenantId: 1, name: plant, tokens: [{PLANT}] }}
-  - {{ tenantId: 2, name: homes, tokens: [{HOMES}] }}
-devices:
-  - deviceId: boiler
-    productId: P
-    deviceNum: B1
-    tenantId: 1
-    pipeline: with-alarms
-    stateTimeout: 2
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {modbus}
-        readTimeoutMs: 300
-        tags:
-          - {{ key: temp, address: '40001', dataType: UINT16, periodMs: 200 }}
-  - deviceId: flat-7
-    productId: H
-    deviceNum: F7
-    tenantId: 2
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {nobody}
-        readTimeoutMs: 300
-        tags:
-          - {{ key: door, address: '40002', dataType: UINT16, periodMs: 5000 }}
 "
+    );
+    two_tenants(
+        &collector,
+        (modbus, nobody),
+        "    stateTimeout: 2\n",
+        "          - { key: temp, address: '40001', dataType: UINT16, periodMs: 200 }\n",
     )
 }
-
-const PIPELINE: &str = "name: with-alarms
-stages:
-  - use: swap_bytes
-  - use: decode
-  - use: scale
-alarms:
-  thresholds:
-    - { tag: temp, above: 90, clearAt: 80, ruleKey: BOILER_HOT }
-";
 
 async fn call(
     http: u16,
@@ -135,7 +102,7 @@ async fn alarms_from_samples_events_and_leases_through_the_api() {
     let dir = scratch_dir("alarm-api");
     let pipelines = dir.join("pipelines");
     std::fs::create_dir_all(&pipelines).expect("pipelines dir");
-    std::fs::write(pipelines.join("with-alarms.yaml"), PIPELINE).expect("pipeline");
+    std::fs::write(pipelines.join("with-alarms.yaml"), BOILER_PIPELINE).expect("pipeline");
     let text = config(modbus.port(), broker.port(), http, free_port());
     let mut engine = Engine::start_with_pipelines(&dir, &text, &pipelines);
 

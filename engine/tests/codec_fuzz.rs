@@ -36,7 +36,7 @@ fn setup(codec: &str) -> (Vec<Setting>, Vec<TagSpec>) {
     let text = |k: &str, v: &str| setting(k, SettingValue::Text(v.into()));
     let int = |k: &str, v: i64| setting(k, SettingValue::Int(v));
     match codec {
-        "modbus_tcp" => (
+        "modbus_tcp" | "modbus_rtu" => (
             vec![int("unitId", 1)],
             vec![
                 tag("a", "40001", DataType::Int16),
@@ -198,7 +198,7 @@ fn every_builtin_codec_survives_arbitrary_response_bytes() {
         .filter(|b| b.kind == ComponentKind::Codec)
         .map(|b| b.name)
         .collect();
-    assert!(codecs.contains(&"modbus_tcp"));
+    assert!(codecs.contains(&"modbus_tcp") && codecs.contains(&"modbus_rtu"));
     for codec in codecs {
         fuzz(codec, iterations, seed);
     }

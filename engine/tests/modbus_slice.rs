@@ -10,18 +10,7 @@ use serde_json::{Value, json};
 use support::engine::{Engine, scratch_dir};
 use support::mqtt::{Message, Subscriber};
 use support::peers::{LibModbus, Mosquitto, PyModbus, free_port};
-
-/// Registers of a big-endian value as they appear on the wire in `order`.
-fn wire(be: &[u8], order: &str) -> Vec<u16> {
-    let mut words: Vec<[u8; 2]> = be.chunks(2).map(|c| [c[0], c[1]]).collect();
-    if matches!(order, "CDAB" | "DCBA") {
-        words.reverse();
-    }
-    if matches!(order, "BADC" | "DCBA") {
-        words.iter_mut().for_each(|w| w.swap(0, 1));
-    }
-    words.into_iter().map(u16::from_be_bytes).collect()
-}
+use support::registers::{RegisterTable, last_report, values_by_key};
 
 fn config(
     modbus_port: u16,
@@ -54,163 +43,10 @@ fn config(
     )
 }
 
-/// The last report on `topic` that carries every key in `keys`.
-fn last_report(messages: &[Message], topic: &str) -> Option<Value> {
-    messages
-        .iter()
-        .rev()
-        .find(|m| m.topic == topic)
-        .map(Message::json)
-}
-
-fn values_by_key(report: &Value) -> std::collections::HashMap<String, (Value, String)> {
-    report["values"]
-        .as_array()
-        .expect("values")
-        .iter()
-        .map(|v| {
-            (
-                v["key"].as_str().expect("key").to_owned(),
-                (
-                    v["value"].clone(),
-                    v["quality"].as_str().expect("quality").to_owned(),
-                ),
-            )
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pymodbus_registers_in_every_type_and_byte_order_arrive_decoded() {
-    let mut hr: Vec<u16> = Vec::new();
-    let mut tags = String::new();
-    let mut expected: Vec<(&str, Value)> = Vec::new();
-    let mut add = |key: &'static str,
-                   data_type: &str,
-                   order: &str,
-                   registers: Vec<u16>,
-                   value: Value,
-                   extra: &str| {
-        let address = 40001 + hr.len();
-        tags.push_str(&format!(
-            "          - {{ key: {key}, address: '{address}', dataType: {data_type}, byteOrder: {order}, periodMs: 200{extra} }}\n"
-        ));
-        hr.extend(registers);
-        expected.push((key, value));
-    };
-    add(
-        "i16",
-        "INT16",
-        "ABCD",
-        wire(&(-300i16).to_be_bytes(), "ABCD"),
-        json!(-300),
-        "",
-    );
-    add(
-        "i16_swapped",
-        "INT16",
-        "BADC",
-        wire(&(-300i16).to_be_bytes(), "BADC"),
-        json!(-300),
-        "",
-    );
-    add("u16", "UINT16", "ABCD", vec![65000], json!(65000), "");
-    for order in ["ABCD", "BADC", "CDAB", "DCBA"] {
-        let key: &'static str = Box::leak(format!("f32_{order}").into_boxed_str());
-        add(
-            key,
-            "FLOAT32",
-            order,
-            wire(&12.5f32.to_be_bytes(), order),
-            json!(12.5),
-            "",
-        );
-        let key: &'static str = Box::leak(format!("i32_{order}").into_boxed_str());
-        add(
-            key,
-            "INT32",
-            order,
-            wire(&(-123_456i32).to_be_bytes(), order),
-            json!(-123_456),
-            "",
-        );
-        let key: &'static str = Box::leak(format!("f64_{order}").into_boxed_str());
-        add(
-            key,
-            "FLOAT64",
-            order,
-            wire(&(-2.25f64).to_be_bytes(), order),
-            json!(-2.25),
-            "",
-        );
-    }
-    add(
-        "u32",
-        "UINT32",
-        "CDAB",
-        wire(&4_000_000_000u32.to_be_bytes(), "CDAB"),
-        json!(4_000_000_000u64),
-        "",
-    );
-    add(
-        "u64",
-        "UINT64",
-        "ABCD",
-        wire(&u64::MAX.to_be_bytes(), "ABCD"),
-        json!(u64::MAX),
-        "",
-    );
-    add("bcd16", "BCD16", "ABCD", vec![0x1234], json!(1234), "");
-    add(
-        "bcd32",
-        "BCD32",
-        "ABCD",
-        vec![0x0012, 0x3456],
-        json!(123_456),
-        "",
-    );
-    add("bad_bcd", "BCD16", "ABCD", vec![0x12F4], Value::Null, "");
-    add(
-        "text",
-        "STRING",
-        "ABCD",
-        vec![0x4142, 0x4344, 0x4500],
-        json!("ABCDE"),
-        ", length: 5",
-    );
-    add(
-        "scaled",
-        "INT16",
-        "ABCD",
-        vec![1234],
-        json!(123.4),
-        ", factor: 0.1",
-    );
-    add(
-        "offset",
-        "UINT16",
-        "ABCD",
-        vec![50],
-        json!(-25.0),
-        ", factor: 0.5, offset: -50",
-    );
-    add(
-        "ranged",
-        "UINT16",
-        "ABCD",
-        vec![150],
-        json!(150),
-        ", min: 0, max: 100",
-    );
-    add("bit", "BOOL", "ABCD", vec![0b1000], json!(true), "");
-    let bit_register = 40001 + hr.len() - 1;
-    let map = json!({
-        "hr": { "0": hr },
-        "ir": { "0": [777] },
-        "co": { "0": [1, 0, 1] },
-        "di": { "0": [0, 1] },
-    });
-    let modbus = PyModbus::start(&map);
+    let table = RegisterTable::every_type_and_order();
+    let modbus = PyModbus::start(&table.map);
     let broker = Mosquitto::start();
     let subscriber = Subscriber::connect(broker.port()).await;
     let http = free_port();
@@ -226,16 +62,9 @@ async fn pymodbus_registers_in_every_type_and_byte_order_arrive_decoded() {
         unitId: 3
         readTimeoutMs: 1000
         tags:
-{tags}          - {{ key: bit3, address: '{bit_register}.3', dataType: BOOL, periodMs: 200 }}
-          - {{ key: bit2, address: '{bit_register}.2', dataType: BOOL, periodMs: 200 }}
-          - {{ key: input, address: '30001', dataType: INT16, periodMs: 200 }}
-          - {{ key: coil0, address: '00001', dataType: BOOL, periodMs: 200 }}
-          - {{ key: coil1, address: '00002', dataType: BOOL, periodMs: 200 }}
-          - {{ key: discrete, address: '10002', dataType: BOOL, periodMs: 200 }}
-          - {{ key: unmapped, address: '40500', dataType: INT16, periodMs: 200 }}
-          - {{ key: write_only, address: '40001', dataType: INT16, periodMs: 0, access: W }}
-",
+{tags}",
         port = modbus.port(),
+        tags = table.tags,
     );
     let dir = scratch_dir("pymodbus-types");
     let mut engine = Engine::start(
@@ -254,38 +83,7 @@ async fn pymodbus_registers_in_every_type_and_byte_order_arrive_decoded() {
     let report = last_report(&messages, "P1/D1/property/post").expect("a report");
     assert_eq!(report["productId"], "P1");
     assert_eq!(report["deviceNum"], "D1");
-    let values = values_by_key(&report);
-    for (key, value) in &expected {
-        let (got, quality) = values
-            .get(*key)
-            .unwrap_or_else(|| panic!("no value for {key} in {report}"));
-        assert_eq!(got, value, "{key}: {report}");
-        let want = match *key {
-            "bad_bcd" => "BAD",
-            "ranged" => "UNCERTAIN",
-            _ => "GOOD",
-        };
-        assert_eq!(quality, want, "{key}");
-    }
-    for (key, value) in [
-        ("bit3", json!(true)),
-        ("bit2", json!(false)),
-        ("input", json!(777)),
-        ("coil0", json!(true)),
-        ("coil1", json!(false)),
-        ("discrete", json!(true)),
-    ] {
-        assert_eq!(values[key], (value, "GOOD".to_owned()), "{key}");
-    }
-    assert_eq!(
-        values["unmapped"],
-        (Value::Null, "BAD".to_owned()),
-        "exception 2 makes only that tag BAD"
-    );
-    assert!(
-        !values.contains_key("write_only"),
-        "a periodMs 0 tag is never polled"
-    );
+    table.check(&report);
     for entry in report["values"].as_array().expect("values") {
         assert!(entry["ts"].as_i64().expect("ts") > 1_600_000_000_000);
     }

@@ -36,7 +36,8 @@ const SMALL: Limits = Limits {
 
 /// Every built-in component must have host tests; add its name here with them
 /// (`scale`: this file; stages and `chain`: `stages.rs`; `modbus_tcp`: `modbus_codec.rs`;
-/// `alarm_rules`: `alarms.rs`; `s7`, `mc`: `s7_mc_peers.rs`; every codec: `codec_fuzz.rs`).
+/// `modbus_rtu`: `modbus_rtu.rs`; `alarm_rules`: `alarms.rs`; `s7`, `mc`: `s7_mc_peers.rs`;
+/// every codec: `codec_fuzz.rs`).
 #[test]
 fn every_builtin_component_is_tested() {
     let tested = [
@@ -46,6 +47,7 @@ fn every_builtin_component_is_tested() {
         "deadband",
         "decode",
         "mc",
+        "modbus_rtu",
         "modbus_tcp",
         "s7",
         "scale",
@@ -268,6 +270,15 @@ fn a_component_of_the_wrong_world_is_refused_at_load() {
         .load(ComponentKind::Stage, "junk", b"\0asm not really")
         .expect_err("junk");
     assert!(matches!(error, LoadError::Invalid { .. }), "{error}");
+    // A file that is no WebAssembly at all says so in one line.
+    let error = runtime
+        .load(ComponentKind::Stage, "text", b"hello world")
+        .expect_err("text");
+    assert_eq!(
+        error.to_string(),
+        "component `text` is not a valid WebAssembly component: not a .wasm file: it starts \
+         with [68 65 6c 6c], a WebAssembly binary with `\\0asm` (00 61 73 6d)"
+    );
 }
 
 #[test]

@@ -1,9 +1,14 @@
-"""A Modbus TCP server built on pymodbus, used as a real peer by the engine's
+"""A Modbus server built on pymodbus, used as a real peer by the engine's
 integration tests (see engine/tests/support/peers.rs).
 
-    python pymodbus_server.py PORT MAPFILE.json
+    python pymodbus_server.py PORT MAPFILE.json [--rtu] [--serial PATH] [--units 1,2]
 
 Listens on 127.0.0.1:PORT only and answers every unit id from one data store.
+`--rtu` frames Modbus RTU (unit, PDU, CRC-16) over the TCP connection instead
+of MBAP. `--serial PATH` serves RTU on the serial port PATH (one end of a
+pseudo-terminal pair) instead, and listens on PORT only to tell the harness it
+is up. `--units 1,2` answers those unit ids only, each with its own copy of
+the data, and stays silent to any other (a dead unit on the line).
 MAPFILE describes which addresses exist, per table:
 
     {"hr": {"0": [1, 2, 3], "100": [7]},   holding registers (16-bit values)
@@ -40,7 +45,9 @@ import sys
 WRITE_JOURNAL = "writes.jsonl"
 
 from pymodbus.constants import ExcCodes
-from pymodbus.server import ModbusTcpServer
+from pymodbus.exceptions import NoSuchIdException
+from pymodbus import FramerType
+from pymodbus.server import ModbusSerialServer, ModbusTcpServer
 from pymodbus.simulator import DataType, SimData, SimDevice
 
 TABLES = ("co", "di", "hr", "ir")
@@ -93,9 +100,9 @@ def load_map(path: str) -> dict[str, list[tuple[int, list[int]]]]:
     return ranges
 
 
-def build_device(ranges: dict[str, list[tuple[int, list[int]]]]) -> SimDevice:
-    """One SimDevice with separate tables (the tuple form), id 0 so it answers
-    every unit id."""
+def build_device(ranges: dict[str, list[tuple[int, list[int]]]], unit: int = 0) -> SimDevice:
+    """One SimDevice with separate tables (the tuple form); id 0 answers every
+    unit id."""
 
     def blocks(table: str) -> list[SimData]:
         bits = table in BIT_TABLES
@@ -108,7 +115,7 @@ def build_device(ranges: dict[str, list[tuple[int, list[int]]]]) -> SimDevice:
         # out gets a placeholder that the range check never lets anyone reach.
         return data or [SimData(0, values=[False] if bits else [0], datatype=datatype)]
 
-    return SimDevice(0, simdata=(blocks("co"), blocks("di"), blocks("hr"), blocks("ir")))
+    return SimDevice(unit, simdata=(blocks("co"), blocks("di"), blocks("hr"), blocks("ir")))
 
 
 class StrictRanges:
@@ -129,12 +136,21 @@ class StrictRanges:
     def device_ids(self) -> list[int]:
         return self.inner.device_ids()
 
+    def require(self, device_id: int) -> None:
+        """A unit id the server does not have is, as pymodbus says, missing (with
+        --units, it then goes unanswered)."""
+        ids = self.inner.device_ids()
+        if 0 not in ids and device_id not in ids:
+            raise NoSuchIdException(f"no unit {device_id}")
+
     async def async_getValues(self, device_id, func_code, address, count=1):
+        self.require(device_id)
         if not self.allowed(func_code, address, count):
             return ExcCodes.ILLEGAL_ADDRESS
         return await self.inner.async_getValues(device_id, func_code, address, count)
 
     async def async_setValues(self, device_id, func_code, address, values):
+        self.require(device_id)
         if not self.allowed(func_code, address, len(values)):
             return ExcCodes.ILLEGAL_ADDRESS
         result = await self.inner.async_setValues(device_id, func_code, address, values)
@@ -144,8 +160,22 @@ class StrictRanges:
         return result
 
 
-async def serve(port: int, ranges) -> None:
-    server = ModbusTcpServer(build_device(ranges), address=("127.0.0.1", port))
+async def serve(port: int, ranges, rtu: bool, serial: str | None, units: list[int]) -> None:
+    devices = [build_device(ranges, unit) for unit in units] if units else build_device(ranges)
+    quiet = bool(units)  # a unit id nobody has goes unanswered, as on a real line
+    ready = None
+    if serial:
+        server = ModbusSerialServer(
+            devices, framer=FramerType.RTU, port=serial, baudrate=19200,
+            ignore_missing_devices=quiet,
+        )
+        # Only for the harness: it waits for this port to accept connections.
+        ready = await asyncio.start_server(lambda _r, w: w.close(), "127.0.0.1", port)
+    else:
+        framer = FramerType.RTU if rtu else FramerType.SOCKET
+        server = ModbusTcpServer(
+            devices, framer=framer, address=("127.0.0.1", port), ignore_missing_devices=quiet,
+        )
     # The server reaches its data only through `context`; put the check there.
     server.context = StrictRanges(server.context, ranges)
 
@@ -153,18 +183,38 @@ async def serve(port: int, ranges) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.shutdown()))
 
-    print(f"pymodbus_server: serving 127.0.0.1:{port}", file=sys.stderr, flush=True)
+    where = serial or f"127.0.0.1:{port}"
+    print(f"pymodbus_server: serving {where}", file=sys.stderr, flush=True)
     await server.serve_forever()
+    if ready:
+        ready.close()
 
 
 def main() -> None:
-    if len(sys.argv) != 3:
-        fail("usage: pymodbus_server.py PORT MAPFILE.json")
+    args = sys.argv[1:]
+    if len(args) < 2:
+        fail("usage: pymodbus_server.py PORT MAPFILE.json [--rtu] [--serial PATH] [--units 1,2]")
     try:
-        port = int(sys.argv[1])
+        port = int(args[0])
     except ValueError:
-        fail(f"bad port {sys.argv[1]!r}")
-    asyncio.run(serve(port, load_map(sys.argv[2])))
+        fail(f"bad port {args[0]!r}")
+    ranges = load_map(args[1])
+    rtu, serial, units = False, None, []
+    rest = args[2:]
+    while rest:
+        option = rest.pop(0)
+        if option == "--rtu":
+            rtu = True
+        elif option == "--serial" and rest:
+            serial = rest.pop(0)
+        elif option == "--units" and rest:
+            try:
+                units = [int(u) for u in rest.pop(0).split(",")]
+            except ValueError:
+                fail("--units takes unit ids separated by commas")
+        else:
+            fail(f"unknown option {option!r}")
+    asyncio.run(serve(port, ranges, rtu, serial, units))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "deploy",
         ],
     ),
-    ("wiring", &["gateway", "api"]),
+    ("wiring", &["gateway", "api", "console"]),
     ("tools", &["cli", "sim", "broker"]),
 ];
 

@@ -7,7 +7,7 @@ use crate::model::{AlarmAction, AlarmState};
 use crate::store::Entry;
 
 /// What raised an alarm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
     /// A rule over sample values (thresholds).
@@ -29,7 +29,7 @@ impl Source {
 }
 
 /// One alarm.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Alarm {
     pub id: u64,
@@ -99,7 +99,7 @@ impl Entry for Alarm {
 }
 
 /// What an audit record is about: a transition, or an event that changed no state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Change {
     /// The alarm was opened.
@@ -113,7 +113,7 @@ pub enum Change {
 }
 
 /// One line of an alarm's history, written in the transaction of the change.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionRecord {
     pub alarm_id: u64,

@@ -71,6 +71,8 @@ pub struct AlarmStore {
     pub(super) journal: Journal<Alarm, ActionRecord>,
     whitelist: Transitions<AlarmState, AlarmAction>,
     audit_failures: Counter,
+    /// Changes this engine committed, for watchers (the console).
+    changes: std::sync::atomic::AtomicU64,
 }
 
 type Alarms<'t> = Change<'t, Alarm, ActionRecord>;
@@ -117,12 +119,19 @@ impl AlarmStore {
             journal: Journal::new(&db, TABLES),
             whitelist,
             audit_failures: Counter::default(),
+            changes: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
     /// Changes rolled back because they could not be written with their audit record.
     pub fn audit_failures(&self) -> u64 {
         self.audit_failures.get()
+    }
+
+    /// How many changes this engine committed so far: a watcher that saw another
+    /// count reads the alarms again.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Registers `sluice_alarm_audit_failures_total`.
@@ -145,6 +154,10 @@ impl AlarmStore {
         change: impl FnOnce(&mut Alarms<'_>) -> Result<R, AlarmError>,
     ) -> Result<R, AlarmError> {
         let result = self.journal.change(change);
+        if result.is_ok() {
+            self.changes
+                .fetch_add(1, std::sync::atomic::Ordering::Release);
+        }
         if let Err(AlarmError::Store(error)) = &result {
             self.audit_failures.inc();
             tracing::error!(%error, "alarm change rolled back with its audit record");

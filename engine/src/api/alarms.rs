@@ -13,15 +13,16 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use axum::response::IntoResponse;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
-use super::reply::{Reply, error};
+use super::reply::{ErrorBody, Refused, Reply, error, json, ok};
 use super::state::ApiState;
 use crate::alarm::{
-    AlarmAction, AlarmError, AlarmFilter, AlarmState, AlarmStore, Applied, EventError, Raised,
-    Scope,
+    ActionRecord, Alarm, AlarmAction, AlarmError, AlarmFilter, AlarmState, AlarmStore, Applied,
+    EventError, Raised, Scope,
 };
 use crate::clock::now_ms;
 
@@ -29,33 +30,99 @@ const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1000;
 const DAY_MS: i64 = 86_400_000;
 
-fn ok(value: Value) -> Reply {
-    (StatusCode::OK, Json(value))
+/// An action the alarm's state does not allow.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AlarmRefusal {
+    error: String,
+    /// The alarm's state.
+    state: AlarmState,
+    /// The actions a person may take in that state.
+    allowed: Vec<&'static str>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AlarmList {
+    /// Newest first.
+    alarms: Vec<Alarm>,
+}
+
+/// The pending alarms and today's handling rate (the gateway's local day).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AlarmStatsView {
+    pending: u64,
+    today: Today,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct Today {
+    /// When the day began, ms since the Unix epoch.
+    since: i64,
+    raised: u64,
+    handled: u64,
+    /// `handled / raised`; none when nothing was raised.
+    handling_rate: Option<f64>,
+}
+
+/// What a person may do with an alarm now: the console's buttons.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AlarmActions {
+    id: u64,
+    state: AlarmState,
+    actions: Vec<&'static str>,
+    /// Why nothing may be done, for a superseded alarm.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+}
+
+/// An alarm with its history and the actions it allows.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AlarmView {
+    #[serde(flatten)]
+    alarm: Alarm,
+    /// Every change, oldest first, with who made it.
+    history: Vec<ActionRecord>,
+    actions: Vec<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+}
+
+/// The alarms of one condition, one superseding the other, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChainView {
+    id: u64,
+    alarms: Vec<Alarm>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    superseded_by: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
 }
 
 /// Runs a store call off the async workers.
 async fn blocking<R: Send + 'static>(
     store: &Arc<AlarmStore>,
     call: impl FnOnce(&AlarmStore) -> Result<R, AlarmError> + Send + 'static,
-) -> Result<R, Reply> {
+) -> Result<R, Refused> {
     let store = Arc::clone(store);
     match tokio::task::spawn_blocking(move || call(&store)).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(alarm_error(&e)),
-        Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+        Ok(Err(e)) => Err(alarm_error(&e).into()),
+        Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into()),
     }
 }
 
 fn alarm_error(e: &AlarmError) -> Reply {
     match e {
         AlarmError::NotFound(_) => error(StatusCode::NOT_FOUND, e.to_string()),
-        AlarmError::Refused(refused) => {
-            let allowed: Vec<&str> = by_people(&refused.allowed);
-            (
-                StatusCode::BAD_REQUEST,
-                Json(json!({ "error": e.to_string(), "state": refused.state, "allowed": allowed })),
-            )
-        }
+        AlarmError::Refused(refused) => json(
+            StatusCode::BAD_REQUEST,
+            AlarmRefusal {
+                error: e.to_string(),
+                state: refused.state,
+                allowed: by_people(&refused.allowed),
+            },
+        ),
         _ => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
@@ -69,19 +136,30 @@ fn by_people(allowed: &[AlarmAction]) -> Vec<&'static str> {
         .collect()
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Only in this state (`NEW`, `PUSHED`, ...).
     state: Option<String>,
+    /// Only those waiting for a person (or only those not).
     pending: Option<bool>,
     tenant_id: Option<u32>,
     device_id: Option<String>,
     rule_key: Option<String>,
+    /// Raised at or after, ms since the Unix epoch.
     since: Option<i64>,
+    /// Raised before, ms since the Unix epoch.
     until: Option<i64>,
+    /// At most this many (default 100, at most 1000).
     limit: Option<usize>,
 }
 
+#[utoipa::path(get, path = "/alarms", tag = "alarms", security(("bearer" = [])),
+    params(ListQuery),
+    responses(
+        (status = 200, body = AlarmList),
+        (status = 400, description = "An unknown state or parameter", body = ErrorBody)))]
 pub async fn list(
     State(state): State<ApiState>,
     Caller(scope): Caller,
@@ -109,8 +187,8 @@ pub async fn list(
         limit: query.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT),
     };
     match blocking(state.alarms.store(), move |s| s.list(&filter, scope)).await {
-        Ok(alarms) => ok(json!({ "alarms": alarms })),
-        Err(reply) => reply,
+        Ok(alarms) => ok(AlarmList { alarms }),
+        Err(refused) => refused.into_response(),
     }
 }
 
@@ -121,47 +199,51 @@ fn day_start(now: i64, offset_min: i16) -> i64 {
     local - local.rem_euclid(DAY_MS) - offset
 }
 
+#[utoipa::path(get, path = "/alarms/stats", tag = "alarms", security(("bearer" = [])),
+    responses((status = 200, body = AlarmStatsView)))]
 pub async fn stats(State(state): State<ApiState>, Caller(scope): Caller) -> Reply {
     let since = day_start(now_ms(), state.utc_offset_min);
     match blocking(state.alarms.store(), move |s| s.stats(scope, since)).await {
         Ok(stats) => {
             let rate = (stats.raised_today > 0)
                 .then(|| stats.handled_today as f64 / stats.raised_today as f64);
-            ok(json!({
-                "pending": stats.pending,
-                "today": {
-                    "since": since,
-                    "raised": stats.raised_today,
-                    "handled": stats.handled_today,
-                    "handlingRate": rate,
+            ok(AlarmStatsView {
+                pending: stats.pending,
+                today: Today {
+                    since,
+                    raised: stats.raised_today,
+                    handled: stats.handled_today,
+                    handling_rate: rate,
                 },
-            }))
+            })
         }
-        Err(reply) => reply,
+        Err(refused) => refused.into_response(),
     }
 }
 
 /// What the caller may do to the alarm now, and why not for a superseded one.
-fn actions_view(
-    store: &AlarmStore,
-    id: u64,
-    alarm_state: AlarmState,
-    superseded_by: Option<u64>,
-) -> Result<Value, AlarmError> {
-    let allowed = store.allowed(alarm_state);
-    let mut view = json!({
-        "id": id,
-        "state": alarm_state,
-        "actions": by_people(allowed),
-    });
-    if let Some(newer) = superseded_by.filter(|_| alarm_state == AlarmState::Superseded) {
-        view["note"] = json!(format!(
-            "superseded by alarm {newer}: it cannot be handled on its own; act on alarm {newer}"
-        ));
+fn actions_view(store: &AlarmStore, alarm: &Alarm) -> AlarmActions {
+    let note = alarm
+        .superseded_by
+        .filter(|_| alarm.state == AlarmState::Superseded)
+        .map(|newer| {
+            format!(
+                "superseded by alarm {newer}: it cannot be handled on its own; act on alarm {newer}"
+            )
+        });
+    AlarmActions {
+        id: alarm.id,
+        state: alarm.state,
+        actions: by_people(store.allowed(alarm.state)),
+        note,
     }
-    Ok(view)
 }
 
+#[utoipa::path(get, path = "/alarms/{id}", tag = "alarms", security(("bearer" = [])),
+    params(("id" = u64, Path, description = "Alarm id")),
+    responses(
+        (status = 200, body = AlarmView),
+        (status = 404, description = "No such alarm (for the caller)", body = ErrorBody)))]
 pub async fn get(
     State(state): State<ApiState>,
     Caller(scope): Caller,
@@ -172,24 +254,23 @@ pub async fn get(
             return Err(AlarmError::NotFound(id));
         };
         let history = s.history(id)?;
-        let actions = actions_view(s, id, alarm.state, alarm.superseded_by)?;
-        Ok((alarm, history, actions))
+        let actions = actions_view(s, &alarm);
+        Ok(AlarmView {
+            alarm,
+            history,
+            actions: actions.actions,
+            note: actions.note,
+        })
     })
     .await;
-    match found {
-        Ok((alarm, history, actions)) => {
-            let mut view = json!(alarm);
-            view["history"] = json!(history);
-            view["actions"] = actions["actions"].clone();
-            if let Some(note) = actions.get("note") {
-                view["note"] = note.clone();
-            }
-            ok(view)
-        }
-        Err(reply) => reply,
-    }
+    found.map_or_else(IntoResponse::into_response, ok)
 }
 
+#[utoipa::path(get, path = "/alarms/{id}/actions", tag = "alarms", security(("bearer" = [])),
+    params(("id" = u64, Path, description = "Alarm id")),
+    responses(
+        (status = 200, body = AlarmActions),
+        (status = 404, description = "No such alarm (for the caller)", body = ErrorBody)))]
 pub async fn actions(
     State(state): State<ApiState>,
     Caller(scope): Caller,
@@ -197,40 +278,53 @@ pub async fn actions(
 ) -> Reply {
     let view = blocking(state.alarms.store(), move |s| {
         let alarm = s.get(id, scope)?.ok_or(AlarmError::NotFound(id))?;
-        actions_view(s, id, alarm.state, alarm.superseded_by)
+        Ok(actions_view(s, &alarm))
     })
     .await;
-    view.map_or_else(|reply| reply, ok)
+    view.map_or_else(IntoResponse::into_response, ok)
 }
 
+#[utoipa::path(get, path = "/alarms/{id}/chain", tag = "alarms", security(("bearer" = [])),
+    params(("id" = u64, Path, description = "Alarm id")),
+    responses(
+        (status = 200, body = ChainView),
+        (status = 404, description = "No such alarm (for the caller)", body = ErrorBody)))]
 pub async fn chain(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Path(id): Path<u64>,
 ) -> Reply {
     match blocking(state.alarms.store(), move |s| s.chain(id, scope)).await {
-        Ok(Some(chain)) => {
-            let mut view = json!({ "id": id, "alarms": chain.alarms });
-            if let Some(newer) = chain.superseded_by {
-                view["supersededBy"] = json!(newer);
-                view["note"] = json!(format!(
-                    "superseded by alarm {newer}: it cannot be handled on its own"
-                ));
-            }
-            ok(view)
-        }
+        Ok(Some(chain)) => ok(ChainView {
+            id,
+            alarms: chain.alarms,
+            superseded_by: chain.superseded_by,
+            note: chain.superseded_by.map(|newer| {
+                format!("superseded by alarm {newer}: it cannot be handled on its own")
+            }),
+        }),
         Ok(None) => error(StatusCode::NOT_FOUND, format!("no alarm {id}")),
-        Err(reply) => reply,
+        Err(refused) => refused.into_response(),
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// Who acts (a name, kept with the token's scope) and why.
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ActBody {
     by: Option<String>,
     note: Option<String>,
 }
 
+#[utoipa::path(post, path = "/alarms/{id}/{action}", tag = "alarms", security(("bearer" = [])),
+    params(("id" = u64, Path, description = "Alarm id"),
+        ("action" = String, Path, description = "One of the actions `GET /alarms/{id}/actions` lists")),
+    request_body(content = Option<ActBody>, description = "May be empty"),
+    responses(
+        (status = 200, description = "The alarm in its new state", body = Alarm),
+        (status = 400, description = "The action is unknown or its state does not allow it",
+            body = AlarmRefusal),
+        (status = 404, description = "No such alarm (for the caller)", body = ErrorBody)))]
 pub async fn act(
     State(state): State<ApiState>,
     Caller(scope): Caller,
@@ -272,21 +366,67 @@ pub async fn act(
     })
     .await;
     match result {
-        Ok(alarm) => ok(json!(alarm)),
-        Err(reply) => reply,
+        Ok(alarm) => ok(alarm),
+        Err(refused) => refused.into_response(),
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// A device event for the event rules: the type names the rule.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EventBody {
     device_id: String,
     #[serde(rename = "type")]
     kind: String,
+    /// When it happened, ms since the Unix epoch (default: now).
     ts: Option<i64>,
+    /// Makes a repeated post a duplicate.
     event_id: Option<String>,
 }
 
+/// What each rule the event matched did.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventReply {
+    device_id: String,
+    #[serde(rename = "type")]
+    kind: String,
+    results: Vec<EventResult>,
+}
+
+/// One rule's outcome.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "result", rename_all_fields = "camelCase")]
+enum EventResult {
+    #[serde(rename = "opened")]
+    Opened {
+        rule_key: String,
+        alarm: Box<Alarm>,
+        /// The alarm it superseded, if any.
+        previous: Option<Superseded>,
+    },
+    #[serde(rename = "duplicate")]
+    Duplicate { alarm_id: u64 },
+    #[serde(rename = "ongoing")]
+    Ongoing { alarm_id: u64 },
+    #[serde(rename = "cleared")]
+    Cleared { rule_key: String, alarm: Box<Alarm> },
+    #[serde(rename = "nothing to clear")]
+    NothingToClear { rule_key: String },
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+struct Superseded {
+    id: u64,
+    state: AlarmState,
+}
+
+#[utoipa::path(post, path = "/events", tag = "alarms", security(("bearer" = [])),
+    request_body = EventBody,
+    responses(
+        (status = 200, body = EventReply),
+        (status = 404, description = "No such device (for the caller)", body = ErrorBody),
+        (status = 422, description = "No rule for the event type", body = ErrorBody)))]
 pub async fn post_event(
     State(state): State<ApiState>,
     Caller(scope): Caller,
@@ -304,11 +444,11 @@ pub async fn post_event(
         )
         .await;
     match applied {
-        Ok(applied) => ok(json!({
-            "deviceId": body.device_id,
-            "type": body.kind,
-            "results": applied.iter().map(applied_view).collect::<Vec<_>>(),
-        })),
+        Ok(applied) => ok(EventReply {
+            device_id: body.device_id,
+            kind: body.kind,
+            results: applied.into_iter().map(applied_view).collect(),
+        }),
         Err(EventError::UnknownDevice(device)) => {
             error(StatusCode::NOT_FOUND, format!("no device `{device}`"))
         }
@@ -320,19 +460,21 @@ pub async fn post_event(
     }
 }
 
-fn applied_view(applied: &Applied) -> Value {
+fn applied_view(applied: Applied) -> EventResult {
     match applied {
-        Applied::Raised(Raised::Opened { alarm, previous }) => json!({
-            "result": "opened",
-            "ruleKey": alarm.rule_key,
-            "alarm": alarm,
-            "previous": previous.as_ref().map(|p| json!({ "id": p.id, "state": p.state })),
-        }),
-        Applied::Raised(Raised::Duplicate(id)) => json!({ "result": "duplicate", "alarmId": id }),
-        Applied::Raised(Raised::Ongoing(id)) => json!({ "result": "ongoing", "alarmId": id }),
+        Applied::Raised(Raised::Opened { alarm, previous }) => EventResult::Opened {
+            rule_key: alarm.rule_key.clone(),
+            previous: previous.map(|p| Superseded {
+                id: p.id,
+                state: p.state,
+            }),
+            alarm,
+        },
+        Applied::Raised(Raised::Duplicate(alarm_id)) => EventResult::Duplicate { alarm_id },
+        Applied::Raised(Raised::Ongoing(alarm_id)) => EventResult::Ongoing { alarm_id },
         Applied::Cleared { rule_key, alarm } => match alarm {
-            Some(alarm) => json!({ "result": "cleared", "ruleKey": rule_key, "alarm": alarm }),
-            None => json!({ "result": "nothing to clear", "ruleKey": rule_key }),
+            Some(alarm) => EventResult::Cleared { rule_key, alarm },
+            None => EventResult::NothingToClear { rule_key },
         },
     }
 }

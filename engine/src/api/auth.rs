@@ -4,7 +4,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 
-use super::reply::{Reply, error};
+use super::reply::{Refused, error};
 use super::state::ApiState;
 use crate::model::Scope;
 
@@ -14,9 +14,9 @@ use crate::model::Scope;
 pub struct Caller(pub Scope);
 
 impl FromRequestParts<ApiState> for Caller {
-    type Rejection = Reply;
+    type Rejection = Refused;
 
-    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Reply> {
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Refused> {
         state.tokens.require(&parts.headers).map(Caller)
     }
 }
@@ -26,12 +26,14 @@ impl FromRequestParts<ApiState> for Caller {
 pub struct Admin;
 
 impl FromRequestParts<ApiState> for Admin {
-    type Rejection = Reply;
+    type Rejection = Refused;
 
-    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Reply> {
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Refused> {
         match state.tokens.require(&parts.headers)? {
             Scope::All => Ok(Admin),
-            Scope::Tenant(_) => Err(error(StatusCode::FORBIDDEN, "this needs the admin token")),
+            Scope::Tenant(_) => {
+                Err(error(StatusCode::FORBIDDEN, "this needs the admin token").into())
+            }
         }
     }
 }
@@ -43,9 +45,9 @@ impl FromRequestParts<ApiState> for Admin {
 pub struct NodeCaller;
 
 impl FromRequestParts<ApiState> for NodeCaller {
-    type Rejection = Reply;
+    type Rejection = Refused;
 
-    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Reply> {
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Refused> {
         let given = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -56,7 +58,8 @@ impl FromRequestParts<ApiState> for NodeCaller {
             return Err(error(
                 StatusCode::UNAUTHORIZED,
                 "missing `Authorization: Bearer <node token>`",
-            ));
+            )
+            .into());
         };
         if state.tokens.is_node(given) {
             Ok(NodeCaller)
@@ -64,7 +67,8 @@ impl FromRequestParts<ApiState> for NodeCaller {
             Err(error(
                 StatusCode::UNAUTHORIZED,
                 "not a node token (`collector.http.nodeTokens`)",
-            ))
+            )
+            .into())
         }
     }
 }

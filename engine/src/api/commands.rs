@@ -1,6 +1,7 @@
 //! The command API.
 //!
 //! - `POST /commands` `{deviceId, key, value, requestId?, realtime?, function?}`
+//! - `GET /commands?deviceId&status&limit`: the newest commands
 //! - `GET /commands/{id}`: the command, its history and its write record
 //! - `POST /commands/{id}/cancel`
 //! - `POST /commands/claim` `{nodeId, max}` (I-18; node token)
@@ -10,22 +11,25 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use axum::response::IntoResponse;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Caller, NodeCaller};
-use super::reply::{Reply, error};
+use super::reply::{ErrorBody, Refused, Reply, error, json, ok};
 use super::state::ApiState;
 use crate::clock::now_ms;
 use crate::command::{
-    CommandError, CommandRequest, Commands, CreateError, Created, Receipt, ReceiptOutcome,
-    Rejection,
+    Command, CommandError, CommandFilter, CommandRecord, CommandRequest, CommandStatus, Commands,
+    CreateError, Created, Receipt, ReceiptOutcome, Rejection, WriteIntent, WriteRecord,
 };
 use crate::model::Scope;
 
 const MAX_CLAIM: usize = 100;
+const DEFAULT_LIST: usize = 100;
+const MAX_LIST: usize = 1000;
 
 fn actor(scope: Scope) -> String {
     match scope {
@@ -34,32 +38,78 @@ fn actor(scope: Scope) -> String {
     }
 }
 
+/// A transition the command's status does not allow.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CommandRefusal {
+    error: String,
+    /// The command's status.
+    status: CommandStatus,
+    /// What its status allows.
+    allowed: Vec<crate::command::CommandAction>,
+}
+
 fn command_error(e: &CommandError) -> Reply {
     match e {
         CommandError::NotFound(_) => error(StatusCode::NOT_FOUND, e.to_string()),
-        CommandError::Refused(refused) => (
+        CommandError::Refused(refused) => json(
             StatusCode::BAD_REQUEST,
-            Json(json!({
-                "error": e.to_string(),
-                "status": refused.state,
-                "allowed": refused.allowed,
-            })),
+            CommandRefusal {
+                error: e.to_string(),
+                status: refused.state,
+                allowed: refused.allowed.clone(),
+            },
         ),
         _ => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
+}
+
+/// Commands.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CommandList {
+    commands: Vec<Command>,
+}
+
+/// A command with its history, its write record and its write intent.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CommandView {
+    #[serde(flatten)]
+    command: Command,
+    /// Every change, oldest first.
+    history: Vec<CommandRecord>,
+    /// The write as carried out on the device, once it was.
+    write: Option<WriteRecord>,
+    /// The write as intended, recorded before it was sent.
+    intent: Option<WriteIntent>,
+}
+
+/// The answer to a receipt: `accepted` (with the command), `duplicated` or
+/// `rejected` (with the reason).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "outcome", rename_all = "lowercase")]
+pub enum ReceiptReply {
+    Accepted { command: Box<Command> },
+    Duplicated,
+    Rejected { reason: Rejection },
 }
 
 /// Runs a blocking call (redb) off the async workers.
 async fn blocking<R: Send + 'static>(
     commands: &Arc<Commands>,
     call: impl FnOnce(&Arc<Commands>) -> R + Send + 'static,
-) -> Result<R, Reply> {
+) -> Result<R, Refused> {
     let commands = Arc::clone(commands);
     tokio::task::spawn_blocking(move || call(&commands))
         .await
-        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into())
 }
 
+#[utoipa::path(post, path = "/commands", tag = "commands", security(("bearer" = [])),
+    request_body = CommandRequest,
+    responses(
+        (status = 201, description = "Created, PENDING", body = Command),
+        (status = 200, description = "The command created before with this request id", body = Command),
+        (status = 400, description = "Invalid", body = ErrorBody),
+        (status = 404, description = "No such device (for the caller)", body = ErrorBody)))]
 pub async fn create(
     State(state): State<ApiState>,
     Caller(scope): Caller,
@@ -73,17 +123,75 @@ pub async fn create(
     })
     .await;
     match created {
-        Ok(Ok(Created::New(command))) => (StatusCode::CREATED, Json(json!(command))),
-        Ok(Ok(Created::Existing(command))) => (StatusCode::OK, Json(json!(command))),
+        Ok(Ok(Created::New(command))) => json(StatusCode::CREATED, command),
+        Ok(Ok(Created::Existing(command))) => ok(command),
         Ok(Err(e @ (CreateError::UnknownDevice(_) | CreateError::UnknownIdentity { .. }))) => {
             error(StatusCode::NOT_FOUND, e.to_string())
         }
         Ok(Err(e @ CreateError::Invalid(_))) => error(StatusCode::BAD_REQUEST, e.to_string()),
         Ok(Err(CreateError::Store(e))) => command_error(&e),
-        Err(reply) => reply,
+        Err(refused) => refused.into_response(),
     }
 }
 
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Only this device's.
+    device_id: Option<String>,
+    /// Only in this status (`PENDING`, `CLAIMED`, ...).
+    status: Option<String>,
+    /// At most this many (default 100, at most 1000).
+    limit: Option<usize>,
+}
+
+/// `GET /commands`: the newest commands the caller sees, filtered by device
+/// and status.
+#[utoipa::path(get, path = "/commands", tag = "commands", security(("bearer" = [])),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "Newest first", body = CommandList),
+        (status = 400, description = "Unknown status", body = ErrorBody)))]
+pub async fn list(
+    State(state): State<ApiState>,
+    Caller(scope): Caller,
+    Query(query): Query<ListQuery>,
+) -> Reply {
+    let status = match query.status.as_deref() {
+        None => None,
+        Some(given) => match CommandStatus::parse(given) {
+            Some(status) => Some(status),
+            None => {
+                let names: Vec<&str> = CommandStatus::ALL.iter().map(|s| s.as_str()).collect();
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("unknown status `{given}`; one of {}", names.join(", ")),
+                );
+            }
+        },
+    };
+    let filter = CommandFilter {
+        device_id: query.device_id,
+        status,
+    };
+    let limit = query.limit.unwrap_or(DEFAULT_LIST).clamp(1, MAX_LIST);
+    match blocking(&state.commands, move |c| {
+        c.store().list(scope, &filter, limit)
+    })
+    .await
+    {
+        Ok(Ok(commands)) => ok(CommandList { commands }),
+        Ok(Err(e)) => command_error(&e),
+        Err(refused) => refused.into_response(),
+    }
+}
+
+#[utoipa::path(get, path = "/commands/{id}", tag = "commands", security(("bearer" = [])),
+    params(("id" = u64, Path, description = "Command id")),
+    responses(
+        (status = 200, body = CommandView),
+        (status = 404, description = "No such command (for the caller)", body = ErrorBody)))]
 pub async fn get(
     State(state): State<ApiState>,
     Caller(scope): Caller,
@@ -102,18 +210,23 @@ pub async fn get(
     })
     .await;
     match found {
-        Ok(Ok((command, history, (write, intent)))) => {
-            let mut view = json!(command);
-            view["history"] = json!(history);
-            view["write"] = json!(write);
-            view["intent"] = json!(intent);
-            (StatusCode::OK, Json(view))
-        }
+        Ok(Ok((command, history, (write, intent)))) => ok(CommandView {
+            command,
+            history,
+            write,
+            intent,
+        }),
         Ok(Err(e)) => command_error(&e),
-        Err(reply) => reply,
+        Err(refused) => refused.into_response(),
     }
 }
 
+#[utoipa::path(post, path = "/commands/{id}/cancel", tag = "commands", security(("bearer" = [])),
+    params(("id" = u64, Path, description = "Command id")),
+    responses(
+        (status = 200, description = "CANCELLED", body = Command),
+        (status = 400, description = "Its status does not allow a cancel", body = CommandRefusal),
+        (status = 404, description = "No such command (for the caller)", body = ErrorBody)))]
 pub async fn cancel(
     State(state): State<ApiState>,
     Caller(scope): Caller,
@@ -124,19 +237,26 @@ pub async fn cancel(
     })
     .await
     {
-        Ok(Ok(command)) => (StatusCode::OK, Json(json!(command))),
+        Ok(Ok(command)) => ok(command),
         Ok(Err(e)) => command_error(&e),
-        Err(reply) => reply,
+        Err(refused) => refused.into_response(),
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClaimBody {
+    /// The claiming node; its receipts must name it.
     node_id: String,
+    /// At most this many (default 10, at most 100).
     max: Option<usize>,
 }
 
+#[utoipa::path(post, path = "/commands/claim", tag = "commands", security(("bearer" = [])),
+    request_body = ClaimBody,
+    responses(
+        (status = 200, description = "The commands now CLAIMED by the node", body = CommandList),
+        (status = 401, description = "Not a node token", body = ErrorBody)))]
 pub async fn claim(
     State(state): State<ApiState>,
     _node: NodeCaller,
@@ -151,12 +271,19 @@ pub async fn claim(
     })
     .await;
     match claimed {
-        Ok(Ok(commands)) => (StatusCode::OK, Json(json!({ "commands": commands }))),
+        Ok(Ok(commands)) => ok(CommandList { commands }),
         Ok(Err(e)) => command_error(&e),
-        Err(reply) => reply,
+        Err(refused) => refused.into_response(),
     }
 }
 
+#[utoipa::path(post, path = "/commands/{id}/receipt", tag = "commands", security(("bearer" = [])),
+    params(("id" = u64, Path, description = "Command id")),
+    request_body = Receipt,
+    responses(
+        (status = 200, description = "Accepted or a duplicate", body = ReceiptReply),
+        (status = 400, description = "Rejected: a field is missing", body = ReceiptReply),
+        (status = 409, description = "Rejected: another node's claim", body = ReceiptReply)))]
 pub async fn receipt(
     State(state): State<ApiState>,
     _node: NodeCaller,
@@ -164,19 +291,16 @@ pub async fn receipt(
     Json(receipt): Json<Receipt>,
 ) -> Reply {
     match blocking(&state.commands, move |c| c.receipt(id, &receipt, now_ms())).await {
-        Ok(Ok(outcome)) => receipt_reply(&outcome),
+        Ok(Ok(outcome)) => receipt_reply(outcome),
         Ok(Err(e)) => command_error(&e),
-        Err(reply) => reply,
+        Err(refused) => refused.into_response(),
     }
 }
 
-fn receipt_reply(outcome: &ReceiptOutcome) -> Reply {
+fn receipt_reply(outcome: ReceiptOutcome) -> Reply {
     match outcome {
-        ReceiptOutcome::Accepted(command) => (
-            StatusCode::OK,
-            Json(json!({ "outcome": "accepted", "command": command })),
-        ),
-        ReceiptOutcome::Duplicated => (StatusCode::OK, Json(json!({ "outcome": "duplicated" }))),
+        ReceiptOutcome::Accepted(command) => ok(ReceiptReply::Accepted { command }),
+        ReceiptOutcome::Duplicated => ok(ReceiptReply::Duplicated),
         ReceiptOutcome::Rejected(reason) => {
             let status = match reason {
                 Rejection::ClaimGenerationRequired | Rejection::ResultCodeRequired => {
@@ -184,8 +308,7 @@ fn receipt_reply(outcome: &ReceiptOutcome) -> Reply {
                 }
                 Rejection::NodeMismatch | Rejection::NodeUnknown => StatusCode::CONFLICT,
             };
-            let body: Value = json!({ "outcome": "rejected", "reason": reason });
-            (status, Json(body))
+            json(status, ReceiptReply::Rejected { reason })
         }
     }
 }

@@ -11,38 +11,96 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Admin;
-use super::reply::{Reply, error};
+use super::reply::{ErrorBody, Reply, error, json, ok};
 use super::state::ApiState;
+use crate::compile::Conflict;
 use crate::deploy::{DeployError, Deployer};
 use crate::runtime::{ComponentInfo, ComponentKind};
 
-fn view(info: &ComponentInfo) -> serde_json::Value {
-    json!({
-        "name": info.name,
-        "version": info.version,
-        "kind": info.kind.as_str(),
-        "hash": info.hash,
-        "active": info.active,
-    })
+/// A registered version of a component.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ComponentView {
+    name: String,
+    version: String,
+    /// `codec`, `stage` or `rules`.
+    kind: &'static str,
+    /// SHA-256 of its bytes.
+    hash: String,
+    /// Whether pipelines and devices use this version.
+    active: bool,
 }
 
-fn deploy_error(e: &DeployError) -> Reply {
-    let status = match e {
+fn view(info: &ComponentInfo) -> ComponentView {
+    ComponentView {
+        name: info.name.clone(),
+        version: info.version.clone(),
+        kind: info.kind.as_str(),
+        hash: info.hash.clone(),
+        active: info.active,
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ComponentList {
+    components: Vec<ComponentView>,
+}
+
+/// What `POST /reload` did with the pipeline files and the device configuration;
+/// a part without a source to read is absent.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReloadReply {
+    pipelines: Option<PipelinesReloaded>,
+    devices: Option<DevicesReloaded>,
+}
+
+/// The pipelines reloaded (how many devices swapped theirs), or why not.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+enum PipelinesReloaded {
+    Done { swapped: usize },
+    Refused(ErrorBody),
+}
+
+/// The devices reloaded, or why not.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+enum DevicesReloaded {
+    Done(DevicesChanged),
+    Refused(ErrorBody),
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct DevicesChanged {
+    added: Vec<String>,
+    changed: Vec<String>,
+    removed: Vec<String>,
+    unchanged: usize,
+    /// Sections that changed but apply only at the next start.
+    restart_needed: Vec<&'static str>,
+    /// Pushed devices whose file entry was edited since the push.
+    conflicts: Vec<Conflict>,
+}
+
+fn deploy_status(e: &DeployError) -> StatusCode {
+    match e {
         DeployError::Invalid(_) | DeployError::Load(_) => StatusCode::BAD_REQUEST,
         DeployError::Breaks(_) | DeployError::Pipelines(_) | DeployError::Devices(_) => {
             StatusCode::UNPROCESSABLE_ENTITY
         }
         DeployError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    error(status, e.to_string())
+    }
+}
+
+fn deploy_error(e: &DeployError) -> Reply {
+    error(deploy_status(e), e.to_string())
 }
 
 async fn blocking(
@@ -51,22 +109,38 @@ async fn blocking(
 ) -> Reply {
     let deployer = Arc::clone(deployer);
     match tokio::task::spawn_blocking(move || call(&deployer)).await {
-        Ok(Ok(info)) => (StatusCode::OK, Json(view(&info))),
+        Ok(Ok(info)) => ok(view(&info)),
         Ok(Err(e)) => deploy_error(&e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
+#[utoipa::path(get, path = "/components", tag = "components", security(("bearer" = [])),
+    responses(
+        (status = 200, body = ComponentList),
+        (status = 403, description = "Not the admin token", body = ErrorBody)))]
 pub async fn list(State(state): State<ApiState>, _admin: Admin) -> Reply {
-    let components: Vec<_> = state.deployer.list().iter().map(view).collect();
-    (StatusCode::OK, Json(json!({ "components": components })))
+    let components = state.deployer.list().iter().map(view).collect();
+    ok(ComponentList { components })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct KindQuery {
+    /// `codec`, `stage` or `rules`; needed for a new name.
     kind: Option<String>,
 }
 
+#[utoipa::path(put, path = "/components/{name}/{version}", tag = "components",
+    security(("bearer" = [])),
+    params(("name" = String, Path), ("version" = String, Path), KindQuery),
+    request_body(content = Vec<u8>, content_type = "application/wasm",
+        description = "The component's bytes"),
+    responses(
+        (status = 200, description = "Registered and active", body = ComponentView),
+        (status = 400, description = "Not a valid component of its kind", body = ErrorBody),
+        (status = 422, description = "It would break a pipeline or a device; the previous version stays",
+            body = ErrorBody)))]
 pub async fn upload(
     State(state): State<ApiState>,
     _admin: Admin,
@@ -105,6 +179,10 @@ pub async fn upload(
 /// now (the engine also watches them). `{pipelines: {swapped}, devices: {added,
 /// changed, removed, unchanged, restartNeeded}}`; a part that was refused has
 /// `{error}` instead (every problem with its position) and the answer is 422.
+#[utoipa::path(post, path = "/reload", tag = "components", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Both parts reloaded", body = ReloadReply),
+        (status = 422, description = "A part was refused; it says why", body = ReloadReply)))]
 pub async fn reload(State(state): State<ApiState>, _admin: Admin) -> Reply {
     let deployer = Arc::clone(&state.deployer);
     let report = match tokio::task::spawn_blocking(move || deployer.reload()).await {
@@ -112,36 +190,37 @@ pub async fn reload(State(state): State<ApiState>, _admin: Admin) -> Reply {
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     let mut status = StatusCode::OK;
-    let mut part = |result: Result<serde_json::Value, DeployError>| match result {
-        Ok(value) => value,
-        Err(e) => {
-            let (refused, _) = deploy_error(&e);
-            status = status.max(refused);
-            json!({ "error": e.to_string() })
+    let mut refused = |e: DeployError| {
+        status = status.max(deploy_status(&e));
+        ErrorBody {
+            error: e.to_string(),
         }
     };
-    let pipelines = report
-        .pipelines
-        .map(|r| part(r.map(|swapped| json!({ "swapped": swapped }))));
-    let devices = report.devices.map(|r| {
-        part(r.map(|reload| {
-            let c = &reload.changes;
-            json!({
-                "added": c.added,
-                "changed": c.changed,
-                "removed": c.removed,
-                "unchanged": c.unchanged,
-                "restartNeeded": c.restart_needed,
-                "conflicts": reload.conflicts,
-            })
-        }))
+    let pipelines = report.pipelines.map(|r| match r {
+        Ok(swapped) => PipelinesReloaded::Done { swapped },
+        Err(e) => PipelinesReloaded::Refused(refused(e)),
     });
-    (
-        status,
-        Json(json!({ "pipelines": pipelines, "devices": devices })),
-    )
+    let devices = report.devices.map(|r| match r {
+        Ok(reload) => DevicesReloaded::Done(DevicesChanged {
+            added: reload.changes.added,
+            changed: reload.changes.changed,
+            removed: reload.changes.removed,
+            unchanged: reload.changes.unchanged,
+            restart_needed: reload.changes.restart_needed,
+            conflicts: reload.conflicts,
+        }),
+        Err(e) => DevicesReloaded::Refused(refused(e)),
+    });
+    json(status, ReloadReply { pipelines, devices })
 }
 
+#[utoipa::path(post, path = "/components/{name}/{version}/activate", tag = "components",
+    security(("bearer" = [])),
+    params(("name" = String, Path), ("version" = String, Path)),
+    responses(
+        (status = 200, description = "Active again", body = ComponentView),
+        (status = 400, description = "No such version registered", body = ErrorBody),
+        (status = 422, description = "It would break a pipeline or a device", body = ErrorBody)))]
 pub async fn activate(
     State(state): State<ApiState>,
     _admin: Admin,

@@ -4,19 +4,22 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use serde_json::{Value, json};
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::auth::Caller;
-use super::reply::{Reply, error};
+use super::reply::{ErrorBody, Reply, error, ok};
 use super::state::ApiState;
 use crate::clock::now_ms;
+use crate::compile::FileEdit;
 use crate::config::{ChannelConfig, DeviceConfig};
 use crate::deploy::{Push, PushTarget};
 use crate::model::{Access, DataType};
+use crate::mqtt::PushReply;
 
 /// The name the file gives `value`.
 fn named<T: PartialEq + Copy>(names: &[(&'static str, T)], value: T) -> &'static str {
@@ -26,46 +29,118 @@ fn named<T: PartialEq + Copy>(names: &[(&'static str, T)], value: T) -> &'static
         .map_or("?", |(name, _)| name)
 }
 
-fn channel_view(channel: &ChannelConfig) -> Value {
-    let tags: Vec<Value> = channel
-        .tags
-        .iter()
-        .map(|tag| {
-            json!({
-                "key": tag.spec.key,
-                "address": tag.spec.address,
-                "dataType": named(DataType::NAMES, tag.spec.data_type),
-                "access": named(Access::NAMES, tag.spec.access),
-                "factor": tag.spec.factor,
-                "offset": tag.spec.offset,
-                "periodMs": tag.period_ms,
-                "readback": tag.readback,
-            })
-        })
-        .collect();
-    json!({
-        "channelId": channel.channel_id,
-        "protocol": channel.protocol.name(),
-        "host": channel.host,
-        "port": channel.port,
-        "tags": tags,
-    })
+/// A device's running configuration and where it came from.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceView {
+    device_id: String,
+    product_id: String,
+    device_num: String,
+    tenant_id: u32,
+    enabled: bool,
+    pipeline: String,
+    channels: Vec<ChannelView>,
+    config_source: ConfigSource,
 }
 
-fn device_view(device: &DeviceConfig) -> Value {
-    json!({
-        "deviceId": device.device_id,
-        "productId": device.product_id,
-        "deviceNum": device.device_num,
-        "tenantId": device.tenant_id,
-        "enabled": device.enabled,
-        "pipeline": device.pipeline,
-        "channels": device.channels.iter().map(channel_view).collect::<Vec<_>>(),
-    })
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct ChannelView {
+    channel_id: String,
+    /// `modbus-tcp`, `s7`, `mc`.
+    protocol: &'static str,
+    host: String,
+    port: u16,
+    tags: Vec<TagView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct TagView {
+    key: String,
+    address: String,
+    /// `BOOL`, `INT16`, ... `FLOAT64`, `STRING`.
+    data_type: &'static str,
+    /// `R`, `W` or `RW`.
+    access: &'static str,
+    factor: f64,
+    offset: f64,
+    /// Smallest value a write may set.
+    min: Option<f64>,
+    /// Largest value a write may set.
+    max: Option<f64>,
+    /// Polling period; 0: never polled.
+    period_ms: u64,
+    /// Whether a write is read back to check it.
+    readback: bool,
+}
+
+/// `file`, or `push` with when, from where and whether the file's entry was
+/// edited since.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(
+    tag = "from",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
+enum ConfigSource {
+    File,
+    Push {
+        pushed_at: i64,
+        /// `mqtt` or `http`.
+        origin: String,
+        request_id: Option<String>,
+        /// Set when the file's entry changed since the push.
+        file_edit: Option<FileEdit>,
+    },
+}
+
+fn channel_view(channel: &ChannelConfig) -> ChannelView {
+    let tags = channel
+        .tags
+        .iter()
+        .map(|tag| TagView {
+            key: tag.spec.key.clone(),
+            address: tag.spec.address.clone(),
+            data_type: named(DataType::NAMES, tag.spec.data_type),
+            access: named(Access::NAMES, tag.spec.access),
+            factor: tag.spec.factor,
+            offset: tag.spec.offset,
+            min: tag.min,
+            max: tag.max,
+            period_ms: tag.period_ms,
+            readback: tag.readback,
+        })
+        .collect();
+    ChannelView {
+        channel_id: channel.channel_id.clone(),
+        protocol: channel.protocol.name(),
+        host: channel.host.clone(),
+        port: channel.port,
+        tags,
+    }
+}
+
+fn device_view(device: &DeviceConfig, config_source: ConfigSource) -> DeviceView {
+    DeviceView {
+        device_id: device.device_id.clone(),
+        product_id: device.product_id.clone(),
+        device_num: device.device_num.clone(),
+        tenant_id: device.tenant_id,
+        enabled: device.enabled,
+        pipeline: device.pipeline.clone(),
+        channels: device.channels.iter().map(channel_view).collect(),
+        config_source,
+    }
 }
 
 /// `GET /devices/{id}`: the configuration it runs with, and its source: `file`,
 /// or `push` (when, from where, and whether the file's entry was edited since).
+#[utoipa::path(get, path = "/devices/{id}", tag = "devices", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Device id")),
+    responses(
+        (status = 200, body = DeviceView),
+        (status = 404, description = "No such device (for the caller)", body = ErrorBody)))]
 pub async fn get(
     State(state): State<ApiState>,
     Caller(scope): Caller,
@@ -75,35 +150,37 @@ pub async fn get(
     let Some(device) = config.device(&id).filter(|d| scope.sees(d.tenant_id)) else {
         return error(StatusCode::NOT_FOUND, format!("no device `{id}`"));
     };
-    let mut view = device_view(device);
     let deployer = Arc::clone(&state.deployer);
     let device_id = id.clone();
     let pushed = tokio::task::spawn_blocking(move || deployer.pushed(&device_id))
         .await
         .ok()
         .flatten();
-    view["configSource"] = match pushed {
-        Some(pushed) => {
-            let conflict = state
+    let source = match pushed {
+        Some(pushed) => ConfigSource::Push {
+            pushed_at: pushed.pushed_at,
+            origin: pushed.origin,
+            request_id: pushed.request_id,
+            file_edit: state
                 .deployer
                 .conflicts()
                 .into_iter()
-                .find(|c| c.device_id == id);
-            json!({
-                "from": "push",
-                "pushedAt": pushed.pushed_at,
-                "origin": pushed.origin,
-                "requestId": pushed.request_id,
-                "fileEdit": conflict.map(|c| c.file_edit),
-            })
-        }
-        None => json!({ "from": "file" }),
+                .find(|c| c.device_id == id)
+                .map(|c| c.file_edit),
+        },
+        None => ConfigSource::File,
     };
-    (StatusCode::OK, Json(view))
+    ok(device_view(device, source))
 }
 
 /// `PUT /devices/{id}/config`: pushes the device's configuration (a `devices`
 /// entry as JSON); a tenant's token pushes only its own devices.
+#[utoipa::path(put, path = "/devices/{id}/config", tag = "devices", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Device id")),
+    request_body(content = Object, description = "A `devices` entry of the configuration file, as JSON"),
+    responses(
+        (status = 200, description = "Applied (or already in force)", body = PushReply),
+        (status = 422, description = "Refused with every problem; nothing changed", body = PushReply)))]
 pub async fn push(
     State(state): State<ApiState>,
     Caller(scope): Caller,
@@ -127,17 +204,38 @@ pub async fn push(
             "the push was not handled",
         );
     };
-    let reply: Value = serde_json::from_slice(&outcome.reply(now_ms())).unwrap_or_default();
     let status = if outcome.result.is_ok() {
         StatusCode::OK
     } else {
         StatusCode::UNPROCESSABLE_ENTITY
     };
-    (status, Json(reply))
+    // The same reply as on `config/push/reply`.
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        outcome.reply(now_ms()),
+    )
+        .into_response()
+}
+
+/// What a withdrawn push changed.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Withdrawn {
+    device_id: String,
+    added: Vec<String>,
+    changed: Vec<String>,
+    removed: Vec<String>,
 }
 
 /// `DELETE /devices/{id}/config`: withdraws the push; the file's entry applies
 /// again (without one, the device is removed).
+#[utoipa::path(delete, path = "/devices/{id}/config", tag = "devices", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Device id")),
+    responses(
+        (status = 200, body = Withdrawn),
+        (status = 422, description = "Refused (not pushed, or the file's entry is invalid)",
+            body = ErrorBody)))]
 pub async fn withdraw(
     State(state): State<ApiState>,
     Caller(scope): Caller,
@@ -148,15 +246,12 @@ pub async fn withdraw(
     let withdrawn =
         tokio::task::spawn_blocking(move || deployer.withdraw_push(&device_id, scope)).await;
     match withdrawn {
-        Ok(Ok(changes)) => (
-            StatusCode::OK,
-            Json(json!({
-                "deviceId": id,
-                "added": changes.added,
-                "changed": changes.changed,
-                "removed": changes.removed,
-            })),
-        ),
+        Ok(Ok(changes)) => ok(Withdrawn {
+            device_id: id,
+            added: changes.added,
+            changed: changes.changed,
+            removed: changes.removed,
+        }),
         Ok(Err(problems)) => error(StatusCode::UNPROCESSABLE_ENTITY, problems.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }

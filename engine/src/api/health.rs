@@ -1,15 +1,113 @@
 //! `GET /health`: the engine, the broker connection and devices by state.
 
-use axum::Json;
-use axum::extract::State;
-use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
+use axum::extract::State;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::reply::{Reply, ok};
 use super::state::ApiState;
+use crate::compile::Conflict;
 use crate::deploy::ReloadStatus;
-use crate::io::LinkState;
 use crate::lease::{EntityState, EntityType, StateFilter};
 
-pub async fn health(State(state): State<ApiState>) -> Json<Value> {
+/// The engine's health.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    /// Always `running` while it answers.
+    engine: &'static str,
+    version: &'static str,
+    uptime_sec: u64,
+    broker: Broker,
+    wal: Wal,
+    devices: DeviceCounts,
+    /// Connections to devices by link state (`ONLINE`, `RECOVERING`, ...).
+    connections: BTreeMap<&'static str, u64>,
+    /// Alarm changes rolled back because their audit record could not be written.
+    audit_failures: u64,
+    pipelines: Reloads,
+    config: ConfigReloads,
+    /// Component pools quarantined after repeated failures.
+    quarantined: Vec<Quarantined>,
+    /// Failed alarm-rule calls by tenant id.
+    alarm_rule_failures: BTreeMap<String, u64>,
+}
+
+/// The MQTT uplink.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct Broker {
+    connected: bool,
+    connects: u64,
+    published: u64,
+    acked: u64,
+    dropped: u64,
+    /// Reports waiting in the client for the broker.
+    backlog: usize,
+    last_error: String,
+}
+
+/// The write-ahead log reports wait in until the broker has them.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct Wal {
+    /// Records not yet acknowledged by the broker.
+    records: u64,
+    bytes: u64,
+    /// Records held in memory while the log could not take them.
+    ring: usize,
+    appended: u64,
+    commits: u64,
+    commit_errors: u64,
+    dropped_oldest: u64,
+    dropped_newest: u64,
+    /// Records found damaged and skipped.
+    corrupt: u64,
+}
+
+/// Devices by lease state; `unknown` have not reported yet.
+#[derive(Debug, Serialize, ToSchema)]
+struct DeviceCounts {
+    total: usize,
+    online: usize,
+    offline: usize,
+    maintain: usize,
+    fault: usize,
+    unknown: usize,
+}
+
+/// Reloads of one kind of source file.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Reloads {
+    /// The watched file or directory, if any.
+    source: Option<String>,
+    reloads: u64,
+    reload_failures: u64,
+    /// Why the last reload was refused, until one succeeds.
+    last_error: Option<String>,
+}
+
+/// Reloads of the device configuration, and the pushed devices in conflict
+/// with the file.
+#[derive(Debug, Serialize, ToSchema)]
+struct ConfigReloads {
+    #[serde(flatten)]
+    reloads: Reloads,
+    conflicts: Vec<Conflict>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+struct Quarantined {
+    tenant: u32,
+    component: String,
+}
+
+#[utoipa::path(get, path = "/health", tag = "engine",
+    responses((status = 200, description = "The engine is running", body = Health)))]
+pub async fn health(State(state): State<ApiState>) -> Reply {
     let roster = state.fleet.roster();
     let now = crate::clock::now_ms();
     let rows = state
@@ -25,99 +123,87 @@ pub async fn health(State(state): State<ApiState>) -> Json<Value> {
             .filter(|r| r.effective_state(now) == wanted)
             .count()
     };
-    let unknown = roster.devices().len().saturating_sub(rows.len());
-    let (online, offline, maintain, fault) = (
-        count(EntityState::Online),
-        count(EntityState::Offline),
-        count(EntityState::Maintain),
-        count(EntityState::Fault),
-    );
-    let mut links = serde_json::Map::new();
+    let mut connections = BTreeMap::new();
     for info in roster.links() {
-        let state = match info.link.try_lock() {
-            Ok(link) => link.state().as_str(),
-            // Busy: a request is in flight, so it is connected.
-            Err(_) => LinkState::Online.as_str(),
-        };
-        let count = links.entry(state).or_insert(json!(0));
-        *count = json!(count.as_u64().unwrap_or(0) + 1);
+        *connections
+            .entry(crate::io::state_of(&info.link).as_str())
+            .or_insert(0) += 1;
     }
     let uplink = &state.uplink;
-    Json(json!({
-        "engine": "running",
-        "version": env!("CARGO_PKG_VERSION"),
-        "uptimeSec": state.started.elapsed().as_secs(),
-        "broker": {
-            "connected": uplink.connected(),
-            "connects": uplink.connects(),
-            "published": uplink.published(),
-            "acked": uplink.acked(),
-            "dropped": uplink.dropped(),
-            "backlog": uplink.backlog(),
-            "lastError": uplink.last_error(),
+    ok(Health {
+        engine: "running",
+        version: env!("CARGO_PKG_VERSION"),
+        uptime_sec: state.started.elapsed().as_secs(),
+        broker: Broker {
+            connected: uplink.connected(),
+            connects: uplink.connects(),
+            published: uplink.published(),
+            acked: uplink.acked(),
+            dropped: uplink.dropped(),
+            backlog: uplink.backlog(),
+            last_error: uplink.last_error(),
         },
-        "wal": wal(&state),
-        "devices": {
-            "total": roster.devices().len(),
-            "online": online,
-            "offline": offline,
-            "maintain": maintain,
-            "fault": fault,
-            "unknown": unknown,
+        wal: wal(&state),
+        devices: DeviceCounts {
+            total: roster.devices().len(),
+            online: count(EntityState::Online),
+            offline: count(EntityState::Offline),
+            maintain: count(EntityState::Maintain),
+            fault: count(EntityState::Fault),
+            unknown: roster.devices().len().saturating_sub(rows.len()),
         },
-        "connections": links,
-        "auditFailures": state.alarms.store().audit_failures(),
-        "pipelines": reloads(
+        connections,
+        audit_failures: state.alarms.store().audit_failures(),
+        pipelines: reloads(
             &state.deployer.reload_status(),
             state.deployer.sources().pipelines_dir.as_deref(),
         ),
-        "config": config_reloads(&state),
-        "quarantined": crate::watchdog::pools(roster.devices(), &state.alarms)
+        config: ConfigReloads {
+            reloads: reloads(
+                &state.deployer.device_reload_status(),
+                state.deployer.sources().config_file.as_deref(),
+            ),
+            conflicts: state.deployer.conflicts(),
+        },
+        quarantined: crate::watchdog::pools(roster.devices(), &state.alarms)
             .into_iter()
             .filter(|p| p.health.quarantined)
-            .map(|p| json!({ "tenant": p.tenant, "component": p.health.component }))
-            .collect::<Vec<_>>(),
-        "alarmRuleFailures": state
+            .map(|p| Quarantined {
+                tenant: p.tenant,
+                component: p.health.component,
+            })
+            .collect(),
+        alarm_rule_failures: state
             .alarms
             .rule_failures()
             .into_iter()
-            .map(|(tenant, count)| (tenant.to_string(), json!(count)))
-            .collect::<serde_json::Map<_, _>>(),
-    }))
+            .map(|(tenant, count)| (tenant.to_string(), count))
+            .collect(),
+    })
 }
 
-fn wal(state: &ApiState) -> Value {
+fn wal(state: &ApiState) -> Wal {
     let outbox = &state.outbox;
     let stats = outbox.stats();
     let (records, bytes) = outbox.log().size();
-    json!({
-        "records": records,
-        "bytes": bytes,
-        "ring": outbox.ring_len(),
-        "appended": stats.appended.get(),
-        "commits": stats.commits.get(),
-        "commitErrors": stats.commit_errors.get(),
-        "droppedOldest": stats.dropped_oldest.get(),
-        "droppedNewest": stats.dropped_newest.get(),
-        "corrupt": outbox.log().corrupt(),
-    })
+    Wal {
+        records,
+        bytes,
+        ring: outbox.ring_len(),
+        appended: stats.appended.get(),
+        commits: stats.commits.get(),
+        commit_errors: stats.commit_errors.get(),
+        dropped_oldest: stats.dropped_oldest.get(),
+        dropped_newest: stats.dropped_newest.get(),
+        corrupt: outbox.log().corrupt(),
+    }
 }
 
-/// The device configuration's reloads, and the pushed devices in conflict.
-fn config_reloads(state: &ApiState) -> Value {
-    let mut config = reloads(
-        &state.deployer.device_reload_status(),
-        state.deployer.sources().config_file.as_deref(),
-    );
-    config["conflicts"] = json!(state.deployer.conflicts());
-    config
-}
-
-fn reloads(status: &ReloadStatus, source: Option<&std::path::Path>) -> Value {
-    json!({
-        "source": source.map(|d| d.display().to_string()),
-        "reloads": status.reloads,
-        "reloadFailures": status.failures,
-        "lastError": status.last_error,
-    })
+fn reloads(status: &ReloadStatus, source: Option<&std::path::Path>) -> Reloads {
+    Reloads {
+        source: source.map(|d| d.display().to_string()),
+        reloads: status.reloads,
+        reload_failures: status.failures,
+        last_error: status.last_error.clone(),
+    }
 }

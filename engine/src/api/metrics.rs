@@ -8,6 +8,9 @@ use axum::response::IntoResponse;
 use super::state::ApiState;
 use crate::telemetry::CONTENT_TYPE;
 
+#[utoipa::path(get, path = "/metrics", tag = "engine",
+    responses((status = 200, description = "Every metric family, Prometheus text format",
+        content_type = "text/plain")))]
 pub async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
     match state.metrics.render() {
         Ok(text) => (StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], text),

@@ -1,5 +1,6 @@
 //! The HTTP API: `GET /health` (JSON), `GET /metrics` (Prometheus text), the
-//! lease states of devices and drivers, alarms and device events, commands.
+//! lease states of devices and drivers, alarms and device events, commands,
+//! components, and `GET /openapi.json` describing them all.
 
 mod alarms;
 mod auth;
@@ -8,6 +9,7 @@ mod components;
 mod devices;
 mod health;
 mod metrics;
+mod openapi;
 mod reply;
 mod roster;
 mod state;
@@ -15,63 +17,27 @@ mod states;
 mod tokens;
 
 use axum::Router;
-use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub use state::ApiState;
+pub use auth::Caller;
+pub use state::{ApiState, Document};
 pub use tokens::Tokens;
 
-/// Serves the API on `listener` until `shutdown` turns true.
+/// Serves `app` on `listener` until `shutdown` turns true.
 ///
 /// # Errors
 /// When serving fails (the listener broke).
 pub async fn serve(
     listener: TcpListener,
-    state: ApiState,
+    app: Router,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     if let Ok(address) = listener.local_addr() {
         tracing::info!(%address, "HTTP API listening");
     }
-    let app = Router::new()
-        .route("/health", get(health::health))
-        .route("/metrics", get(metrics::metrics))
-        .route("/states", get(states::list))
-        .route(
-            "/devices/{id}/state",
-            get(states::device).put(states::set_device),
-        )
-        .route("/devices", get(roster::list))
-        .route("/devices/{id}", get(devices::get))
-        .route(
-            "/devices/{id}/config",
-            axum::routing::put(devices::push).delete(devices::withdraw),
-        )
-        .route("/drivers/{id}/state", get(states::driver))
-        .route("/alarms", get(alarms::list))
-        .route("/alarms/stats", get(alarms::stats))
-        .route("/alarms/{id}", get(alarms::get))
-        .route("/alarms/{id}/actions", get(alarms::actions))
-        .route("/alarms/{id}/chain", get(alarms::chain))
-        .route("/alarms/{id}/{action}", post(alarms::act))
-        .route("/events", post(alarms::post_event))
-        .route("/components", get(components::list))
-        .route("/reload", post(components::reload))
-        .route(
-            "/components/{name}/{version}",
-            axum::routing::put(components::upload),
-        )
-        .route(
-            "/components/{name}/{version}/activate",
-            post(components::activate),
-        )
-        .route("/commands", post(commands::create))
-        .route("/commands/claim", post(commands::claim))
-        .route("/commands/{id}", get(commands::get))
-        .route("/commands/{id}/cancel", post(commands::cancel))
-        .route("/commands/{id}/receipt", post(commands::receipt))
-        .with_state(state);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             while !*shutdown.borrow() {
@@ -81,4 +47,43 @@ pub async fn serve(
             }
         })
         .await
+}
+
+/// Every route of the API, each described by its handler's annotation.
+pub fn routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::with_openapi(openapi::base())
+        .routes(routes!(health::health))
+        .routes(routes!(metrics::metrics))
+        .routes(routes!(openapi::document))
+        .routes(routes!(states::list))
+        .routes(routes!(states::device, states::set_device))
+        .routes(routes!(states::driver))
+        .routes(routes!(roster::list))
+        .routes(routes!(devices::get))
+        .routes(routes!(devices::push, devices::withdraw))
+        .routes(routes!(alarms::list))
+        .routes(routes!(alarms::stats))
+        .routes(routes!(alarms::get))
+        .routes(routes!(alarms::actions))
+        .routes(routes!(alarms::chain))
+        .routes(routes!(alarms::act))
+        .routes(routes!(alarms::post_event))
+        .routes(routes!(components::list))
+        .routes(routes!(components::reload))
+        .routes(routes!(components::upload))
+        .routes(routes!(components::activate))
+        .routes(routes!(commands::list, commands::create))
+        .routes(routes!(commands::claim))
+        .routes(routes!(commands::get))
+        .routes(routes!(commands::cancel))
+        .routes(routes!(commands::receipt))
+}
+
+/// `routes` (with the console's, or any others) on `state`, answering what no
+/// route serves with [`openapi::no_route`]; the description of them all is
+/// served at `/openapi.json`.
+pub fn app(routes: OpenApiRouter<ApiState>, state: ApiState) -> Router {
+    let (router, openapi) = routes.split_for_parts();
+    openapi::publish(&state.openapi, &openapi);
+    router.fallback(openapi::no_route).with_state(state)
 }

@@ -1,12 +1,55 @@
-//! The API's JSON replies.
+//! The API's JSON replies: a typed body with its status, or an error.
 
 use axum::Json;
 use axum::http::StatusCode;
-use serde_json::{Value, json};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
 
-/// A JSON reply and its status.
-pub(super) type Reply = (StatusCode, Json<Value>);
+/// What a handler answers.
+pub type Reply = Response;
 
-pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Reply {
-    (status, Json(json!({ "error": message.into() })))
+/// The body of every refusal.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What was wrong, for a person to read.
+    pub error: String,
+}
+
+/// A refusal with its message.
+pub fn error(status: StatusCode, message: impl Into<String>) -> Reply {
+    (
+        status,
+        Json(ErrorBody {
+            error: message.into(),
+        }),
+    )
+        .into_response()
+}
+
+/// `body` as JSON, with `status`.
+pub fn json(status: StatusCode, body: impl Serialize) -> Reply {
+    (status, Json(body)).into_response()
+}
+
+/// `body` as JSON, 200.
+pub fn ok(body: impl Serialize) -> Reply {
+    json(StatusCode::OK, body)
+}
+
+/// A refusal carried in a `Result` until the handler answers with it (boxed:
+/// a reply is large, and most results are not refusals).
+#[derive(Debug)]
+pub struct Refused(Box<Reply>);
+
+impl From<Reply> for Refused {
+    fn from(reply: Reply) -> Self {
+        Self(Box::new(reply))
+    }
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        *self.0
+    }
 }

@@ -1,24 +1,52 @@
-//! `GET /devices`: every configured device with its state and the engine that
+//! `GET /devices`: every configured device with its state (and since when this
+//! engine saw it change) and the engine that
 //! polls it (the owner of its ownership lease when engines share a database;
 //! docs/state.md, S7).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::auth::Caller;
-use super::reply::{Reply, error};
+use super::reply::{Reply, error, ok};
 use super::state::ApiState;
 use crate::clock::now_ms;
-use crate::lease::{EntityType, StateFilter};
+use crate::lease::{EntityState, EntityType, StateFilter};
 
+/// A configured device, its state and who polls it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceSummary {
+    device_id: String,
+    product_id: String,
+    device_num: String,
+    tenant_id: u32,
+    /// None until it first reported.
+    state: Option<EntityState>,
+    /// Since when it has been in that state, as far as this engine saw.
+    state_since: Option<i64>,
+    last_heartbeat: Option<i64>,
+    /// The node id of the engine that polls it; none while nobody holds it.
+    owner: Option<String>,
+    /// When its ownership lease runs out (engines sharing a database).
+    owner_expire_time: Option<i64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeviceList {
+    devices: Vec<DeviceSummary>,
+}
+
+#[utoipa::path(get, path = "/devices", tag = "devices", security(("bearer" = [])),
+    responses((status = 200, body = DeviceList)))]
 pub async fn list(State(state): State<ApiState>, Caller(scope): Caller) -> Reply {
     let ownership = Arc::clone(state.fleet.ownership());
     let leases = Arc::clone(&state.leases);
+    let state_leases = Arc::clone(&state.leases);
     let looked_up = tokio::task::spawn_blocking(move || {
         let owners = ownership.owners()?;
         let filter = StateFilter {
@@ -40,7 +68,7 @@ pub async fn list(State(state): State<ApiState>, Caller(scope): Caller) -> Reply
         .as_ref()
         .map(|all| all.iter().map(|o| (o.device_id.as_str(), o)).collect());
     let this_node = state.fleet.ownership().node_id().to_owned();
-    let devices: Vec<Value> = state
+    let devices = state
         .fleet
         .roster()
         .devices()
@@ -56,17 +84,18 @@ pub async fn list(State(state): State<ApiState>, Caller(scope): Caller) -> Reply
                     _ => (None, None),
                 },
             };
-            json!({
-                "deviceId": id,
-                "productId": device.product_id,
-                "deviceNum": device.device_num,
-                "tenantId": device.tenant_id,
-                "state": row.map(|r| r.effective_state(now).as_str()),
-                "lastHeartbeat": row.map(|r| r.last_heartbeat),
-                "owner": owner,
-                "ownerExpireTime": owner_expire,
-            })
+            DeviceSummary {
+                device_id: device.id.clone(),
+                product_id: device.product_id.clone(),
+                device_num: device.device_num.clone(),
+                tenant_id: device.tenant_id,
+                state: row.map(|r| r.effective_state(now)),
+                state_since: row.and_then(|r| state_leases.state_since(r, now)),
+                last_heartbeat: row.map(|r| r.last_heartbeat),
+                owner,
+                owner_expire_time: owner_expire,
+            }
         })
         .collect();
-    (StatusCode::OK, Json(json!({ "devices": devices })))
+    ok(DeviceList { devices })
 }

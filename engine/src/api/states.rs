@@ -6,17 +6,42 @@
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
 
-use super::reply::{Reply, error};
+use super::reply::{ErrorBody, Reply, error, ok};
 use super::state::ApiState;
 use crate::clock::now_ms;
 use crate::lease::{EntityState, EntityType, StateFilter, StateRow};
-use crate::model::Scope;
+use crate::model::{Scope, TimeoutSource};
+
+/// A driver's or device's lease row, with the state it reads as now.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StateView {
+    #[serde(rename = "type")]
+    entity_type: EntityType,
+    id: String,
+    /// The driver of a device.
+    parent: String,
+    state: EntityState,
+    last_state: EntityState,
+    /// Last renewal, ms since the Unix epoch.
+    last_heartbeat: i64,
+    /// When the lease runs out, ms since the Unix epoch.
+    expire_time: i64,
+    lease_version: u64,
+    timeout_seconds: u64,
+    timeout_source: TimeoutSource,
+    /// Free-form details (last error, protocol, node).
+    #[schema(value_type = Object)]
+    extension: Value,
+    tenant_id: u32,
+}
 
 /// A row as the API shows it, with its effective state.
-fn view(row: &StateRow, now: i64) -> Value {
+fn view(row: &StateRow, now: i64) -> StateView {
     let state = row.effective_state(now);
     // A lease that ran out before the scanner came reads as the scanner will leave it.
     let last_state = if state == row.state {
@@ -24,25 +49,30 @@ fn view(row: &StateRow, now: i64) -> Value {
     } else {
         row.state
     };
-    json!({
-        "type": row.entity_type.as_str(),
-        "id": row.entity_id,
-        "parent": row.parent_id,
-        "state": state.as_str(),
-        "lastState": last_state.as_str(),
-        "lastHeartbeat": row.last_heartbeat,
-        "expireTime": row.expire_time,
-        "leaseVersion": row.lease_version,
-        "timeoutSeconds": row.timeout_seconds,
-        "timeoutSource": row.timeout_source,
-        "extension": row.extension,
-        "tenantId": row.tenant_id,
-    })
+    StateView {
+        entity_type: row.entity_type,
+        id: row.entity_id.clone(),
+        parent: row.parent_id.clone(),
+        state,
+        last_state,
+        last_heartbeat: row.last_heartbeat,
+        expire_time: row.expire_time,
+        lease_version: row.lease_version,
+        timeout_seconds: row.timeout_seconds,
+        timeout_source: row.timeout_source,
+        extension: row.extension.clone(),
+        tenant_id: row.tenant_id,
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StateList {
+    states: Vec<StateView>,
 }
 
 fn one(state: &ApiState, entity_type: EntityType, id: &str) -> Reply {
     match state.leases.store().get(entity_type, id) {
-        Ok(Some(row)) => (StatusCode::OK, Json(view(&row, now_ms()))),
+        Ok(Some(row)) => ok(view(&row, now_ms())),
         Ok(None) => error(
             StatusCode::NOT_FOUND,
             format!("no {} `{id}` has reported yet", entity_type.as_str()),
@@ -51,22 +81,41 @@ fn one(state: &ApiState, entity_type: EntityType, id: &str) -> Reply {
     }
 }
 
+#[utoipa::path(get, path = "/devices/{id}/state", tag = "states",
+    params(("id" = String, Path, description = "Device id")),
+    responses(
+        (status = 200, body = StateView),
+        (status = 404, description = "It has not reported yet", body = ErrorBody)))]
 pub async fn device(State(state): State<ApiState>, Path(id): Path<String>) -> Reply {
     one(&state, EntityType::Device, &id)
 }
 
+#[utoipa::path(get, path = "/drivers/{id}/state", tag = "states",
+    params(("id" = String, Path, description = "Driver (codec) name")),
+    responses(
+        (status = 200, body = StateView),
+        (status = 404, description = "It has not reported yet", body = ErrorBody)))]
 pub async fn driver(State(state): State<ApiState>, Path(id): Path<String>) -> Reply {
     one(&state, EntityType::Driver, &id)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// `driver` or `device`.
     #[serde(rename = "type")]
+    #[param(rename = "type")]
     entity_type: Option<String>,
+    /// `online`, `offline`, `maintain` or `fault`, as the rows read now.
     state: Option<String>,
+    /// Only the devices of this driver.
     parent: Option<String>,
 }
 
+#[utoipa::path(get, path = "/states", tag = "states", params(ListQuery),
+    responses(
+        (status = 200, body = StateList),
+        (status = 400, description = "An unknown type or state", body = ErrorBody)))]
 pub async fn list(State(state): State<ApiState>, Query(query): Query<ListQuery>) -> Reply {
     let entity_type = match query
         .entity_type
@@ -103,25 +152,34 @@ pub async fn list(State(state): State<ApiState>, Query(query): Query<ListQuery>)
     let now = now_ms();
     match state.leases.store().list(&filter) {
         Ok(rows) => {
-            let rows: Vec<Value> = rows
+            let states = rows
                 .iter()
                 .filter(|r| wanted.is_none_or(|w| r.effective_state(now) == w))
                 .map(|r| view(r, now))
                 .collect();
-            (StatusCode::OK, Json(json!({ "states": rows })))
+            ok(StateList { states })
         }
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct SetState {
+    /// `maintain` or `online`.
     state: String,
 }
 
 /// `PUT /devices/{id}/state {"state":"maintain"|"online"}`: an operator puts a device
 /// into maintenance and back. Needs `Authorization: Bearer <adminToken>` when one is
 /// configured (a tenant's token is not enough).
+#[utoipa::path(put, path = "/devices/{id}/state", tag = "states", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Device id")),
+    request_body = SetState,
+    responses(
+        (status = 200, description = "The row in its new state", body = StateView),
+        (status = 400, description = "Not `maintain` or `online`", body = ErrorBody),
+        (status = 401, description = "Not the admin token", body = ErrorBody),
+        (status = 404, description = "It has not reported yet", body = ErrorBody)))]
 pub async fn set_device(
     State(state): State<ApiState>,
     Path(id): Path<String>,
@@ -141,7 +199,7 @@ pub async fn set_device(
         }
     };
     match state.leases.set_state(EntityType::Device, &id, target) {
-        Ok(Some(row)) => (StatusCode::OK, Json(view(&row, now_ms()))),
+        Ok(Some(row)) => ok(view(&row, now_ms())),
         Ok(None) => error(
             StatusCode::NOT_FOUND,
             format!("no device `{id}` has reported yet"),

@@ -4,7 +4,7 @@
 
 use axum::http::{HeaderMap, StatusCode, header};
 
-use super::reply::{Reply, error};
+use super::reply::{Refused, error};
 use crate::config::GatewayConfig;
 use crate::model::Scope;
 
@@ -78,15 +78,16 @@ impl Tokens {
     ///
     /// # Errors
     /// No `Authorization: Bearer` header, or a token nobody has.
-    pub fn require(&self, headers: &HeaderMap) -> Result<Scope, Reply> {
+    pub fn require(&self, headers: &HeaderMap) -> Result<Scope, Refused> {
         if headers.get(header::AUTHORIZATION).is_none() {
             return Err(error(
                 StatusCode::UNAUTHORIZED,
                 "missing `Authorization: Bearer <token>`",
-            ));
+            )
+            .into());
         }
         self.scope(headers)
-            .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "unknown token"))
+            .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "unknown token").into())
     }
 }
 

@@ -15,7 +15,11 @@ use sluice::sim::{SimConfig, Simulator, animate, demo_device};
 use tokio::sync::watch;
 
 /// The demo gateway: one meter laid out as `sim::demo_device` lays it out.
-fn demo_config(modbus: SocketAddr, mqtt: SocketAddr, http: SocketAddr, data: &str) -> String {
+fn demo_config(
+    (modbus, mqtt, http): (SocketAddr, SocketAddr, SocketAddr),
+    token: &str,
+    data: &str,
+) -> String {
     format!(
         "collector:
   workerThreads: 2
@@ -25,6 +29,7 @@ fn demo_config(modbus: SocketAddr, mqtt: SocketAddr, http: SocketAddr, data: &st
     clientId: sluice-demo
   http:
     listen: {http}
+    adminToken: {token}
   wal:
     dir: '{data}'
 devices:
@@ -50,6 +55,18 @@ devices:
     )
 }
 
+/// A token for this run's console: 128 bits from the keys the standard library
+/// draws from the system's randomness for its hash maps.
+fn console_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let half = || {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        hasher.finish()
+    };
+    format!("{:016x}{:016x}", half(), half())
+}
+
 /// A free loopback port (the OS picks it; it is released for the service to take).
 fn free_local_address() -> anyhow::Result<SocketAddr> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
@@ -73,10 +90,10 @@ async fn demo(reports: Option<u64>) -> anyhow::Result<ExitCode> {
     let broker = EmbeddedBroker::start(free_local_address()?).map_err(anyhow::Error::msg)?;
     let http = free_local_address()?;
     let data = std::env::temp_dir().join(format!("sluice-demo-{}", std::process::id()));
+    let token = console_token();
     let text = demo_config(
-        sim_handle.local_addr(),
-        broker.address(),
-        http,
+        (sim_handle.local_addr(), broker.address(), http),
+        &token,
         &data.display().to_string(),
     );
     std::fs::create_dir_all(&data)?;
@@ -90,7 +107,8 @@ async fn demo(reports: Option<u64>) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     };
     eprintln!(
-        "demo: simulator on {}, MQTT broker on {}, HTTP API on http://{http}/health",
+        "demo: simulator on {}, MQTT broker on {}, console on http://{http}/ (sign in with the \
+         token {token})",
         sim_handle.local_addr(),
         broker.address()
     );

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Mutex as AsyncMutex;
+use tokio::time::Instant;
 
+use super::latest::{LatestValues, RoundsDone};
 use super::metrics::DeviceCounters;
 use super::reporter::{Identity, Reporter};
 use super::sink::SampleSink;
@@ -32,8 +34,24 @@ pub struct Channel {
     pub tags: Vec<u32>,
     /// The liveness probe the channel asks for (`heartbeatMs`), if any.
     pub probe: Option<Probe>,
+    /// How long its reads wait for an answer (`readTimeoutMs`), even on a link
+    /// it shares with channels that wait longer.
+    pub read_timeout: std::time::Duration,
     /// The link epoch this channel last saw; a new one means a reconnect.
     epoch: AtomicU64,
+    /// On a line shared with other units: how long this unit has gone unanswered.
+    silence: Mutex<UnitSilence>,
+}
+
+/// A unit on a shared line that stopped answering is asked again only after a
+/// backoff, so the line's time goes to the units that answer: a dead unit costs
+/// the others one timeout per backoff, not one per round.
+#[derive(Debug, Default)]
+struct UnitSilence {
+    /// Rounds in a row that timed out.
+    timeouts: u32,
+    /// Not asked again before this.
+    retry_at: Option<Instant>,
 }
 
 /// A channel's liveness probe: how often, and which of its tags it reads.
@@ -50,6 +68,7 @@ impl Channel {
         link: Arc<AsyncMutex<Link>>,
         session: CodecSession,
         (tags, probe): (Vec<u32>, Option<Probe>),
+        read_timeout: std::time::Duration,
     ) -> Self {
         Self {
             id,
@@ -57,6 +76,8 @@ impl Channel {
             session: Swappable::new(session),
             tags,
             probe,
+            read_timeout,
+            silence: Mutex::default(),
             epoch: AtomicU64::new(0),
         }
     }
@@ -114,6 +135,8 @@ pub struct DeviceParts {
     pub writable: Option<Writable>,
     /// Its series in the collector's metric families.
     pub counters: DeviceCounters,
+    /// Told of every round that brought samples, fleet-wide.
+    pub rounds_done: Arc<RoundsDone>,
 }
 
 /// Gives every device built its own [`Device::key`].
@@ -141,6 +164,9 @@ pub struct Device {
     pub(super) writable: Option<Writable>,
     /// Its rounds (counted by the scheduler), component failures and time.
     pub counters: DeviceCounters,
+    /// The last sample of every tag, for the console.
+    pub latest: LatestValues,
+    rounds_done: Arc<RoundsDone>,
     last_error: Mutex<String>,
 }
 
@@ -149,6 +175,8 @@ pub struct Device {
 struct ChannelRead {
     answered: bool,
     unreachable: bool,
+    /// A request went unanswered within the read timeout.
+    timed_out: bool,
 }
 
 /// One channel's part of a round: what was read, and which tags could not be.
@@ -169,6 +197,7 @@ impl ChannelRound<'_> {
 
 impl Device {
     pub fn new(parts: DeviceParts) -> Self {
+        let tags = parts.tags.len();
         Self {
             key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
             id: parts.id,
@@ -185,6 +214,8 @@ impl Device {
             sink: parts.sink,
             writable: parts.writable,
             counters: parts.counters,
+            latest: LatestValues::new(tags),
+            rounds_done: parts.rounds_done,
             last_error: Mutex::default(),
         }
     }
@@ -286,6 +317,7 @@ impl Device {
         if let Some(sink) = &self.sink {
             self.timed(|| sink.on_samples(&self.id, self.key, &samples));
         }
+        self.latest.record(&samples, now, &self.rounds_done);
         let who = Identity {
             device_id: &self.id,
             product_id: &self.product_id,
@@ -345,6 +377,16 @@ impl Device {
             bad,
             read: ChannelRead::default(),
         };
+        if lock(&channel.silence)
+            .retry_at
+            .is_some_and(|at| Instant::now() < at)
+        {
+            // A silent unit on a shared line: not asked this round, the line left
+            // to the others.
+            round.lose(local_due);
+            round.read.unreachable = true;
+            return round.read;
+        }
         let mut link = channel.link.lock().await;
         // The codec of this round, even if a new version is swapped in meanwhile.
         let session = channel.session.get();
@@ -354,6 +396,17 @@ impl Device {
         {
             self.read_requests(&mut link, &session, &mut round, queue, local_due.len())
                 .await;
+        }
+        let settings = link.settings();
+        if settings.line.is_some() {
+            let mut silence = lock(&channel.silence);
+            if round.read.answered {
+                *silence = UnitSilence::default();
+            } else if round.read.timed_out {
+                silence.timeouts = silence.timeouts.saturating_add(1);
+                let wait = crate::io::delay(&settings.backoff, silence.timeouts, 0.5);
+                silence.retry_at = Some(Instant::now() + wait);
+            }
         }
         round.read
     }
@@ -436,7 +489,7 @@ impl Device {
             };
             // The sample time is when the answer arrived, not when it was processed.
             let exchanged = link
-                .request(session, &frame, |answer| {
+                .request_within(session, &frame, channel.read_timeout, |answer| {
                     let arrived = now_ms();
                     self.timed(|| session.parse_read(request.id, answer, arrived))
                 })
@@ -466,6 +519,7 @@ impl Device {
                 }
                 Err(lost) => {
                     // A lost connection or a malformed answer ends the channel's round.
+                    round.read.timed_out |= matches!(lost, LinkError::Timeout(_));
                     self.note_error(format!("channel {}: {lost}", channel.id));
                     round.lose(&request.tags);
                     for rest in &queue {

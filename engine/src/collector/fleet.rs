@@ -106,6 +106,11 @@ impl Fleet {
         self.services.ownership.owns(device)
     }
 
+    /// Told of every round that brought samples.
+    pub fn rounds_done(&self) -> &Arc<super::latest::RoundsDone> {
+        &self.services.rounds_done
+    }
+
     /// Who polls the devices.
     pub fn ownership(&self) -> &Arc<super::ownership::Ownership> {
         &self.services.ownership

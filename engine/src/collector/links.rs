@@ -70,6 +70,12 @@ pub(super) fn link_settings(config: &GatewayConfig, channel: &ChannelConfig) -> 
         read_timeout: Duration::from_millis(channel.read_timeout_ms),
         backoff: config.collector.backoff.clone(),
         failed_after: FAILED_AFTER_ATTEMPTS,
+        line: channel.protocol.is_line().then(|| {
+            channel
+                .serial
+                .map_or(Duration::ZERO, |line| line.frame_silence())
+        }),
+        serial: channel.serial,
     }
 }
 

@@ -12,6 +12,7 @@ mod device;
 mod fleet;
 mod framing;
 mod heartbeat;
+mod latest;
 mod links;
 mod metrics;
 mod ownership;
@@ -26,6 +27,7 @@ mod wiring;
 
 pub use device::{Channel, Device, DeviceParts, LeaseTerms, Probe, Writable};
 pub use fleet::{DeviceChanges, Fleet, ReloadPlan};
+pub use latest::{LatestValues, LatestView, RoundsDone};
 pub use links::{Endpoint, LinkInfo};
 pub use metrics::{DeviceCounters, DeviceMetrics};
 pub use ownership::Ownership;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::device::{Channel, Device, DeviceParts, LeaseTerms, Probe, Writable};
+use super::latest::RoundsDone;
 use super::links::{Endpoint, LinkInfo, link_settings};
 use super::metrics::DeviceMetrics;
 use super::ownership::Ownership;
@@ -37,6 +38,8 @@ pub struct Services {
     pub metrics: DeviceMetrics,
     /// The devices this engine may poll.
     pub ownership: Arc<Ownership>,
+    /// Told of every round that brought samples.
+    pub rounds_done: Arc<RoundsDone>,
 }
 
 /// Wires devices for one configuration. Links of devices wired earlier
@@ -133,6 +136,7 @@ impl<'a> Wiring<'a> {
                     self.link(&device, config),
                     compiled.session,
                     (compiled.tags, probe(config)),
+                    std::time::Duration::from_millis(config.read_timeout_ms),
                 )
             })
             .collect();
@@ -174,6 +178,7 @@ impl<'a> Wiring<'a> {
             sink: self.services.sink.clone(),
             writable,
             counters: self.services.metrics.device(&device.device_id),
+            rounds_done: Arc::clone(&self.services.rounds_done),
         }));
         (built, rules)
     }

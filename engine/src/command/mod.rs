@@ -28,5 +28,5 @@ pub use crate::mqtt::CommandRequest;
 pub use model::{Command, CommandRecord, Delivery, NewCommand, Receipt, ReceiptOutcome, Rejection};
 pub use outcome::{WriteIntent, WriteRecord, WriteRequest, WriteStatus};
 pub use service::{Commands, CreateError};
-pub use store::{CommandError, CommandStore, Created, Swept, Timings};
+pub use store::{CommandError, CommandFilter, CommandStore, Created, Swept, Timings};
 pub use write::{WriteService, Written};

@@ -8,7 +8,7 @@ use crate::model::{CommandAction, CommandKind, CommandStatus, ReceiptResult};
 use crate::store::Entry;
 
 /// What a failure does to a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Delivery {
     /// Someone waits for the answer: any failure fails the command at once.
@@ -33,7 +33,7 @@ pub struct NewCommand {
 }
 
 /// One downlink command.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Command {
     pub id: u64,
@@ -88,7 +88,7 @@ impl Entry for Command {
 }
 
 /// A receipt (I-05) as a node reports it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Receipt {
     pub node_id: String,
@@ -101,7 +101,7 @@ pub struct Receipt {
 }
 
 /// Why a receipt was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Rejection {
     /// The receipt carries no `claimGeneration`.
@@ -126,7 +126,7 @@ pub enum ReceiptOutcome {
 }
 
 /// One line of a command's history, written in the transaction of the change.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommandRecord {
     pub command_id: u64,

@@ -9,7 +9,7 @@ use super::model::Receipt;
 use crate::model::{ReceiptResult, result_code};
 
 /// One write to make: the command it executes, under which claim.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WriteRequest {
     pub command_id: u64,
@@ -25,7 +25,7 @@ pub struct WriteRequest {
 }
 
 /// How a write ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum WriteStatus {
     /// Written (and read back equal when the tag asks for it), or found done
@@ -51,7 +51,7 @@ pub enum WriteStatus {
 
 /// What the engine was about to write, committed before the device sees it
 /// (invariant W1). One without a record is in doubt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WriteIntent {
     #[serde(flatten)]
@@ -64,7 +64,7 @@ pub struct WriteIntent {
 }
 
 /// The outcome of a write, as stored and returned to repeated requests.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WriteRecord {
     pub tenant_id: u32,

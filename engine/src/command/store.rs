@@ -271,6 +271,26 @@ impl CommandStore {
         Ok(self.journal.get(id)?.filter(|c| scope.sees(c.tenant_id)))
     }
 
+    /// The newest commands `scope` sees that `filter` keeps, at most `limit`.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn list(
+        &self,
+        scope: Scope,
+        filter: &CommandFilter,
+        limit: usize,
+    ) -> Result<Vec<Command>, CommandError> {
+        let mut found = Vec::new();
+        self.journal.newest_first(|command: Command| {
+            if scope.sees(command.tenant_id) && filter.keeps(&command) {
+                found.push(command);
+            }
+            found.len() < limit
+        })?;
+        Ok(found)
+    }
+
     /// The history of command `id`, oldest first.
     ///
     /// # Errors
@@ -312,6 +332,22 @@ impl CommandStore {
         })?;
         ids.reverse();
         Ok(ids)
+    }
+}
+
+/// Which commands a list keeps.
+#[derive(Debug, Default, Clone)]
+pub struct CommandFilter {
+    pub device_id: Option<String>,
+    pub status: Option<CommandStatus>,
+}
+
+impl CommandFilter {
+    fn keeps(&self, command: &Command) -> bool {
+        self.device_id
+            .as_ref()
+            .is_none_or(|device| *device == command.device_id)
+            && self.status.is_none_or(|status| status == command.status)
     }
 }
 

@@ -2,7 +2,7 @@
 //! the raw value the device stores, and a value read back compared with the one
 //! asked for.
 
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
 use crate::model::{DataType, Quality, Sample, SettingValue, TagSpec, Value};
 
@@ -125,19 +125,8 @@ fn raw_number(spec: &TagSpec, data_type: DataType, raw: f64, v: f64) -> Result<V
     })
 }
 
-pub(super) fn value_json(value: &Value) -> Json {
-    match value {
-        Value::Bool(b) => json!(b),
-        Value::Int(v) => json!(v),
-        Value::Uint(v) => json!(v),
-        Value::Float(v) => json!(v),
-        Value::Text(t) => json!(t),
-        Value::None | Value::Raw(_) => Json::Null,
-    }
-}
-
 pub(super) fn sample_json(sample: &Sample) -> Option<Json> {
-    (sample.quality != Quality::Bad).then(|| value_json(&sample.value))
+    (sample.quality != Quality::Bad).then(|| sample.value.to_json())
 }
 
 /// The value read back equals the one asked for, within the tag's resolution.

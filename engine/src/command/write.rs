@@ -24,7 +24,7 @@ use serde_json::Value as Json;
 
 use super::outcome::{WriteIntent, WriteRecord, WriteRequest, WriteStatus};
 use super::store::CommandStore;
-use super::values::{same, sample_json, to_raw, value_json};
+use super::values::{same, sample_json, to_raw};
 use crate::collector::{Device, Fleet, TagIoError};
 use crate::model::{Access, TagSpec, Value, result_code};
 use crate::store::StoreError;
@@ -181,7 +181,7 @@ impl WriteService {
             }
         };
         let mut record = record;
-        record.raw = Some(value_json(&raw));
+        record.raw = Some(raw.to_json());
         if spec.access == Access::ReadWrite {
             record.before = device
                 .read_tag(tag)

@@ -41,7 +41,7 @@ struct Kept {
 }
 
 /// How the file's entry of a pushed device changed since the push.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FileEdit {
     /// The file's entry says something else than the one the push replaced.
@@ -54,7 +54,7 @@ pub enum FileEdit {
 
 /// A pushed device whose file entry was edited after the push: the pushed
 /// configuration stays in force (P3).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Conflict {
     pub device_id: String,

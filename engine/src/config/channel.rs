@@ -6,9 +6,9 @@
 //! defaults filled in, for the codec component of the protocol.
 
 use super::protocol::{self, Protocol};
-use super::read::{Unique, at_least, list, read_at, required_text, required_with};
+use super::read::{Unique, at_least, list, ranged, read_at, required_text, required_with};
 use super::tag::{self, TagConfig};
-use crate::model::{ByteOrder, Setting, SettingValue};
+use crate::model::{ByteOrder, Parity, SerialLine, Setting, SettingValue};
 use crate::yaml::{self, Diagnostics, Fields, Node, Pos};
 
 /// One entry of a device's `channels`.
@@ -18,10 +18,13 @@ pub struct ChannelConfig {
     pub channel_id: String,
     /// `protocol`: `modbus-tcp`, `s7` or `mc`.
     pub protocol: Protocol,
-    /// `host`: the PLC's address or host name.
+    /// `host`: the PLC's address or host name; for `modbus-rtu`, its `serialPort`.
     pub host: String,
-    /// `port`: TCP port (default 502 for modbus-tcp, 102 for s7; required for mc).
+    /// `port`: TCP port (default 502 for modbus-tcp, 102 for s7; required for mc and
+    /// modbus-rtu-over-tcp); 0 for `modbus-rtu`.
     pub port: u16,
+    /// For `modbus-rtu`: how the serial port is driven.
+    pub serial: Option<SerialLine>,
     /// `connectTimeoutMs`: time allowed to open the connection (at least 1; default 3000).
     pub connect_timeout_ms: u64,
     /// `readTimeoutMs`: time allowed for one response (at least 1; default 2000).
@@ -78,17 +81,14 @@ pub(super) fn read(
         yaml::enum_value(node, Protocol::NAMES)
     })
     .map(|(protocol, _)| protocol);
-    let host = match required_text(&mut f, "host", errors) {
-        Some((host, pos)) if host.trim().is_empty() || host.contains(char::is_whitespace) => {
-            errors.push(
-                pos,
-                format!("`host`: `{host}` is not a host name or address"),
-            );
-            None
-        }
-        other => other.map(|(host, _)| host),
+    let (host, port, serial) = if protocol == Some(Protocol::ModbusRtu) {
+        let (port, serial) = read_serial(&mut f, errors);
+        (port, Some(0), serial)
+    } else {
+        refuse_serial_keys(&mut f, errors);
+        let host = read_host(&mut f, errors);
+        (host, read_port(&mut f, protocol, errors), None)
     };
-    let port = read_port(&mut f, protocol, errors);
     let connect_timeout_ms = at_least(&mut f, "connectTimeoutMs", 1, 3000, errors);
     let read_timeout_ms = at_least(&mut f, "readTimeoutMs", 1, 2000, errors);
     let heartbeat_ms = at_least(&mut f, "heartbeatMs", 0, 0, errors);
@@ -117,6 +117,7 @@ pub(super) fn read(
         protocol: protocol?,
         host: host?,
         port: port?,
+        serial,
         connect_timeout_ms,
         read_timeout_ms,
         heartbeat_ms,
@@ -126,6 +127,78 @@ pub(super) fn read(
         tags,
         pos: node.pos,
     })
+}
+
+/// The serial keys, for a channel of another protocol: each is a mistake.
+const SERIAL_KEYS: [&str; 5] = ["serialPort", "baudRate", "parity", "dataBits", "stopBits"];
+
+fn refuse_serial_keys(f: &mut Fields<'_>, errors: &mut Diagnostics) {
+    for key in SERIAL_KEYS {
+        if let Some(node) = f.node(key) {
+            errors.push(
+                node.pos,
+                format!("`{key}`: only a modbus-rtu channel has a serial line"),
+            );
+        }
+    }
+}
+
+fn read_host(f: &mut Fields<'_>, errors: &mut Diagnostics) -> Option<String> {
+    match required_text(f, "host", errors) {
+        Some((host, pos)) if host.trim().is_empty() || host.contains(char::is_whitespace) => {
+            errors.push(
+                pos,
+                format!("`host`: `{host}` is not a host name or address"),
+            );
+            None
+        }
+        other => other.map(|(host, _)| host),
+    }
+}
+
+/// The serial port of a `modbus-rtu` channel and how it is driven; `host` and
+/// `port` have no place there.
+fn read_serial(
+    f: &mut Fields<'_>,
+    errors: &mut Diagnostics,
+) -> (Option<String>, Option<SerialLine>) {
+    for key in ["host", "port"] {
+        if let Some(node) = f.node(key) {
+            errors.push(
+                node.pos,
+                format!("`{key}`: a modbus-rtu channel names its line with `serialPort`"),
+            );
+        }
+    }
+    let port = match required_text(f, "serialPort", errors) {
+        Some((port, pos)) if port.trim().is_empty() => {
+            errors.push(pos, "`serialPort`: must not be empty");
+            None
+        }
+        other => other.map(|(port, _)| port),
+    };
+    let baud_rate = ranged(f, "baudRate", (50, 4_000_000), 9600, errors);
+    let parity = f
+        .optional_with("parity", errors, parity_of)
+        .unwrap_or(Parity::Even);
+    let data_bits = ranged(f, "dataBits", (7, 8), 8, errors);
+    let stop_bits = ranged(f, "stopBits", (1, 2), 1, errors);
+    let line = SerialLine {
+        baud_rate,
+        parity,
+        data_bits,
+        stop_bits,
+    };
+    (port, Some(line))
+}
+
+/// `parity`: `N`, `E` or `O`. YAML 1.1 reads a bare `N` as false, so false is
+/// taken as `N` too.
+fn parity_of(node: &Node) -> Result<Parity, String> {
+    match node.kind {
+        yaml::Kind::Bool(false) => Ok(Parity::None),
+        _ => yaml::enum_value(node, Parity::NAMES),
+    }
 }
 
 /// `port`, or the protocol's standard port; an error when the protocol has none.
@@ -203,6 +276,95 @@ pub(super) mod tests {
         assert!(!ch.shared_connection);
         assert_eq!(ch.setting("unitId"), Some(&SettingValue::Int(17)));
         assert_eq!(ch.setting("mergeGap"), Some(&SettingValue::Int(4)));
+    }
+
+    #[test]
+    fn a_modbus_rtu_channel_names_its_serial_line() {
+        let ch = channel_of("        protocol: modbus-rtu\n        serialPort: /dev/ttyUSB0\n");
+        assert_eq!((ch.host.as_str(), ch.port), ("/dev/ttyUSB0", 0));
+        assert_eq!(
+            ch.serial,
+            Some(SerialLine {
+                baud_rate: 9600,
+                parity: Parity::Even,
+                data_bits: 8,
+                stop_bits: 1,
+            })
+        );
+        assert_eq!(ch.setting("unitId"), Some(&SettingValue::Int(1)));
+        // A bare N is a YAML 1.1 boolean; it still means no parity.
+        let ch = channel_of(
+            "        protocol: modbus-rtu\n        serialPort: /dev/ttyS1\n        baudRate: 115200\n        parity: N\n        dataBits: 7\n        stopBits: 2\n",
+        );
+        let line = ch.serial.expect("a line");
+        assert_eq!(
+            (line.baud_rate, line.parity, line.data_bits, line.stop_bits),
+            (115_200, Parity::None, 7, 2)
+        );
+        let tunnel = channel_of(
+            "        protocol: modbus-rtu-over-tcp\n        host: gw\n        port: 4001\n",
+        );
+        assert_eq!((tunnel.port, tunnel.serial), (4001, None));
+    }
+
+    #[test]
+    fn serial_keys_belong_to_modbus_rtu_only() {
+        let text = errors_of(&doc(
+            "        protocol: modbus-rtu\n        host: plc\n        serialPort: /dev/ttyS0\n        parity: X\n        dataBits: 9\n",
+        )).to_string();
+        for expected in [
+            "gw.yaml:8:15: `host`: a modbus-rtu channel names its line with `serialPort`",
+            "gw.yaml:10:17: `parity`: unknown value `X`: expected N | E | O",
+            "gw.yaml:11:19: `dataBits`: must be at most 8, found 9",
+        ] {
+            assert!(text.contains(expected), "{expected} in {text}");
+        }
+        let text = errors_of(&doc(
+            "        protocol: modbus-tcp\n        host: plc\n        baudRate: 9600\n",
+        ))
+        .to_string();
+        assert!(
+            text.contains("gw.yaml:9:19: `baudRate`: only a modbus-rtu channel has a serial line"),
+            "{text}"
+        );
+        let text = errors_of(&doc("        protocol: modbus-rtu\n")).to_string();
+        assert!(text.contains("missing required key `serialPort`"), "{text}");
+        let text = errors_of(&doc(
+            "        protocol: modbus-rtu-over-tcp\n        host: gw\n",
+        ))
+        .to_string();
+        assert!(
+            text.contains("protocol modbus-rtu-over-tcp has no standard port"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn channels_on_one_serial_port_drive_it_alike() {
+        let unit = |id: &str, baud: u32, shared: bool| {
+            format!(
+                "  - deviceId: {id}\n    productId: P\n    deviceNum: {id}\n    channels:\n      - channelId: c\n        protocol: modbus-rtu\n        serialPort: /dev/ttyS0\n        baudRate: {baud}\n        sharedConnection: {shared}\n"
+            )
+        };
+        let ok = format!(
+            "devices:\n{}{}",
+            unit("a", 9600, true),
+            unit("b", 9600, true)
+        );
+        assert_eq!(load_ok(&ok).devices.len(), 2);
+        let text = errors_of(&format!(
+            "devices:\n{}{}{}",
+            unit("a", 9600, true),
+            unit("b", 19200, true),
+            unit("c", 9600, false)
+        ))
+        .to_string();
+        for expected in [
+            "gw.yaml:15:9: serial port `/dev/ttyS0` is driven otherwise by the channel at 6:9",
+            "gw.yaml:24:9: serial port `/dev/ttyS0` is used by the channel at 6:9 too",
+        ] {
+            assert!(text.contains(expected), "{expected} in {text}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ use super::channel::{self, ChannelConfig};
 use super::collector::CollectorConfig;
 use super::read::{Unique, at_least, list, read_at, required_text, text};
 use super::tag::TagConfig;
+use crate::model::SerialLine;
 use crate::yaml::{Diagnostics, Fields, Node, Pos};
 
 /// One entry of `devices`.
@@ -76,6 +77,41 @@ impl DeviceConfig {
 }
 
 /// Reads the `devices` list and checks names that must be unique across devices.
+/// Channels on one serial port share its line: they must drive it alike, and
+/// none may ask for a connection of its own (a port opens once).
+fn check_serial_lines(devices: &[DeviceConfig], errors: &mut Diagnostics) {
+    let mut first: HashMap<&str, (&ChannelConfig, SerialLine)> = HashMap::new();
+    for channel in devices.iter().flat_map(|d| &d.channels) {
+        let Some(line) = channel.serial else {
+            continue;
+        };
+        let Some((earlier, driven)) = first.get(channel.host.as_str()) else {
+            first.insert(&channel.host, (channel, line));
+            continue;
+        };
+        if *driven != line {
+            errors.push(
+                channel.pos,
+                format!(
+                    "serial port `{}` is driven otherwise by the channel at {}: every channel \
+                     on one line needs the same baudRate, parity, dataBits and stopBits",
+                    channel.host, earlier.pos
+                ),
+            );
+        }
+        if !channel.shared_connection || !earlier.shared_connection {
+            errors.push(
+                channel.pos,
+                format!(
+                    "serial port `{}` is used by the channel at {} too: a port opens once, \
+                     so its channels cannot set `sharedConnection: false`",
+                    channel.host, earlier.pos
+                ),
+            );
+        }
+    }
+}
+
 pub(super) fn read_all(
     node: &Node,
     collector: &CollectorConfig,
@@ -149,6 +185,7 @@ pub(super) fn read_all(
             });
         }
     }
+    check_serial_lines(&devices, errors);
     devices
 }
 

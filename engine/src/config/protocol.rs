@@ -3,7 +3,7 @@
 
 use crate::model::{Setting, SettingValue};
 use crate::yaml::{self, Diagnostics, Fields, Kind, Node, Pos};
-use Protocol::{Mc, ModbusTcp, S7};
+use Protocol::{Mc, ModbusRtu, ModbusRtuOverTcp, ModbusTcp, S7};
 
 /// The protocols a channel can speak (`protocol`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -14,6 +14,11 @@ pub enum Protocol {
     S7,
     /// `mc`: Mitsubishi MELSEC communication protocol (MC protocol).
     Mc,
+    /// `modbus-rtu`: Modbus RTU on a serial line (`serialPort`).
+    ModbusRtu,
+    /// `modbus-rtu-over-tcp`: Modbus RTU frames through a TCP connection (serial
+    /// servers and gateways that tunnel RTU).
+    ModbusRtuOverTcp,
 }
 
 impl Protocol {
@@ -22,15 +27,27 @@ impl Protocol {
         ("modbus-tcp", Protocol::ModbusTcp),
         ("s7", Protocol::S7),
         ("mc", Protocol::Mc),
+        ("modbus-rtu", Protocol::ModbusRtu),
+        ("modbus-rtu-over-tcp", Protocol::ModbusRtuOverTcp),
     ];
 
-    /// The name as the file writes it: `modbus-tcp`, `s7` or `mc`.
+    /// The name as the file writes it: `modbus-tcp`, `s7`, `mc`, `modbus-rtu` or
+    /// `modbus-rtu-over-tcp`.
     pub fn name(&self) -> &'static str {
         match self {
             Protocol::ModbusTcp => "modbus-tcp",
             Protocol::S7 => "s7",
             Protocol::Mc => "mc",
+            Protocol::ModbusRtu => "modbus-rtu",
+            Protocol::ModbusRtuOverTcp => "modbus-rtu-over-tcp",
         }
+    }
+
+    /// Whether it carries one request at a time with no transaction id (Modbus
+    /// RTU, on a line or tunnelled): a lost or broken answer leaves the line to
+    /// fall silent and be drained, not the connection to be dropped.
+    pub fn is_line(&self) -> bool {
+        matches!(self, Protocol::ModbusRtu | Protocol::ModbusRtuOverTcp)
     }
 
     /// The codec component that speaks it.
@@ -39,15 +56,17 @@ impl Protocol {
             Protocol::ModbusTcp => "modbus_tcp",
             Protocol::S7 => "s7",
             Protocol::Mc => "mc",
+            Protocol::ModbusRtu | Protocol::ModbusRtuOverTcp => "modbus_rtu",
         }
     }
 
-    /// The port used when a channel names none; MC has no standard port.
+    /// The port used when a channel names none; MC and RTU tunnels have no
+    /// standard port (a serial line has none at all).
     pub fn default_port(&self) -> Option<u16> {
         match self {
             Protocol::ModbusTcp => Some(502),
             Protocol::S7 => Some(102),
-            Protocol::Mc => None,
+            Protocol::Mc | Protocol::ModbusRtu | Protocol::ModbusRtuOverTcp => None,
         }
     }
 }
@@ -96,7 +115,11 @@ enum KeyValue {
 const PROTOCOL_KEYS: &[ProtocolKey] = &[
     ProtocolKey {
         name: "unitId",
-        protocols: &[(ModbusTcp, Fallback::Int(1))],
+        protocols: &[
+            (ModbusTcp, Fallback::Int(1)),
+            (ModbusRtu, Fallback::Int(1)),
+            (ModbusRtuOverTcp, Fallback::Int(1)),
+        ],
         value: KeyValue::Int {
             min: 0,
             max: 255,
@@ -107,6 +130,8 @@ const PROTOCOL_KEYS: &[ProtocolKey] = &[
         name: "byteOrder",
         protocols: &[
             (ModbusTcp, Fallback::Name("ABCD")),
+            (ModbusRtu, Fallback::Name("ABCD")),
+            (ModbusRtuOverTcp, Fallback::Name("ABCD")),
             (S7, Fallback::Name("ABCD")),
             (Mc, Fallback::Codec),
         ],
@@ -114,7 +139,11 @@ const PROTOCOL_KEYS: &[ProtocolKey] = &[
     },
     ProtocolKey {
         name: "mergeGap",
-        protocols: &[(ModbusTcp, Fallback::MergeGap)],
+        protocols: &[
+            (ModbusTcp, Fallback::MergeGap),
+            (ModbusRtu, Fallback::MergeGap),
+            (ModbusRtuOverTcp, Fallback::MergeGap),
+        ],
         value: KeyValue::Int {
             min: 0,
             max: u32::MAX as i64,
@@ -351,7 +380,7 @@ mod tests {
         ));
         assert_eq!(
             errors.to_string(),
-            "gw.yaml:7:19: `protocol`: unknown value `opcua`: expected modbus-tcp | s7 | mc"
+            "gw.yaml:7:19: `protocol`: unknown value `opcua`: expected modbus-tcp | s7 | mc | modbus-rtu | modbus-rtu-over-tcp"
         );
     }
 }

@@ -161,12 +161,15 @@ impl Deployer {
             self.record_conflicts(reload.conflicts.clone());
         }
         lock(&self.status).1.record("device configuration", &result);
+        crate::memory::release_freed();
         result
     }
 
     /// Puts the devices of `config` in place: those that differ from the running
     /// ones are compiled (with the running pipelines) and, once `commit` agrees,
-    /// swapped in with the others untouched. Called with `busy` held.
+    /// swapped in with the others untouched. Called with `busy` held; the caller
+    /// hands the build's freed memory back (`memory::release_freed`) once its own
+    /// bookkeeping is done, so nothing waits for that.
     ///
     /// # Errors
     /// Problems in a changed device, or what `commit` says; nothing changed.
@@ -189,9 +192,7 @@ impl Deployer {
         match compiled {
             Ok(compiled) if problems.is_empty() => {
                 commit()?;
-                let changes = plan.apply(compiled);
-                crate::memory::release_freed();
-                Ok(changes)
+                Ok(plan.apply(compiled))
             }
             Ok(_) => Err(problems.sorted()),
             Err(more) => {

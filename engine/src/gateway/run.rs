@@ -246,6 +246,7 @@ pub async fn run(
         leases: Arc::clone(&engine.leases),
         sink: Some(Arc::clone(&engine.alarms) as Arc<dyn SampleSink>),
         metrics: DeviceMetrics::default(),
+        rounds_done: Arc::default(),
     };
     let mut collector = Collector::new(compiled, services);
     let fleet = Arc::clone(collector.fleet());
@@ -317,11 +318,14 @@ pub async fn run(
             tokens: Arc::new(Tokens::of(&config)),
             utc_offset_min: config.collector.alarms.utc_offset_min,
             started: Instant::now(),
+            openapi: api::Document::default(),
+            shutdown: shutdown.clone(),
         };
         let listener = tokio::net::TcpListener::bind(http.listen)
             .await
             .with_context(|| format!("cannot listen on {}", http.listen))?;
-        tasks.spawn(api::serve(listener, state, shutdown.clone()));
+        let app = api::app(api::routes().merge(crate::console::routes()), state);
+        tasks.spawn(api::serve(listener, app, shutdown.clone()));
     }
     crate::memory::release_freed();
     collector.run(shutdown).await;

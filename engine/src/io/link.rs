@@ -27,8 +27,9 @@ use super::budget::{Budget, Permit};
 use super::error::LinkError;
 use super::exchange::{discard_pending, transact};
 use super::framer::Framer;
-use super::transport::{Connection, Dialer, Tcp};
+use super::transport::{Connection, Dialer, Serial, Tcp};
 use crate::config::BackoffConfig;
+use crate::model::SerialLine;
 use crate::model::{DeviceError, FrameError};
 
 /// Handshake steps a codec may ask for before the link gives up.
@@ -83,10 +84,23 @@ pub struct LinkSettings {
     pub backoff: BackoffConfig,
     /// Failed connection attempts in a row after which the link is FAILED.
     pub failed_after: u32,
+    /// For a line (Modbus RTU, on a serial port or tunnelled), the silence that
+    /// separates frames: each request waits for it, and an answer that timed out
+    /// or was malformed leaves the line to be drained until it falls silent (the
+    /// connection stays; the next unit on the line is not made to wait for a
+    /// reconnect). `None` for a stream protocol, whose broken answer drops the
+    /// connection.
+    pub line: Option<Duration>,
+    /// For a serial line: how the port is driven (the link opens the port, not
+    /// a TCP connection).
+    pub serial: Option<SerialLine>,
 }
 
 impl LinkSettings {
     pub fn address(&self) -> String {
+        if self.serial.is_some() {
+            return self.host.clone();
+        }
         if self.host.contains(':') {
             format!("[{}]:{}", self.host, self.port)
         } else {
@@ -112,8 +126,11 @@ pub struct Link {
     epoch: u64,
     /// An exchange started and did not finish: the stream may hold half a frame.
     interrupted: bool,
-    /// A heartbeat timed out: a late answer may still arrive and must be discarded.
+    /// A heartbeat timed out (or, on a line, any answer was lost or broken): a late
+    /// answer may still arrive and must be discarded.
     stale: bool,
+    /// On a line: when the last frame ended, for the silence before the next.
+    line_quiet_since: Option<Instant>,
     /// Heartbeats that failed in a row.
     heartbeat_failures: u32,
     last_error: String,
@@ -122,10 +139,21 @@ pub struct Link {
     jitter: Jitter,
 }
 
+/// The state of a shared link without waiting for it: one busy with a request
+/// is connected.
+pub fn state_of(link: &tokio::sync::Mutex<Link>) -> LinkState {
+    link.try_lock()
+        .map_or(LinkState::Online, |link| link.state())
+}
+
 impl Link {
-    /// A link over TCP.
+    /// A link over TCP, or over the serial port its settings name.
     pub fn new(settings: LinkSettings, budget: Budget, seed: u64) -> Self {
-        Self::with_dialer(settings, budget, seed, Arc::new(Tcp))
+        let dialer: Arc<dyn Dialer> = match settings.serial {
+            Some(line) => Arc::new(Serial(line)),
+            None => Arc::new(Tcp),
+        };
+        Self::with_dialer(settings, budget, seed, dialer)
     }
 
     /// A link whose connections `dialer` opens.
@@ -147,6 +175,7 @@ impl Link {
             epoch: 0,
             interrupted: false,
             stale: false,
+            line_quiet_since: None,
             heartbeat_failures: 0,
             last_error: String::new(),
             last_success: None,
@@ -232,7 +261,13 @@ impl Link {
     /// Backoff not elapsed, budget exhausted, or the connect/handshake failed.
     pub async fn ensure_online<F: Framer>(&mut self, framer: &F) -> Result<u64, LinkError> {
         if self.interrupted {
-            self.mark_offline("an exchange was cancelled mid-frame");
+            self.interrupted = false;
+            if self.settings.line.is_some() {
+                // Half a frame on a line is drained, not a reason to reopen it.
+                self.stale = true;
+            } else {
+                self.mark_offline("an exchange was cancelled mid-frame");
+            }
         }
         if self.state == LinkState::Online && self.stream.is_some() {
             return Ok(self.epoch);
@@ -295,7 +330,9 @@ impl Link {
             let Some(frame) = framer.handshake(step).map_err(LinkError::codec)? else {
                 return Ok(());
             };
-            let answer = self.try_exchange(framer, &frame).await?;
+            let answer = self
+                .try_exchange(framer, &frame, self.settings.read_timeout)
+                .await?;
             match framer
                 .check_handshake(step, &answer)
                 .map_err(LinkError::codec)?
@@ -313,7 +350,8 @@ impl Link {
     /// Sends `frame` and reads the answer, which `read` decodes: the whole exchange
     /// with the device. A device's refusal (an exception or end code) is the inner
     /// error: the connection is fine. An I/O error, a timeout or a malformed
-    /// answer drops the connection; a failed codec call does not.
+    /// answer drops the connection (on a line: drains it); a failed codec call
+    /// does not.
     ///
     /// # Errors
     /// Not connected, I/O error, timeout, a malformed answer, or a failed codec call.
@@ -323,14 +361,36 @@ impl Link {
         frame: &[u8],
         read: impl FnOnce(&[u8]) -> Result<Result<T, FrameError>, F::Failure>,
     ) -> Result<Result<T, DeviceError>, LinkError> {
-        let result = match self.try_exchange(framer, frame).await {
+        let within = self.settings.read_timeout;
+        self.request_within(framer, frame, within, read).await
+    }
+
+    /// [`Link::request`] waiting at most `within` for the answer: the read
+    /// timeout of the channel asking, when devices with timeouts of their own
+    /// share the link (units on one line).
+    ///
+    /// # Errors
+    /// As for [`Link::request`].
+    pub async fn request_within<F: Framer, T>(
+        &mut self,
+        framer: &F,
+        frame: &[u8],
+        within: Duration,
+        read: impl FnOnce(&[u8]) -> Result<Result<T, FrameError>, F::Failure>,
+    ) -> Result<Result<T, DeviceError>, LinkError> {
+        let result = match self.try_exchange(framer, frame, within).await {
             Ok(answer) => decode(&answer, read),
             Err(error) => Err(error),
         };
-        if let Err(error) = &result
-            && drops_connection(error)
-        {
-            self.mark_offline(&error.to_string());
+        if let Err(error) = &result {
+            if self.settings.line.is_some() && resyncs_line(error) {
+                // The answer was lost or broken: drain the line before the next
+                // request, and keep it.
+                self.stale = true;
+                self.last_error = error.to_string();
+            } else if drops_connection(error) {
+                self.mark_offline(&error.to_string());
+            }
         }
         result
     }
@@ -349,7 +409,8 @@ impl Link {
         failures_allowed: u32,
         read: impl FnOnce(&[u8]) -> Result<Result<T, FrameError>, F::Failure>,
     ) -> Result<Result<T, DeviceError>, LinkError> {
-        let result = match self.try_exchange(framer, frame).await {
+        let within = self.settings.read_timeout;
+        let result = match self.try_exchange(framer, frame, within).await {
             Ok(answer) => decode(&answer, read),
             Err(error) => Err(error),
         };
@@ -376,14 +437,25 @@ impl Link {
         &mut self,
         framer: &F,
         frame: &[u8],
+        read_timeout: Duration,
     ) -> Result<Vec<u8>, LinkError> {
-        let read_timeout = self.settings.read_timeout;
         let Some(stream) = self.stream.as_mut() else {
             return Err(LinkError::Io("not connected".into()));
         };
-        if self.stale {
-            discard_pending(stream.as_mut())?;
-            self.stale = false;
+        match self.settings.line {
+            Some(silence) => {
+                if self.stale {
+                    drain_line(stream.as_mut(), silence, read_timeout).await?;
+                    self.stale = false;
+                } else if let Some(quiet) = self.line_quiet_since {
+                    tokio::time::sleep_until(quiet + silence).await;
+                }
+            }
+            None if self.stale => {
+                discard_pending(stream.as_mut())?;
+                self.stale = false;
+            }
+            None => {}
         }
         self.interrupted = true;
         let result = match timeout(read_timeout, transact(stream.as_mut(), framer, frame)).await {
@@ -391,6 +463,7 @@ impl Link {
             Err(_) => Err(LinkError::Timeout(read_timeout)),
         };
         self.interrupted = false;
+        self.line_quiet_since = Some(Instant::now());
         if result.is_ok() {
             self.last_success = Some(Instant::now());
         }
@@ -414,3 +487,40 @@ fn decode<T, E: std::error::Error + Send + Sync + 'static>(
 fn drops_connection(error: &LinkError) -> bool {
     !matches!(error, LinkError::Codec(_) | LinkError::Backoff { .. })
 }
+
+/// Whether a failed exchange on a line is mended by letting the line fall silent:
+/// a unit that did not answer in time, or an answer that was broken (bad CRC,
+/// truncated, another unit's). The port itself failing is not.
+fn resyncs_line(error: &LinkError) -> bool {
+    matches!(error, LinkError::Timeout(_) | LinkError::Malformed(_))
+}
+
+/// The longest a line is drained before a request goes out anyway.
+const MAX_DRAIN: Duration = Duration::from_millis(500);
+
+/// Reads and drops what arrives on a line until it stays silent for `silence`
+/// (at least [`MIN_QUIET`]): a late or broken answer is gone before the next
+/// request. Bounded by `read_timeout` and [`MAX_DRAIN`].
+async fn drain_line(
+    stream: &mut dyn super::transport::Stream,
+    silence: Duration,
+    read_timeout: Duration,
+) -> Result<(), LinkError> {
+    use tokio::io::AsyncReadExt;
+    let quiet = silence.max(MIN_QUIET);
+    let deadline = Instant::now() + read_timeout.min(MAX_DRAIN);
+    let mut scratch = [0u8; 256];
+    while Instant::now() < deadline {
+        match timeout(quiet, stream.read(&mut scratch)).await {
+            Err(_) => return Ok(()),
+            Ok(Ok(0)) => return Err(LinkError::Io("closed by the peer".into())),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(LinkError::Io(e.to_string())),
+        }
+    }
+    Ok(())
+}
+
+/// The shortest silence that counts as a drained line: a tunnel (RTU over TCP)
+/// has no character timing of its own, and a late answer may trickle in.
+const MIN_QUIET: Duration = Duration::from_millis(20);

@@ -20,5 +20,5 @@ pub use budget::{Budget, BudgetExceeded, Permit};
 pub use error::LinkError;
 pub use exchange::MAX_FRAME;
 pub use framer::Framer;
-pub use link::{Link, LinkSettings, LinkState};
+pub use link::{Link, LinkSettings, LinkState, state_of};
 pub use transport::{Connection, Dialer, Dialing, Stream, Tcp};

@@ -103,6 +103,10 @@ enum Peer {
     Garbage,
     /// Answers, but only after this much (virtual) time.
     Late(Duration),
+    /// The first answer late (by the duration), every later one at once.
+    LateFirst(Duration),
+    /// The first answer garbage, every later one an echo.
+    GarbageFirst,
 }
 
 /// Opens in-memory connections to a peer; refuses the first `refuse_first`.
@@ -144,6 +148,7 @@ impl Dialer for Memory {
 }
 
 async fn serve(mut stream: DuplexStream, peer: Peer) {
+    let mut answered = 0u32;
     loop {
         let mut head = [0u8; 2];
         if stream.read_exact(&mut head).await.is_err() {
@@ -153,8 +158,15 @@ async fn serve(mut stream: DuplexStream, peer: Peer) {
         if stream.read_exact(&mut request).await.is_err() {
             return;
         }
+        answered += 1;
         let answer = match peer {
             Peer::Silent => continue,
+            Peer::GarbageFirst if answered == 1 => vec![0xFF, 0xFF, 0],
+            Peer::LateFirst(after) if answered == 1 => {
+                tokio::time::sleep(after).await;
+                frame(&request)
+            }
+            Peer::GarbageFirst | Peer::LateFirst(_) => frame(&request),
             Peer::Garbage => vec![0xFF, 0xFF, 0],
             Peer::Echo | Peer::Late(_) if request == b"HELLO" => frame(b"OK"),
             Peer::Echo => frame(&request),
@@ -181,7 +193,22 @@ fn settings() -> LinkSettings {
             jitter: 0.0,
         },
         failed_after: 3,
+        line: None,
+        serial: None,
     }
+}
+
+/// A link over a line (Modbus RTU's way) with `silence` between frames.
+fn line(dialer: Arc<Memory>, silence: Duration) -> Link {
+    let budget = Budget::new(&ConnectionLimits {
+        max_total: 4,
+        max_per_host: 2,
+    });
+    let settings = LinkSettings {
+        line: Some(silence),
+        ..settings()
+    };
+    Link::with_dialer(settings, budget, 7, dialer)
 }
 
 fn link(dialer: Arc<Memory>) -> Link {
@@ -400,4 +427,76 @@ async fn a_round_cancelled_mid_exchange_reconnects_before_the_next_use() {
         "the half-read stream is dropped"
     );
     assert_eq!(memory.dials.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_a_line_a_late_answer_is_drained_and_the_line_kept() {
+    let framer = LengthFramer::default();
+    let memory = Memory::new(Peer::LateFirst(Duration::from_millis(1500)));
+    let mut link = line(Arc::clone(&memory), Duration::from_millis(4));
+    link.ensure_online(&framer).await.expect("online");
+    let late = link.request(&framer, &frame(b"unit 3"), body).await;
+    assert!(matches!(late, Err(LinkError::Timeout(_))), "{late:?}");
+    assert_eq!(
+        link.state(),
+        LinkState::Online,
+        "a silent unit keeps the line"
+    );
+    // The late answer arrives before the next unit's request, which drains it
+    // and gets its own answer, on the same connection. (One arriving after the
+    // next request went out is that request's codec's to refuse: a Modbus RTU
+    // answer names its unit.)
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let next = link.request(&framer, &frame(b"unit 1"), body).await;
+    assert_eq!(next.expect("answered").expect("data"), b"unit 1");
+    assert_eq!(memory.dials.load(Ordering::Relaxed), 1, "never reopened");
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_a_line_a_broken_answer_resyncs_instead_of_reconnecting() {
+    let framer = LengthFramer::default();
+    let memory = Memory::new(Peer::GarbageFirst);
+    let mut link = line(Arc::clone(&memory), Duration::from_millis(4));
+    link.ensure_online(&framer).await.expect("online");
+    let broken = link.request(&framer, &frame(b"read"), body).await;
+    assert!(matches!(broken, Err(LinkError::Malformed(_))), "{broken:?}");
+    assert_eq!(link.state(), LinkState::Online);
+    let next = link.request(&framer, &frame(b"again"), body).await;
+    assert_eq!(next.expect("answered").expect("data"), b"again");
+    assert_eq!(memory.dials.load(Ordering::Relaxed), 1, "never reopened");
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_a_line_requests_are_a_silence_apart() {
+    let framer = LengthFramer::default();
+    let silence = Duration::from_millis(4);
+    let mut link = line(Memory::new(Peer::Echo), silence);
+    link.ensure_online(&framer).await.expect("online");
+    let first = link.request(&framer, &frame(b"one"), body).await;
+    let ended = Instant::now();
+    assert!(first.is_ok());
+    let second = link.request(&framer, &frame(b"two"), body).await;
+    assert!(second.is_ok());
+    assert!(ended.elapsed() >= silence, "{:?}", ended.elapsed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_waits_as_long_as_its_own_channel_says() {
+    let framer = LengthFramer::default();
+    // The link's own read timeout is 1 s; the peer answers after 500 ms.
+    let mut link = line(
+        Memory::new(Peer::Late(Duration::from_millis(500))),
+        Duration::ZERO,
+    );
+    link.ensure_online(&framer).await.expect("online");
+    let hasty = link
+        .request_within(&framer, &frame(b"unit 3"), Duration::from_millis(200), body)
+        .await;
+    assert!(
+        matches!(hasty, Err(LinkError::Timeout(t)) if t == Duration::from_millis(200)),
+        "{hasty:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let patient = link.request(&framer, &frame(b"unit 1"), body).await;
+    assert_eq!(patient.expect("answered").expect("data"), b"unit 1");
 }

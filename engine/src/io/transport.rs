@@ -1,5 +1,6 @@
 //! The byte streams links run over and how they are opened: TCP for devices on
-//! Ethernet; an in-memory pipe in the link's own tests.
+//! Ethernet, a serial port for a Modbus RTU line; an in-memory pipe in the
+//! link's own tests.
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -8,6 +9,8 @@ use std::pin::Pin;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+
+use crate::model::{Parity, SerialLine};
 
 /// A connected byte stream to a device (or a gateway in front of several).
 pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send + Sync + Debug {}
@@ -35,6 +38,41 @@ impl Dialer for Tcp {
         Box::pin(async move {
             let stream = TcpStream::connect((host, port)).await?;
             stream.set_nodelay(true)?;
+            Ok(Box::new(stream) as Connection)
+        })
+    }
+}
+
+/// A serial port, driven as `SerialLine` says; the "host" a link names is the
+/// port's path (`/dev/ttyUSB0`), and there is no port number.
+#[derive(Debug, Clone, Copy)]
+pub struct Serial(pub SerialLine);
+
+impl Dialer for Serial {
+    fn dial<'a>(&'a self, host: &'a str, _port: u16) -> Dialing<'a> {
+        let line = self.0;
+        Box::pin(async move {
+            let parity = match line.parity {
+                Parity::None => tokio_serial::Parity::None,
+                Parity::Even => tokio_serial::Parity::Even,
+                Parity::Odd => tokio_serial::Parity::Odd,
+            };
+            let data_bits = if line.data_bits == 7 {
+                tokio_serial::DataBits::Seven
+            } else {
+                tokio_serial::DataBits::Eight
+            };
+            let stop_bits = if line.stop_bits == 2 {
+                tokio_serial::StopBits::Two
+            } else {
+                tokio_serial::StopBits::One
+            };
+            let port = tokio_serial::new(host, line.baud_rate)
+                .parity(parity)
+                .data_bits(data_bits)
+                .stop_bits(stop_bits)
+                .flow_control(tokio_serial::FlowControl::None);
+            let stream = tokio_serial::SerialStream::open(&port).map_err(io::Error::from)?;
             Ok(Box::new(stream) as Connection)
         })
     }

@@ -76,6 +76,8 @@ pub struct Leases {
     uplink: Uplink,
     /// Where state changes go inside the engine (the alarm rules), if anywhere.
     changes: Option<mpsc::UnboundedSender<Transition>>,
+    /// When this engine saw each entity's state change last, ms since the Unix epoch.
+    changed_at: Mutex<HashMap<EntityKey, i64>>,
 }
 
 impl Leases {
@@ -96,7 +98,22 @@ impl Leases {
             serial: Mutex::default(),
             uplink,
             changes,
+            changed_at: Mutex::default(),
         })
+    }
+
+    /// Since when `row` has been in the state it reads as at `now`, as far as this
+    /// engine knows: a lease that ran out changed when it ran out, before the
+    /// scanner came or after; any other change when this engine made it. `None`
+    /// when it has seen no change since it started (engines that share a
+    /// database each know the changes they made).
+    pub fn state_since(&self, row: &StateRow, now: i64) -> Option<i64> {
+        if row.effective_state(now) != row.state {
+            return Some(row.expire_time);
+        }
+        lock(&self.changed_at)
+            .get(&(row.entity_type, row.entity_id.clone()))
+            .copied()
     }
 
     pub fn store(&self) -> &Arc<dyn StateStore> {
@@ -135,6 +152,7 @@ impl Leases {
         lock(&self.retired).insert(entity.clone());
         let result = self.set_state(entity_type, entity_id, state);
         write(&self.announce).remove(&entity);
+        lock(&self.changed_at).remove(&entity);
         result.map(|_| ())
     }
 
@@ -245,6 +263,12 @@ impl Leases {
                 to = row.state.as_str(),
                 "state change"
             );
+            let at = if row.state == EntityState::Offline && row.expire_time <= now {
+                row.expire_time
+            } else {
+                now
+            };
+            lock(&self.changed_at).insert((row.entity_type, row.entity_id.clone()), at);
             if let Some(changes) = &self.changes {
                 // The receiver lives as long as the engine.
                 let _ = changes.send(transition.clone());

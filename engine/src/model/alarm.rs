@@ -7,7 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// The nine states, stored and shown as their upper-case names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum AlarmState {
     New,
@@ -78,7 +78,7 @@ impl fmt::Display for AlarmState {
 
 /// What can happen to an alarm. People request four of them over HTTP
 /// ([`AlarmAction::BY_PEOPLE`]); the engine takes the others.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AlarmAction {
     /// The broker acknowledged the alarm's delivery.

@@ -4,7 +4,19 @@
 use serde::{Deserialize, Serialize};
 
 /// What kind of entity a row is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum EntityType {
     Driver,
@@ -37,7 +49,7 @@ impl EntityType {
 }
 
 /// The state of a driver or device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EntityState {
     Online,
@@ -85,7 +97,7 @@ impl EntityState {
 }
 
 /// Where a lease length came from, in priority order (device config first).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TimeoutSource {
     System,
@@ -95,7 +107,7 @@ pub enum TimeoutSource {
 }
 
 /// One row of the entity state table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StateRow {
     #[serde(rename = "type")]

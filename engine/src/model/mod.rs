@@ -9,6 +9,7 @@ mod entity;
 mod frame;
 mod sample;
 mod scope;
+mod serial;
 mod tag;
 mod whitelist;
 
@@ -20,5 +21,6 @@ pub use entity::{
 pub use frame::{DeviceError, FrameError, PlannedRead};
 pub use sample::{Batch, Quality, Sample, Span, Value};
 pub use scope::Scope;
+pub use serial::{Parity, SerialLine};
 pub use tag::{Access, ByteOrder, ConfigIssue, DataType, Setting, SettingValue, TagSpec};
 pub use whitelist::{Refused, Transitions, Whitelist};

@@ -39,6 +39,20 @@ pub enum Value {
     Text(String),
 }
 
+impl Value {
+    /// The value as JSON: `null` without one (not read, or still raw bytes).
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Value::Bool(b) => (*b).into(),
+            Value::Int(v) => (*v).into(),
+            Value::Uint(v) => (*v).into(),
+            Value::Float(v) => (*v).into(),
+            Value::Text(t) => t.as_str().into(),
+            Value::None | Value::Raw(_) => serde_json::Value::Null,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     /// Index of the tag in the device's tag list.

@@ -89,7 +89,7 @@ impl Reply<'_> {
 }
 
 /// What became of a configuration push.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum PushStatus {
     /// In force: the device runs with it (or already did, unchanged).
@@ -99,7 +99,7 @@ pub enum PushStatus {
 }
 
 /// One problem of a pushed configuration: where in the JSON, and what.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct PushProblem {
     /// A JSON path into the pushed document: `$.channels[0].tags[1].address`.
     pub path: String,
@@ -107,7 +107,7 @@ pub struct PushProblem {
 }
 
 /// A reply on `config/push/reply`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PushReply<'a> {
     pub request_id: Json,

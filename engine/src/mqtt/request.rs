@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 
 /// A command request.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommandRequest {
     pub device_id: Option<String>,

@@ -14,6 +14,9 @@ use wasmtime::component::Component;
 
 use super::LoadError;
 
+/// The first four bytes of every WebAssembly binary.
+const WASM_MAGIC: &[u8] = b"\0asm";
+
 /// SHA-256 of `bytes` as lowercase hex.
 pub(super) fn content_hash(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
@@ -38,6 +41,17 @@ pub(super) fn compile(
         && let Some(component) = load_cached(engine, path)
     {
         return Ok((component, hash));
+    }
+    if !bytes.starts_with(WASM_MAGIC) {
+        let first: Vec<String> = bytes.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        return Err(LoadError::Invalid {
+            name: name.to_owned(),
+            detail: format!(
+                "not a .wasm file: it starts with [{}], a WebAssembly binary with `\\0asm` \
+                 (00 61 73 6d)",
+                first.join(" ")
+            ),
+        });
     }
     let component = Component::new(engine, bytes).map_err(|e| LoadError::Invalid {
         name: name.to_owned(),

@@ -2,6 +2,7 @@
 //! metric families of [`RoundMetrics`], one series per device.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::telemetry::{Counter, DeviceLabel, Family, Histogram, Metrics};
@@ -67,6 +68,7 @@ impl RoundMetrics {
             skipped: self.skipped.get_or_create_owned(&label),
             failed: self.failed.get_or_create_owned(&label),
             latency: self.latency.get_or_create_owned(&label),
+            last_latency_us: AtomicU64::new(NO_ROUND),
         })
     }
 
@@ -87,7 +89,11 @@ pub struct RoundCounters {
     skipped: Counter,
     failed: Counter,
     latency: Histogram,
+    /// The last finished round's latency in µs; [`NO_ROUND`] before the first.
+    last_latency_us: AtomicU64,
 }
+
+const NO_ROUND: u64 = u64::MAX;
 
 impl Default for RoundCounters {
     /// Counters of their own, in no family.
@@ -97,6 +103,7 @@ impl Default for RoundCounters {
             skipped: Counter::default(),
             failed: Counter::default(),
             latency: latency_histogram(),
+            last_latency_us: AtomicU64::new(NO_ROUND),
         }
     }
 }
@@ -124,6 +131,16 @@ impl RoundCounters {
             self.failed.inc();
         }
         self.latency.observe(latency.as_secs_f64());
+        let micros = u64::try_from(latency.as_micros()).unwrap_or(NO_ROUND - 1);
+        self.last_latency_us.store(micros, Ordering::Relaxed);
+    }
+
+    /// How long the last finished round took, if one finished.
+    pub fn last_latency(&self) -> Option<Duration> {
+        match self.last_latency_us.load(Ordering::Relaxed) {
+            NO_ROUND => None,
+            micros => Some(Duration::from_micros(micros)),
+        }
     }
 
     #[cfg(test)]

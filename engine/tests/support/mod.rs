@@ -6,11 +6,13 @@
 // Each test binary uses only part of this module.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod downlink;
 pub mod engine;
 pub mod mqtt;
 pub mod peers;
 pub mod postgres;
 pub mod proxy;
+pub mod registers;
 pub mod sim;
 pub mod yaml;

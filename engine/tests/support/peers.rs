@@ -357,7 +357,36 @@ impl PyModbus {
     /// Starts a server on a given port, e.g. where a killed one listened, so
     /// a client configured with that port can reconnect.
     pub fn restart_on(port: u16, map: &serde_json::Value) -> Peer {
-        python_peer("pymodbus", "pymodbus_server.py", port, map)
+        python_peer("pymodbus", "pymodbus_server.py", port, map, &[])
+    }
+
+    /// A server framing Modbus RTU over TCP on a free port, answering `units`
+    /// only (each with its own copy of `map`; any other unit id goes unanswered).
+    pub fn rtu_over_tcp(map: &serde_json::Value, units: &[u8]) -> Peer {
+        let mut args = vec!["--rtu".to_owned()];
+        args.extend(units_arg(units));
+        python_peer(
+            "pymodbus-rtu",
+            "pymodbus_server.py",
+            free_port(),
+            map,
+            &args,
+        )
+    }
+
+    /// A server of Modbus RTU on the serial port `tty` (one end of a
+    /// [`SerialPair`]), answering `units` only. Its TCP port only tells the
+    /// harness it is up.
+    pub fn serial(tty: &Path, map: &serde_json::Value, units: &[u8]) -> Peer {
+        let mut args = vec!["--serial".to_owned(), tty.display().to_string()];
+        args.extend(units_arg(units));
+        python_peer(
+            "pymodbus-serial",
+            "pymodbus_server.py",
+            free_port(),
+            map,
+            &args,
+        )
     }
 
     /// Every write the server carried out, oldest first:
@@ -371,6 +400,56 @@ impl PyModbus {
     }
 }
 
+fn units_arg(units: &[u8]) -> Vec<String> {
+    if units.is_empty() {
+        return Vec::new();
+    }
+    let list: Vec<String> = units.iter().map(u8::to_string).collect();
+    vec!["--units".to_owned(), list.join(",")]
+}
+
+/// A pseudo-terminal pair made by `socat`: two serial ports wired to each
+/// other, `a` for the engine and `b` for the device; ended on drop.
+pub struct SerialPair {
+    pub a: PathBuf,
+    pub b: PathBuf,
+    child: Child,
+    _dir: PathBuf,
+}
+
+impl SerialPair {
+    pub fn start() -> Self {
+        let dir = scratch_dir("socat", 0);
+        let (a, b) = (dir.join("tty-a"), dir.join("tty-b"));
+        let end = |path: &Path| format!("pty,raw,echo=0,link={}", path.display());
+        let child = Command::new("socat")
+            .args([end(&a), end(&b)])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("socat: {e} ({SETUP_HINT})"));
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !(a.exists() && b.exists()) {
+            assert!(Instant::now() < deadline, "socat made no pseudo-terminals");
+            std::thread::sleep(POLL);
+        }
+        Self {
+            a,
+            b,
+            child,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for SerialPair {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Writes `value` as `dir/name` and returns the path.
 fn write_json(dir: &Path, name: &str, value: &serde_json::Value) -> PathBuf {
     let path = dir.join(name);
@@ -381,16 +460,23 @@ fn write_json(dir: &Path, name: &str, value: &serde_json::Value) -> PathBuf {
 
 /// A peer script of `tests/peers/` run as `python SCRIPT PORT MAP.json` in a new
 /// scratch directory, with `map` as its map file.
-fn python_peer(kind: &'static str, script: &str, port: u16, map: &serde_json::Value) -> Peer {
+fn python_peer(
+    kind: &'static str,
+    script: &str,
+    port: u16,
+    map: &serde_json::Value,
+    options: &[String],
+) -> Peer {
     let python = installed("venv/bin/python");
     let script = project_root().join("tests/peers").join(script);
     let dir = scratch_dir(kind, port);
     let map_path = write_json(&dir, "map.json", map);
-    let args = vec![
+    let mut args = vec![
         script.display().to_string(),
         port.to_string(),
         map_path.display().to_string(),
     ];
+    args.extend_from_slice(options);
     Peer::launch_in(kind, port, python, args, dir)
 }
 
@@ -444,7 +530,7 @@ impl Snap7 {
     /// Starts a server on a free port. `map` looks like
     /// `{"db": {"1": [bytes...]}, "mk": [bytes...], "pe": [...], "pa": [...]}`.
     pub fn start(map: &serde_json::Value) -> Peer {
-        python_peer("snap7", "snap7_server.py", free_port(), map)
+        python_peer("snap7", "snap7_server.py", free_port(), map, &[])
     }
 }
 

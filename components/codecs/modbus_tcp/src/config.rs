@@ -8,6 +8,7 @@ use sluice_guest::session::ranges::{Extent, NotBool, RangeLimits, points};
 use sluice_guest::settings::{SettingValue, integer, read_all, unknown_key, wrong_type};
 
 use crate::address;
+use crate::frame::UNITS;
 use crate::sluice::dataflow::types::{ConfigError, Setting, TagSpec};
 use crate::{Tag, config_error, each_setting, tag_data_type};
 
@@ -48,7 +49,7 @@ fn read_settings(settings: &[Setting], errors: &mut Vec<ConfigError>) -> (Option
     };
     let mut write_multiple = false;
     each_setting(settings, errors, |key, value| match key {
-        "unitId" => integer(key, value, 0, 255).map(|v| unit = v as u8),
+        "unitId" => integer(key, value, UNITS.0, UNITS.1).map(|v| unit = v as u8),
         "mergeGap" => integer(key, value, 0, 1000).map(|v| limits.merge_gap = v),
         "maxRegisters" => integer(key, value, 1, 125).map(|v| limits.max_words = v),
         "maxBits" => integer(key, value, 1, 2000).map(|v| limits.max_bits = v),

@@ -3,12 +3,19 @@
 
 use alloc::vec;
 
+use alloc::vec::Vec;
+
 use super::*;
 use sluice::dataflow::types::{DataType as Wit, SettingValue as Sv};
+use sluice::dataflow::types::{Setting, Span, TagSpec, Value};
 use sluice_guest::columns::Quality;
 use sluice_guest::fuzz::{self, Peer, Rng};
 
 sluice_guest::codec_test_kit!(ModbusSession);
+
+#[path = "shared_tests.rs"]
+mod shared;
+use shared::read_all_tags;
 
 fn session(settings: &[Setting], tags: Vec<TagSpec>) -> ModbusSession {
     ModbusSession::create(settings, tags).expect("valid configuration")
@@ -37,13 +44,6 @@ impl Peer for Server {
     fn write(&self, sent: &[u8]) -> Vec<u8> {
         frame::build(tid(sent), sent[6], &sent[7..12])
     }
-}
-
-/// The one request of a plan of every tag: its id and frame.
-fn read_all_tags(s: &ModbusSession) -> (u32, Vec<u8>) {
-    let reads = s.plan((0..s.tags.len() as u32).collect());
-    assert_eq!(reads.len(), 1, "one request expected");
-    (reads[0].id, s.encode_read(reads[0].id).expect("encodes"))
 }
 
 fn device_error_of<T: core::fmt::Debug>(result: Result<T, FrameError>) -> DeviceError {
@@ -225,17 +225,4 @@ fn writes_are_byte_exact_and_checked_against_their_echo() {
         s.encode_write(3, Value::Int(1)),
         Err(FrameError::Malformed(_))
     ));
-}
-
-#[test]
-fn random_and_mutated_frames_never_panic() {
-    let tags = specs(
-        "40001 INT16, 40002 FLOAT64, 40008.15 BOOL, hr:20 STRING(5), 00001 BOOL, 00008 BOOL, \
-         10001 BOOL, 30001 UINT32",
-    );
-    for settings in [vec![], vec![setting("writeMultiple", Sv::Boolean(true))]] {
-        let s = session(&settings, tags.clone());
-        let reached = fuzz::run(&s, &Server, 8, 0x9E37_79B9_7F4A_7C15, 10_000);
-        assert!(reached.reads > 500 && reached.writes > 50, "{reached:?}");
-    }
 }

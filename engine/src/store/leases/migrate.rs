@@ -7,6 +7,7 @@ use redb::{ReadableTable, TableDefinition};
 use super::redb_table::RedbStateStore;
 use super::row::{Lease, NOT_FILED, RowBytes, entity_key, seconds};
 use crate::model::StateRow;
+use crate::store::database::Store;
 use crate::store::error::StoreError;
 
 /// The JSON rows of the first versions.
@@ -18,13 +19,25 @@ const KEYED_RECENT: TableDefinition<&[u8], &RowBytes> = TableDefinition::new("en
 /// (filed time, lease key), before rows were numbered.
 const KEYED_DUE: TableDefinition<&[u8], ()> = TableDefinition::new("entity_lease_due");
 
+impl RedbStateStore {
+    /// Opens the lease tables, moving rows an earlier version kept otherwise.
+    ///
+    /// # Errors
+    /// A storage failure, or stored rows that do not decode.
+    pub fn open(store: &Store) -> Result<Self, StoreError> {
+        let leases = Self::unmigrated(store)?;
+        move_earlier_rows(&leases)?;
+        Ok(leases)
+    }
+}
+
 /// Moves the rows of every earlier layout found in the file, each layout in
 /// one transaction.
 ///
 /// # Errors
 /// A storage failure, or stored rows that do not decode; nothing of that
 /// layout is moved then.
-pub(super) fn move_earlier_rows(leases: &RedbStateStore) -> Result<(), StoreError> {
+fn move_earlier_rows(leases: &RedbStateStore) -> Result<(), StoreError> {
     move_keyed_rows(leases)?;
     move_json_rows(leases)
 }

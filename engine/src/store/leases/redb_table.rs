@@ -9,7 +9,6 @@ use std::sync::{Mutex, RwLock};
 
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableError};
 
-use super::migrate::move_earlier_rows;
 use super::parents::{Parents, Staged};
 use super::row::{
     DueKey, Lease, NOT_FILED, RowBytes, due_after, due_key, entity_key, entity_key_into, entity_of,
@@ -37,18 +36,17 @@ pub struct RedbStateStore {
 }
 
 impl RedbStateStore {
-    /// Opens the lease tables, moving rows an earlier version kept otherwise.
+    /// The lease tables as the file has them, before rows of an earlier
+    /// layout are moved (`RedbStateStore::open`, in `migrate.rs`, moves them).
     ///
     /// # Errors
-    /// A storage failure, or stored rows that do not decode.
-    pub fn open(store: &Store) -> Result<Self, StoreError> {
-        let this = Self {
+    /// A storage failure.
+    pub(super) fn unmigrated(store: &Store) -> Result<Self, StoreError> {
+        Ok(Self {
             store: store.clone(),
             parents: RwLock::new(Parents::load(store)?),
             writer: Mutex::default(),
-        };
-        move_earlier_rows(&this)?;
-        Ok(this)
+        })
     }
 
     pub(super) fn store(&self) -> &Store {

@@ -1,0 +1,92 @@
+//! `GET /openapi.json`: the OpenAPI 3.1 description of every route, generated
+//! from the handlers' own annotations by the router that serves them, so a
+//! route cannot be served without being described (or described without being
+//! served).
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use super::reply::{Reply, error};
+use super::state::{ApiState, Document};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Sluice HTTP API",
+        description = "Device and driver states, alarms, commands, components and the \
+                       engine's health. Send `Authorization: Bearer <token>`: the admin token \
+                       sees every tenant, a tenant's token its own devices and alarms, a node \
+                       token may claim commands and report receipts."
+    ),
+    modifiers(&Bearer),
+    tags(
+        (name = "engine", description = "Health, metrics and this document"),
+        (name = "devices", description = "Configured devices and pushed configurations"),
+        (name = "states", description = "Lease-based states of devices and drivers"),
+        (name = "alarms", description = "The alarm lifecycle"),
+        (name = "commands", description = "Downlink commands: create, claim, receipt"),
+        (name = "components", description = "Component versions and reloads (admin)"),
+        (name = "console", description = "The operator console's page and live stream"),
+    )
+)]
+struct Base;
+
+/// The bearer token scheme the operations name.
+struct Bearer;
+
+impl Modify for Bearer {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The document's info, tags and security scheme; the routes add their paths.
+pub fn base() -> utoipa::openapi::OpenApi {
+    Base::openapi()
+}
+
+/// Renders `openapi` once for [`document`].
+pub fn publish(document: &Document, openapi: &utoipa::openapi::OpenApi) {
+    match openapi.to_pretty_json() {
+        Ok(text) => {
+            let _ = document.set(text);
+        }
+        Err(e) => tracing::error!(error = %e, "the OpenAPI document could not be rendered"),
+    }
+}
+
+#[utoipa::path(get, path = "/openapi.json", tag = "engine",
+    responses((status = 200, description = "This document (OpenAPI 3.1)",
+        content_type = "application/json")))]
+pub async fn document(State(state): State<ApiState>) -> Reply {
+    match state.openapi.get() {
+        Some(text) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            text.clone(),
+        )
+            .into_response(),
+        None => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the document is not rendered yet",
+        ),
+    }
+}
+
+/// What every path no route serves is answered with.
+pub async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no route `{method} {}`; GET /openapi.json lists them",
+            uri.path()
+        ),
+    )
+}

@@ -1,0 +1,22 @@
+//! The operator console: a page served at `/` (its assets compiled into the
+//! binary, nothing fetched from elsewhere) that reads the same HTTP API as any
+//! client, with the caller's token, plus one stream of live changes
+//! (`GET /console/stream`, server-sent events) fed by the engine's rounds.
+
+mod assets;
+mod stream;
+
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::api::ApiState;
+
+/// The console's routes: the page, its assets and its stream.
+pub fn routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::new()
+        .routes(routes!(assets::index))
+        .routes(routes!(assets::script))
+        .routes(routes!(assets::style))
+        .routes(routes!(assets::icon))
+        .routes(routes!(stream::stream))
+}
