@@ -92,8 +92,13 @@ fn socket_inode(local_port: u16, remote_port: u16) -> Option<String> {
     table.lines().skip(1).find_map(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
         let port = |field: &str| u16::from_str_radix(field.rsplit(':').next()?, 16).ok();
-        (port(fields.get(1)?)? == local_port && port(fields.get(2)?)? == remote_port)
-            .then(|| fields.get(9).map(|s| (*s).to_owned()))?
+        let inode = *fields.get(9)?;
+        // A closed connection's row (TIME_WAIT, inode 0) can share the ports of
+        // a new one: loopback connects reuse them (`tcp_tw_reuse`).
+        (port(fields.get(1)?)? == local_port
+            && port(fields.get(2)?)? == remote_port
+            && inode != "0")
+            .then(|| inode.to_owned())
     })
 }
 
