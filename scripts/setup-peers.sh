@@ -10,6 +10,8 @@
 #                             never started: the tests make and start their own clusters)
 #   chromium, chromium-driver  headless browser and WebDriver for the console's tests
 #   socat                     pseudo-terminal pairs: serial lines for the Modbus RTU tests
+#   .peers/node               npm sparkplug-payload (Eclipse Tahu): the Sparkplug B tests'
+#                             independent decoder (needs node and npm: nodejs, npm)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,6 +22,8 @@ PY="$VENV/bin/python"
 # Pinned Python packages, as given to pip; the check below compares what is
 # installed against them.
 PY_REQS=("pymodbus==3.16.1" "pyserial==3.5" "python-snap7<3" "virtual-plc==0.3.0")
+# The pinned npm package, as given to npm.
+NPM_PKG="sparkplug-payload@1.0.3"
 DEB_PKGS=(mosquitto libmodbus-dev gcc pkg-config postgresql chromium chromium-driver socat)
 
 say() { printf 'setup-peers: %s\n' "$*"; }
@@ -39,6 +43,10 @@ done
 # make a venv with pip in it.
 if [[ ! -x "$PY" ]] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
+fi
+# Node.js may come from elsewhere than Debian (a vendor's package has npm inside).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    missing+=(nodejs npm)
 fi
 if ((${#missing[@]})); then
     say "apt: installing ${missing[*]}"
@@ -109,6 +117,18 @@ if [[ ! -x "$BIN" || "$SRC" -nt "$BIN" ]]; then
     mv -f "$BIN.tmp" "$BIN"
 else
     say "cc: $BIN up to date"
+fi
+
+# --- npm: Sparkplug B reference implementation -----------------------------------
+NODE_DIR="$PEERS/node"
+want="${NPM_PKG##*@}"
+have="$(node -p "require('$NODE_DIR/node_modules/sparkplug-payload/package.json').version" 2>/dev/null || true)"
+if [[ "$have" != "$want" ]]; then
+    say "npm: installing $NPM_PKG"
+    mkdir -p "$NODE_DIR"
+    npm install --prefix "$NODE_DIR" --no-audit --no-fund --silent "$NPM_PKG"
+else
+    say "npm: $NPM_PKG present"
 fi
 
 say "done"

@@ -47,11 +47,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, Outgoing, QoS};
-use sluice::config::{MqttConfig, OverflowPolicy};
+use sluice::config::{MqttConfig, OverflowPolicy, UplinkPayload};
 use sluice::model::{Access, ByteOrder, DataType, Quality, Sample, TagSpec, Value};
 use sluice::mqtt::{DeviceTopic, ReportHeader, Topics, payload};
 use sluice::store::{FILE_NAME, Store};
-use sluice::uplink::Uplink;
+use sluice::uplink::{Uplink, UplinkIdentity};
 use sluice::wal::{MemoryLog, Message, MessageLog, Outbox, RedbLog};
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
@@ -507,7 +507,9 @@ fn replay(rt: &Runtime, stream: &Stream) -> Replay {
         qos: 1,
         keep_alive_sec: 60,
         topic_prefix: String::new(),
+        payload: UplinkPayload::Json,
     };
+    let client_id = format!("sluice-bench-replay-{}", std::process::id());
     let cpu = cpu_seconds();
     let start = Instant::now();
     let (uplink, publisher) = {
@@ -515,7 +517,11 @@ fn replay(rt: &Runtime, stream: &Stream) -> Replay {
         Uplink::start(
             (
                 &config,
-                &format!("sluice-bench-replay-{}", std::process::id()),
+                UplinkIdentity {
+                    client_id: &client_id,
+                    edge_node_id: "",
+                    data_dir: std::path::Path::new("."),
+                },
             ),
             Arc::clone(&running.outbox),
             None,

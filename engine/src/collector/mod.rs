@@ -8,6 +8,7 @@
 //! ([`Fleet::plan_reload`]) without touching the others' connections, and each
 //! round's samples go to a [`SampleSink`] the collector owns the interface of.
 
+mod births;
 mod device;
 mod fleet;
 mod framing;
@@ -25,6 +26,7 @@ mod swap;
 mod tag_io;
 mod wiring;
 
+pub use births::FleetBirths;
 pub use device::{Channel, Device, DeviceParts, LeaseTerms, Probe, Writable};
 pub use fleet::{DeviceChanges, Fleet, ReloadPlan};
 pub use latest::{LatestValues, LatestView, RoundsDone};

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use crate::config::ReportMode;
 use crate::model::{Quality, Sample, TagSpec, Value};
+use crate::mqtt::sparkplug::{self, MetricTable};
 use crate::mqtt::{ReportHeader, payload};
 use crate::store::{SeqAllocator, StoreError};
 use crate::sync::lock;
@@ -18,8 +19,19 @@ use crate::wal::Message;
 pub struct Reporter {
     mode: ReportMode,
     topic: String,
+    encoding: Encoding,
     /// Last published value and quality per tag (ON_CHANGE only; empty otherwise).
     last: Mutex<Vec<Option<(Value, Quality)>>>,
+}
+
+/// How a report's payload is written.
+#[derive(Debug)]
+pub enum Encoding {
+    /// The engine's JSON report ([`payload`]).
+    Json,
+    /// Sparkplug B device data, by the device's metric aliases; its `seq` is
+    /// added when published.
+    Sparkplug(MetricTable),
 }
 
 /// Who the reports are about.
@@ -31,7 +43,7 @@ pub struct Identity<'a> {
 }
 
 impl Reporter {
-    pub fn new(mode: ReportMode, topic: String, tags: usize) -> Self {
+    pub fn new(mode: ReportMode, (topic, encoding): (String, Encoding), tags: usize) -> Self {
         let remembered = if mode == ReportMode::OnChange {
             tags
         } else {
@@ -40,6 +52,7 @@ impl Reporter {
         Self {
             mode,
             topic,
+            encoding,
             last: Mutex::new(vec![None; remembered]),
         }
     }
@@ -82,7 +95,10 @@ impl Reporter {
                 timestamp_ms: now_ms,
                 seq: seq.next(who.device_id)?,
             };
-            let body = payload(header, &group, tags);
+            let body = match &self.encoding {
+                Encoding::Json => payload(header, &group, tags),
+                Encoding::Sparkplug(metrics) => sparkplug::device_data(now_ms, &group, metrics),
+            };
             uplink.report(Message {
                 device: who.device_id.to_owned(),
                 seq: header.seq,

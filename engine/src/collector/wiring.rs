@@ -14,7 +14,7 @@ use super::latest::RoundsDone;
 use super::links::{Endpoint, LinkInfo, link_settings};
 use super::metrics::DeviceMetrics;
 use super::ownership::Ownership;
-use super::reporter::Reporter;
+use super::reporter::{Encoding, Reporter};
 use super::roster::Roster;
 use super::sink::SampleSink;
 use crate::compile::{CompiledDevice, DeviceRules};
@@ -22,6 +22,7 @@ use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig};
 use crate::io::{Budget, Link};
 use crate::lease::Leases;
 use crate::mqtt::DeviceTopic;
+use crate::mqtt::sparkplug::MetricTable;
 use crate::store::SeqAllocator;
 use crate::sync::Swappable;
 use crate::uplink::Uplink;
@@ -144,15 +145,21 @@ impl<'a> Wiring<'a> {
             readback: device.tags().map(|t| t.readback).collect(),
             decoder: Swappable::new(decoder),
         });
-        let reporter = Reporter::new(
-            self.config.collector.report_mode,
-            self.services.uplink.topics().device(
-                &device.product_id,
-                &device.device_num,
-                DeviceTopic::PropertyPost,
+        let report_to = match self.services.uplink.sparkplug() {
+            Some(topics) => (
+                topics.device_data(&device.device_id),
+                Encoding::Sparkplug(MetricTable::new(&device.device_id, &tags)),
             ),
-            tags.len(),
-        );
+            None => (
+                self.services.uplink.topics().device(
+                    &device.product_id,
+                    &device.device_num,
+                    DeviceTopic::PropertyPost,
+                ),
+                Encoding::Json,
+            ),
+        };
+        let reporter = Reporter::new(self.config.collector.report_mode, report_to, tags.len());
         let driver = device
             .channels
             .first()

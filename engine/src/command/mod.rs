@@ -9,6 +9,7 @@
 //! - [`intents`]: the intents and outcomes of the writes that execute commands;
 //! - [`outcome`]: write requests, intents, records, and their receipts;
 //! - [`service`]: creating, cancelling, receipts of nodes, replies, the downlink;
+//! - [`sparkplug`]: Sparkplug B device commands (DCMD) as command requests;
 //! - [`values`]: values checked and scaled for writing, compared when read back;
 //! - [`write`]: safe writes (checks, intents, idempotency, read-back, audit);
 //! - [`node`]: the engine as a node: claims its devices' commands, writes, reports.
@@ -19,6 +20,7 @@ pub mod model;
 pub mod node;
 pub mod outcome;
 pub mod service;
+pub mod sparkplug;
 pub mod store;
 pub mod values;
 pub mod write;

@@ -338,6 +338,15 @@ impl Commands {
         payload: &[u8],
         now: i64,
     ) -> Result<Option<Settled>, CommandError> {
+        if let Some(device_id) = self
+            .uplink
+            .sparkplug()
+            .and_then(|t| t.command_device(topic))
+        {
+            return self
+                .on_device_command(device_id, payload, now)
+                .map(|()| None);
+        }
         let Some(target) = self.uplink.topics().command_target(topic) else {
             tracing::warn!(%topic, "a message on no command topic; ignored");
             return Ok(None);
@@ -363,6 +372,49 @@ impl Commands {
             DeviceTopic::Reply(target.kind),
         );
         Ok(Some(self.publish_reply(topic, &reply)))
+    }
+
+    /// Stores the commands of a Sparkplug DCMD. A refusal is logged: a DCMD
+    /// has no reply topic, the host sees the value read back (or not).
+    fn on_device_command(
+        &self,
+        device_id: &str,
+        payload: &[u8],
+        now: i64,
+    ) -> Result<(), CommandError> {
+        let Some(device) = self.fleet.roster().get(device_id).cloned() else {
+            tracing::warn!(
+                device = device_id,
+                "a DCMD for no device of this engine; ignored"
+            );
+            return Ok(());
+        };
+        let requests = match super::sparkplug::requests(device_id, &device.tags, payload, now) {
+            Ok(requests) => requests,
+            Err(error) => {
+                tracing::warn!(device = device_id, %error, "a DCMD refused");
+                return Ok(());
+            }
+        };
+        for request in requests {
+            let refusal = match request {
+                Ok(request) => match self.create(
+                    Scope::All,
+                    device_id,
+                    &request,
+                    "sparkplug",
+                    "sparkplug",
+                    now,
+                ) {
+                    Ok(_) => continue,
+                    Err(CreateError::Store(error)) => return Err(error),
+                    Err(refusal) => refusal.to_string(),
+                },
+                Err(refusal) => refusal,
+            };
+            tracing::warn!(device = device_id, error = %refusal, "a DCMD metric refused");
+        }
+        Ok(())
     }
 
     /// The command a downlink message asks for, stored.

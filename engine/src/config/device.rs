@@ -10,8 +10,10 @@ use super::TenantConfig;
 use super::channel::{self, ChannelConfig};
 use super::collector::CollectorConfig;
 use super::read::{Unique, at_least, list, read_at, required_text, text};
+use super::sparkplug::{UplinkPayload, sparkplug_id_problem};
 use super::tag::TagConfig;
 use crate::model::SerialLine;
+use crate::mqtt::sparkplug;
 use crate::yaml::{Diagnostics, Fields, Node, Pos};
 
 /// One entry of `devices`.
@@ -186,7 +188,42 @@ pub(super) fn read_all(
         }
     }
     check_serial_lines(&devices, errors);
+    if matches!(collector.mqtt.payload, UplinkPayload::SparkplugB(_)) {
+        check_sparkplug(&devices, errors);
+    }
     devices
+}
+
+/// With Sparkplug B a device id is a topic level, and each tag's metric alias
+/// is unique across the edge node.
+fn check_sparkplug(devices: &[DeviceConfig], errors: &mut Diagnostics) {
+    let mut aliases: HashMap<u64, (&str, &str, Pos)> = HashMap::new();
+    for device in devices {
+        if let Some(problem) = sparkplug_id_problem(&device.device_id) {
+            errors.push(
+                device.pos,
+                format!(
+                    "`deviceId`: `{}` is the Sparkplug device id: {problem}",
+                    device.device_id
+                ),
+            );
+        }
+        for tag in device.tags() {
+            let alias = sparkplug::alias(&device.device_id, &tag.spec.key);
+            if let Some((other, key, pos)) = aliases.get(&alias) {
+                errors.push(
+                    tag.pos,
+                    format!(
+                        "tag `{}`: its Sparkplug alias {alias} is the alias of tag `{key}` of \
+                         device `{other}` (at {pos}) too; rename one of them",
+                        tag.spec.key
+                    ),
+                );
+            } else {
+                aliases.insert(alias, (&device.device_id, &tag.spec.key, tag.pos));
+            }
+        }
+    }
 }
 
 /// A required `productId` or `deviceNum`: part of MQTT topic names, so not empty and

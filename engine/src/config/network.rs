@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 
 use super::read::{at_least, read_at, text, text_at};
+use super::sparkplug::{UplinkPayload, read_payload};
 use crate::yaml::{Diagnostics, Fields, Kind, Node};
 
 /// `collector.mqtt`: the broker samples are published to.
@@ -28,6 +29,8 @@ pub struct MqttConfig {
     pub keep_alive_sec: u16,
     /// `topicPrefix`: put in front of every topic (default empty; no `+` or `#`).
     pub topic_prefix: String,
+    /// `payload`: `json` (the default) or `sparkplug-b` (with `sparkplug`).
+    pub payload: UplinkPayload,
 }
 
 impl Default for MqttConfig {
@@ -41,6 +44,7 @@ impl Default for MqttConfig {
             qos: 1,
             keep_alive_sec: 60,
             topic_prefix: String::new(),
+            payload: UplinkPayload::Json,
         }
     }
 }
@@ -115,6 +119,7 @@ pub(super) fn read_mqtt(node: &Node, errors: &mut Diagnostics) -> MqttConfig {
         Some((prefix, _)) => prefix,
         None => d.topic_prefix,
     };
+    let payload = read_payload(&mut f, errors);
     f.finish(errors);
     MqttConfig {
         broker_host,
@@ -125,6 +130,7 @@ pub(super) fn read_mqtt(node: &Node, errors: &mut Diagnostics) -> MqttConfig {
         qos,
         keep_alive_sec,
         topic_prefix,
+        payload,
     }
 }
 

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::config::{GatewayConfig, StoreKind};
+use crate::config::{GatewayConfig, StoreKind, UplinkPayload};
 
 /// The file of the data directory that keeps a made-up client id.
 const CLIENT_ID_FILE: &str = "client-id";
@@ -48,6 +48,18 @@ pub(super) fn client_id(config: &GatewayConfig, node: &str) -> anyhow::Result<St
         StoreKind::Postgres => format!("{own}-{node}"),
         StoreKind::Redb => own,
     })
+}
+
+/// The Sparkplug edge node id: the configured one, with `node` appended when
+/// the state is shared (each engine is its own edge node); empty with JSON.
+pub(super) fn edge_node_id(config: &GatewayConfig, node: &str) -> String {
+    match (&config.collector.mqtt.payload, config.collector.store.kind) {
+        (UplinkPayload::Json, _) => String::new(),
+        (UplinkPayload::SparkplugB(spb), StoreKind::Redb) => spb.edge_node_id.clone(),
+        (UplinkPayload::SparkplugB(spb), StoreKind::Postgres) => {
+            format!("{}-{node}", spb.edge_node_id)
+        }
+    }
 }
 
 fn own_client_id(config: &GatewayConfig) -> anyhow::Result<String> {

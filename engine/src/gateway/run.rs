@@ -17,7 +17,7 @@ use super::state;
 use crate::alarm::{self, AlarmStore, Alarms, Delivery};
 use crate::api::{self, ApiState, Tokens};
 use crate::collector::{
-    Collector, DeviceMetrics, Fleet, Ownership, SampleSink, Services, keep_ownership,
+    Collector, DeviceMetrics, Fleet, FleetBirths, Ownership, SampleSink, Services, keep_ownership,
 };
 use crate::command::{self, CommandStore, Commands, Timings, WriteService};
 use crate::compile::{Compiled, Sources};
@@ -28,7 +28,7 @@ use crate::model::{CommandAction, CommandStatus, Transitions};
 use crate::mqtt::{DRIVER_PRODUCT, Topics};
 use crate::store::StateDatabase;
 use crate::telemetry::Metrics;
-use crate::uplink::{Downlink, Uplink};
+use crate::uplink::{Downlink, Uplink, UplinkIdentity};
 use crate::wal::Outbox;
 
 /// Where each device's and driver's state changes are announced.
@@ -134,7 +134,7 @@ struct Engine {
 /// Starts the outbox's committer, the uplink, the leases and the alarm service
 /// (its delivery included).
 fn start_engine(
-    (config, client_id, compiled): (&GatewayConfig, &str, &mut Compiled),
+    (config, identity, compiled): (&GatewayConfig, UplinkIdentity<'_>, &mut Compiled),
     (db, outbox, lease_store): (&StateDatabase, &Arc<Outbox>, Arc<dyn StateStore>),
     shutdown: &watch::Receiver<bool>,
     tasks: &mut Tasks,
@@ -145,7 +145,7 @@ fn start_engine(
     tasks.spawn(Arc::clone(outbox).run_committer(shutdown.clone()));
     let (downlink, downlink_messages) = mpsc::unbounded_channel();
     let (uplink, publisher) = Uplink::start(
-        (&config.collector.mqtt, client_id),
+        (&config.collector.mqtt, identity),
         Arc::clone(outbox),
         Some(downlink),
         shutdown.clone(),
@@ -221,9 +221,15 @@ pub async fn run(
     } = state::open(&config)?;
     let node_id = identity::node_id(&config, node_flag.as_deref());
     let client_id = identity::client_id(&config, &node_id)?;
+    let edge_node_id = identity::edge_node_id(&config, &node_id);
+    let uplink_identity = UplinkIdentity {
+        client_id: &client_id,
+        edge_node_id: &edge_node_id,
+        data_dir: std::path::Path::new(&config.collector.wal.dir),
+    };
     let mut tasks = Tasks::default();
     let engine = start_engine(
-        (&config, &client_id, &mut compiled),
+        (&config, uplink_identity, &mut compiled),
         (&db, &outbox, leases),
         &shutdown,
         &mut tasks,
@@ -250,6 +256,9 @@ pub async fn run(
     };
     let mut collector = Collector::new(compiled, services);
     let fleet = Arc::clone(collector.fleet());
+    engine
+        .uplink
+        .set_births(Arc::new(FleetBirths(Arc::clone(&fleet))));
     tasks.spawn(keep_ownership(Arc::clone(&fleet), seq, shutdown.clone()));
     let commands = commands(
         (&config, &node_id),

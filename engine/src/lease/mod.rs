@@ -279,6 +279,10 @@ impl Leases {
             let Some(announce) = announce else {
                 continue;
             };
+            if row.entity_type == EntityType::Device {
+                self.uplink
+                    .device_state(&row.entity_id, row.state == EntityState::Offline);
+            }
             self.uplink.status(
                 announce.topic(&self.uplink, DeviceTopic::StatusPost),
                 status(row.state, now),

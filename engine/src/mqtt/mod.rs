@@ -10,10 +10,15 @@
 //! | `collector.alarms.topic` | up | [`alarm_notice`] |
 //! | `{productId}/{deviceNum}/property/set`, `.../function/invoke` | down | [`CommandRequest`] |
 //! | `.../property/set/reply`, `.../function/invoke/reply` | up | [`Reply`] |
+//!
+//! With `payload: sparkplug-b` the device data, births and deaths and the
+//! commands of a host use the Sparkplug B topics and payloads instead
+//! ([`sparkplug`]); alarms, events and replies keep their JSON topics.
 
 mod messages;
 mod report;
 mod request;
+pub mod sparkplug;
 mod topics;
 
 pub use messages::{

@@ -5,11 +5,13 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::message::{Downlink, Tracked};
+use super::message::{Downlink, NodeEvent, Tracked};
 use super::publisher::Publisher;
+use super::sparkplug::{BD_SEQ_FILE, Births, EdgeNode};
 use super::stats::UplinkStats;
-use crate::config::MqttConfig;
+use crate::config::{MqttConfig, UplinkPayload};
 use crate::mqtt::Topics;
+use crate::mqtt::sparkplug::SparkplugTopics;
 use crate::wal::{Message, Outbox, Settled};
 
 /// The uplink as the rest of the engine sees it: reports go through the outbox
@@ -19,34 +21,88 @@ pub struct Uplink {
     outbox: Arc<Outbox>,
     statuses: mpsc::UnboundedSender<(String, Vec<u8>)>,
     tracked: mpsc::UnboundedSender<Tracked>,
+    node_events: mpsc::UnboundedSender<NodeEvent>,
     topics: Topics,
+    /// With `payload: sparkplug-b`: the edge node's topics.
+    sparkplug: Option<SparkplugTopics>,
     stats: Arc<UplinkStats>,
+}
+
+/// Who the engine is on the broker: its client id and, with Sparkplug B, its
+/// edge node id; and the data directory that keeps the Sparkplug bdSeq.
+#[derive(Debug, Clone, Copy)]
+pub struct UplinkIdentity<'a> {
+    pub client_id: &'a str,
+    pub edge_node_id: &'a str,
+    pub data_dir: &'a std::path::Path,
 }
 
 impl Uplink {
     /// Starts the publisher in the background; it connects, reconnects, publishes
     /// the outbox's records and releases them on PUBACK until `shutdown`. With a
     /// `downlink` sender it also subscribes to the downlink topics (see
-    /// [`Topics::downlink_filters`]) and hands every message it receives there.
+    /// [`Topics::downlink_filters`]) and hands every message it receives there;
+    /// a Sparkplug edge node also hands its DCMD messages there.
     pub fn start(
-        (config, client_id): (&MqttConfig, &str),
+        (config, identity): (&MqttConfig, UplinkIdentity<'_>),
         outbox: Arc<Outbox>,
         downlink: Option<mpsc::UnboundedSender<Downlink>>,
         shutdown: watch::Receiver<bool>,
     ) -> (Self, JoinHandle<()>) {
         let (statuses, status_rx) = mpsc::unbounded_channel();
         let (tracked, tracked_rx) = mpsc::unbounded_channel();
+        let (node_events, node_rx) = mpsc::unbounded_channel();
         let stats = Arc::<UplinkStats>::default();
+        let sparkplug = match &config.payload {
+            UplinkPayload::Json => None,
+            UplinkPayload::SparkplugB(spb) => {
+                Some(SparkplugTopics::new(&spb.group_id, identity.edge_node_id))
+            }
+        };
+        let node = sparkplug
+            .clone()
+            .map(|topics| EdgeNode::new(topics, identity.data_dir.join(BD_SEQ_FILE)));
         let uplink = Self {
             outbox: Arc::clone(&outbox),
             statuses,
             tracked,
+            node_events,
             topics: Topics::new(&config.topic_prefix),
+            sparkplug,
             stats: Arc::clone(&stats),
         };
-        let publisher = Publisher::new((config, client_id), outbox, stats, downlink);
-        let task = tokio::spawn(publisher.run(status_rx, tracked_rx, shutdown));
+        let publisher = Publisher::new(
+            (config, identity.client_id),
+            outbox,
+            stats,
+            downlink,
+            node.is_some(),
+        );
+        let task = tokio::spawn(publisher.run((status_rx, node_rx), tracked_rx, node, shutdown));
         (uplink, task)
+    }
+
+    /// The edge node's topics with `payload: sparkplug-b`; `None` with JSON.
+    pub fn sparkplug(&self) -> Option<&SparkplugTopics> {
+        self.sparkplug.as_ref()
+    }
+
+    /// Tells the Sparkplug edge node who knows the devices; until then it
+    /// publishes no births and no data.
+    pub fn set_births(&self, births: Arc<dyn Births>) {
+        // The publisher only stops at shutdown.
+        let _ = self.node_events.send(NodeEvent::Births(births));
+    }
+
+    /// A device's lease state changed: with Sparkplug B a DDEATH (offline) or
+    /// a DBIRTH (back); nothing with JSON (the retained status says it).
+    pub fn device_state(&self, device_id: &str, offline: bool) {
+        if self.sparkplug.is_some() {
+            let _ = self.node_events.send(NodeEvent::DeviceState {
+                device_id: device_id.to_owned(),
+                offline,
+            });
+        }
     }
 
     pub fn stats(&self) -> &Arc<UplinkStats> {
@@ -85,8 +141,11 @@ impl Uplink {
 
     /// Publishes a retained status; while disconnected only the latest per topic is
     /// kept, and sent on the next connection.
+    /// With Sparkplug B there are none: births and deaths say it.
     pub fn status(&self, topic: String, payload: Vec<u8>) {
-        // The publisher only stops at shutdown, when statuses no longer matter.
-        let _ = self.statuses.send((topic, payload));
+        if self.sparkplug.is_none() {
+            // The publisher only stops at shutdown, when statuses no longer matter.
+            let _ = self.statuses.send((topic, payload));
+        }
     }
 }

@@ -1,7 +1,11 @@
 //! Messages between the uplink's handle and its publisher.
 
+use std::sync::Arc;
+
 use rumqttc::Publish;
 use tokio::sync::{mpsc, oneshot};
+
+use super::sparkplug::Births;
 
 /// A message whose PUBACK someone waits for: topic, payload, whom to tell.
 pub(super) type Tracked = (String, Vec<u8>, oneshot::Sender<()>);
@@ -9,6 +13,15 @@ pub(super) type Tracked = (String, Vec<u8>, oneshot::Sender<()>);
 /// An acknowledgement for the publisher to send: the connection the message came
 /// in on, and the message.
 pub(super) type Ack = (u64, Publish);
+
+/// What the Sparkplug edge node learns from the rest of the engine.
+#[derive(Debug)]
+pub(super) enum NodeEvent {
+    /// Who knows the devices: births can go out.
+    Births(Arc<dyn Births>),
+    /// A device's lease went offline, or came back.
+    DeviceState { device_id: String, offline: bool },
+}
 
 /// A message the broker delivered to the engine (a downlink command). The broker
 /// keeps it until [`Downlink::acknowledge`] (invariant S2 of `docs/commands.md`):

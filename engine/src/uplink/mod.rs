@@ -14,8 +14,10 @@
 mod handle;
 mod message;
 mod publisher;
+mod sparkplug;
 mod stats;
 
-pub use handle::Uplink;
+pub use handle::{Uplink, UplinkIdentity};
 pub use message::Downlink;
+pub use sparkplug::{BD_SEQ_FILE, Births};
 pub use stats::UplinkStats;

@@ -10,17 +10,21 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rumqttc::{AsyncClient, Event, EventLoop, Incoming, LastWill, MqttOptions, Outgoing, QoS};
+use rumqttc::{
+    AsyncClient, ClientError, Event, EventLoop, Incoming, LastWill, MqttOptions, Outgoing, QoS,
+    Request,
+};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::message::{Ack, Downlink, Tracked};
+use super::message::{Ack, Downlink, NodeEvent, Tracked};
+use super::sparkplug::{EdgeNode, Outgoing as NodeMessage};
 use super::stats::UplinkStats;
 use crate::clock::now_ms;
 use crate::config::MqttConfig;
 use crate::model::EntityState;
 use crate::mqtt::{Topics, status};
 use crate::sync::lock;
-use crate::wal::Outbox;
+use crate::wal::{Outbox, Record};
 
 /// Publishes awaiting their PUBACK at once.
 const INFLIGHT: u16 = 100;
@@ -40,13 +44,15 @@ pub(super) struct Publisher {
     outbox: Arc<Outbox>,
     stats: Arc<UplinkStats>,
     /// Where downlink messages go, and the filters subscribed for them.
-    downlink: Option<(mpsc::UnboundedSender<Downlink>, [String; 3])>,
+    downlink: Option<(mpsc::UnboundedSender<Downlink>, Vec<String>)>,
 }
 
 /// What comes to the publisher besides the outbox: statuses, tracked messages,
 /// and the acknowledgements of downlink messages from those who handled them.
 struct Inbox {
     statuses: mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+    /// For the Sparkplug edge node only.
+    node_events: mpsc::UnboundedReceiver<NodeEvent>,
     tracked: mpsc::UnboundedReceiver<Tracked>,
     acks: mpsc::UnboundedReceiver<Ack>,
     ack_sender: mpsc::UnboundedSender<Ack>,
@@ -71,6 +77,19 @@ struct Session {
     /// Packet id -> what awaits its PUBACK.
     inflight: HashMap<u16, Inflight>,
     acked: Vec<u64>,
+    /// The Sparkplug edge node (`payload: sparkplug-b`); it outlives the
+    /// connection and moves on to the next one.
+    node: Option<EdgeNode>,
+    /// Publishes of the edge node the client's queue had no room for yet.
+    pending: VecDeque<Pending>,
+}
+
+/// A publish of the edge node waiting for room in the client's queue.
+struct Pending {
+    queued: Queued,
+    topic: String,
+    qos: QoS,
+    payload: Vec<u8>,
 }
 
 /// What a publish handed to the client carries.
@@ -106,16 +125,18 @@ impl Publisher {
         outbox: Arc<Outbox>,
         stats: Arc<UplinkStats>,
         downlink: Option<mpsc::UnboundedSender<Downlink>>,
+        sparkplug: bool,
     ) -> Self {
         let topics = Topics::new(&config.topic_prefix);
         let status_topic = topics.collector_status(client_id);
         let mut options = MqttOptions::new(client_id, &config.broker_host, config.broker_port);
         // Invariant S1: a persistent session, so the broker keeps the downlink
-        // messages that come while the engine is away; S2: they are acknowledged
-        // by hand, once handled.
+        // messages that come while the engine is away (but a Sparkplug edge node
+        // starts clean, as the specification requires: see docs/sparkplug.md);
+        // S2: they are acknowledged by hand, once handled.
         options
             .set_keep_alive(Duration::from_secs(u64::from(config.keep_alive_sec.max(1))))
-            .set_clean_session(false)
+            .set_clean_session(sparkplug)
             .set_manual_acks(true)
             .set_inflight(INFLIGHT)
             .set_request_channel_capacity(QUEUE_CAPACITY)
@@ -139,14 +160,18 @@ impl Publisher {
             status_topic,
             outbox,
             stats,
-            downlink: downlink.map(|tx| (tx, topics.downlink_filters())),
+            downlink: downlink.map(|tx| (tx, topics.downlink_filters().to_vec())),
         }
     }
 
     pub(super) async fn run(
         self,
-        statuses: mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+        (statuses, node_events): (
+            mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+            mpsc::UnboundedReceiver<NodeEvent>,
+        ),
         tracked: mpsc::UnboundedReceiver<Tracked>,
+        mut node: Option<EdgeNode>,
         mut shutdown: watch::Receiver<bool>,
     ) {
         // Latest status per topic, sent on (re)connect.
@@ -154,6 +179,7 @@ impl Publisher {
         let (ack_sender, acks) = mpsc::unbounded_channel();
         let mut inbox = Inbox {
             statuses,
+            node_events,
             tracked,
             acks,
             ack_sender,
@@ -162,7 +188,12 @@ impl Publisher {
         let mut number = 0;
         loop {
             number += 1;
-            let (client, eventloop) = AsyncClient::new(self.options.clone(), QUEUE_CAPACITY);
+            let mut options = self.options.clone();
+            if let Some(node) = &mut node {
+                // P1: every connection has the next bdSeq, in its will and NBIRTH.
+                options.set_last_will(node.connecting());
+            }
+            let (client, eventloop) = AsyncClient::new(options, QUEUE_CAPACITY);
             let mut session = Session {
                 client,
                 number,
@@ -172,6 +203,8 @@ impl Publisher {
                 queued: VecDeque::new(),
                 inflight: HashMap::new(),
                 acked: Vec::new(),
+                node: node.take(),
+                pending: VecDeque::new(),
             };
             let stop = self
                 .connection(
@@ -183,6 +216,7 @@ impl Publisher {
                 )
                 .await;
             self.release(&mut session).await;
+            node = session.node.take();
             if stop {
                 return;
             }
@@ -208,6 +242,7 @@ impl Publisher {
     ) -> bool {
         let mut committed = self.outbox.subscribe();
         let mut release = tokio::time::interval(RELEASE_EVERY);
+        let mut devices_changed = session.node.as_ref().and_then(EdgeNode::changes);
         loop {
             tokio::select! {
                 event = eventloop.poll() => match event {
@@ -216,17 +251,16 @@ impl Publisher {
                         self.stats.set_connected(true);
                         self.stats.connects.inc();
                         tracing::info!("connected to the MQTT broker");
-                        self.send_status(session, self.status_topic.clone(), status(EntityState::Online, now_ms()));
-                        for (topic, payload) in latest.drain() {
-                            self.send_status(session, topic, payload);
-                        }
                         // Subscribe on every connection: a broker that lost the
                         // session (or never had it) gets the subscriptions again.
-                        if let Some((_, filters)) = &self.downlink {
-                            for filter in filters {
-                                if let Err(error) = session.client.try_subscribe(filter, QoS::AtLeastOnce) {
-                                    tracing::warn!(%error, %filter, "cannot subscribe to the downlink");
-                                }
+                        self.subscribe(session);
+                        if let Some(node) = &mut session.node {
+                            let births = node.birth();
+                            self.send_node(session, births);
+                        } else {
+                            self.send_status(session, self.status_topic.clone(), status(EntityState::Online, now_ms()));
+                            for (topic, payload) in latest.drain() {
+                                self.send_status(session, topic, payload);
                             }
                         }
                         // Invariant 3: every connection starts from the oldest record.
@@ -246,9 +280,18 @@ impl Publisher {
                             }
                             Some(Queued::Status) | None => {}
                         }
+                        if !session.pending.is_empty() {
+                            self.fill(session);
+                        }
                     }
                     Ok(Event::Incoming(Incoming::Publish(message))) => {
-                        if let Some((downlink, _)) = &self.downlink {
+                        if let Some(node) = session.node.as_mut().filter(|n| n.topics().node_command() == message.topic) {
+                            let births = node.node_command(&message.payload);
+                            self.send_node(session, births);
+                            if let Err(error) = session.client.try_ack(&message) {
+                                tracing::warn!(%error, "cannot acknowledge an NCMD");
+                            }
+                        } else if let Some((downlink, _)) = &self.downlink {
                             // The receiver lives as long as the engine.
                             let _ = downlink.send(Downlink::new(session.number, message, inbox.ack_sender.clone()));
                         } else if let Err(error) = session.client.try_ack(&message) {
@@ -282,6 +325,18 @@ impl Publisher {
                         latest.insert(topic, payload);
                     }
                 }
+                Some(event) = inbox.node_events.recv() => {
+                    self.on_node_event(session, event);
+                    if devices_changed.is_none() {
+                        devices_changed = session.node.as_ref().and_then(EdgeNode::changes);
+                    }
+                }
+                () = changed(&mut devices_changed) => {
+                    if let Some(node) = &mut session.node {
+                        let births = node.rebirth_devices();
+                        self.send_node(session, births);
+                    }
+                }
                 Some((topic, payload, done)) = inbox.tracked.recv() => {
                     self.send_tracked(session, topic, payload, done);
                 }
@@ -305,12 +360,107 @@ impl Publisher {
         }
     }
 
+    /// Subscribes to the downlink, and the edge node to its commands.
+    fn subscribe(&self, session: &Session) {
+        let own = self
+            .downlink
+            .iter()
+            .flat_map(|(_, filters)| filters.iter().cloned());
+        let node = session.node.iter().flat_map(|node| {
+            let topics = node.topics();
+            [topics.node_command(), topics.device_commands()]
+        });
+        for filter in own.chain(node) {
+            if let Err(error) = session.client.try_subscribe(&filter, QoS::AtLeastOnce) {
+                tracing::warn!(%error, %filter, "cannot subscribe to the downlink");
+            }
+        }
+    }
+
+    /// What the collector tells the edge node: its devices, a lease change.
+    fn on_node_event(&self, session: &mut Session, event: NodeEvent) {
+        let Some(node) = &mut session.node else {
+            return;
+        };
+        match event {
+            NodeEvent::Births(births) => {
+                node.set_births(births);
+                if session.connected && !node.is_born() {
+                    let births = node.birth();
+                    self.send_node(session, births);
+                    self.fill(session);
+                }
+            }
+            NodeEvent::DeviceState { device_id, offline } => {
+                let messages = node.device_state(&device_id, offline);
+                self.send_node(session, messages);
+            }
+        }
+    }
+
+    /// Queues the edge node's messages behind what is pending, and flushes.
+    fn send_node(&self, session: &mut Session, messages: Vec<NodeMessage>) {
+        session
+            .pending
+            .extend(messages.into_iter().map(|m| Pending {
+                queued: Queued::Status,
+                topic: m.topic,
+                qos: m.qos,
+                payload: m.payload,
+            }));
+        self.flush(session);
+    }
+
+    /// Hands pending publishes to the client, in order, while it takes them;
+    /// true when none is left. One it refuses (its queue is full) stays first:
+    /// its seq is set, so it goes out as it is, before anything later.
+    fn flush(&self, session: &mut Session) -> bool {
+        while let Some(Pending {
+            queued,
+            topic,
+            qos,
+            payload,
+        }) = session.pending.pop_front()
+        {
+            match session.client.try_publish(topic, qos, false, payload) {
+                Ok(()) => {
+                    if matches!(queued, Queued::Record(_)) {
+                        self.stats.published.inc();
+                        if qos == QoS::AtLeastOnce {
+                            self.stats.queued();
+                        }
+                    }
+                    session.queued.push_back(queued);
+                }
+                Err(ClientError::TryRequest(Request::Publish(publish))) => {
+                    session.pending.push_front(Pending {
+                        queued,
+                        topic: publish.topic,
+                        qos,
+                        payload: publish.payload.to_vec(),
+                    });
+                    return false;
+                }
+                Err(error) => {
+                    // Not a publish the client could take: a record stays in the
+                    // log and goes out on the next connection.
+                    tracing::warn!(%error, "a publish refused by the MQTT client");
+                    self.stats.dropped.inc();
+                }
+            }
+        }
+        true
+    }
+
     /// Hands records after the cursor to the client while the window has room.
     fn fill(&self, session: &mut Session) {
-        if !session.connected {
+        if !session.connected || session.node.as_ref().is_some_and(|n| !n.is_born()) {
             return;
         }
         session.held_back = true;
+        if !self.flush(session) {
+            return;
+        }
         loop {
             let used = session.queued.len() + session.inflight.len();
             if used >= REPORT_WINDOW {
@@ -332,29 +482,67 @@ impl Publisher {
                 return;
             }
             for record in records {
-                let message = record.message;
-                match session.client.try_publish(
-                    message.topic,
-                    self.qos,
-                    message.retain,
-                    message.payload,
-                ) {
-                    Ok(()) => {
-                        session.queued.push_back(Queued::Record(record.id));
-                        session.cursor = Some(record.id);
-                        self.stats.published.inc();
-                        if self.qos == QoS::AtLeastOnce {
-                            self.stats.queued();
-                        }
-                    }
-                    Err(_) => {
-                        // The record stays in the log and goes out later.
-                        self.stats.dropped.inc();
-                        return;
-                    }
+                let sent = if session.node.is_some() {
+                    self.send_sparkplug(session, record)
+                } else {
+                    self.send_record(session, record)
+                };
+                if !sent {
+                    return;
                 }
             }
         }
+    }
+
+    /// Hands one record to the client; false when it could not (the record
+    /// stays in the log and goes out later).
+    fn send_record(&self, session: &mut Session, record: Record) -> bool {
+        let message = record.message;
+        match session
+            .client
+            .try_publish(message.topic, self.qos, message.retain, message.payload)
+        {
+            Ok(()) => {
+                session.queued.push_back(Queued::Record(record.id));
+                session.cursor = Some(record.id);
+                self.stats.published.inc();
+                if self.qos == QoS::AtLeastOnce {
+                    self.stats.queued();
+                }
+                true
+            }
+            Err(_) => {
+                self.stats.dropped.inc();
+                false
+            }
+        }
+    }
+
+    /// Hands one record to the edge node, which sets its seq and may birth its
+    /// device first, then to the client; false when the client's queue is full
+    /// (the rest waits as pending).
+    fn send_sparkplug(&self, session: &mut Session, record: Record) -> bool {
+        session.cursor = Some(record.id);
+        let Some(node) = &mut session.node else {
+            return true;
+        };
+        let Some((births, message)) = node.record(record.message) else {
+            session.acked.push(record.id);
+            return true;
+        };
+        session.pending.extend(births.into_iter().map(|m| Pending {
+            queued: Queued::Status,
+            topic: m.topic,
+            qos: m.qos,
+            payload: m.payload,
+        }));
+        session.pending.push_back(Pending {
+            queued: Queued::Record(record.id),
+            topic: message.topic,
+            qos: self.qos,
+            payload: message.payload,
+        });
+        self.flush(session)
     }
 
     fn send_status(&self, session: &mut Session, topic: String, payload: Vec<u8>) {
@@ -411,12 +599,26 @@ impl Publisher {
         if !session.connected {
             return;
         }
-        let _ = session.client.try_publish(
-            &self.status_topic,
-            QoS::AtLeastOnce,
-            true,
-            status(EntityState::Offline, now_ms()),
-        );
+        match &session.node {
+            Some(node) => {
+                let death = node.death();
+                if session
+                    .client
+                    .try_publish(death.topic, death.qos, false, death.payload)
+                    .is_ok()
+                {
+                    tracing::info!("sent the NDEATH before disconnecting");
+                }
+            }
+            None => {
+                let _ = session.client.try_publish(
+                    &self.status_topic,
+                    QoS::AtLeastOnce,
+                    true,
+                    status(EntityState::Offline, now_ms()),
+                );
+            }
+        }
         let _ = session.client.try_disconnect();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
         while tokio::time::Instant::now() < deadline {
@@ -431,4 +633,15 @@ impl Publisher {
             }
         }
     }
+}
+
+/// Resolves when `changes` (if any) sees a new value; pends forever without one
+/// or once its sender is gone.
+async fn changed(changes: &mut Option<watch::Receiver<u64>>) {
+    if let Some(receiver) = changes
+        && receiver.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }

@@ -102,6 +102,14 @@ impl Subscriber {
             .expect("publish");
     }
 
+    /// Publishes raw `payload` on `topic` with QoS 1.
+    pub async fn publish_bytes(&self, topic: &str, payload: Vec<u8>) {
+        self.client
+            .publish(topic, QoS::AtLeastOnce, false, payload)
+            .await
+            .expect("publish");
+    }
+
     /// Every message received so far.
     pub fn messages(&self) -> Vec<Message> {
         self.messages.lock().expect("messages").clone()
