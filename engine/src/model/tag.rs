@@ -113,6 +113,26 @@ pub struct TagSpec {
     pub settings: Vec<Setting>,
 }
 
+#[cfg(test)]
+impl TagSpec {
+    /// A read-only `data_type` tag at holding register 0, unscaled, in the
+    /// default byte order, without settings.
+    pub fn plain(key: &str, data_type: DataType) -> Self {
+        Self {
+            key: key.into(),
+            address: "40001".into(),
+            data_type,
+            length: 0,
+            byte_order: ByteOrder::default(),
+            factor: 1.0,
+            offset: 0.0,
+            deadband: 0.0,
+            access: Access::Read,
+            settings: Vec::new(),
+        }
+    }
+}
+
 /// A configuration mistake a component reported.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigIssue {

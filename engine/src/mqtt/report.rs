@@ -102,21 +102,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::model::{Access, ByteOrder, DataType};
+    use crate::model::DataType;
 
     fn tag(key: &str) -> TagSpec {
-        TagSpec {
-            key: key.into(),
-            address: "40001".into(),
-            data_type: DataType::Uint16,
-            length: 0,
-            byte_order: ByteOrder::default(),
-            factor: 1.0,
-            offset: 0.0,
-            deadband: 0.0,
-            access: Access::Read,
-            settings: Vec::new(),
-        }
+        TagSpec::plain(key, DataType::Uint16)
     }
 
     fn sample(tag: u32, value: Value, quality: Quality) -> Sample {

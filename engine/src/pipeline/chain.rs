@@ -143,7 +143,7 @@ fn member_failure(members: &[Member], issues: &[ConfigIssue]) -> Option<StageFai
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Access, Batch, ByteOrder, DataType, Quality, Sample, Span, TagSpec, Value};
+    use crate::model::{Batch, ByteOrder, DataType, Quality, Sample, Span, TagSpec, Value};
     use crate::pipeline::{Pipeline, load_str};
     use crate::runtime::{ComponentKind, Runtime, RuntimeConfig};
 
@@ -169,16 +169,10 @@ mod tests {
 
     fn tag(deadband: f64) -> TagSpec {
         TagSpec {
-            key: "t".into(),
-            address: "40001".into(),
-            data_type: DataType::Uint16,
-            length: 0,
             byte_order: ByteOrder::Badc,
             factor: 0.5,
-            offset: 0.0,
             deadband,
-            access: Access::Read,
-            settings: Vec::new(),
+            ..TagSpec::plain("t", DataType::Uint16)
         }
     }
 

@@ -1,20 +1,12 @@
 use prost::Message as _;
 
 use super::*;
-use crate::model::{Access, ByteOrder, DataType, Quality, Sample, TagSpec, Value};
+use crate::model::{DataType, Quality, Sample, TagSpec, Value};
 
 fn tag(key: &str, data_type: DataType, factor: f64) -> TagSpec {
     TagSpec {
-        key: key.to_owned(),
-        address: "40001".to_owned(),
-        data_type,
-        length: 0,
-        byte_order: ByteOrder::Abcd,
         factor,
-        offset: 0.0,
-        deadband: 0.0,
-        access: Access::ReadWrite,
-        settings: Vec::new(),
+        ..TagSpec::plain(key, data_type)
     }
 }
 

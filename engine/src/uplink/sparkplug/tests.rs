@@ -3,7 +3,7 @@ use std::sync::Mutex;
 use prost::Message as _;
 
 use super::*;
-use crate::model::{Access, ByteOrder, DataType, Quality, Sample, TagSpec, Value};
+use crate::model::{DataType, Quality, Sample, TagSpec, Value};
 use crate::mqtt::sparkplug::{MetricTable, Payload};
 
 #[derive(Debug)]
@@ -13,19 +13,7 @@ struct FakeBirths {
 }
 
 fn tags() -> Arc<[TagSpec]> {
-    vec![TagSpec {
-        key: "t".into(),
-        address: "40001".into(),
-        data_type: DataType::Int16,
-        length: 0,
-        byte_order: ByteOrder::Abcd,
-        factor: 1.0,
-        offset: 0.0,
-        deadband: 0.0,
-        access: Access::Read,
-        settings: Vec::new(),
-    }]
-    .into()
+    vec![TagSpec::plain("t", DataType::Int16)].into()
 }
 
 fn device(id: &str, offline: bool) -> DeviceBirth {
