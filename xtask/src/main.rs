@@ -6,9 +6,11 @@
 //! - `lint`: the engine's layers (see `layers`), `cargo fmt --check` and
 //!   `cargo clippy -D warnings` on both workspaces;
 //! - `layers`: the import graph of the engine's top-level modules, checked;
-//! - `ci`: `lint` then `test`, as `.ci/run` does.
+//! - `ci`: `lint` then `test`, as `.ci/run` does;
+//! - `dist [--check]`: the gateway binaries and packages (see `dist`).
 #![allow(clippy::print_stdout)]
 
+mod dist;
 mod layers;
 
 use std::path::{Path, PathBuf};
@@ -24,8 +26,9 @@ fn main() -> ExitCode {
         "lint" => lint(&root),
         "ci" => lint(&root).and_then(|()| test(&root)),
         "layers" => check_layers(&root, true),
+        "dist" => dist::dist(&root, std::env::args().nth(2).as_deref() == Some("--check")),
         _ => {
-            eprintln!("usage: cargo xtask <test | lint | layers | ci>");
+            eprintln!("usage: cargo xtask <test | lint | layers | ci | dist [--check]>");
             return ExitCode::from(2);
         }
     };

@@ -6,6 +6,7 @@ mod compile;
 mod identity;
 mod run;
 mod state;
+mod systemd;
 
 pub use compile::{Prepared, Purpose, Refusal, compile, registry};
 pub use run::run;

@@ -12,8 +12,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::compile::Prepared;
-use super::identity;
 use super::state;
+use super::{identity, systemd};
 use crate::alarm::{self, AlarmStore, Alarms, Delivery};
 use crate::api::{self, ApiState, Tokens};
 use crate::collector::{
@@ -337,7 +337,10 @@ pub async fn run(
         tasks.spawn(api::serve(listener, app, shutdown.clone()));
     }
     crate::memory::release_freed();
+    systemd::notify("READY=1");
+    tasks.spawn(systemd::keep_watchdog(shutdown.clone()));
     collector.run(shutdown).await;
+    systemd::notify("STOPPING=1");
     // Reports of the last rounds are committed before the process ends (they are
     // published at the next start if the broker does not take them now).
     tasks.join().await;

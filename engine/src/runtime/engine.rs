@@ -47,6 +47,17 @@ impl Runtime {
             .total_tables(config.max_instances)
             .total_core_instances(config.max_instances.saturating_mul(4));
         let mut wasm = Config::new();
+        // A linear memory reserves what it may grow to, not wasmtime's default
+        // of 4 GiB and guards: the pool's memories then take `max_instances` x
+        // `max_memory_bytes` of address space (250 GiB by default) rather than
+        // terabytes, which an ARM gateway whose kernel gives processes 39-bit
+        // addresses (512 GiB) could not reserve, nor QEMU emulate. Accesses are
+        // bounds-checked by the compiled code instead of by guard pages.
+        let reservation = u64::try_from(config.max_memory_bytes).unwrap_or(u64::MAX);
+        wasm.memory_reservation(reservation)
+            .memory_reservation_for_growth(0)
+            .memory_guard_size(64 << 10)
+            .guard_before_linear_memory(false);
         wasm.wasm_component_model(true)
             .consume_fuel(true)
             .concurrency_support(false)

@@ -7,6 +7,7 @@ use redb::{ReadableDatabase, TableDefinition, TableError, WriteTransaction};
 
 use super::error::{Backend, StoreError};
 use super::faults::{Faults, FaultyDisk};
+use super::format;
 
 /// File name of the database inside the data directory.
 pub const FILE_NAME: &str = "sluice.redb";
@@ -42,10 +43,12 @@ impl Store {
     /// As for [`Store::open`].
     pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<Self, StoreError> {
         let path = Self::prepare(dir)?;
+        format::check_before_open(&path)?;
         let db = redb::Builder::new()
             .set_cache_size(cache_bytes)
             .create(&path)
             .map_err(|e| opening(&path, e))?;
+        format::stamp(&db)?;
         Ok(Self {
             db: Arc::new(db),
             path,
@@ -65,6 +68,7 @@ impl Store {
             .set_cache_size(DEFAULT_CACHE_BYTES)
             .create_with_backend(disk)
             .map_err(|e| opening(&path, e))?;
+        format::stamp(&db)?;
         Ok(Self {
             db: Arc::new(db),
             path,

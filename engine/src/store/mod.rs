@@ -17,6 +17,7 @@
 mod database;
 mod error;
 mod faults;
+mod format;
 mod journal;
 mod keyed;
 mod leases;
@@ -27,6 +28,7 @@ mod state_database;
 pub use database::{FILE_NAME, Store};
 pub use error::{Backend, Shared, StoreError};
 pub use faults::Faults;
+pub use format::{FORMAT_KEY, STATE_FORMAT, STATE_META};
 pub use journal::{Change, Entry, Index, Journal, Tables};
 pub use keyed::Keyed;
 pub use leases::{Claimed, RedbStateStore, StateStore};

@@ -1,0 +1,227 @@
+//! `cargo xtask dist [--check]`: the gateway builds. For x86_64 and aarch64: a
+//! static, stripped musl binary with the default components embedded, its
+//! SHA-256, and a Debian package (`packaging/`: the binary in `/usr/bin`, the
+//! example config in `/etc/sluice/`, the systemd unit), all in `target/packages/`.
+//! `--check` then runs `engine/tests/dist.rs` on them: each binary against a
+//! Modbus peer and Mosquitto (the aarch64 one under `qemu-aarch64-static`), each
+//! package installed into an empty root, its unit verified.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{run, run_with};
+
+/// A gateway build: its Rust target, its Debian architecture, and the
+/// environment its build needs: the linker, and the C compiler and archiver of
+/// the few C helpers in dependencies (no musl toolchain is needed: they use no
+/// libc headers beyond the freestanding ones).
+struct Arch {
+    triple: &'static str,
+    debian: &'static str,
+    env: &'static [(&'static str, &'static str)],
+}
+
+const ARCHES: [Arch; 2] = [
+    Arch {
+        triple: "x86_64-unknown-linux-musl",
+        debian: "amd64",
+        env: &[
+            ("CC_x86_64_unknown_linux_musl", "gcc"),
+            ("AR_x86_64_unknown_linux_musl", "ar"),
+        ],
+    },
+    Arch {
+        triple: "aarch64-unknown-linux-musl",
+        debian: "arm64",
+        env: &[
+            (
+                "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER",
+                "aarch64-linux-gnu-gcc",
+            ),
+            ("CC_aarch64_unknown_linux_musl", "aarch64-linux-gnu-gcc"),
+            ("AR_aarch64_unknown_linux_musl", "aarch64-linux-gnu-ar"),
+        ],
+    },
+];
+
+pub fn dist(root: &Path, check: bool) -> Result<(), String> {
+    run(root, "bash", &["scripts/setup-dist.sh"])?;
+    // Not `target/dist`: cargo keeps the `dist` profile's own files there.
+    let out = root.join("target").join("packages");
+    fs::create_dir_all(&out).map_err(|e| format!("cannot make {}: {e}", out.display()))?;
+    let version = version(root)?;
+    let mut sizes = Vec::new();
+    for arch in &ARCHES {
+        run_with(
+            root,
+            "cargo",
+            &[
+                "build",
+                "--locked",
+                "--profile",
+                "dist",
+                "-p",
+                "sluice",
+                "--target",
+                arch.triple,
+            ],
+            arch.env,
+        )?;
+        let built = root
+            .join("target")
+            .join(arch.triple)
+            .join("dist")
+            .join("sluice");
+        let binary = out.join(format!("sluice-{version}-{}", arch.triple));
+        copy(&built, &binary)?;
+        checksum(&binary)?;
+        let package = package(root, &out, arch, &version, &binary)?;
+        checksum(&package)?;
+        let size = fs::metadata(&binary).map_err(|e| e.to_string())?.len();
+        sizes.push(format!(
+            "{}: {:.1} MB ({} bytes), {}",
+            binary.display(),
+            size as f64 / 1e6,
+            size,
+            package.display()
+        ));
+    }
+    for line in &sizes {
+        println!("dist: {line}");
+    }
+    if !check {
+        return Ok(());
+    }
+    let dir = out.display().to_string();
+    run_with(
+        root,
+        "cargo",
+        &[
+            "test",
+            "--locked",
+            "-p",
+            "sluice",
+            "--test",
+            "dist",
+            "--",
+            "--ignored",
+            "--nocapture",
+        ],
+        &[("SLUICE_DIST", &dir)],
+    )
+}
+
+/// The workspace's version (`[workspace.package] version`).
+fn version(root: &Path) -> Result<String, String> {
+    let manifest = fs::read_to_string(root.join("Cargo.toml")).map_err(|e| e.to_string())?;
+    manifest
+        .split("[workspace.package]")
+        .nth(1)
+        .and_then(|section| {
+            section
+                .lines()
+                .find_map(|line| line.trim().strip_prefix("version = "))
+        })
+        .map(|quoted| quoted.trim_matches('"').to_owned())
+        .ok_or_else(|| "no version under [workspace.package] in Cargo.toml".to_owned())
+}
+
+fn copy(from: &Path, to: &Path) -> Result<(), String> {
+    fs::copy(from, to)
+        .map(|_| ())
+        .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), to.display()))
+}
+
+/// Writes `FILE.sha256` beside `file`, in `sha256sum`'s format.
+fn checksum(file: &Path) -> Result<(), String> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let name = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| format!("{} has no file name", file.display()))?;
+    let output = Command::new("sha256sum")
+        .arg(name)
+        .current_dir(dir)
+        .output()
+        .map_err(|e| format!("cannot run sha256sum: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("sha256sum {name} failed"));
+    }
+    let sums = PathBuf::from(format!("{}.sha256", file.display()));
+    fs::write(&sums, output.stdout).map_err(|e| format!("cannot write {}: {e}", sums.display()))
+}
+
+/// Builds `sluice_{version}_{arch}.deb` around `binary`.
+fn package(
+    root: &Path,
+    out: &Path,
+    arch: &Arch,
+    version: &str,
+    binary: &Path,
+) -> Result<PathBuf, String> {
+    let staging = out.join(format!("deb-{}", arch.debian));
+    let _ = fs::remove_dir_all(&staging);
+    let packaging = root.join("packaging");
+    let files: [(&Path, &str, u32); 8] = [
+        (binary, "usr/bin/sluice", 0o755),
+        (
+            &packaging.join("sluice.yaml"),
+            "etc/sluice/sluice.yaml",
+            0o644,
+        ),
+        (
+            &packaging.join("sluice.service"),
+            "usr/lib/systemd/system/sluice.service",
+            0o644,
+        ),
+        (
+            &root.join("README.md"),
+            "usr/share/doc/sluice/README.md",
+            0o644,
+        ),
+        (
+            &packaging.join("copyright"),
+            "usr/share/doc/sluice/copyright",
+            0o644,
+        ),
+        (&packaging.join("conffiles"), "DEBIAN/conffiles", 0o644),
+        (&packaging.join("postinst"), "DEBIAN/postinst", 0o755),
+        (&packaging.join("prerm"), "DEBIAN/prerm", 0o755),
+    ];
+    let mut installed_bytes = 0;
+    for (from, to, mode) in files {
+        let target = staging.join(to);
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        copy(from, &target)?;
+        set_mode(&target, mode)?;
+        if !to.starts_with("DEBIAN") {
+            installed_bytes += fs::metadata(&target).map_err(|e| e.to_string())?.len();
+        }
+    }
+    let template = fs::read_to_string(packaging.join("control")).map_err(|e| e.to_string())?;
+    let control = template
+        .replace("{version}", version)
+        .replace("{arch}", arch.debian)
+        .replace(
+            "{installed_kib}",
+            &installed_bytes.div_ceil(1024).to_string(),
+        );
+    fs::write(staging.join("DEBIAN/control"), control).map_err(|e| e.to_string())?;
+    let deb = out.join(format!("sluice_{version}_{}.deb", arch.debian));
+    let (staging_arg, deb_arg) = (staging.display().to_string(), deb.display().to_string());
+    run(
+        root,
+        "dpkg-deb",
+        &["--build", "--root-owner-group", &staging_arg, &deb_arg],
+    )?;
+    Ok(deb)
+}
+
+fn set_mode(file: &Path, mode: u32) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(file, fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("cannot set the mode of {}: {e}", file.display()))
+}
