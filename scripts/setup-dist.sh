@@ -14,19 +14,12 @@ done
 say "rustup: musl targets present"
 
 DEB_PKGS=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static)
-missing=()
-for pkg in "${DEB_PKGS[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
-        missing+=("$pkg")
-    fi
-done
+# shellcheck source=scripts/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
+mapfile -t missing < <(debs_missing "${DEB_PKGS[@]}")
 if ((${#missing[@]})); then
     say "apt: installing ${missing[*]}"
-    SUDO=()
-    if [[ $(id -u) -ne 0 ]]; then SUDO=(sudo); fi
-    export DEBIAN_FRONTEND=noninteractive
-    "${SUDO[@]}" apt-get update -qq
-    "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    debs_install "${missing[@]}"
 else
     say "apt: ${DEB_PKGS[*]} present"
 fi

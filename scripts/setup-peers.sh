@@ -31,14 +31,9 @@ say() { printf 'setup-peers: %s\n' "$*"; }
 mkdir -p "$PEERS"
 
 # --- Debian packages ---------------------------------------------------------
-missing=()
-for pkg in "${DEB_PKGS[@]}"; do
-    # `dpkg -s` also succeeds for removed-but-configured packages, so look at
-    # the status line itself.
-    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
-        missing+=("$pkg")
-    fi
-done
+# shellcheck source=scripts/apt.sh
+source "$ROOT/scripts/apt.sh"
+mapfile -t missing < <(debs_missing "${DEB_PKGS[@]}")
 # A Debian python3 (unlike pyenv's or python.org's) needs python3-venv to
 # make a venv with pip in it.
 if [[ ! -x "$PY" ]] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
@@ -50,11 +45,7 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 fi
 if ((${#missing[@]})); then
     say "apt: installing ${missing[*]}"
-    SUDO=()
-    if [[ $(id -u) -ne 0 ]]; then SUDO=(sudo); fi
-    export DEBIAN_FRONTEND=noninteractive
-    "${SUDO[@]}" apt-get update -qq
-    "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    debs_install "${missing[@]}"
 else
     say "apt: ${DEB_PKGS[*]} present"
 fi

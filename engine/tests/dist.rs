@@ -17,6 +17,7 @@ use serde_json::json;
 use support::engine::scratch_dir;
 use support::mqtt::Subscriber;
 use support::peers::{Mosquitto, PyModbus};
+use support::yaml::modbus_device;
 
 /// A build: its target, its Debian architecture, and what runs it here.
 struct Build {
@@ -89,6 +90,12 @@ fn finish(mut command: Command, limit: Duration) -> std::process::Output {
 }
 
 fn config(modbus: u16, mqtt: u16) -> String {
+    let device = modbus_device(
+        "meter",
+        modbus,
+        "        readTimeoutMs: 1000\n",
+        "          - { key: volts, address: '40001', dataType: UINT16, factor: 0.1, periodMs: 500 }\n",
+    );
     format!(
         "collector:
   workerThreads: 2
@@ -98,20 +105,12 @@ fn config(modbus: u16, mqtt: u16) -> String {
   wal:
     dir: ./data
 devices:
-  - deviceId: meter
-    productId: P
-    deviceNum: M1
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {modbus}
-        readTimeoutMs: 1000
-        tags:
-          - {{ key: volts, address: '40001', dataType: UINT16, factor: 0.1, periodMs: 500 }}
-"
+{device}"
     )
 }
+
+/// Where the meter of [`config`] reports.
+const TOPIC: &str = "P/meter/property/post";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the dist build: cargo xtask dist --check"]
@@ -148,7 +147,7 @@ async fn each_static_binary_runs_the_demo_and_a_gateway() {
             .expect("the gateway starts");
         let messages = host
             .wait_until(Duration::from_secs(300), "the first report", |m| {
-                m.iter().any(|m| m.topic == "P/M1/property/post")
+                m.iter().any(|m| m.topic == TOPIC)
             })
             .await;
         let first = started.elapsed();
@@ -156,7 +155,7 @@ async fn each_static_binary_runs_the_demo_and_a_gateway() {
         let _ = child.wait();
         let report = messages
             .iter()
-            .find(|m| m.topic == "P/M1/property/post")
+            .find(|m| m.topic == TOPIC)
             .expect("a report")
             .json();
         assert_eq!(report["values"][0]["value"], json!(230.5), "{report}");

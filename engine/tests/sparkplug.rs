@@ -19,6 +19,7 @@ use support::engine::{Engine, scratch_dir};
 use support::mqtt::{Message, Subscriber};
 use support::peers::{Mosquitto, PyModbus, free_port, project_root};
 use support::proxy::{Carries, Mode, Proxy};
+use support::yaml::modbus_device;
 
 const GROUP: &str = "plant";
 const NODE: &str = "edge-1";
@@ -31,6 +32,21 @@ fn topic(kind: &str, device: Option<&str>) -> String {
 }
 
 fn config(modbus: u16, mqtt: u16, nobody: u16) -> String {
+    let meter = modbus_device(
+        "meter",
+        modbus,
+        "        readTimeoutMs: 300\n",
+        "          - { key: temp, address: '40001', dataType: INT16, periodMs: 20 }
+          - { key: setpoint, address: '40002', dataType: UINT16, periodMs: 20, access: RW, readback: true, min: 0, max: 500 }
+          - { key: level, address: '40003', dataType: UINT16, periodMs: 20, factor: 0.1 }
+",
+    );
+    let dead = modbus_device(
+        "dead",
+        nobody,
+        "        readTimeoutMs: 200\n",
+        "          - { key: door, address: '40001', dataType: UINT16, periodMs: 200 }\n",
+    );
     format!(
         "collector:
   workerThreads: 2
@@ -47,32 +63,7 @@ fn config(modbus: u16, mqtt: u16, nobody: u16) -> String {
   lease:
     scanIntervalMs: 200
 devices:
-  - deviceId: meter
-    productId: P
-    deviceNum: M1
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {modbus}
-        readTimeoutMs: 300
-        tags:
-          - {{ key: temp, address: '40001', dataType: INT16, periodMs: 20 }}
-          - {{ key: setpoint, address: '40002', dataType: UINT16, periodMs: 20, access: RW, readback: true, min: 0, max: 500 }}
-          - {{ key: level, address: '40003', dataType: UINT16, periodMs: 20, factor: 0.1 }}
-  - deviceId: dead
-    productId: P
-    deviceNum: D1
-    stateTimeout: 1
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {nobody}
-        readTimeoutMs: 200
-        tags:
-          - {{ key: door, address: '40001', dataType: UINT16, periodMs: 200 }}
-"
+{meter}{dead}"
     )
 }
 
