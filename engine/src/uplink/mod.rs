@@ -14,6 +14,7 @@
 mod handle;
 mod message;
 mod publisher;
+mod session;
 mod sparkplug;
 mod stats;
 

@@ -17,6 +17,7 @@ use rumqttc::{
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::message::{Ack, Downlink, NodeEvent, Tracked};
+use super::session::{Inflight, Pending, Queued, Session};
 use super::sparkplug::{EdgeNode, Outgoing as NodeMessage};
 use super::stats::UplinkStats;
 use crate::clock::now_ms;
@@ -56,67 +57,6 @@ struct Inbox {
     tracked: mpsc::UnboundedReceiver<Tracked>,
     acks: mpsc::UnboundedReceiver<Ack>,
     ack_sender: mpsc::UnboundedSender<Ack>,
-}
-
-/// One connection's bookkeeping.
-struct Session {
-    client: AsyncClient,
-    /// Which connection this is: an acknowledgement goes out on the connection
-    /// its message came in on only (packet ids are per connection).
-    number: u64,
-    connected: bool,
-    /// The last record handed to the client.
-    cursor: Option<u64>,
-    /// The last fill stopped with records left in the log (the window or the
-    /// client's queue was full, or the log could not be read): a PUBACK, which
-    /// makes room, fills again. Otherwise only a commit brings anything new.
-    held_back: bool,
-    /// Per publish handed to the client, in order, what it carries. The event loop
-    /// reports outgoing publishes in the same order.
-    queued: VecDeque<Queued>,
-    /// Packet id -> what awaits its PUBACK.
-    inflight: HashMap<u16, Inflight>,
-    acked: Vec<u64>,
-    /// The Sparkplug edge node (`payload: sparkplug-b`); it outlives the
-    /// connection and moves on to the next one.
-    node: Option<EdgeNode>,
-    /// Publishes of the edge node the client's queue had no room for yet.
-    pending: VecDeque<Pending>,
-}
-
-/// A publish of the edge node waiting for room in the client's queue.
-struct Pending {
-    queued: Queued,
-    topic: String,
-    qos: QoS,
-    payload: Vec<u8>,
-}
-
-/// What a publish handed to the client carries.
-enum Queued {
-    Record(u64),
-    Status,
-    /// A tracked message and whom to tell of its PUBACK.
-    Tracked(oneshot::Sender<()>),
-}
-
-/// A publish awaiting its PUBACK.
-enum Inflight {
-    Record(u64),
-    Tracked(oneshot::Sender<()>),
-}
-
-impl Inflight {
-    /// The PUBACK arrived: a record is released later, a tracked sender told now.
-    fn acknowledged(self, acked: &mut Vec<u64>) {
-        match self {
-            Inflight::Record(id) => acked.push(id),
-            Inflight::Tracked(done) => {
-                // The sender may have stopped waiting; the ack still happened.
-                let _ = done.send(());
-            }
-        }
-    }
 }
 
 impl Publisher {

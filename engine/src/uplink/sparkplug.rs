@@ -137,14 +137,27 @@ impl EdgeNode {
         out
     }
 
-    /// A DBIRTH of every device again (their tags changed).
+    /// A DBIRTH of every device again (the devices or their tags changed), and
+    /// a DDEATH of each device no longer among them.
     pub(super) fn rebirth_devices(&mut self) -> Vec<Outgoing> {
         let Some(births) = self.births.clone().filter(|_| self.is_born()) else {
             return Vec::new();
         };
         let now = now_ms();
         let mut out = Vec::new();
-        for device in births.devices() {
+        let devices = births.devices();
+        // A device gone from the configuration (or to another engine) dies.
+        let mut gone: Vec<String> = self
+            .birthed
+            .iter()
+            .filter(|id| !devices.iter().any(|d| &d.device_id == *id))
+            .cloned()
+            .collect();
+        gone.sort();
+        for device_id in gone {
+            self.device_death(&device_id, now, &mut out);
+        }
+        for device in devices {
             self.device_birth(&device, now, &mut out);
         }
         out

@@ -148,6 +148,34 @@ fn births_come_first_with_one_seq_and_deaths_for_offline_devices() {
 }
 
 #[test]
+fn a_change_of_devices_births_them_again_and_buries_the_removed() {
+    let births = Arc::new(FakeBirths {
+        devices: Mutex::new(vec![device("a", false), device("b", false)]),
+        changes: watch::Sender::new(0),
+    });
+    let (mut node, file) = node("changes", Vec::new());
+    node.set_births(Arc::clone(&births) as Arc<dyn Births>);
+    node.connecting();
+    assert!(
+        node.rebirth_devices().is_empty(),
+        "nothing before the NBIRTH"
+    );
+    node.birth();
+    *births.devices.lock().expect("devices") = vec![device("b", false), device("c", false)];
+    let again = node.rebirth_devices();
+    let topics: Vec<&str> = again.iter().map(|m| m.topic.as_str()).collect();
+    assert_eq!(
+        topics,
+        [
+            "spBv1.0/g/DDEATH/e/a",
+            "spBv1.0/g/DBIRTH/e/b",
+            "spBv1.0/g/DBIRTH/e/c"
+        ]
+    );
+    let _ = std::fs::remove_file(file);
+}
+
+#[test]
 fn data_made_before_the_births_is_historical_and_seq_wraps() {
     let (mut node, file) = node("history", vec![device("a", false)]);
     node.connecting();

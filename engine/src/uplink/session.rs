@@ -1,0 +1,70 @@
+//! One connection's bookkeeping: what was handed to the client, what awaits
+//! its PUBACK, what waits for room in the client's queue.
+
+use std::collections::{HashMap, VecDeque};
+
+use rumqttc::{AsyncClient, QoS};
+use tokio::sync::oneshot;
+
+use super::sparkplug::EdgeNode;
+
+/// One connection's bookkeeping.
+pub(super) struct Session {
+    pub(super) client: AsyncClient,
+    /// Which connection this is: an acknowledgement goes out on the connection
+    /// its message came in on only (packet ids are per connection).
+    pub(super) number: u64,
+    pub(super) connected: bool,
+    /// The last record handed to the client.
+    pub(super) cursor: Option<u64>,
+    /// The last fill stopped with records left in the log (the window or the
+    /// client's queue was full, or the log could not be read): a PUBACK, which
+    /// makes room, fills again. Otherwise only a commit brings anything new.
+    pub(super) held_back: bool,
+    /// Per publish handed to the client, in order, what it carries. The event loop
+    /// reports outgoing publishes in the same order.
+    pub(super) queued: VecDeque<Queued>,
+    /// Packet id -> what awaits its PUBACK.
+    pub(super) inflight: HashMap<u16, Inflight>,
+    pub(super) acked: Vec<u64>,
+    /// The Sparkplug edge node (`payload: sparkplug-b`); it outlives the
+    /// connection and moves on to the next one.
+    pub(super) node: Option<EdgeNode>,
+    /// Publishes of the edge node the client's queue had no room for yet.
+    pub(super) pending: VecDeque<Pending>,
+}
+
+/// A publish of the edge node waiting for room in the client's queue.
+pub(super) struct Pending {
+    pub(super) queued: Queued,
+    pub(super) topic: String,
+    pub(super) qos: QoS,
+    pub(super) payload: Vec<u8>,
+}
+
+/// What a publish handed to the client carries.
+pub(super) enum Queued {
+    Record(u64),
+    Status,
+    /// A tracked message and whom to tell of its PUBACK.
+    Tracked(oneshot::Sender<()>),
+}
+
+/// A publish awaiting its PUBACK.
+pub(super) enum Inflight {
+    Record(u64),
+    Tracked(oneshot::Sender<()>),
+}
+
+impl Inflight {
+    /// The PUBACK arrived: a record is released later, a tracked sender told now.
+    pub(super) fn acknowledged(self, acked: &mut Vec<u64>) {
+        match self {
+            Inflight::Record(id) => acked.push(id),
+            Inflight::Tracked(done) => {
+                // The sender may have stopped waiting; the ack still happened.
+                let _ = done.send(());
+            }
+        }
+    }
+}
