@@ -13,7 +13,7 @@ sluice_guest::codec_test_kit!(ModbusSession);
 
 #[path = "../../modbus_tcp/src/shared_tests.rs"]
 mod shared;
-use shared::read_all_tags;
+use shared::{full_read_answer, read_all_tags};
 
 fn session(settings: &[Setting], tags: Vec<TagSpec>) -> ModbusSession {
     ModbusSession::create(settings, tags).expect("valid configuration")
@@ -24,15 +24,8 @@ struct Server;
 
 impl Peer for Server {
     fn read(&self, sent: &[u8], rng: &mut Rng) -> Vec<u8> {
-        let count = usize::from(u16::from_be_bytes([sent[4], sent[5]]));
-        let len = if sent[1] <= 2 {
-            count.div_ceil(8)
-        } else {
-            count * 2
-        };
-        let mut pdu = vec![sent[1], len as u8];
-        pdu.extend(rng.bytes(len));
-        frame::build(0, sent[0], &pdu)
+        // Unit id, then the PDU.
+        frame::build(0, sent[0], &full_read_answer(&sent[1..], rng))
     }
 
     fn write(&self, sent: &[u8]) -> Vec<u8> {

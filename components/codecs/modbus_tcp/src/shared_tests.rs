@@ -13,6 +13,20 @@ pub(super) fn read_all_tags(s: &ModbusSession) -> (u32, Vec<u8>) {
     (reads[0].id, s.encode_read(reads[0].id).expect("encodes"))
 }
 
+/// The answer PDU of a device with random data to the read request PDU
+/// `request` (function, address, count), in full.
+pub(super) fn full_read_answer(request: &[u8], rng: &mut sluice_guest::fuzz::Rng) -> Vec<u8> {
+    let count = usize::from(u16::from_be_bytes([request[3], request[4]]));
+    let len = if request[0] <= 2 {
+        count.div_ceil(8)
+    } else {
+        count * 2
+    };
+    let mut pdu = vec![request[0], len as u8];
+    pdu.extend(rng.bytes(len));
+    pdu
+}
+
 #[test]
 fn random_and_mutated_frames_never_panic() {
     let tags = specs(

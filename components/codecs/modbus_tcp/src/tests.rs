@@ -15,7 +15,7 @@ sluice_guest::codec_test_kit!(ModbusSession);
 
 #[path = "shared_tests.rs"]
 mod shared;
-use shared::read_all_tags;
+use shared::{full_read_answer, read_all_tags};
 
 fn session(settings: &[Setting], tags: Vec<TagSpec>) -> ModbusSession {
     ModbusSession::create(settings, tags).expect("valid configuration")
@@ -30,15 +30,8 @@ struct Server;
 
 impl Peer for Server {
     fn read(&self, sent: &[u8], rng: &mut Rng) -> Vec<u8> {
-        let count = usize::from(u16::from_be_bytes([sent[10], sent[11]]));
-        let len = if sent[7] <= 2 {
-            count.div_ceil(8)
-        } else {
-            count * 2
-        };
-        let mut pdu = vec![sent[7], len as u8];
-        pdu.extend(rng.bytes(len));
-        frame::build(tid(sent), sent[6], &pdu)
+        // MBAP header (7 bytes: the unit id last), then the PDU.
+        frame::build(tid(sent), sent[6], &full_read_answer(&sent[7..], rng))
     }
 
     fn write(&self, sent: &[u8]) -> Vec<u8> {
