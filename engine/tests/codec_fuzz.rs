@@ -6,7 +6,10 @@
 //! (`FrameError`); it may not fail.
 //!
 //! A smoke run by default; `SLUICE_FUZZ_ITERATIONS=1000000 cargo test --release
-//! --test codec_fuzz` runs longer, `SLUICE_FUZZ_SEED` replays a run.
+//! --test codec_fuzz` runs longer, `SLUICE_FUZZ_SEED` replays a run. The same
+//! codecs compiled natively are fuzzed with coverage guidance in `fuzz/`
+//! (docs/fuzzing.md); this test checks what only the boundary can: the built
+//! components as the engine loads them, under its limits.
 
 mod common;
 

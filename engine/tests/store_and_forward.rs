@@ -301,11 +301,19 @@ async fn a_damaged_wal_file_is_detected_and_never_crashes_the_engine() {
     let dir = scratch_dir("damaged");
     let text = config(broker.port(), http, modbus.local_addr().port(), "", 4, 100);
     let mut engine = Engine::start(&dir, &text);
-    // Build a backlog while the broker is away, then stop the engine.
+    // Build a backlog while the broker is away, then stop the engine (a loaded
+    // machine may take seconds to start it, so wait for records, not a time).
     broker.stop();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    engine.kill();
     let path = database(&dir);
+    let backlog = |path: &Path| std::fs::metadata(path).is_ok_and(|m| m.len() > 8192);
+    for _ in 0..300 {
+        if backlog(&path) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    engine.kill();
     let mut bytes = std::fs::read(&path).expect("database file");
     assert!(
         bytes.len() > 8192,

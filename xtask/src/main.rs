@@ -7,10 +7,13 @@
 //!   `cargo clippy -D warnings` on both workspaces;
 //! - `layers`: the import graph of the engine's top-level modules, checked;
 //! - `ci`: `lint` then `test`, as `.ci/run` does;
-//! - `dist [--check]`: the gateway binaries and packages (see `dist`).
+//! - `dist [--check]`: the gateway binaries and packages (see `dist`);
+//! - `fuzz [TARGET...] [--time S] [--runs N] [--merge] [--seed]`: the fuzz
+//!   targets under libFuzzer (see `fuzz`).
 #![allow(clippy::print_stdout)]
 
 mod dist;
+mod fuzz;
 mod layers;
 
 use std::path::{Path, PathBuf};
@@ -27,8 +30,11 @@ fn main() -> ExitCode {
         "ci" => lint(&root).and_then(|()| test(&root)),
         "layers" => check_layers(&root, true),
         "dist" => dist::dist(&root, std::env::args().nth(2).as_deref() == Some("--check")),
+        "fuzz" => fuzz::fuzz(&root, &std::env::args().skip(2).collect::<Vec<_>>()),
         _ => {
-            eprintln!("usage: cargo xtask <test | lint | layers | ci | dist [--check]>");
+            eprintln!(
+                "usage: cargo xtask <test | lint | layers | ci | dist [--check] | fuzz [TARGET...] [--time S] [--runs N] [--merge] [--seed]>"
+            );
             return ExitCode::from(2);
         }
     };

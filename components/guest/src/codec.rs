@@ -7,9 +7,10 @@
 /// of [`wit_conversions!`](crate::wit_conversions) and the helpers every codec
 /// uses to build its answers. Invoke once, after `extern crate alloc;`.
 #[macro_export]
+#[allow(clippy::crate_in_macro_def)] // `crate` is the codec's crate, as meant.
 macro_rules! codec_component {
     ($session:ident) => {
-        #[cfg(not(test))]
+        #[cfg(not(any(test, feature = "native")))]
         $crate::guest_runtime!();
 
         wit_bindgen::generate!({
@@ -31,7 +32,46 @@ macro_rules! codec_component {
         $crate::wit_conversions!();
         $crate::codec_helpers!();
 
+        // A native build (the fuzz targets') links several codecs into one
+        // binary: their exports would clash, and nothing there calls them.
+        #[cfg(not(feature = "native"))]
         export!(Component);
+
+        /// The session as native code, for the fuzz targets (`native` feature).
+        #[cfg(all(feature = "native", not(test)))]
+        pub mod native {
+            $crate::codec_test_kit!($session);
+
+            /// A session of `settings`, each value as text (`true`, `false`, an
+            /// integer or text), and `tags`, a list like `D0 INT16, D20 STRING(5)`.
+            ///
+            /// # Errors
+            /// What the codec refuses in the configuration.
+            ///
+            /// # Panics
+            /// When `tags` is not such a list.
+            pub fn open(
+                settings: &[(&str, &str)],
+                tags: &str,
+            ) -> Result<impl $crate::fuzz::Codec + use<>, alloc::string::String> {
+                use crate::sluice::dataflow::types::SettingValue;
+                let settings: alloc::vec::Vec<_> = settings
+                    .iter()
+                    .map(|(key, value)| {
+                        let value = match *value {
+                            "true" => SettingValue::Boolean(true),
+                            "false" => SettingValue::Boolean(false),
+                            text => text
+                                .parse()
+                                .map_or_else(|_| SettingValue::Text(text.into()), SettingValue::Int),
+                        };
+                        setting(key, value)
+                    })
+                    .collect();
+                crate::$session::create(&settings, specs(tags))
+                    .map_err(|errors| alloc::format!("{errors:?}"))
+            }
+        }
     };
 }
 
@@ -360,7 +400,7 @@ macro_rules! codec_test_kit {
                 Seen {
                     tag: sample.tag,
                     good: sample.quality == $crate::columns::Quality::Good,
-                    valued: sample.value != Value::None,
+                    value: crate::number_from_value(&sample.value),
                     span: match sample.value {
                         Value::Raw(span) => Some((span.start, span.len)),
                         _ => None,
@@ -406,7 +446,7 @@ macro_rules! codec_test_kit {
                         GuestSession::parse_read(self, request, frame, ts_ms).map_err(failure)?;
                     Ok(Decoded {
                         samples: crate::batch_samples(&batch).iter().map(seen).collect(),
-                        bytes: batch.bytes.len(),
+                        bytes: batch.bytes,
                     })
                 }
 

@@ -22,8 +22,11 @@ use tokio::sync::watch;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub use alarms::EventBody;
 pub use auth::Caller;
+pub use commands::ClaimBody;
 pub use state::{ApiState, Document};
+pub use states::SetState;
 pub use tokens::Tokens;
 
 /// Serves `app` on `listener` until `shutdown` turns true.

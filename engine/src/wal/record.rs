@@ -34,6 +34,9 @@ pub enum RecordError {
     Checksum,
     #[error("record truncated")]
     Truncated,
+    /// Only 0 and 1 are written; another value is not a record of this log.
+    #[error("retain flag {0}, expected 0 or 1")]
+    RetainFlag(u8),
 }
 
 /// The stored form of `message`.
@@ -88,7 +91,11 @@ pub fn decode(bytes: &[u8]) -> Result<Message, RecordError> {
     }
     let seq = reader.take(8)?;
     let seq = u64::from_le_bytes(seq.try_into().map_err(|_| RecordError::Truncated)?);
-    let retain = reader.take(1)?[0] != 0;
+    let retain = match reader.take(1)?[0] {
+        0 => false,
+        1 => true,
+        other => return Err(RecordError::RetainFlag(other)),
+    };
     let device_len = reader.u16()?;
     let device = String::from_utf8_lossy(reader.take(device_len)?).into_owned();
     let topic_len = reader.u16()?;
@@ -119,6 +126,15 @@ mod tests {
     #[test]
     fn round_trip() {
         assert_eq!(decode(&encode(&message())), Ok(message()));
+    }
+
+    #[test]
+    fn a_retain_flag_no_engine_writes_is_refused_even_under_a_good_checksum() {
+        let mut bytes = encode(&message());
+        bytes[12] = 0x33;
+        let crc = crc32fast::hash(&bytes[4..]);
+        bytes[..4].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode(&bytes), Err(RecordError::RetainFlag(0x33)));
     }
 
     #[test]

@@ -10,6 +10,11 @@ use super::pos::Pos;
 
 /// Nodes a document may hold: room for 10,000 devices of 100 tags.
 const MAX_NODES: usize = 20_000_000;
+/// The deepest nesting a document may have, of block and of flow collections
+/// each. A configuration needs about ten levels; reading a nested value recurses,
+/// so a document hundreds of levels deep (a hostile `config/push`) could
+/// otherwise exhaust a thread's stack.
+const MAX_DEPTH: usize = 32;
 
 /// A mapping key and where it was written.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +89,8 @@ pub fn parse(file: &str, text: &str) -> Result<Node, Diagnostics> {
         budget: serde_saphyr::budget! {
             max_nodes: MAX_NODES,
             max_events: 4 * MAX_NODES,
+            max_depth: MAX_DEPTH,
+            flow_nesting_limit: MAX_DEPTH,
         },
     };
     serde_saphyr::from_str_with_options::<Node>(text, options).map_err(|error| {
@@ -199,6 +206,31 @@ impl<'de> Visitor<'de> for KindVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_document_nested_too_deep_is_refused_without_exhausting_the_stack() {
+        let ok = format!(
+            "{}1{}",
+            "[".repeat(MAX_DEPTH - 1),
+            "]".repeat(MAX_DEPTH - 1)
+        );
+        assert!(parse("f.yaml", &ok).is_ok());
+        let mut block = String::new();
+        for level in 0..40 {
+            block.push_str(&format!("{}k{level}:\n", " ".repeat(level)));
+        }
+        let deep = [
+            format!("{}1{}", "[".repeat(200), "]".repeat(200)),
+            format!("{}{}", block, "[".repeat(MAX_DEPTH * 8)),
+        ];
+        for text in deep {
+            let errors = parse("f.yaml", &text).expect_err("too deep");
+            assert!(
+                errors.items()[0].message.contains("YAML syntax"),
+                "{errors:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_large_gateway_config_parses() {

@@ -44,7 +44,7 @@
 //! # Limits
 //! 960 words per word read, 3584 bits per bit read (the 3E limit is 7168; half of it
 //! stays within what every module accepts), responses of at most 2048 data bytes.
-#![cfg_attr(not(test), no_std)]
+#![cfg_attr(not(any(test, feature = "native")), no_std)]
 
 extern crate alloc;
 

@@ -12,7 +12,7 @@
 //!
 //! Settings: as Modbus TCP's, with `unitId` 1-247 (0 is a broadcast, which no
 //! unit answers).
-#![cfg_attr(not(test), no_std)]
+#![cfg_attr(not(any(test, feature = "native")), no_std)]
 
 extern crate alloc;
 

@@ -13,7 +13,7 @@
 //! `maxRegisters` (1-125, default 120), `maxBits` (1-2000, default 2000),
 //! `writeMultiple` (default false). `byteOrder` is accepted and ignored here: the
 //! engine applies it per tag.
-#![cfg_attr(not(test), no_std)]
+#![cfg_attr(not(any(test, feature = "native")), no_std)]
 
 extern crate alloc;
 

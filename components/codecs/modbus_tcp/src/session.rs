@@ -220,7 +220,7 @@ impl RangeCodec<Value, Batch> for ModbusSession {
             let message = pdu::exception(pdu[1], "the write");
             return Err(Failure::device(u32::from(pdu[1]), message));
         }
-        if pdu[0] != function || pdu.get(1..5) != Some(&echo[..]) {
+        if pdu[0] != function || pdu.get(1..) != Some(&echo[..]) {
             return Err(Failure::Malformed(format!(
                 "write response {pdu:02x?} does not echo the request"
             )));

@@ -40,7 +40,7 @@
 //!
 //! Limits: byte offsets up to 2097151 (the 3-byte bit address), DB 1-65535, PDU
 //! sizes from 64 up to the requested 960, frames up to 8192 bytes.
-#![cfg_attr(not(test), no_std)]
+#![cfg_attr(not(any(test, feature = "native")), no_std)]
 
 extern crate alloc;
 

@@ -17,12 +17,15 @@
 //! - an answer to a write nobody sent is refused;
 //! - nothing grows without bound: frames and batch bytes stay within [`MAX_FRAME`].
 //!
-//! `codec_test_kit!` implements [`Codec`] for a codec's session.
+//! `codec_test_kit!` implements [`Codec`] for a codec's session. [`one_input`]
+//! runs one input of a coverage-guided fuzzer under the same checks.
 
+mod input;
 mod rng;
 
 use alloc::vec::Vec;
 
+pub use input::{Call, Input, Outcome, one_input};
 pub use rng::Rng;
 
 use crate::numeric::Number;
@@ -32,21 +35,28 @@ use crate::session::{Failure, Planned};
 pub const MAX_FRAME: usize = 65_536;
 
 /// A sample of a decoded answer, as far as the invariants look at it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     pub tag: u32,
     pub good: bool,
-    /// Whether the sample carries a value.
-    pub valued: bool,
+    /// The value a sample carries decoded (a BOOL, a number, text).
+    pub value: Option<Number>,
     /// Start and length of a raw value in the batch's bytes.
     pub span: Option<(u32, u32)>,
 }
 
-/// A decoded answer: its samples and how many bytes the batch carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl Sample {
+    /// Whether the sample carries a value, decoded or raw.
+    pub fn valued(&self) -> bool {
+        self.value.is_some() || self.span.is_some()
+    }
+}
+
+/// A decoded answer: its samples and the batch's bytes, which raw values point into.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Decoded {
     pub samples: Vec<Sample>,
-    pub bytes: usize,
+    pub bytes: Vec<u8>,
 }
 
 /// The calls of a codec session (the WIT `session` resource) in the harness's
@@ -236,17 +246,18 @@ fn check_plan(due: &[u32], tags: u32, plan: &[Planned]) {
 }
 
 fn check_decoded(decoded: &Decoded, tags: &[u32]) {
-    assert!(decoded.bytes <= MAX_FRAME, "{} batch bytes", decoded.bytes);
+    let bytes = decoded.bytes.len();
+    assert!(bytes <= MAX_FRAME, "{bytes} batch bytes");
     assert!(
         decoded.samples.len() <= tags.len(),
         "more samples than tags"
     );
     for sample in &decoded.samples {
         assert!(tags.contains(&sample.tag), "a sample of tag {}", sample.tag);
-        assert_eq!(sample.good, sample.valued, "quality of {sample:?}");
+        assert_eq!(sample.good, sample.valued(), "quality of {sample:?}");
         if let Some((start, len)) = sample.span {
             let end = u64::from(start) + u64::from(len);
-            assert!(end <= decoded.bytes as u64, "{sample:?} past the bytes");
+            assert!(end <= bytes as u64, "{sample:?} past the bytes");
         }
     }
 }

@@ -67,12 +67,12 @@ impl Codec for Toy {
         let sample = |tag| Sample {
             tag,
             good: true,
-            valued: true,
+            value: None,
             span: Some((0, 1)),
         };
         Ok(Decoded {
             samples: tags.into_iter().map(sample).collect(),
-            bytes: 1,
+            bytes: vec![0],
         })
     }
 
@@ -125,4 +125,64 @@ fn a_frame_length_shorter_than_the_header_is_caught() {
         ..Toy::default()
     };
     run(&liar, &Device, 3, 7, 2000);
+}
+
+#[test]
+fn an_input_reads_back_as_written() {
+    let answer = [1, 0, 9];
+    for (call, value) in [
+        (Call::Head, Number::Int(0)),
+        (Call::Handshake, Number::Int(0)),
+        (Call::Read, Number::Int(0)),
+        (Call::Write, Number::Float(-2.5)),
+        (Call::Write, Number::Bool(true)),
+        (Call::Write, Number::Uint(u64::MAX)),
+    ] {
+        let input = Input {
+            call,
+            verbatim: true,
+            index: 7,
+            value,
+            answer: &answer,
+        };
+        assert_eq!(Input::parse(&input.to_bytes()), input);
+    }
+    // Too short an input is still an input.
+    assert_eq!(Input::parse(&[]).call, Call::Head);
+    assert_eq!(Input::parse(&[3, 1, 4]).answer, &[] as &[u8]);
+}
+
+#[test]
+fn one_input_makes_one_call_and_tells_what_it_reached() {
+    let toy = || Toy::default();
+    assert_eq!(one_input(&toy(), 3, None, &[2, 0, 1, 0]), Outcome::Accepted);
+    assert_eq!(one_input(&toy(), 3, None, &[2, 0, 1, 1]), Outcome::Refused);
+    assert_eq!(one_input(&toy(), 3, None, &[1, 0, 1, 0]), Outcome::Nothing);
+    let write = |tag: u8, echo: u8| {
+        let mut input = vec![3, tag, 1, 0, 0, 0, 0, 0, 0, 0, 1];
+        input.extend([1, echo]);
+        one_input(&toy(), 3, None, &input)
+    };
+    assert_eq!(write(2, 2), Outcome::Accepted);
+    assert_eq!(write(2, 1), Outcome::Refused);
+    // The echo range copies the request's bytes over the answer's.
+    assert_eq!(
+        one_input(
+            &toy(),
+            3,
+            Some(1..2),
+            &[3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0]
+        ),
+        Outcome::Accepted
+    );
+}
+
+#[test]
+#[should_panic(expected = "frame length 0 with a header of 1")]
+fn one_input_catches_a_frame_length_shorter_than_the_header() {
+    let liar = Toy {
+        lie: true,
+        ..Toy::default()
+    };
+    one_input(&liar, 3, None, &[0, 0, 5]);
 }

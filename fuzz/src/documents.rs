@@ -1,0 +1,40 @@
+//! The configuration and pipeline readers: a document is read or refused with
+//! every problem at a position, each saying what is wrong.
+
+use std::path::Path;
+
+use sluice::yaml::Diagnostics;
+
+/// Text as the readers get it: a file that is not UTF-8 never reaches them.
+fn text(data: &[u8]) -> Option<&str> {
+    std::str::from_utf8(data).ok()
+}
+
+/// A document refused with at least one problem, each saying what is wrong.
+pub(crate) fn check_refusal(what: &str, errors: &Diagnostics) {
+    assert!(!errors.is_empty(), "{what} refused without a problem");
+    for item in errors.items() {
+        assert!(
+            !item.message.trim().is_empty(),
+            "{what}: a problem without a message"
+        );
+    }
+}
+
+/// `sluice.yaml`: the gateway's configuration (devices, channels, tags, ...).
+pub fn device_config(data: &[u8]) {
+    let Some(text) = text(data) else { return };
+    if let Err(errors) = sluice::config::load_str("fuzz.yaml", text) {
+        check_refusal("the configuration", &errors);
+    }
+}
+
+/// A pipeline file. Its component paths resolve against a directory that does
+/// not exist, so no input reads a file.
+pub fn pipeline(data: &[u8]) {
+    let Some(text) = text(data) else { return };
+    let base = Path::new("/nonexistent/sluice-fuzz");
+    if let Err(errors) = sluice::pipeline::load_str("fuzz.yaml", text, "fuzz", base) {
+        check_refusal("the pipeline", &errors);
+    }
+}
