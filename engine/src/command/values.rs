@@ -99,7 +99,14 @@ fn raw_number(spec: &TagSpec, data_type: DataType, raw: f64, v: f64) -> Result<V
                 Err(format!("{v} does not fit tag `{}` (FLOAT32)", spec.key))
             };
         }
-        DataType::Float64 | DataType::Bool | DataType::String => return Ok(Value::Float(raw)),
+        // A finite value can still scale past f64's range (a factor below 1).
+        DataType::Float64 | DataType::Bool | DataType::String => {
+            return if raw.is_finite() {
+                Ok(Value::Float(raw))
+            } else {
+                Err(format!("{v} does not fit tag `{}` (FLOAT64)", spec.key))
+            };
+        }
     };
     let whole = raw.round();
     if (raw - whole).abs() > 1e-6 * raw.abs().max(1.0) {
@@ -155,5 +162,26 @@ pub(super) fn same(spec: &TagSpec, sample: &Sample, wanted: &Json) -> bool {
             };
             (got - want).abs() <= step.max(1e-9)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_that_scales_past_the_type_s_range_is_refused() {
+        let spec = TagSpec {
+            factor: 0.5,
+            ..TagSpec::plain("t", DataType::Float64)
+        };
+        assert_eq!(to_raw(&spec, &Json::from(3.0)), Ok(Value::Float(6.0)));
+        let error = to_raw(&spec, &Json::from(-1.7e308)).expect_err("-inf");
+        assert!(error.contains("does not fit"), "{error}");
+        let spec = TagSpec {
+            factor: 1e-300,
+            ..TagSpec::plain("t", DataType::Float32)
+        };
+        assert!(to_raw(&spec, &Json::from(1e10)).is_err());
     }
 }
