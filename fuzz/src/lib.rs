@@ -23,6 +23,7 @@ mod wal;
 
 pub use bounds::Budget;
 pub use codecs::{CodecSetup, SETUPS};
+pub use modbus_diff::request as differential_request;
 
 /// A fuzz target: a reader of outside input and what it may allocate.
 #[derive(Debug, Clone, Copy)]

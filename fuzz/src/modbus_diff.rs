@@ -25,9 +25,10 @@ use sluice_guest::numeric::Number;
 use sluice_guest::session::Failure;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_modbus::client::Client;
-use tokio_modbus::{ExceptionCode, Request, Response, Slave};
+use tokio_modbus::{Request, Response, Slave};
 
-const HEAD: usize = 5;
+/// The bytes of an input before the answer.
+const HEADER: usize = 6;
 
 /// What a side made of an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +60,7 @@ struct Ask {
 }
 
 impl Ask {
-    fn of(head: &[u8; HEAD + 1]) -> Self {
+    fn of(head: &[u8; HEADER]) -> Self {
         let table = match head[0] & 3 {
             0 => Table::Coils,
             1 => Table::Discrete,
@@ -146,17 +147,26 @@ fn tid(sent: &[u8]) -> u16 {
     u16::from_be_bytes([sent[0], sent[1]])
 }
 
-pub fn run(data: &[u8]) {
-    let Some(head) = data
-        .get(..=HEAD)
-        .and_then(|h| <[u8; HEAD + 1]>::try_from(h).ok())
-    else {
-        return;
-    };
+/// The input's request and answer, and our session for it.
+fn split(data: &[u8]) -> Option<(Ask, &[u8], impl Codec + use<>)> {
+    let head = <[u8; HEADER]>::try_from(data.get(..HEADER)?).ok()?;
     let ask = Ask::of(&head);
-    let answer = &data[HEAD + 1..];
     let session = modbus_tcp::native::open(&[("unitId", "1")], &ask.tags())
         .unwrap_or_else(|e| panic!("{ask:?}: the session is refused: {e}"));
+    Some((ask, &data[HEADER..], session))
+}
+
+/// The request the codec sends for an input (whose answer may be empty), for
+/// capturing a device's answer to it.
+pub fn request(data: &[u8]) -> Option<Vec<u8>> {
+    let (ask, _, session) = split(data)?;
+    Some(encode(&session, &ask).1)
+}
+
+pub fn run(data: &[u8]) {
+    let Some((ask, answer, session)) = split(data) else {
+        return;
+    };
     let (ours_sent, ours) = ours(&session, &ask, answer);
     let (theirs_sent, theirs) = theirs(&ask, answer, tid(&ours_sent));
     assert_eq!(
@@ -170,20 +180,23 @@ pub fn run(data: &[u8]) {
     );
 }
 
-/// The engine's way: `frame-length` on the head, then the whole frame.
-fn ours(session: &impl Codec, ask: &Ask, answer: &[u8]) -> (Vec<u8>, Verdict) {
-    let (id, sent) = if ask.write {
+/// The request of `ask` and, for a read, its id.
+fn encode(session: &impl Codec, ask: &Ask) -> (Option<u32>, Vec<u8>) {
+    if ask.write {
         let sent = session.encode_write(0, ask.write_value());
         (None, sent.unwrap_or_else(|e| panic!("{ask:?}: {e:?}")))
     } else {
         let plan = session.plan((0..u32::from(ask.quantity)).collect());
         assert_eq!(plan.len(), 1, "{ask:?}: one request expected");
         let sent = session.encode_read(plan[0].id);
-        (
-            Some(plan[0].id),
-            sent.unwrap_or_else(|e| panic!("{ask:?}: {e:?}")),
-        )
-    };
+        let sent = sent.unwrap_or_else(|e| panic!("{ask:?}: {e:?}"));
+        (Some(plan[0].id), sent)
+    }
+}
+
+/// The engine's way: `frame-length` on the head, then the whole frame.
+fn ours(session: &impl Codec, ask: &Ask, answer: &[u8]) -> (Vec<u8>, Verdict) {
+    let (id, sent) = encode(session, ask);
     let frame = ask.answer(answer, &sent, 0);
     let head = frame.get(..7).unwrap_or(&frame).to_vec();
     let Ok(len) = session.frame_length(head) else {
@@ -276,7 +289,7 @@ fn verdict(ask: &Ask, response: tokio_modbus::Result<Response>) -> Verdict {
     let q = usize::from(ask.quantity);
     match response {
         Err(_) => Verdict::Refused,
-        Ok(Err(code)) => exception(code),
+        Ok(Err(code)) => Verdict::Exception(u8::from(code)),
         Ok(Ok(response)) => match response {
             Response::ReadHoldingRegisters(words) | Response::ReadInputRegisters(words) => {
                 if words.len() == q {
@@ -309,8 +322,4 @@ fn verdict(ask: &Ask, response: tokio_modbus::Result<Response>) -> Verdict {
             other => panic!("{ask:?}: tokio-modbus answered {other:?}"),
         },
     }
-}
-
-fn exception(code: ExceptionCode) -> Verdict {
-    Verdict::Exception(u8::from(code))
 }

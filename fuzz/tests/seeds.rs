@@ -93,13 +93,7 @@ fn capture<C: Codec>(setup: &CodecSetup, peer: &Peer, open: impl Fn() -> C, valu
             break;
         };
         let answer = line.exchange(&handshaken, &sent);
-        let input = Input {
-            call: Call::Handshake,
-            verbatim: false,
-            index: step as u8,
-            value: Number::Int(0),
-            answer: &answer,
-        };
+        let input = captured(Call::Handshake, step, Number::Int(0), &answer);
         keep(format!("handshake-{step}"), input, true);
     }
     let session = open();
@@ -107,19 +101,9 @@ fn capture<C: Codec>(setup: &CodecSetup, peer: &Peer, open: impl Fn() -> C, valu
     for (index, read) in plan.iter().enumerate() {
         let sent = session.encode_read(read.id).expect("a read request");
         let answer = line.exchange(&session, &sent);
-        let head = Input {
-            call: Call::Head,
-            verbatim: false,
-            index: 0,
-            value: Number::Int(0),
-            answer: &answer,
-        };
-        keep(format!("head-{index}"), head.clone(), true);
-        let input = Input {
-            call: Call::Read,
-            index: index as u8,
-            ..head
-        };
+        let head = captured(Call::Head, 0, Number::Int(0), &answer);
+        keep(format!("head-{index}"), head, true);
+        let input = captured(Call::Read, index as u32, Number::Int(0), &answer);
         // A device error (an address the peer lacks) is a seed too.
         keep(format!("read-{index}"), input, false);
     }
@@ -129,13 +113,7 @@ fn capture<C: Codec>(setup: &CodecSetup, peer: &Peer, open: impl Fn() -> C, valu
                 continue;
             };
             let answer = line.exchange(&session, &sent);
-            let input = Input {
-                call: Call::Write,
-                verbatim: false,
-                index: tag as u8,
-                value: value.clone(),
-                answer: &answer,
-            };
+            let input = captured(Call::Write, tag, value.clone(), &answer);
             keep(format!("write-{tag}-{v}"), input, false);
         }
     }
@@ -145,6 +123,17 @@ fn capture<C: Codec>(setup: &CodecSetup, peer: &Peer, open: impl Fn() -> C, valu
         "{}: only {saved} seeds",
         setup.target
     );
+}
+
+/// The input that replays a captured `answer` to call `call` of `index`.
+fn captured(call: Call, index: u32, value: Number, answer: &[u8]) -> Input<'_> {
+    Input {
+        call,
+        verbatim: false,
+        index: index as u8,
+        value,
+        answer,
+    }
 }
 
 fn setup(target: &str) -> &'static CodecSetup {
@@ -242,7 +231,7 @@ fn capture_differential_seeds_from_libmodbus() {
         input.extend_from_slice(&address.to_be_bytes());
         input.extend_from_slice(&value.to_be_bytes());
         // The request both sides send; the answer is libmodbus's.
-        let request = differential_request(flags, q, address, value);
+        let request = sluice_fuzz::differential_request(&input).expect("a whole header");
         stream.write_all(&request).expect("sent");
         let mut head = [0; 6];
         stream.read_exact(&mut head).expect("a header");
@@ -256,42 +245,6 @@ fn capture_differential_seeds_from_libmodbus() {
             .expect("the target")
             .run(&input);
     }
-}
-
-/// The MBAP request of a differential input (transaction id 1, unit 1).
-fn differential_request(flags: u8, q: u8, address: u16, value: u16) -> Vec<u8> {
-    let table = flags & 3;
-    let write = flags & 8 != 0;
-    let pdu: Vec<u8> = match (table, write) {
-        (0, true) => [
-            vec![5],
-            address.to_be_bytes().to_vec(),
-            vec![if value & 1 != 0 { 0xFF } else { 0 }, 0],
-        ]
-        .concat(),
-        (2, true) => [
-            vec![6],
-            address.to_be_bytes().to_vec(),
-            value.to_be_bytes().to_vec(),
-        ]
-        .concat(),
-        _ => {
-            let quantity = if table < 2 {
-                u16::from(q) + 1
-            } else {
-                u16::from(q) % 120 + 1
-            };
-            [
-                vec![table + 1],
-                address.to_be_bytes().to_vec(),
-                quantity.to_be_bytes().to_vec(),
-            ]
-            .concat()
-        }
-    };
-    let mut frame = vec![0, 1, 0, 0, 0, pdu.len() as u8 + 1, 1];
-    frame.extend(pdu);
-    frame
 }
 
 fn copy_documents(target: &str, sources: &[&str]) {

@@ -5,14 +5,14 @@
 //! (LLVM's SanitizerCoverage, which the stable toolchain has), into
 //! `target/fuzz/`. Each target then runs for `--time` seconds or `--runs`
 //! inputs, whichever ends first (default 60 s), starting from its corpus and
-//! regressions; what it learns is kept in `target/fuzz/work/TARGET/` for the
+//! regressions; what it learns is kept in `target/fuzz/learned/TARGET/` for the
 //! next run, and `--merge` adds to `fuzz/corpus/TARGET/` a small set of the
 //! inputs that reach edges the corpus does not (libFuzzer's set-cover merge,
 //! edges without hit counts).
 //! A crash, a hang (10 s)
 //! or an input over the memory limit stops the target and fails the task, with
-//! the input in `target/fuzz/artifacts/TARGET/`. `--seed` captures the corpora
-//! from the real peers instead (`fuzz/tests/seeds.rs`).
+//! the input in `target/fuzz/artifacts/TARGET/`. `--seed` replaces the corpora with seeds
+//! captured from the real peers instead (`fuzz/tests/seeds.rs`).
 
 use std::fs;
 use std::path::Path;
@@ -152,7 +152,7 @@ fn run_target(
     limit: &[String],
     merge: bool,
 ) -> Result<Ran, String> {
-    let work = root.join("target/fuzz/work").join(target);
+    let work = root.join("target/fuzz/learned").join(target);
     let artifacts = root.join("target/fuzz/artifacts").join(target);
     for dir in [&work, &artifacts] {
         fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
