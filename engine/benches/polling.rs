@@ -23,7 +23,9 @@
 //! `SLUICE_BENCH_PERIOD_MS` (1000), `SLUICE_BENCH_ENGINE_THREADS` (2, the
 //! engine's `workerThreads`), `SLUICE_BENCH_GROUP_COMMIT_MS` (the engine's
 //! default; the WAL's `groupCommitMs`, which trades publish lag for commits),
-//! `SLUICE_BENCH_CACHE_MB` (the engine's default; the store's `cacheMb`).
+//! `SLUICE_BENCH_CACHE_MB` (the engine's default; the store's `cacheMb`),
+//! `SLUICE_BENCH_ENGINE` (the absolute path of another `sluice` binary to
+//! run, e.g. a saved copy of the build before a change).
 #![allow(clippy::print_stdout)]
 
 mod common;

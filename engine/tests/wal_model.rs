@@ -11,7 +11,7 @@ mod common;
 use common::{Rng, scratch};
 use sluice::config::OverflowPolicy;
 use sluice::store::Store;
-use sluice::wal::{MemoryLog, Message, MessageLog, RedbLog, encode};
+use sluice::wal::{MemoryLog, Message, MessageLog, Record, RedbLog, encode};
 
 /// A report of device `d0`..`d9`, all of one encoded size.
 fn message(rng: &mut Rng, seq: u64) -> Message {
@@ -91,10 +91,20 @@ fn run(seed: u64) {
                 } else {
                     OverflowPolicy::DropNewest
                 };
-                let batch: Vec<Message> = (0..rng.below(4))
-                    .map(|_| {
+                // Numbered as the outbox numbers them: on from the log's next id.
+                let first = pair.model.next_id();
+                assert_eq!(
+                    pair.log().next_id(),
+                    first,
+                    "seed {seed} step {step}: the next id"
+                );
+                let batch: Vec<Record> = (first..first + rng.below(4) as u64)
+                    .map(|id| {
                         seq += 1;
-                        message(&mut rng, seq as u64)
+                        Record {
+                            id,
+                            message: message(&mut rng, seq as u64),
+                        }
                     })
                     .collect();
                 let got = pair.log().append(batch.clone(), policy).expect("append");

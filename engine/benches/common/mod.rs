@@ -87,7 +87,13 @@ impl Engine {
         std::fs::write(&config_path, config).expect("write the engine config");
         let log = dir.join("engine.log");
         let file = std::fs::File::create(&log).expect("create the engine log");
-        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        // `SLUICE_BENCH_ENGINE` runs another build of the engine (a saved
+        // copy of an earlier one, for a before/after pair in one sitting).
+        let binary = std::env::var_os("SLUICE_BENCH_ENGINE").map_or_else(
+            || env!("CARGO_BIN_EXE_sluice").into(),
+            std::path::PathBuf::from,
+        );
+        let child = Command::new(binary)
             .args(["run", "--config"])
             .arg(&config_path)
             .args(extra)

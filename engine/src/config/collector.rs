@@ -107,11 +107,16 @@ pub struct WalConfig {
     /// `ringCapacity`: records held in memory on their way to disk (at least 1;
     /// default 10000).
     pub ring_capacity: u32,
-    /// `groupCommitMs`: the least time between two flushes to disk (default 5). A
-    /// record that finds the committer idle goes at once; records that arrive
-    /// meanwhile share the next flush. 0 flushes as soon as the last flush ends.
+    /// `groupCommitMs`: how long a report waits in memory for its PUBACK before
+    /// it is written to disk (0 to 60000, default 5). A report acknowledged
+    /// within it is never written; the reports that reach it together share
+    /// one flush.
     pub group_commit_ms: u64,
 }
+
+/// The longest `groupCommitMs`: a crash loses at most this long of
+/// unacknowledged reports.
+pub const MAX_GROUP_COMMIT_MS: u64 = 60_000;
 
 impl Default for WalConfig {
     fn default() -> Self {
@@ -282,7 +287,13 @@ fn read_wal(node: &Node, errors: &mut Diagnostics) -> WalConfig {
             errors,
         ),
         ring_capacity: at_least(&mut f, "ringCapacity", 1, d.ring_capacity, errors),
-        group_commit_ms: at_least(&mut f, "groupCommitMs", 0, d.group_commit_ms, errors),
+        group_commit_ms: ranged(
+            &mut f,
+            "groupCommitMs",
+            (0, MAX_GROUP_COMMIT_MS),
+            d.group_commit_ms,
+            errors,
+        ),
     };
     f.finish(errors);
     config

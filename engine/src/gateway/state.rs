@@ -58,7 +58,12 @@ fn open_state(config: &GatewayConfig, shared: Option<&Postgres>) -> Result<State
         Some(postgres) => StateDatabase::Postgres(postgres.clone()),
         None => StateDatabase::Redb(store.clone()),
     };
-    let seq = SeqAllocator::open(&store, config.collector.wal.enabled, shared.cloned())?;
+    let devices = config.devices.iter().filter(|d| d.enabled);
+    let seq = SeqAllocator::open(
+        &store,
+        shared.cloned(),
+        devices.map(|d| d.device_id.as_str()),
+    )?;
     let outbox = Outbox::open(&config.collector.wal, &store)?;
     let leases = db.leases()?;
     Ok(State {

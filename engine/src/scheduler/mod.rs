@@ -2,12 +2,18 @@
 //!
 //! - Cross-device parallelism: every due job runs as its own task.
 //! - Per-device serialisation: a job whose device is still busy (another of its
-//!   jobs, or a write) is skipped and counted, and comes due again one period later.
+//!   jobs, or a write) waits for it up to 50 ms, in turn; past that it is skipped
+//!   and counted, and comes due again one period later.
 //! - Each round runs under the per-device timeout; a round that times out is failed.
 //! - The next round is due one period after the previous one *completed*, so a slow
 //!   device is polled less often instead of piling up work.
 //! - First due times are spread evenly over one period, so thousands of devices with
 //!   the same period do not all fire at once.
+//! - Due times fall on a grid (steps of 10 ms, or a twentieth of a shorter
+//!   period's length, from the scheduler's start): the rounds of many devices
+//!   start in one wake-up of the runtime, and their answers come back together,
+//!   instead of one wake-up each. A device keeps its place on the grid from
+//!   period to period.
 //! - Tags with period 0 are never polled (write-only).
 //! - Devices are added and removed while it runs ([`PlanChange`]); the others'
 //!   due times are not touched.
@@ -94,9 +100,41 @@ pub struct Scheduler {
     device_timeout: Duration,
     changes: mpsc::UnboundedReceiver<PlanChange>,
     changer: mpsc::UnboundedSender<PlanChange>,
+    /// Where the grid of due times starts.
+    epoch: Instant,
 }
 
-type Queue = BinaryHeap<Reverse<(Instant, u64)>>;
+/// Due jobs: (due time, turn, job id), the earliest first; of jobs due at
+/// once, one skipped last time (turn 0) goes before the others (turn 1), so a
+/// device's jobs that keep coming due together take turns.
+type Queue = BinaryHeap<Reverse<(Instant, u8, u64)>>;
+
+/// How a job's attempt ended, sent back to the scheduler.
+#[derive(Debug, Clone, Copy)]
+struct Ended {
+    job: u64,
+    at: Instant,
+    skipped: bool,
+}
+
+/// How long a job waits for its busy device before it is skipped.
+const BUSY_WAIT: Duration = Duration::from_millis(50);
+
+/// The widest step of the grid due times fall on.
+const GRID: Duration = Duration::from_millis(10);
+
+/// `at` moved to the nearest point of the grid of `period`'s jobs, which
+/// starts at `epoch`: at most half a step (a fortieth of the period) away, so
+/// a round is never due before 0.975 periods have passed.
+fn on_grid(epoch: Instant, at: Instant, period: Duration) -> Instant {
+    let step = GRID.min(period / 20).as_nanos();
+    if step == 0 {
+        return at;
+    }
+    let since = at.saturating_duration_since(epoch).as_nanos();
+    let steps = (since + step / 2) / step;
+    u64::try_from(steps * step).map_or(at, |nanos| epoch + Duration::from_nanos(nanos))
+}
 
 impl Scheduler {
     /// Jobs for every device: one per distinct non-zero tag period.
@@ -109,6 +147,7 @@ impl Scheduler {
             device_timeout,
             changes,
             changer,
+            epoch: Instant::now(),
         };
         for plan in devices {
             scheduler.add(plan, None);
@@ -179,7 +218,11 @@ impl Scheduler {
             let index = seen.entry(period).or_default();
             let offset = period * *index / per_period[&period].max(1);
             *index += 1;
-            queue.push(Reverse((start + offset, *id)));
+            queue.push(Reverse((
+                on_grid(self.epoch, start + offset, period),
+                1,
+                *id,
+            )));
         }
     }
 
@@ -189,10 +232,11 @@ impl Scheduler {
         let mut queue = Queue::new();
         let mut all: Vec<u64> = self.jobs.keys().copied().collect();
         all.sort_unstable();
-        self.first_due(&all, Instant::now(), &mut queue);
-        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(u64, Instant)>();
+        self.epoch = Instant::now();
+        self.first_due(&all, self.epoch, &mut queue);
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Ended>();
         loop {
-            let next_due = queue.peek().map(|Reverse((due, _))| *due);
+            let next_due = queue.peek().map(|Reverse((due, _, _))| *due);
             tokio::select! {
                 _ = async {
                     match next_due {
@@ -201,19 +245,19 @@ impl Scheduler {
                     }
                 } => {
                     let now = Instant::now();
-                    while let Some(Reverse((due, id))) = queue.peek().copied() {
+                    while let Some(Reverse((due, _, id))) = queue.peek().copied() {
                         if due > now {
                             break;
                         }
                         queue.pop();
-                        if let Some(next) = self.dispatch(id, &rounds, &done_tx) {
-                            queue.push(Reverse((next, id)));
-                        }
+                        self.dispatch(id, &rounds, &done_tx);
                     }
                 }
-                Some((id, completed)) = done_rx.recv() => {
-                    if let Some(job) = self.jobs.get(&id) {
-                        queue.push(Reverse((completed + job.period, id)));
+                Some(ended) = done_rx.recv() => {
+                    if let Some(job) = self.jobs.get(&ended.job) {
+                        let due = on_grid(self.epoch, ended.at + job.period, job.period);
+                        let turn = u8::from(!ended.skipped);
+                        queue.push(Reverse((due, turn, ended.job)));
                     }
                 }
                 Some(change) = self.changes.recv() => {
@@ -240,35 +284,54 @@ impl Scheduler {
         }
     }
 
-    /// Starts job `id` if its device is free; otherwise counts a skip and returns
-    /// when the job is due again. A job removed meanwhile is dropped.
-    fn dispatch<R: Rounds>(
-        &self,
-        id: u64,
-        rounds: &Arc<R>,
-        done: &mpsc::UnboundedSender<(u64, Instant)>,
-    ) -> Option<Instant> {
-        let job = self.jobs.get(&id)?;
-        let polled = self.devices.get(&job.device)?;
-        let Ok(guard) = Arc::clone(&polled.busy).try_lock_owned() else {
-            polled.counters.skipped();
-            return Some(Instant::now() + job.period);
+    /// Starts job `id`: at once if its device is free, otherwise once it is
+    /// (waiting up to [`BUSY_WAIT`]); a job that waited in vain is skipped and
+    /// counted. Either way its end comes back on `done`. A job removed
+    /// meanwhile is dropped.
+    fn dispatch<R: Rounds>(&self, id: u64, rounds: &Arc<R>, done: &mpsc::UnboundedSender<Ended>) {
+        let Some(job) = self.jobs.get(&id) else {
+            return;
         };
-        polled.counters.started();
-        let future = rounds.run(job.device, Arc::clone(&job.tags));
+        let Some(polled) = self.devices.get(&job.device) else {
+            return;
+        };
+        let free = Arc::clone(&polled.busy).try_lock_owned().ok();
+        let busy = Arc::clone(&polled.busy);
+        let rounds = Arc::clone(rounds);
+        let (device, tags) = (job.device, Arc::clone(&job.tags));
         let limit = self.device_timeout;
         let counters = Arc::clone(&polled.counters);
         let done = done.clone();
         tokio::spawn(async move {
+            let guard = match free {
+                Some(guard) => guard,
+                None => match timeout(BUSY_WAIT, busy.lock_owned()).await {
+                    Ok(guard) => guard,
+                    Err(_) => {
+                        counters.skipped();
+                        let _ = done.send(Ended {
+                            job: id,
+                            at: Instant::now(),
+                            skipped: true,
+                        });
+                        return;
+                    }
+                },
+            };
+            counters.started();
             let started = Instant::now();
+            let future = rounds.run(device, tags);
             let outcome = timeout(limit, future).await.unwrap_or(RoundOutcome::Failed);
             drop(guard);
             let completed = Instant::now();
             counters.finished(completed - started, outcome == RoundOutcome::Failed);
             // The scheduler may have stopped; then nobody needs the completion.
-            let _ = done.send((id, completed));
+            let _ = done.send(Ended {
+                job: id,
+                at: completed,
+                skipped: false,
+            });
         });
-        None
     }
 }
 

@@ -13,8 +13,10 @@ use redb::{ReadableDatabase, TableDefinition, TableError};
 
 use super::error::StoreError;
 
-/// The format this engine writes.
-pub const STATE_FORMAT: u64 = 1;
+/// The format this engine writes. 2: every device's sequence numbers are kept
+/// as reserved ceilings (`seq_ceilings`), whatever the WAL does; format 1 kept
+/// the last number written with a report when the WAL was on.
+pub const STATE_FORMAT: u64 = 2;
 
 /// `format` -> the state format of the file.
 pub const STATE_META: TableDefinition<&str, u64> = TableDefinition::new("state_meta");
@@ -61,14 +63,15 @@ pub(super) fn check_before_open(path: &Path) -> Result<(), StoreError> {
     }
 }
 
-/// Refuses a newer format; stamps a file without a format with this one.
+/// Refuses a newer format; stamps a file without a format, or with an older
+/// one, with this one.
 ///
 /// # Errors
 /// A newer format, or a database failure.
 pub(super) fn stamp(db: &redb::Database) -> Result<(), StoreError> {
     let found = stamped(db)?;
     refuse_newer(found)?;
-    if found.is_none() {
+    if found != Some(STATE_FORMAT) {
         let write = db.begin_write()?;
         write
             .open_table(STATE_META)?

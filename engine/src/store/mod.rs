@@ -33,5 +33,5 @@ pub use journal::{Change, Entry, Index, Journal, Tables};
 pub use keyed::Keyed;
 pub use leases::{Claimed, RedbStateStore, StateStore};
 pub use postgres::{DEFAULT_POOL_SIZE, DeviceOwner, Owned, PgStateStore, Postgres};
-pub use seq::{LAST_COMMITTED, SeqAllocator};
+pub use seq::{BLOCK as SEQ_BLOCK, SeqAllocator};
 pub use state_database::StateDatabase;

@@ -128,13 +128,15 @@ impl Uplink {
         acked
     }
 
-    /// Queues a report: it is published once durably in the log (invariant 1).
+    /// Queues a report: published at once, and kept in the log until the broker
+    /// acknowledges it (invariant 1).
     pub fn report(&self, message: Message) {
         self.outbox.push(message);
     }
 
     /// Queues a report like [`Uplink::report`]; what it returns resolves once the
-    /// report is in the log, for a caller that may go on only then.
+    /// report is safe (acknowledged, or in the log), for a caller that may go on
+    /// only then.
     pub fn report_settled(&self, message: Message) -> Settled {
         self.outbox.push_settled(message)
     }

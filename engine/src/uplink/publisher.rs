@@ -1,5 +1,5 @@
 //! The publisher: owns the MQTT connection, publishes the outbox's records in log
-//! order, maps each PUBACK back to its record and releases it.
+//! order as they are pushed, maps each PUBACK back to its record and releases it.
 //!
 //! Each connection gets a fresh client and event loop, so the client never
 //! retransmits on its own: after a reconnect the publisher starts again from the
@@ -180,7 +180,7 @@ impl Publisher {
         latest: &mut HashMap<String, Vec<u8>>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> bool {
-        let mut committed = self.outbox.subscribe();
+        let mut pushed = self.outbox.subscribe();
         let mut release = tokio::time::interval(RELEASE_EVERY);
         let mut devices_changed = session.node.as_ref().and_then(EdgeNode::changes);
         loop {
@@ -210,7 +210,7 @@ impl Publisher {
                     Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
                         match session.queued.pop_front() {
                             Some(Queued::Record(id)) if self.qos == QoS::AtMostOnce => {
-                                session.acked.push(id);
+                                session.acknowledged(&self.outbox, id);
                             }
                             Some(Queued::Record(id)) => {
                                 session.inflight.insert(pkid, Inflight::Record(id));
@@ -242,7 +242,7 @@ impl Publisher {
                         self.stats.acknowledged();
                         // Invariant 2: a record is released only after its PUBACK.
                         if let Some(inflight) = session.inflight.remove(&ack.pkid) {
-                            inflight.acknowledged(&mut session.acked);
+                            session.settle(&self.outbox, inflight);
                         }
                         if session.held_back {
                             self.fill(session);
@@ -257,7 +257,7 @@ impl Publisher {
                         return false;
                     }
                 },
-                _ = committed.changed() => self.fill(session),
+                _ = pushed.changed() => self.fill(session),
                 Some((topic, payload)) = inbox.statuses.recv() => {
                     if session.connected {
                         self.send_status(session, topic, payload);
@@ -406,11 +406,7 @@ impl Publisher {
             if used >= REPORT_WINDOW {
                 return;
             }
-            let records = match self
-                .outbox
-                .log()
-                .read_after(session.cursor, REPORT_WINDOW - used)
-            {
+            let records = match self.outbox.read_after(session.cursor, REPORT_WINDOW - used) {
                 Ok(records) => records,
                 Err(error) => {
                     tracing::error!(%error, "cannot read the WAL");
@@ -467,7 +463,7 @@ impl Publisher {
             return true;
         };
         let Some((births, message)) = node.record(record.message) else {
-            session.acked.push(record.id);
+            session.acknowledged(&self.outbox, record.id);
             return true;
         };
         session.pending.extend(births.into_iter().map(|m| Pending {
@@ -524,8 +520,8 @@ impl Publisher {
             return;
         }
         let ids = std::mem::take(&mut session.acked);
-        let log = Arc::clone(self.outbox.log());
-        let released = tokio::task::spawn_blocking(move || log.release(&ids)).await;
+        let outbox = Arc::clone(&self.outbox);
+        let released = tokio::task::spawn_blocking(move || outbox.release(&ids)).await;
         if !matches!(released, Ok(Ok(()))) {
             // The records stay in the log and are published again later (duplicates
             // are allowed: consumers drop them by seq).
@@ -565,7 +561,7 @@ impl Publisher {
             match tokio::time::timeout_at(deadline, eventloop.poll()).await {
                 Ok(Ok(Event::Incoming(Incoming::PubAck(ack)))) => {
                     if let Some(inflight) = session.inflight.remove(&ack.pkid) {
-                        inflight.acknowledged(&mut session.acked);
+                        session.settle(&self.outbox, inflight);
                     }
                 }
                 Ok(Ok(Event::Outgoing(Outgoing::Disconnect))) | Ok(Err(_)) | Err(_) => break,

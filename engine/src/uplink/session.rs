@@ -7,6 +7,7 @@ use rumqttc::{AsyncClient, QoS};
 use tokio::sync::oneshot;
 
 use super::sparkplug::EdgeNode;
+use crate::wal::Outbox;
 
 /// One connection's bookkeeping.
 pub(super) struct Session {
@@ -17,15 +18,16 @@ pub(super) struct Session {
     pub(super) connected: bool,
     /// The last record handed to the client.
     pub(super) cursor: Option<u64>,
-    /// The last fill stopped with records left in the log (the window or the
+    /// The last fill stopped with records left in the outbox (the window or the
     /// client's queue was full, or the log could not be read): a PUBACK, which
-    /// makes room, fills again. Otherwise only a commit brings anything new.
+    /// makes room, fills again. Otherwise only a push brings anything new.
     pub(super) held_back: bool,
     /// Per publish handed to the client, in order, what it carries. The event loop
     /// reports outgoing publishes in the same order.
     pub(super) queued: VecDeque<Queued>,
     /// Packet id -> what awaits its PUBACK.
     pub(super) inflight: HashMap<u16, Inflight>,
+    /// Acknowledged records the log holds, released in one batch.
     pub(super) acked: Vec<u64>,
     /// The Sparkplug edge node (`payload: sparkplug-b`); it outlives the
     /// connection and moves on to the next one.
@@ -56,15 +58,25 @@ pub(super) enum Inflight {
     Tracked(oneshot::Sender<()>),
 }
 
-impl Inflight {
-    /// The PUBACK arrived: a record is released later, a tracked sender told now.
-    pub(super) fn acknowledged(self, acked: &mut Vec<u64>) {
-        match self {
-            Inflight::Record(id) => acked.push(id),
+impl Session {
+    /// The PUBACK of `inflight` arrived: a tracked sender is told now, a record
+    /// settled ([`Session::acknowledged`]).
+    pub(super) fn settle(&mut self, outbox: &Outbox, inflight: Inflight) {
+        match inflight {
+            Inflight::Record(id) => self.acknowledged(outbox, id),
             Inflight::Tracked(done) => {
                 // The sender may have stopped waiting; the ack still happened.
                 let _ = done.send(());
             }
+        }
+    }
+
+    /// Record `id` needs no more publishing (invariant 2 of `docs/wal.md`): one
+    /// still in memory leaves the outbox now, unwritten; one in the log is
+    /// released with the next batch.
+    pub(super) fn acknowledged(&mut self, outbox: &Outbox, id: u64) {
+        if !outbox.acknowledge(id) {
+            self.acked.push(id);
         }
     }
 }

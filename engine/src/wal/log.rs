@@ -3,7 +3,7 @@
 //! the same way.
 
 use super::error::WalError;
-use super::record::{Message, Record};
+use super::record::Record;
 use crate::config::OverflowPolicy;
 
 /// What an append did.
@@ -19,12 +19,17 @@ pub struct Appended {
 
 /// A log of messages awaiting their PUBACK.
 pub trait MessageLog: Send + Sync + std::fmt::Debug {
-    /// Stores `messages` in order, all in one durable commit; when the quota is
-    /// reached the policy decides what is dropped.
+    /// Stores `records` under their ids (each above every id stored before, in
+    /// rising order), all in one durable commit; when the quota is reached the
+    /// policy decides what is dropped.
     ///
     /// # Errors
     /// When the commit fails: nothing of the batch is stored.
-    fn append(&self, messages: Vec<Message>, policy: OverflowPolicy) -> Result<Appended, WalError>;
+    fn append(&self, records: Vec<Record>, policy: OverflowPolicy) -> Result<Appended, WalError>;
+
+    /// The id after every id this log has stored (and ever will have had,
+    /// across restarts): where new records are numbered from.
+    fn next_id(&self) -> u64;
 
     /// Up to `limit` records with ids above `after` (all when `None`), in id order.
     /// Damaged records are skipped, counted and removed.

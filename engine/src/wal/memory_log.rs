@@ -45,10 +45,11 @@ fn size(message: &Message) -> u64 {
 }
 
 impl MessageLog for MemoryLog {
-    fn append(&self, messages: Vec<Message>, policy: OverflowPolicy) -> Result<Appended, WalError> {
+    fn append(&self, records: Vec<Record>, policy: OverflowPolicy) -> Result<Appended, WalError> {
         let mut ring = self.ring();
         let mut outcome = Appended::default();
-        for message in messages {
+        for Record { id, message } in records {
+            ring.next_id = ring.next_id.max(id + 1);
             if ring.records.len() >= self.capacity {
                 match policy {
                     OverflowPolicy::DropNewest => {
@@ -63,8 +64,6 @@ impl MessageLog for MemoryLog {
                     }
                 }
             }
-            let id = ring.next_id;
-            ring.next_id += 1;
             ring.bytes += size(&message);
             ring.records.push_back(Record { id, message });
             outcome.stored += 1;
@@ -95,6 +94,10 @@ impl MessageLog for MemoryLog {
             }
         }
         Ok(())
+    }
+
+    fn next_id(&self) -> u64 {
+        self.ring().next_id
     }
 
     fn size(&self) -> (u64, u64) {

@@ -1,11 +1,14 @@
-//! Store and forward: every report is appended to a write-ahead log before it is
-//! published, and leaves the log only after the broker acknowledged it.
+//! Store and forward: a report the broker has not acknowledged soon after its
+//! push is kept in a write-ahead log until it has; nothing is lost while the
+//! uplink is down.
 //!
-//! Reports enter an in-memory ring ([`Outbox::push`]); a committer task drains the
-//! ring in batches, one durable redb commit per batch (group commit), so throughput
-//! does not fall to the disk's fsync rate. The publisher (`uplink`) reads committed
-//! records in id order, publishes them, and releases each on its PUBACK. After a
-//! reconnect it publishes the whole log again from its oldest record, so the
+//! Reports enter the outbox in memory ([`Outbox::push`]), numbered in push
+//! order, and the publisher (`uplink`) publishes them at once. A PUBACK within
+//! the hold (`groupCommitMs`) lets a report go without ever touching the disk;
+//! the committer writes the others, in batches, one durable redb commit each,
+//! so throughput does not fall to the disk's fsync rate. The publisher reads
+//! the log first, then memory, in id order, and releases each record on its
+//! PUBACK; after a reconnect it starts again from the oldest record, so the
 //! backlog goes out in order per device, ahead of newer data. The numbered
 //! invariants are in `docs/wal.md`; the code cites them.
 
@@ -15,6 +18,7 @@ mod memory_log;
 mod outbox;
 mod record;
 mod redb_log;
+mod staging;
 
 pub use error::WalError;
 pub use log::{Appended, MessageLog};

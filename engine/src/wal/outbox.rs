@@ -1,7 +1,6 @@
-//! The outbox: the ring in front of the log, drained by a committer task in
-//! group commits.
+//! The outbox: reports in memory on their way to the broker, and the log that
+//! keeps those the broker has not acknowledged within the hold.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,8 +9,9 @@ use tokio::sync::{Notify, oneshot, watch};
 use super::error::WalError;
 use super::log::MessageLog;
 use super::memory_log::MemoryLog;
-use super::record::Message;
+use super::record::{Message, Record};
 use super::redb_log::RedbLog;
+use super::staging::{Acknowledged, Pushed, Staging};
 use crate::config::{OverflowPolicy, WalConfig};
 use crate::store::Store;
 use crate::sync::lock;
@@ -50,45 +50,49 @@ pub struct OutboxStats {
     pub dropped_newest: Counter,
     pub commits: Counter,
     pub commit_errors: Counter,
+    /// Reports the broker acknowledged before they were written.
+    pub acknowledged_unwritten: Counter,
 }
 
-/// A message waiting in the ring, and whom to tell once it is settled.
-type Waiting = (Message, Option<oneshot::Sender<()>>);
-
-/// Resolves once a pushed message is settled: in the log, or dropped by the
-/// overflow policy (and counted). A commit that keeps failing keeps it waiting.
+/// Resolves once a pushed message is safe: acknowledged by the broker, in the
+/// log, or dropped by the overflow policy (and counted). A commit that keeps
+/// failing keeps it waiting.
 #[derive(Debug)]
 pub struct Settled(Option<oneshot::Receiver<()>>);
 
 impl Settled {
     pub async fn wait(self) {
         if let Some(settled) = self.0 {
-            // Sent or dropped, both mean the ring let go of the message.
+            // Every outcome drops the sender: the outbox let go of the message.
             let _ = settled.await;
         }
     }
 }
 
-/// The ring in front of the log, and the log.
+/// Reports in memory on their way to the broker and, unless acknowledged
+/// first, to the log; and the log.
 #[derive(Debug)]
 pub struct Outbox {
     log: Arc<dyn MessageLog>,
     policy: OverflowPolicy,
-    ring: Mutex<VecDeque<Waiting>>,
-    ring_capacity: usize,
-    group_commit: Duration,
+    staging: Mutex<Staging>,
+    capacity: usize,
+    /// How long a report waits for its PUBACK before it is written.
+    hold: Duration,
+    /// Wakes the committer when the first report arrives in an empty staging.
     wake: Notify,
-    committed: watch::Sender<u64>,
+    /// Bumped on every push: something new to publish.
+    pushed: watch::Sender<u64>,
     stats: OutboxStats,
 }
 
-/// What one commit of the ring did.
+/// What one commit did.
 #[derive(Debug, PartialEq, Eq)]
 enum Commit {
     Stored,
-    /// The ring was empty.
+    /// Nothing was due (or everything due was acknowledged already).
     Empty,
-    /// The batch went back to the ring.
+    /// The batch stays staged, to be written later.
     Failed,
 }
 
@@ -121,17 +125,18 @@ impl Outbox {
     pub fn with_log(
         log: Arc<dyn MessageLog>,
         policy: OverflowPolicy,
-        ring_capacity: usize,
-        group_commit: Duration,
+        capacity: usize,
+        hold: Duration,
     ) -> Arc<Self> {
+        let staging = Staging::new(log.next_id());
         Arc::new(Self {
             log,
             policy,
-            ring: Mutex::new(VecDeque::new()),
-            ring_capacity: ring_capacity.max(1),
-            group_commit,
+            staging: Mutex::new(staging),
+            capacity: capacity.max(1),
+            hold,
             wake: Notify::new(),
-            committed: watch::channel(0).0,
+            pushed: watch::channel(0).0,
             stats: OutboxStats::default(),
         })
     }
@@ -144,20 +149,19 @@ impl Outbox {
         &self.stats
     }
 
-    /// Messages waiting in the ring for the next commit.
+    /// Messages in memory, neither acknowledged nor written yet.
     pub fn ring_len(&self) -> usize {
-        self.ring().len()
+        self.staging().live()
     }
 
-    /// Bumped after every commit that stored something.
+    /// Bumped after every push: there is something new to publish.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.committed.subscribe()
+        self.pushed.subscribe()
     }
 
-    fn ring(&self) -> std::sync::MutexGuard<'_, VecDeque<Waiting>> {
-        lock(&self.ring)
+    fn staging(&self) -> std::sync::MutexGuard<'_, Staging> {
+        lock(&self.staging)
     }
-
     /// Registers the outbox's metrics: its counters, and what the log holds.
     pub fn register_metrics(self: &Arc<Self>, metrics: &Metrics) {
         let stats = &self.stats;
@@ -178,6 +182,11 @@ impl Outbox {
                 &stats.commit_errors,
             ),
             (
+                "sluice_wal_acknowledged_unwritten",
+                "Reports the broker acknowledged before they had to be written to the WAL.",
+                &stats.acknowledged_unwritten,
+            ),
+            (
                 "sluice_wal_dropped_oldest",
                 "Old reports dropped by DROP_OLDEST at the quota.",
                 &stats.dropped_oldest,
@@ -193,64 +202,127 @@ impl Outbox {
         metrics.collect(LogMetrics(Arc::clone(&self.log)));
     }
 
-    /// Queues a message for the next commit. Never blocks: when the ring is full
-    /// (the disk cannot keep up), the overflow policy drops a message and counts it.
+    /// Queues a message: published at once, written to the log if its PUBACK
+    /// has not come within the hold. Never blocks: when memory holds
+    /// `ringCapacity` messages (the broker and the disk cannot keep up), the
+    /// overflow policy drops one and counts it.
     pub fn push(&self, message: Message) {
-        self.queue((message, None));
+        self.queue(message, None);
     }
 
     /// Queues a message like [`Outbox::push`]; what it returns resolves once the
-    /// message is in the log (or dropped by the overflow policy), for a caller
-    /// that may go on only then.
+    /// message is safe (acknowledged, in the log, or dropped by the overflow
+    /// policy), for a caller that may go on only then.
     pub fn push_settled(&self, message: Message) -> Settled {
         let (settled, waiter) = oneshot::channel();
-        self.queue((message, Some(settled)));
+        self.queue(message, Some(settled));
         Settled(Some(waiter))
     }
 
-    fn queue(&self, message: Waiting) {
-        {
-            let mut ring = self.ring();
-            // Invariant 7: only a full ring drops, and every drop is counted.
-            if ring.len() >= self.ring_capacity {
-                let counter = match self.policy {
-                    OverflowPolicy::DropOldest => {
-                        ring.pop_front();
-                        ring.push_back(message);
-                        &self.stats.dropped_oldest
-                    }
-                    OverflowPolicy::DropNewest => &self.stats.dropped_newest,
-                };
-                counter.inc();
-                tracing::warn!(policy = ?self.policy, "outbox ring full: a report was dropped");
-            } else {
-                ring.push_back(message);
-            }
+    fn queue(&self, message: Message, settled: Option<oneshot::Sender<()>>) {
+        let now = tokio::time::Instant::now();
+        let (pushed, was_empty) = {
+            let mut staging = self.staging();
+            let was_empty = staging.is_empty();
+            let pushed = staging.push(message, settled, now, (self.capacity, self.policy));
+            (pushed, was_empty)
+        };
+        // Invariant 7: only a full staging area drops, and every drop is counted.
+        let dropped = match pushed {
+            Pushed::Kept => None,
+            Pushed::DroppedOldest => Some(&self.stats.dropped_oldest),
+            Pushed::DroppedNewest => Some(&self.stats.dropped_newest),
+        };
+        if let Some(counter) = dropped {
+            counter.inc();
+            tracing::warn!(policy = ?self.policy, "outbox full: a report was dropped");
         }
-        self.wake.notify_one();
+        if was_empty {
+            self.wake.notify_one();
+        }
+        if pushed != Pushed::DroppedNewest {
+            self.pushed.send_modify(|n| *n = n.wrapping_add(1));
+        }
     }
 
-    /// Commits what the ring holds, in batches, until `shutdown` turns true; then
-    /// commits what is left.
-    pub async fn run_committer(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
-        // When the last commit began: commits start at most one `group_commit` apart.
-        let mut last_commit: Option<tokio::time::Instant> = None;
+    /// Up to `limit` messages with ids above `after` (all when `None`), in id
+    /// order: first those in the log, then those only in memory.
+    ///
+    /// # Errors
+    /// When the log cannot be read.
+    pub fn read_after(&self, after: Option<u64>, limit: usize) -> Result<Vec<Record>, WalError> {
         loop {
+            let (front, generation) = {
+                let staging = self.staging();
+                (staging.front_id(), staging.generation())
+            };
+            // Ids below the front are in the log (or gone); none above it is
+            // only in the log.
+            let mut records = Vec::new();
+            if after.is_none_or(|a| a.saturating_add(1) < front) {
+                records = self.log.read_after(after, limit)?;
+            }
+            let staging = self.staging();
+            // A commit that ended meanwhile moved entries from memory to the
+            // log, where the read above may have missed them: read again
+            // (what was read is older than they are: return it alone).
+            if staging.generation() != generation {
+                if records.is_empty() {
+                    continue;
+                }
+                return Ok(records);
+            }
+            let last = records.last().map_or(after, |r| Some(r.id));
+            let room = limit - records.len();
+            records.extend(staging.read_after(last, room));
+            return Ok(records);
+        }
+    }
+
+    /// The broker acknowledged `id`. True when it was still in memory: it
+    /// leaves now and is never written; false when the log holds it, to be
+    /// released from there ([`Outbox::release`]).
+    pub fn acknowledge(&self, id: u64) -> bool {
+        match self.staging().acknowledge(id) {
+            Acknowledged::Unwritten => {
+                self.stats.acknowledged_unwritten.inc();
+                true
+            }
+            Acknowledged::Gone => true,
+            Acknowledged::InLog => false,
+        }
+    }
+
+    /// Removes acknowledged records from the log (invariant 2).
+    ///
+    /// # Errors
+    /// When the removal cannot be committed.
+    pub fn release(&self, ids: &[u64]) -> Result<(), WalError> {
+        self.log.release(ids)
+    }
+
+    /// Writes what is due in the log, until `shutdown` turns true; then writes
+    /// every message still unacknowledged.
+    pub async fn run_committer(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        // When the last commit began: commits start at least one hold apart, so
+        // while nothing is acknowledged (the uplink is down) the reports of one
+        // hold share a flush.
+        let mut last: Option<tokio::time::Instant> = None;
+        loop {
+            let front = self.staging().next_due(self.hold);
+            let due = front.map(|at| last.map_or(at, |last| at.max(last + self.hold)));
             tokio::select! {
-                _ = self.wake.notified() => {
-                    // An idle committer commits at once; under load the reports that
-                    // arrive within one spacing share a commit (one flush for many).
-                    if let Some(at) = last_commit {
-                        tokio::time::sleep_until(at + self.group_commit).await;
+                () = wait_until(due, &self.wake) => {
+                    let now = tokio::time::Instant::now();
+                    last = Some(now);
+                    let cutoff = now.checked_sub(self.hold).unwrap_or(now);
+                    if self.commit(Some(cutoff)).await == Commit::Failed {
+                        tokio::time::sleep(COMMIT_RETRY).await;
                     }
-                    last_commit = Some(tokio::time::Instant::now());
-                    // Reports pushed during this commit have woken the next
-                    // iteration already: they wait for the spacing, not for nothing.
-                    self.commit_once().await;
                 }
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
-                        while self.commit_once().await == Commit::Stored {}
+                        while self.commit(None).await == Commit::Stored {}
                         return;
                     }
                 }
@@ -258,17 +330,17 @@ impl Outbox {
         }
     }
 
-    /// Commits what the ring holds now, in one transaction.
-    async fn commit_once(self: &Arc<Self>) -> Commit {
-        let kept: Vec<Waiting> = self.ring().drain(..).collect();
-        if kept.is_empty() {
+    /// Writes the unacknowledged messages pushed at or before `cutoff` (all
+    /// of them when `None`) in one transaction.
+    async fn commit(self: &Arc<Self>, cutoff: Option<tokio::time::Instant>) -> Commit {
+        let batch = self.staging().take_due(cutoff);
+        if batch.is_empty() {
             return Commit::Empty;
         }
-        let count = kept.len();
-        let batch: Vec<Message> = kept.iter().map(|(message, _)| message.clone()).collect();
+        let count = batch.len();
         let this = Arc::clone(self);
         let result = tokio::task::spawn_blocking(move || this.log.append(batch, this.policy)).await;
-        match result {
+        let error = match result {
             Ok(Ok(outcome)) => {
                 self.stats.commits.inc();
                 self.stats.appended.inc_by(outcome.stored);
@@ -281,47 +353,36 @@ impl Outbox {
                         "WAL quota reached: reports dropped by the overflow policy"
                     );
                 }
-                self.committed.send_modify(|n| *n = n.wrapping_add(1));
-                // Their waiters learn that the messages are settled.
-                drop(kept);
+                // Their waiters learn that the messages are safe; those
+                // acknowledged during the write leave the log again.
+                let acknowledged = self.staging().written();
+                if !acknowledged.is_empty() {
+                    let this = Arc::clone(self);
+                    let released =
+                        tokio::task::spawn_blocking(move || this.log.release(&acknowledged)).await;
+                    if !matches!(released, Ok(Ok(()))) {
+                        // Published again after a restart: at-least-once.
+                        tracing::error!("releasing acknowledged WAL records failed");
+                    }
+                }
+                tracing::trace!(count, "WAL batch committed");
+                return Commit::Stored;
             }
-            Ok(Err(error)) => {
-                self.failed(kept, &error.to_string()).await;
-                return Commit::Failed;
-            }
-            Err(error) => {
-                self.failed(kept, &error.to_string()).await;
-                return Commit::Failed;
-            }
-        }
-        tracing::trace!(count, "WAL batch committed");
-        Commit::Stored
-    }
-
-    /// Puts a batch whose commit failed back at the front of the ring and waits
-    /// before the next try; the ring's policy bounds memory meanwhile.
-    async fn failed(&self, batch: Vec<Waiting>, error: &str) {
+            Ok(Err(error)) => error.to_string(),
+            Err(error) => error.to_string(),
+        };
         self.stats.commit_errors.inc();
         tracing::error!(%error, "WAL commit failed; retrying");
-        {
-            let mut ring = self.ring();
-            for message in batch.into_iter().rev() {
-                ring.push_front(message);
-            }
-            while ring.len() > self.ring_capacity {
-                match self.policy {
-                    OverflowPolicy::DropOldest => ring.pop_front(),
-                    OverflowPolicy::DropNewest => ring.pop_back(),
-                };
-                let counter = match self.policy {
-                    OverflowPolicy::DropOldest => &self.stats.dropped_oldest,
-                    OverflowPolicy::DropNewest => &self.stats.dropped_newest,
-                };
-                counter.inc();
-            }
-        }
-        tokio::time::sleep(COMMIT_RETRY).await;
-        self.wake.notify_one();
+        self.staging().not_written();
+        Commit::Failed
+    }
+}
+
+/// Resolves at `due`, or (with nothing staged) when `wake` is notified.
+async fn wait_until(due: Option<tokio::time::Instant>, wake: &Notify) {
+    match due {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => wake.notified().await,
     }
 }
 
@@ -331,7 +392,6 @@ mod tests {
 
     use super::*;
     use crate::wal::log::Appended;
-    use crate::wal::record::Record;
 
     /// A memory log whose commits take `delay`, remembering when each began.
     #[derive(Debug)]
@@ -341,15 +401,33 @@ mod tests {
         commits: Mutex<Vec<Instant>>,
     }
 
+    impl SlowLog {
+        fn new(delay: Duration) -> Arc<Self> {
+            Arc::new(Self {
+                inner: MemoryLog::new(10_000),
+                delay,
+                commits: Mutex::default(),
+            })
+        }
+
+        fn commits(&self) -> usize {
+            lock(&self.commits).len()
+        }
+    }
+
     impl MessageLog for SlowLog {
         fn append(
             &self,
-            messages: Vec<Message>,
+            records: Vec<Record>,
             policy: OverflowPolicy,
         ) -> Result<Appended, WalError> {
             lock(&self.commits).push(Instant::now());
             std::thread::sleep(self.delay);
-            self.inner.append(messages, policy)
+            self.inner.append(records, policy)
+        }
+
+        fn next_id(&self) -> u64 {
+            self.inner.next_id()
         }
 
         fn read_after(&self, after: Option<u64>, limit: usize) -> Result<Vec<Record>, WalError> {
@@ -379,17 +457,92 @@ mod tests {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn under_load_commits_start_one_spacing_apart_and_shutdown_commits_the_rest() {
-        let spacing = Duration::from_millis(40);
-        let log = Arc::new(SlowLog {
-            inner: MemoryLog::new(10_000),
-            delay: Duration::from_millis(15),
-            commits: Mutex::default(),
-        });
-        let outbox = Outbox::with_log(log.clone(), OverflowPolicy::DropNewest, 10_000, spacing);
+    fn seqs(records: &[Record]) -> Vec<u64> {
+        records.iter().map(|r| r.message.seq).collect()
+    }
+
+    /// Waits (bounded) until `done` holds.
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        for _ in 0..500 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("not within 5 s: {what}");
+    }
+
+    fn start(log: Arc<SlowLog>, hold: Duration) -> (Arc<Outbox>, watch::Sender<bool>) {
+        let outbox = Outbox::with_log(log, OverflowPolicy::DropNewest, 10_000, hold);
         let (stop, stopped) = watch::channel(false);
-        let committer = tokio::spawn(Arc::clone(&outbox).run_committer(stopped));
+        tokio::spawn(Arc::clone(&outbox).run_committer(stopped));
+        (outbox, stop)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_report_acknowledged_within_the_hold_is_never_written() {
+        let log = SlowLog::new(Duration::ZERO);
+        let (outbox, _stop) = start(Arc::clone(&log), Duration::from_millis(100));
+        let settled = outbox.push_settled(report(1));
+        outbox.push(report(2));
+        let published = outbox.read_after(None, 10).expect("read");
+        assert_eq!(seqs(&published), [1, 2], "published before any write");
+        assert!(outbox.acknowledge(published[0].id), "still in memory");
+        tokio::time::timeout(Duration::from_secs(5), settled.wait())
+            .await
+            .expect("an acknowledged report is safe");
+        until("the unacknowledged report is written", || log.size().0 == 1).await;
+        assert_eq!(seqs(&log.read_after(None, 10).expect("read")), [2]);
+        assert_eq!(outbox.stats().acknowledged_unwritten.get(), 1);
+        assert_eq!(outbox.ring_len(), 0);
+        // Its PUBACK comes later: the log holds it, the caller releases it.
+        assert!(!outbox.acknowledge(published[1].id));
+        outbox.release(&[published[1].id]).expect("release");
+        assert_eq!(log.size().0, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_give_the_log_first_then_memory_in_push_order() {
+        let log = SlowLog::new(Duration::ZERO);
+        let (outbox, _stop) = start(Arc::clone(&log), Duration::from_millis(200));
+        outbox.push(report(1));
+        outbox.push(report(2));
+        until("the first two are written", || log.size().0 == 2).await;
+        outbox.push(report(3));
+        let all = outbox.read_after(None, 10).expect("read");
+        assert_eq!(seqs(&all), [1, 2, 3]);
+        assert_eq!(
+            all.iter().map(|r| r.id).collect::<Vec<_>>(),
+            [1, 2, 3],
+            "one id space for the log and memory"
+        );
+        assert_eq!(seqs(&outbox.read_after(Some(1), 1).expect("read")), [2]);
+        assert_eq!(seqs(&outbox.read_after(Some(2), 10).expect("read")), [3]);
+        assert!(outbox.read_after(Some(3), 10).expect("read").is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_report_acknowledged_while_it_is_written_leaves_the_log_after() {
+        let log = SlowLog::new(Duration::from_millis(300));
+        let (outbox, _stop) = start(Arc::clone(&log), Duration::ZERO);
+        let settled = outbox.push_settled(report(1));
+        until("the commit starts", || log.commits() == 1).await;
+        let id = outbox.read_after(None, 1).expect("read")[0].id;
+        assert!(outbox.acknowledge(id), "in memory until its commit ends");
+        tokio::time::timeout(Duration::from_secs(5), settled.wait())
+            .await
+            .expect("settled");
+        until("the commit ends and the record leaves", || {
+            outbox.stats().commits.get() == 1 && log.size().0 == 0
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn unacknowledged_reports_are_written_a_hold_apart_and_shutdown_writes_the_rest() {
+        let hold = Duration::from_millis(40);
+        let log = SlowLog::new(Duration::from_millis(15));
+        let (outbox, stop) = start(Arc::clone(&log), hold);
         let started = Instant::now();
         // A report every 2 ms: with 15 ms commits, back-to-back commits would
         // start about every 15 ms.
@@ -398,18 +551,23 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         stop.send(true).expect("committer listens");
-        committer.await.expect("committer ends");
+        until("every report is written by shutdown", || {
+            log.size().0 == 150
+        })
+        .await;
         let elapsed = started.elapsed();
-        assert_eq!(log.size().0, 150, "every report is committed by shutdown");
-        // Commits begin at least one spacing apart within the run, plus the one
-        // shutdown makes at once. Counted rather than timed one by one, so a
-        // blocking thread that starts late cannot make the test fail.
-        let commits = lock(&log.commits).len();
-        let allowed = (elapsed.as_millis() / spacing.as_millis()) as usize + 2;
+        // Counted rather than timed one by one, so a blocking thread that
+        // starts late cannot make the test fail.
+        let commits = log.commits();
+        let allowed = (elapsed.as_millis() / hold.as_millis()) as usize + 2;
         assert!(commits >= 2, "{commits} commits");
         assert!(
             commits <= allowed,
-            "{commits} commits in {elapsed:?}: more than one every {spacing:?}"
+            "{commits} commits in {elapsed:?}: more than one every {hold:?}"
+        );
+        assert_eq!(
+            seqs(&log.read_after(None, 200).expect("read")),
+            (1..=150).collect::<Vec<_>>()
         );
     }
 }

@@ -6,9 +6,9 @@ use redb::{Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, T
 
 use super::error::WalError;
 use super::log::{Appended, MessageLog};
-use super::record::{Message, Record, decode, encode};
+use super::record::{Record, decode, encode};
 use crate::config::OverflowPolicy;
-use crate::store::{LAST_COMMITTED, Store, StoreError};
+use crate::store::{Store, StoreError};
 use crate::sync::lock;
 
 /// Record id -> encoded record.
@@ -107,7 +107,7 @@ impl RedbLog {
 }
 
 impl MessageLog for RedbLog {
-    fn append(&self, messages: Vec<Message>, policy: OverflowPolicy) -> Result<Appended, WalError> {
+    fn append(&self, batch: Vec<Record>, policy: OverflowPolicy) -> Result<Appended, WalError> {
         let mut counters = self.counters();
         let mut outcome = Appended::default();
         let (mut next_id, mut records_held, mut bytes) =
@@ -115,8 +115,8 @@ impl MessageLog for RedbLog {
         let write = self.store.db().begin_write().map_err(db)?;
         {
             let mut records = write.open_table(RECORDS).map_err(db)?;
-            let mut last_seq = write.open_table(LAST_COMMITTED).map_err(db)?;
-            for message in messages {
+            for Record { id, message } in batch {
+                next_id = next_id.max(id + 1);
                 let encoded = encode(&message);
                 let size = encoded.len() as u64;
                 // Invariant 7: the policy applies only when the quota is reached.
@@ -131,23 +131,11 @@ impl MessageLog for RedbLog {
                     }
                 }
                 if bytes + size > self.quota_bytes {
+                    // A refused report keeps its number used: consumers see the gap.
                     outcome.dropped_newest += 1;
-                    if message.seq > 0 {
-                        // A refused report keeps its number used: consumers see the gap.
-                        last_seq
-                            .insert(message.device.as_str(), message.seq)
-                            .map_err(db)?;
-                    }
                     continue;
                 }
-                records.insert(next_id, encoded.as_slice()).map_err(db)?;
-                if message.seq > 0 {
-                    // Invariant 4: the device's last number commits with its report.
-                    last_seq
-                        .insert(message.device.as_str(), message.seq)
-                        .map_err(db)?;
-                }
-                next_id += 1;
+                records.insert(id, encoded.as_slice()).map_err(db)?;
                 records_held += 1;
                 bytes += size;
                 outcome.stored += 1;
@@ -155,7 +143,6 @@ impl MessageLog for RedbLog {
             let mut meta = write.open_table(META).map_err(db)?;
             meta.insert("next_id", next_id).map_err(db)?;
         }
-        // Invariant 1: the batch is durable before any of it is published.
         write.commit().map_err(db)?;
         counters.next_id = next_id;
         counters.records = records_held;
@@ -225,6 +212,10 @@ impl MessageLog for RedbLog {
         Ok(())
     }
 
+    fn next_id(&self) -> u64 {
+        self.counters().next_id
+    }
+
     fn size(&self) -> (u64, u64) {
         let counters = self.counters();
         (counters.records, counters.bytes)
@@ -251,7 +242,7 @@ pub fn count(store: &Store) -> Result<u64, WalError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wal::MemoryLog;
+    use crate::wal::{MemoryLog, Message};
 
     fn store(name: &str) -> (Store, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(format!("sluice-wal-{name}-{}", std::process::id()));
@@ -269,6 +260,14 @@ mod tests {
         }
     }
 
+    /// `messages` with the next ids of `log`, as the outbox gives them.
+    fn numbered(log: &dyn MessageLog, messages: impl IntoIterator<Item = Message>) -> Vec<Record> {
+        (log.next_id()..)
+            .zip(messages)
+            .map(|(id, message)| Record { id, message })
+            .collect()
+    }
+
     fn seqs(log: &dyn MessageLog) -> Vec<u64> {
         log.read_after(None, usize::MAX)
             .expect("read")
@@ -281,9 +280,9 @@ mod tests {
     fn records_keep_order_survive_reopen_and_leave_on_release() {
         let (store, dir) = store("order");
         let log = RedbLog::open(&store, u64::MAX).expect("open");
-        let batch = (1..=5).map(|s| message("a", s, 10)).collect();
+        let batch: Vec<Message> = (1..=5).map(|s| message("a", s, 10)).collect();
         assert_eq!(
-            log.append(batch, OverflowPolicy::DropOldest)
+            log.append(numbered(&log, batch), OverflowPolicy::DropOldest)
                 .expect("append")
                 .stored,
             5
@@ -308,8 +307,11 @@ mod tests {
         assert_eq!(seqs(&log), [2, 4, 5]);
         assert_eq!(log.size().0, 3);
         // Ids keep growing after a reopen: new records come after the old ones.
-        log.append(vec![message("a", 6, 10)], OverflowPolicy::DropOldest)
-            .expect("append");
+        log.append(
+            numbered(&log, [message("a", 6, 10)]),
+            OverflowPolicy::DropOldest,
+        )
+        .expect("append");
         assert_eq!(seqs(&log), [2, 4, 5, 6]);
         drop(store);
         let _ = std::fs::remove_dir_all(dir);
@@ -326,12 +328,12 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let newest = log
-            .append(batch(1), OverflowPolicy::DropNewest)
+            .append(numbered(&log, batch(1)), OverflowPolicy::DropNewest)
             .expect("append");
         assert_eq!((newest.stored, newest.dropped_newest), (3, 2));
         assert_eq!(seqs(&log), [1, 2, 3]);
         let oldest = log
-            .append(batch(6), OverflowPolicy::DropOldest)
+            .append(numbered(&log, batch(6)), OverflowPolicy::DropOldest)
             .expect("append");
         assert_eq!((oldest.stored, oldest.dropped_oldest), (5, 5));
         assert_eq!(seqs(&log), [8, 9, 10]);
@@ -345,7 +347,7 @@ mod tests {
         let (store, dir) = store("format");
         let log = RedbLog::open(&store, u64::MAX).expect("open");
         log.append(
-            (1..=3).map(|s| message("a", s, 10)).collect(),
+            numbered(&log, (1..=3).map(|s| message("a", s, 10))),
             OverflowPolicy::DropOldest,
         )
         .expect("append");
@@ -405,14 +407,14 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(
-            ring.append(five(1), OverflowPolicy::DropNewest)
+            ring.append(numbered(&ring, five(1)), OverflowPolicy::DropNewest)
                 .expect("append")
                 .dropped_newest,
             2
         );
         assert_eq!(seqs(&ring), [1, 2, 3]);
         assert_eq!(
-            ring.append(five(6), OverflowPolicy::DropOldest)
+            ring.append(numbered(&ring, five(6)), OverflowPolicy::DropOldest)
                 .expect("append")
                 .dropped_oldest,
             5
