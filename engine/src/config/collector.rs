@@ -108,7 +108,7 @@ pub struct WalConfig {
     /// default 10000).
     pub ring_capacity: u32,
     /// `groupCommitMs`: how long a report waits in memory for its PUBACK before
-    /// it is written to disk (0 to 60000, default 5). A report acknowledged
+    /// it is written to disk (0 to 60000, default 20). A report acknowledged
     /// within it is never written; the reports that reach it together share
     /// one flush.
     pub group_commit_ms: u64,
@@ -127,7 +127,7 @@ impl Default for WalConfig {
             total_quota_mb: 1024,
             overflow_policy: OverflowPolicy::DropOldest,
             ring_capacity: 10_000,
-            group_commit_ms: 5,
+            group_commit_ms: 20,
         }
     }
 }
@@ -391,7 +391,7 @@ mod tests {
         assert_eq!(c.mqtt.topic_prefix, "");
         assert_eq!(c.http, None);
         assert_eq!(c.wal.overflow_policy, OverflowPolicy::DropOldest);
-        assert_eq!((c.wal.ring_capacity, c.wal.group_commit_ms), (10_000, 5));
+        assert_eq!((c.wal.ring_capacity, c.wal.group_commit_ms), (10_000, 20));
         assert_eq!(
             c.backoff,
             BackoffConfig {

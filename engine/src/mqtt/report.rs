@@ -2,11 +2,9 @@
 //! `{deviceNum, productId, seq, timestamp, values: [{key, quality, ts, value}]}`.
 //! A BAD value is published as `null` with its quality.
 //!
-//! The payload is written straight from the samples: no JSON tree is built
-//! on the way (a round's report is the engine's hottest allocation).
-
-use serde::Serialize;
-use serde::ser::{SerializeSeq, Serializer};
+//! The payload is written straight from the samples into its bytes: no JSON
+//! tree, no serializer per field (a round's report is the engine's hottest
+//! allocation and its hottest formatting).
 
 use crate::model::{Quality, Sample, TagSpec, Value};
 
@@ -21,80 +19,82 @@ pub struct ReportHeader<'a> {
     pub seq: u64,
 }
 
-/// The payload's fields, in the order they are written.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Report<'a> {
-    device_num: &'a str,
-    product_id: &'a str,
-    seq: u64,
-    timestamp: i64,
-    values: Entries<'a>,
+/// The JSON payload's bytes; samples name their tag by index into `tags`
+/// (a sample whose tag is unknown is left out). Fields are written in a fixed
+/// order: `deviceNum, productId, seq, timestamp, values`, and in each value
+/// `key, quality, ts, value`.
+pub fn payload(header: ReportHeader<'_>, samples: &[Sample], tags: &[TagSpec]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(96 + samples.len() * 64);
+    out.extend_from_slice(b"{\"deviceNum\":");
+    string(&mut out, header.device_num);
+    out.extend_from_slice(b",\"productId\":");
+    string(&mut out, header.product_id);
+    out.extend_from_slice(b",\"seq\":");
+    out.extend_from_slice(itoa::Buffer::new().format(header.seq).as_bytes());
+    out.extend_from_slice(b",\"timestamp\":");
+    out.extend_from_slice(itoa::Buffer::new().format(header.timestamp_ms).as_bytes());
+    out.extend_from_slice(b",\"values\":[");
+    let mut first = true;
+    let mut number = itoa::Buffer::new();
+    for sample in samples {
+        let Some(tag) = tags.get(sample.tag as usize) else {
+            continue;
+        };
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(b"{\"key\":");
+        string(&mut out, &tag.key);
+        out.extend_from_slice(b",\"quality\":\"");
+        out.extend_from_slice(sample.quality.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"ts\":");
+        out.extend_from_slice(number.format(sample.ts_ms).as_bytes());
+        out.extend_from_slice(b",\"value\":");
+        value(&mut out, sample, &mut number);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
+    out
 }
 
-/// The samples whose tag is known, each as an [`Entry`].
-struct Entries<'a> {
-    samples: &'a [Sample],
-    tags: &'a [TagSpec],
-}
-
-impl Serialize for Entries<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut seq = serializer.serialize_seq(None)?;
-        for sample in self.samples {
-            if let Some(tag) = self.tags.get(sample.tag as usize) {
-                seq.serialize_element(&Entry {
-                    key: &tag.key,
-                    quality: sample.quality.as_str(),
-                    ts: sample.ts_ms,
-                    value: Reported(sample),
-                })?;
+/// A sample's value as the report shows it: `null` when BAD, without one, or
+/// not a finite number.
+fn value(out: &mut Vec<u8>, sample: &Sample, number: &mut itoa::Buffer) {
+    if sample.quality == Quality::Bad {
+        out.extend_from_slice(b"null");
+        return;
+    }
+    match &sample.value {
+        Value::None | Value::Raw(_) => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Int(v) => out.extend_from_slice(number.format(*v).as_bytes()),
+        Value::Uint(v) => out.extend_from_slice(number.format(*v).as_bytes()),
+        Value::Float(v) if v.is_finite() => {
+            // serde_json's shortest round-trip form, as a JSON tree writes it.
+            match serde_json::to_writer(&mut *out, v) {
+                Ok(()) => {}
+                Err(_) => out.extend_from_slice(b"null"),
             }
         }
-        seq.end()
+        Value::Float(_) => out.extend_from_slice(b"null"),
+        Value::Text(v) => string(out, v),
     }
 }
 
-#[derive(Serialize)]
-struct Entry<'a> {
-    key: &'a str,
-    quality: &'a str,
-    ts: i64,
-    value: Reported<'a>,
-}
-
-/// A sample's value as the report shows it: `null` when BAD or without one.
-struct Reported<'a>(&'a Sample);
-
-impl Serialize for Reported<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if self.0.quality == Quality::Bad {
-            return serializer.serialize_unit();
-        }
-        match &self.0.value {
-            Value::None | Value::Raw(_) => serializer.serialize_unit(),
-            Value::Bool(v) => serializer.serialize_bool(*v),
-            Value::Int(v) => serializer.serialize_i64(*v),
-            Value::Uint(v) => serializer.serialize_u64(*v),
-            // A non-finite float is written as null, which matches "no value".
-            Value::Float(v) => serializer.serialize_f64(*v),
-            Value::Text(v) => serializer.serialize_str(v),
-        }
+/// `text` as a JSON string: copied as it is when nothing in it needs an
+/// escape (tag keys and identifiers nearly always), escaped by serde_json
+/// otherwise.
+fn string(out: &mut Vec<u8>, text: &str) {
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else if serde_json::to_writer(&mut *out, text).is_err() {
+        // A Vec takes every byte; only an impossible failure lands here.
+        out.extend_from_slice(b"null");
     }
-}
-
-/// The JSON payload's bytes; samples name their tag by index into `tags`.
-pub fn payload(header: ReportHeader<'_>, samples: &[Sample], tags: &[TagSpec]) -> Vec<u8> {
-    let report = Report {
-        device_num: header.device_num,
-        product_id: header.product_id,
-        seq: header.seq,
-        timestamp: header.timestamp_ms,
-        values: Entries { samples, tags },
-    };
-    // Writing these types into a Vec has no way to fail: every field is a
-    // string, a number or a sequence, and a Vec takes every byte.
-    serde_json::to_vec(&report).expect("a report serialises into a Vec")
 }
 
 #[cfg(test)]
@@ -119,7 +119,15 @@ mod tests {
 
     #[test]
     fn a_report_is_the_documented_json_with_bad_and_unknown_values_as_null() {
-        let tags = [tag("a"), tag("b"), tag("c"), tag("d"), tag("e")];
+        let tags = [
+            tag("a"),
+            tag("b"),
+            tag("c"),
+            tag("d"),
+            tag("e"),
+            tag("f\"\n"),
+            tag("g"),
+        ];
         let samples = [
             sample(0, Value::Uint(7), Quality::Good),
             sample(1, Value::Float(f64::NAN), Quality::Good),
@@ -127,6 +135,8 @@ mod tests {
             sample(3, Value::Text("on \"x\"".into()), Quality::Uncertain),
             sample(4, Value::Float(1.5), Quality::Good),
             sample(9, Value::Bool(true), Quality::Good),
+            sample(5, Value::Bool(false), Quality::Good),
+            sample(6, Value::Uint(u64::MAX), Quality::Good),
         ];
         let header = ReportHeader {
             product_id: "P",
@@ -150,6 +160,8 @@ mod tests {
                     entry("c", json!(null), "BAD"),
                     entry("d", json!("on \"x\""), "UNCERTAIN"),
                     entry("e", json!(1.5), "GOOD"),
+                    entry("f\"\n", json!(false), "GOOD"),
+                    entry("g", json!(u64::MAX), "GOOD"),
                 ],
             })
         );
