@@ -102,6 +102,11 @@ async fn a_slow_device_is_skipped_and_never_delays_the_others_which_share_a_conn
         0.0
     );
     assert_eq!(
+        metric(&metrics, "sluice_seq_reservations_total"),
+        1.0,
+        "the start reserved every device's first sequence numbers in one write"
+    );
+    assert_eq!(
         fast_sim.open_connections(),
         1,
         "two devices on one host:port share one connection"

@@ -128,14 +128,24 @@ impl PushedDevices {
     /// Every problem of a kept file, at its position in that file.
     pub fn overlay(&self, file_config: GatewayConfig) -> Result<Overlaid, Diagnostics> {
         let mut errors = Diagnostics::new(self.dir.display().to_string());
+        // Read against the file's configuration as it is, then laid over it in
+        // place: the configuration (hundreds of bytes a tag) is never copied.
+        let kept: Vec<_> = kept_files(&self.dir, &mut errors)
+            .into_iter()
+            .filter_map(|path| {
+                let (pushed, device) = read_kept(&path, &file_config, &mut errors)?;
+                let file_edit = edit_since(
+                    pushed.replaces.as_deref(),
+                    file_config.device(&pushed.device_id),
+                );
+                Some((path, pushed, device, file_edit))
+            })
+            .collect();
         let mut overlaid = Overlaid {
-            config: file_config.clone(),
+            config: file_config,
             ..Overlaid::default()
         };
-        for path in kept_files(&self.dir, &mut errors) {
-            let Some((pushed, device)) = read_kept(&path, &file_config, &mut errors) else {
-                continue;
-            };
+        for (path, pushed, device, file_edit) in kept {
             if let Some(other) = overlaid.config.devices.iter().find(|d| {
                 d.device_id != device.device_id
                     && d.product_id == device.product_id
@@ -148,8 +158,7 @@ impl PushedDevices {
                 errors.push_in(&path.display().to_string(), device.pos, message);
                 continue;
             }
-            let file_entry = file_config.device(&pushed.device_id);
-            if let Some(file_edit) = edit_since(pushed.replaces.as_deref(), file_entry) {
+            if let Some(file_edit) = file_edit {
                 overlaid.conflicts.push(Conflict {
                     device_id: pushed.device_id.clone(),
                     pushed_at: pushed.pushed_at,

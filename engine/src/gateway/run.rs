@@ -26,7 +26,7 @@ use crate::deploy::Deployer;
 use crate::lease::{Announce, EntityType, Leases, StateStore};
 use crate::model::{CommandAction, CommandStatus, Transitions};
 use crate::mqtt::{DRIVER_PRODUCT, Topics};
-use crate::store::StateDatabase;
+use crate::store::{SeqAllocator, StateDatabase};
 use crate::telemetry::Metrics;
 use crate::uplink::{Downlink, Uplink, UplinkIdentity};
 use crate::wal::Outbox;
@@ -179,12 +179,13 @@ fn start_engine(
 fn metrics(
     collector: &Collector,
     engine: &Engine,
-    outbox: &Arc<Outbox>,
+    (outbox, seq): (&Arc<Outbox>, &SeqAllocator),
     deployer: &Arc<Deployer>,
 ) -> Arc<Metrics> {
     let metrics = Arc::new(Metrics::default());
     collector.register_metrics(&metrics);
     outbox.register_metrics(&metrics);
+    seq.register_metrics(&metrics);
     engine.uplink.stats().register(&metrics);
     engine.alarms.register_metrics(&metrics);
     deployer.register_metrics(&metrics);
@@ -210,15 +211,17 @@ pub async fn run(
         shelf,
         conflicts,
     } = prepared;
-    // The collector keeps the devices' configuration; the services need the rest.
-    let config = compiled.config.without_devices();
+    // Opened with the devices, so one write reserves every device's first
+    // block of sequence numbers.
     let state::State {
         store,
         seq,
         outbox,
         db,
         leases,
-    } = state::open(&config)?;
+    } = state::open(&compiled.config)?;
+    // The collector keeps the devices' configuration; the services need the rest.
+    let config = compiled.config.without_devices();
     let node_id = identity::node_id(&config, node_flag.as_deref());
     let client_id = identity::client_id(&config, &node_id)?;
     let edge_node_id = identity::edge_node_id(&config, &node_id);
@@ -259,7 +262,11 @@ pub async fn run(
     engine
         .uplink
         .set_births(Arc::new(FleetBirths(Arc::clone(&fleet))));
-    tasks.spawn(keep_ownership(Arc::clone(&fleet), seq, shutdown.clone()));
+    tasks.spawn(keep_ownership(
+        Arc::clone(&fleet),
+        Arc::clone(&seq),
+        shutdown.clone(),
+    ));
     let commands = commands(
         (&config, &node_id),
         &db,
@@ -282,7 +289,7 @@ pub async fn run(
         Arc::clone(&deployer),
         shutdown.clone(),
     ));
-    let metrics = metrics(&collector, &engine, &outbox, &deployer);
+    let metrics = metrics(&collector, &engine, (&outbox, &seq), &deployer);
     let Engine {
         uplink,
         leases,

@@ -24,6 +24,11 @@ use super::stage::StagePool;
 #[derive(Clone)]
 pub struct Runtime {
     engine: Engine,
+    /// The engine's settings with instances allocated on demand: the engine
+    /// that compiles a component is made from them and dropped after, so the
+    /// compiler's working memory (~20 MiB that wasmtime keeps for reuse) goes
+    /// with it, and no second pool of address space is reserved for it.
+    compiler: Arc<Config>,
     config: Arc<RuntimeConfig>,
 }
 
@@ -61,11 +66,13 @@ impl Runtime {
         wasm.wasm_component_model(true)
             .consume_fuel(true)
             .concurrency_support(false)
-            .max_wasm_stack(512 << 10)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+            .max_wasm_stack(512 << 10);
+        let compiler = wasm.clone();
+        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&wasm).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         Ok(Self {
             engine,
+            compiler: Arc::new(compiler),
             config: Arc::new(config),
         })
     }
@@ -85,8 +92,13 @@ impl Runtime {
         name: &str,
         bytes: &[u8],
     ) -> Result<Arc<LoadedComponent>, LoadError> {
-        let (component, hash) =
-            artifact::compile(&self.engine, self.config.cache_dir.as_deref(), name, bytes)?;
+        let (component, hash) = artifact::compile(
+            &self.engine,
+            &self.compiler,
+            self.config.cache_dir.as_deref(),
+            name,
+            bytes,
+        )?;
         let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld {
             name: name.to_owned(),
             kind,

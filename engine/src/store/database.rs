@@ -13,7 +13,8 @@ use super::format;
 pub const FILE_NAME: &str = "sluice.redb";
 
 /// Memory redb may keep of the file's pages unless told otherwise
-/// (`collector.store.cacheMb`); it is taken only as pages are read. redb's own
+/// (`collector.store.cacheMb`); it fills as pages are read and written (a long
+/// broker outage's WAL writes fill it), never past this. redb's own
 /// default (1 GiB) would let a million leases fill a small gateway's memory.
 /// A million leases take about 100 MB of pages (docs/performance.md): 64 MiB
 /// holds the hot part of them, and keeps the engine's peak RSS near 130 MiB.

@@ -19,12 +19,14 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use prometheus_client::metrics::counter::Counter;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 
 use super::database::Store;
 use super::error::StoreError;
 use super::postgres::Postgres;
 use crate::sync::lock;
+use crate::telemetry::Metrics;
 
 /// Device id -> highest reserved sequence number.
 const CEILINGS: TableDefinition<&str, u64> = TableDefinition::new("seq_ceilings");
@@ -45,6 +47,14 @@ impl Range {
     fn left(self) -> u64 {
         (self.ceiling + 1).saturating_sub(self.next)
     }
+
+    /// The range with its ceiling a block higher.
+    fn raised(self) -> Range {
+        Range {
+            next: self.next,
+            ceiling: self.ceiling.max(self.next - 1) + BLOCK,
+        }
+    }
 }
 
 /// Hands out sequence numbers per device.
@@ -54,6 +64,8 @@ pub struct SeqAllocator {
     ranges: Mutex<HashMap<String, Range>>,
     /// Where blocks are reserved when the state is shared.
     shared: Option<Postgres>,
+    /// Durable writes that reserved blocks.
+    reservations: Counter,
 }
 
 impl SeqAllocator {
@@ -72,6 +84,7 @@ impl SeqAllocator {
                 store: store.clone(),
                 ranges: Mutex::new(HashMap::new()),
                 shared,
+                reservations: Counter::default(),
             });
         }
         let write = store.db().begin_write()?;
@@ -103,13 +116,27 @@ impl SeqAllocator {
         for range in ranges.values_mut() {
             range.ceiling = range.next - 1;
         }
-        top_up(&write, &mut ranges, u64::MAX)?;
+        write_raised(&write, &ranges, u64::MAX)?;
         write.commit()?;
+        raise(&mut ranges, u64::MAX);
+        let reservations = Counter::default();
+        reservations.inc();
         Ok(Self {
             store: store.clone(),
             ranges: Mutex::new(ranges),
             shared: None,
+            reservations,
         })
+    }
+
+    /// Registers the count of durable writes that reserved blocks.
+    pub fn register_metrics(&self, metrics: &Metrics) {
+        metrics.register(
+            "sluice_seq_reservations",
+            "Durable writes reserving blocks of report sequence numbers (the start's covers \
+             every configured device).",
+            self.reservations.clone(),
+        );
     }
 
     /// Forgets the numbers reserved for `device`: the next one comes from a new
@@ -139,15 +166,18 @@ impl SeqAllocator {
                     ceiling,
                 };
             } else {
-                let mut reserved = ranges.clone();
-                reserved.insert(device.to_owned(), range);
+                if !ranges.contains_key(device) {
+                    // Nothing reserved yet: a range with no number left.
+                    ranges.insert(device.to_owned(), range);
+                }
                 let write = self.store.db().begin_write()?;
-                top_up(&write, &mut reserved, BLOCK / 2)?;
+                write_raised(&write, &ranges, BLOCK / 2)?;
                 write.commit()?;
                 // Only a durable reservation counts.
-                *ranges = reserved;
+                raise(&mut ranges, BLOCK / 2);
                 range = ranges.get(device).copied().unwrap_or(range);
             }
+            self.reservations.inc();
         }
         let seq = range.next;
         range.next += 1;
@@ -161,21 +191,29 @@ impl SeqAllocator {
     }
 }
 
-/// Raises by a block the ceiling of every range with fewer than `below`
-/// numbers left, in `write`.
-fn top_up(
+/// Writes, in `write`, the ceilings [`raise`] gives `ranges`.
+fn write_raised(
     write: &WriteTransaction,
-    ranges: &mut HashMap<String, Range>,
+    ranges: &HashMap<String, Range>,
     below: u64,
 ) -> Result<(), StoreError> {
     let mut table = write.open_table(CEILINGS)?;
-    for (device, range) in ranges.iter_mut() {
+    for (device, range) in ranges {
         if range.left() < below {
-            range.ceiling = range.ceiling.max(range.next - 1) + BLOCK;
-            table.insert(device.as_str(), range.ceiling)?;
+            table.insert(device.as_str(), range.raised().ceiling)?;
         }
     }
     Ok(())
+}
+
+/// Raises by a block the ceiling of every range with fewer than `below`
+/// numbers left (once [`write_raised`] made that durable).
+fn raise(ranges: &mut HashMap<String, Range>, below: u64) {
+    for range in ranges.values_mut() {
+        if range.left() < below {
+            *range = range.raised();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -225,8 +263,14 @@ mod tests {
             seq.next("a").expect("a");
             seq.next("b").expect("b");
         }
+        assert_eq!(seq.reservations.get(), 1, "the start's write covers both");
         // "a" runs out first; the same write gives "b" its next block.
         assert_eq!(seq.next("a").expect("a"), BLOCK + 1);
+        assert_eq!(seq.next("b").expect("b"), BLOCK + 1);
+        assert_eq!(seq.reservations.get(), 2);
+        // A device the start did not know reserves its first block itself.
+        assert_eq!(seq.next("c").expect("c"), 1);
+        assert_eq!(seq.reservations.get(), 3);
         let ceilings = |store: &Store| {
             let read = redb::ReadableDatabase::begin_read(store.db()).expect("read");
             let table = read.open_table(CEILINGS).expect("table");
