@@ -5,10 +5,11 @@
 //! artifact compiled for another one. A cache file that cannot be read or
 //! deserialized is recompiled and rewritten; the cache is an optimisation only.
 //!
-//! Each compilation runs in an engine of its own, dropped once the component is
-//! compiled: wasmtime keeps its compiler's working memory for the engine's life,
-//! about 20 MiB after the built-in components, which a gateway would otherwise
-//! carry for months to compile nothing more.
+//! Each compilation runs in an engine of its own, on the calling thread, dropped
+//! once the component is compiled: wasmtime keeps its compiler's working memory
+//! for the engine's life, about 20 MiB after the built-in components, which a
+//! gateway would otherwise carry for months to compile nothing more
+//! (docs/performance.md).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};

@@ -67,7 +67,10 @@ impl Runtime {
             .consume_fuel(true)
             .concurrency_support(false)
             .max_wasm_stack(512 << 10);
-        let compiler = wasm.clone();
+        let mut compiler = wasm.clone();
+        // On the calling thread: compiler threads would each keep an arena of
+        // freed scratch pages, pinned by a few small allocations, for good.
+        compiler.parallel_compilation(false);
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&wasm).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         Ok(Self {
