@@ -24,10 +24,11 @@ use super::stage::StagePool;
 #[derive(Clone)]
 pub struct Runtime {
     engine: Engine,
-    /// The engine's settings with instances allocated on demand: the engine
-    /// that compiles a component is made from them and dropped after, so the
-    /// compiler's working memory (~20 MiB that wasmtime keeps for reuse) goes
-    /// with it, and no second pool of address space is reserved for it.
+    /// The engine's settings with instances allocated on demand and functions
+    /// compiled on the calling thread: the engine that compiles a component is
+    /// made from them and dropped after, so the compiler's working memory
+    /// (~20 MiB that wasmtime keeps for reuse) goes with it, and no second pool
+    /// of address space is reserved for it.
     compiler: Arc<Config>,
     config: Arc<RuntimeConfig>,
 }

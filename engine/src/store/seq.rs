@@ -133,8 +133,8 @@ impl SeqAllocator {
     pub fn register_metrics(&self, metrics: &Metrics) {
         metrics.register(
             "sluice_seq_reservations",
-            "Durable writes reserving blocks of report sequence numbers (the start's covers \
-             every configured device).",
+            "Durable writes reserving blocks of report sequence numbers (with redb, the \
+             start's one write covers every configured device).",
             self.reservations.clone(),
         );
     }
