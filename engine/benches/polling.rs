@@ -21,8 +21,8 @@
 //!
 //! Environment (all optional): `SLUICE_BENCH_FLEETS` (`100,1000`),
 //! `SLUICE_BENCH_SECONDS` (30), `SLUICE_BENCH_TAGS` (100),
-//! `SLUICE_BENCH_PERIOD_MS` (1000), `SLUICE_BENCH_ENGINE_THREADS` (2, the
-//! engine's `workerThreads`), `SLUICE_BENCH_GROUP_COMMIT_MS` (the engine's
+//! `SLUICE_BENCH_PERIOD_MS` (1000), `SLUICE_BENCH_ENGINE_THREADS` (1, the
+//! engine's default `workerThreads`), `SLUICE_BENCH_GROUP_COMMIT_MS` (the engine's
 //! default; the WAL's `groupCommitMs`, which trades publish lag for commits),
 //! `SLUICE_BENCH_CACHE_MB` (the engine's default; the store's `cacheMb`),
 //! `SLUICE_BENCH_ENGINE` (the absolute path of another `sluice` binary to
@@ -485,7 +485,7 @@ fn main() {
         return raw_clients(&args[at + 1..]);
     }
     let hz = clock_ticks();
-    let threads = env_u64("SLUICE_BENCH_ENGINE_THREADS", 2).max(1);
+    let threads = env_u64("SLUICE_BENCH_ENGINE_THREADS", 1).max(1);
     let tags = u16::try_from(env_u64("SLUICE_BENCH_TAGS", 100))
         .unwrap_or(SIM_REGISTERS)
         .clamp(1, SIM_REGISTERS);

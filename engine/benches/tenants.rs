@@ -10,6 +10,7 @@
 //! against phase 2 (p50, p99 and the mean, the quantiles interpolated in the
 //! buckets of `sluice_round_seconds`), and how long after tenant 1's first failed
 //! call its pool was quarantined (`/metrics` and `/health` read every 10 ms).
+//! `SLUICE_BENCH_ENGINE_THREADS` (1, the engine's default) sets its `workerThreads`.
 #![allow(clippy::print_stdout)]
 
 mod common;
@@ -151,9 +152,10 @@ fn main() {
         "name: t1\nstages:\n  - use: swap_bytes\n  - use: decode\n",
     )
     .expect("pipeline");
+    let threads = env_u64("SLUICE_BENCH_ENGINE_THREADS", 1).max(1);
     let mut text = format!(
         "collector:
-  workerThreads: 2
+  workerThreads: {threads}
   mqtt: {{ brokerUrl: tcp://{}, clientId: tenants-bench }}
   http: {{ listen: {http}, adminToken: {ADMIN} }}
   wal: {{ dir: ./data }}
@@ -180,7 +182,10 @@ devices:
         &["--pipelines".into(), pipelines.display().to_string()],
     );
     engine.wait_all_online(devices * 2, Duration::from_millis(100));
-    println!("tenants bench: 2 tenants x {devices} devices at 100 ms, {seconds} s per phase");
+    println!(
+        "tenants bench: 2 tenants x {devices} devices at 100 ms, {seconds} s per phase, \
+         engine workerThreads {threads}"
+    );
     let first = phase(http, seconds);
     let calm = phase(http, seconds);
 

@@ -6,7 +6,7 @@ use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::reply::{Reply, ok};
+use super::reply::{Reply, off_the_workers, ok};
 use super::state::ApiState;
 use crate::compile::Conflict;
 use crate::deploy::ReloadStatus;
@@ -108,6 +108,11 @@ struct Quarantined {
 #[utoipa::path(get, path = "/health", tag = "engine",
     responses((status = 200, description = "The engine is running", body = Health)))]
 pub async fn health(State(state): State<ApiState>) -> Reply {
+    off_the_workers(move || read_health(&state)).await
+}
+
+/// Reads the lease store: off the async workers.
+fn read_health(state: &ApiState) -> Reply {
     let roster = state.fleet.roster();
     let now = crate::clock::now_ms();
     let rows = state
@@ -143,7 +148,7 @@ pub async fn health(State(state): State<ApiState>) -> Reply {
             backlog: uplink.backlog(),
             last_error: uplink.last_error(),
         },
-        wal: wal(&state),
+        wal: wal(state),
         devices: DeviceCounts {
             total: roster.devices().len(),
             online: count(EntityState::Online),

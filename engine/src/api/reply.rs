@@ -53,3 +53,12 @@ impl IntoResponse for Refused {
         *self.0
     }
 }
+
+/// What `answer` makes, run on one of tokio's blocking threads. For handlers that
+/// read or write the store or render a large body: on the async workers they would
+/// hold up devices' rounds meanwhile (with one worker, every device's).
+pub async fn off_the_workers(answer: impl FnOnce() -> Reply + Send + 'static) -> Reply {
+    tokio::task::spawn_blocking(answer)
+        .await
+        .unwrap_or_else(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}

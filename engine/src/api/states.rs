@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
-use super::reply::{ErrorBody, Reply, error, ok};
+use super::reply::{ErrorBody, Reply, error, off_the_workers, ok};
 use super::state::ApiState;
 use crate::clock::now_ms;
 use crate::lease::{EntityState, EntityType, StateFilter, StateRow};
@@ -70,7 +70,11 @@ pub struct StateList {
     states: Vec<StateView>,
 }
 
-fn one(state: &ApiState, entity_type: EntityType, id: &str) -> Reply {
+async fn one(state: ApiState, entity_type: EntityType, id: String) -> Reply {
+    off_the_workers(move || read_one(&state, entity_type, &id)).await
+}
+
+fn read_one(state: &ApiState, entity_type: EntityType, id: &str) -> Reply {
     match state.leases.store().get(entity_type, id) {
         Ok(Some(row)) => ok(view(&row, now_ms())),
         Ok(None) => error(
@@ -87,7 +91,7 @@ fn one(state: &ApiState, entity_type: EntityType, id: &str) -> Reply {
         (status = 200, body = StateView),
         (status = 404, description = "It has not reported yet", body = ErrorBody)))]
 pub async fn device(State(state): State<ApiState>, Path(id): Path<String>) -> Reply {
-    one(&state, EntityType::Device, &id)
+    one(state, EntityType::Device, id).await
 }
 
 #[utoipa::path(get, path = "/drivers/{id}/state", tag = "states",
@@ -96,7 +100,7 @@ pub async fn device(State(state): State<ApiState>, Path(id): Path<String>) -> Re
         (status = 200, body = StateView),
         (status = 404, description = "It has not reported yet", body = ErrorBody)))]
 pub async fn driver(State(state): State<ApiState>, Path(id): Path<String>) -> Reply {
-    one(&state, EntityType::Driver, &id)
+    one(state, EntityType::Driver, id).await
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -149,18 +153,21 @@ pub async fn list(State(state): State<ApiState>, Query(query): Query<ListQuery>)
         entity_type,
         parent: query.parent,
     };
-    let now = now_ms();
-    match state.leases.store().list(&filter) {
-        Ok(rows) => {
-            let states = rows
-                .iter()
-                .filter(|r| wanted.is_none_or(|w| r.effective_state(now) == w))
-                .map(|r| view(r, now))
-                .collect();
-            ok(StateList { states })
+    off_the_workers(move || {
+        let now = now_ms();
+        match state.leases.store().list(&filter) {
+            Ok(rows) => {
+                let states = rows
+                    .iter()
+                    .filter(|r| wanted.is_none_or(|w| r.effective_state(now) == w))
+                    .map(|r| view(r, now))
+                    .collect();
+                ok(StateList { states })
+            }
+            Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
+    })
+    .await
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -198,12 +205,15 @@ pub async fn set_device(
             );
         }
     };
-    match state.leases.set_state(EntityType::Device, &id, target) {
-        Ok(Some(row)) => ok(view(&row, now_ms())),
-        Ok(None) => error(
-            StatusCode::NOT_FOUND,
-            format!("no device `{id}` has reported yet"),
-        ),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
+    off_the_workers(
+        move || match state.leases.set_state(EntityType::Device, &id, target) {
+            Ok(Some(row)) => ok(view(&row, now_ms())),
+            Ok(None) => error(
+                StatusCode::NOT_FOUND,
+                format!("no device `{id}` has reported yet"),
+            ),
+            Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        },
+    )
+    .await
 }

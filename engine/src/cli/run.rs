@@ -43,12 +43,17 @@ fn serve(
     sources: Sources,
     node_id: Option<String>,
 ) -> anyhow::Result<ExitCode> {
-    let workers = prepared.compiled.config.collector.worker_threads.max(1) as usize;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .thread_name("sluice-worker")
-        .enable_all()
-        .build()?;
+    let configured = prepared.compiled.config.collector.worker_threads.max(1) as usize;
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let workers = configured.min(cpus);
+    if workers < configured {
+        tracing::info!(
+            configured,
+            cpus,
+            "workerThreads is more than this machine's CPUs: running {workers}"
+        );
+    }
+    let runtime = async_runtime(workers)?;
     runtime.block_on(async move {
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(async move {
@@ -56,14 +61,32 @@ fn serve(
             tracing::info!("stopping");
             let _ = stop.send(true);
         });
-        // On a worker, like every task it starts: `block_on` runs its future on
-        // this thread, and the scheduler inside would hand every round to the
-        // workers and back (two thread wake-ups a round).
+        // A task like every other: on a multi-thread runtime `block_on` runs its
+        // future outside the workers, and the scheduler inside would hand every
+        // round to them and back (two thread wake-ups a round).
         tokio::spawn(gateway::run(prepared, sources, node_id, stopped))
             .await
             .map_err(|panicked| anyhow::anyhow!("the gateway stopped: {panicked}"))?
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The engine's async runtime: `workers` threads share the tasks. With one,
+/// every task runs on this thread (tokio's current-thread scheduler): a round's
+/// wake-ups (timer, socket, publisher) are then calls on one thread rather
+/// than hand-offs between threads that park and unpark each other, which at
+/// 1,000 devices cost a third of the engine's CPU (docs/performance.md). Disk
+/// and compiler work still goes to tokio's blocking threads. More threads than
+/// CPUs would only add hand-offs: the caller caps `workers` at the CPUs.
+fn async_runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = if workers == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(workers);
+        builder
+    };
+    builder.thread_name("sluice-worker").enable_all().build()
 }
 
 /// SIGINT or SIGTERM.
@@ -79,5 +102,40 @@ async fn wait_for_signal() {
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::runtime::RuntimeFlavor;
+
+    use super::async_runtime;
+
+    #[test]
+    fn one_worker_runs_every_task_on_the_calling_thread() {
+        let runtime = async_runtime(1).expect("runtime");
+        assert_eq!(
+            runtime.handle().runtime_flavor(),
+            RuntimeFlavor::CurrentThread
+        );
+        let caller = std::thread::current().id();
+        let ran_on =
+            runtime.block_on(async { tokio::spawn(async { std::thread::current().id() }).await });
+        assert_eq!(ran_on.expect("task"), caller);
+        // Blocking work still has threads of its own.
+        let blocking_on = runtime
+            .block_on(async { tokio::task::spawn_blocking(|| std::thread::current().id()).await })
+            .expect("blocking task");
+        assert_ne!(blocking_on, caller);
+    }
+
+    #[test]
+    fn more_workers_share_a_multi_thread_runtime() {
+        let runtime = async_runtime(2).expect("runtime");
+        assert_eq!(
+            runtime.handle().runtime_flavor(),
+            RuntimeFlavor::MultiThread
+        );
+        assert_eq!(runtime.metrics().num_workers(), 2);
     }
 }

@@ -13,7 +13,8 @@ use crate::yaml::{Diagnostics, Fields, Node};
 /// The `collector` section.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollectorConfig {
-    /// `workerThreads`: threads of the async runtime (at least 1; default 4).
+    /// `workerThreads`: threads of the async runtime (at least 1; default 1). The
+    /// engine runs at most one per CPU.
     pub worker_threads: u32,
     /// `perDeviceTimeoutMs`: time one device's polling round may take before it is cut
     /// short (at least 1; default 3000).
@@ -50,7 +51,7 @@ pub struct CollectorConfig {
 impl Default for CollectorConfig {
     fn default() -> Self {
         Self {
-            worker_threads: 4,
+            worker_threads: 1,
             per_device_timeout_ms: 3000,
             report_mode: ReportMode::Batch,
             mqtt: MqttConfig::default(),
@@ -380,7 +381,7 @@ mod tests {
     fn defaults_when_the_section_is_missing() {
         let c = load_ok("devices: []\n").collector;
         assert_eq!(c, CollectorConfig::default());
-        assert_eq!(c.worker_threads, 4);
+        assert_eq!(c.worker_threads, 1);
         assert_eq!(c.report_mode, ReportMode::Batch);
         assert_eq!(
             (c.mqtt.broker_host.as_str(), c.mqtt.broker_port),
