@@ -22,6 +22,15 @@ pub async fn next_tick(timer: &mut Interval, shutdown: &mut watch::Receiver<bool
     }
 }
 
+/// Sleeps until `deadline`; without one, never wakes (a `select!` branch that
+/// has nothing to wait for).
+pub async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub fn now_ms() -> i64 {
     SystemTime::now()

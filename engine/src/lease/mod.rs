@@ -26,11 +26,12 @@ use crate::mqtt::{DeviceTopic, entity_event, status};
 use crate::sync::{lock, read, write};
 use crate::uplink::Uplink;
 use crate::wal::Message;
+use queue::RenewalQueue;
+
+mod queue;
 
 /// Rows claimed per scanner transaction.
 pub const EXPIRE_BATCH: usize = 10_000;
-/// How often queued heartbeats are applied (one transaction for all of them).
-const RENEW_EVERY: Duration = Duration::from_millis(100);
 /// A driver's own heartbeat period and lease, as the seed sets them.
 pub const DRIVER_HEARTBEAT: Duration = Duration::from_secs(15);
 pub const DRIVER_LEASE_SECONDS: u64 = 45;
@@ -65,7 +66,7 @@ type EntityKey = (EntityType, String);
 #[derive(Debug)]
 pub struct Leases {
     store: Arc<dyn StateStore>,
-    queue: Mutex<Vec<Renewal>>,
+    queue: Mutex<RenewalQueue>,
     wake: Notify,
     scan_interval: Duration,
     announce: RwLock<HashMap<EntityKey, Announce>>,
@@ -151,15 +152,20 @@ impl Leases {
         let _serial = lock(&self.serial);
         lock(&self.retired).insert(entity.clone());
         let result = self.set_state(entity_type, entity_id, state);
+        lock(&self.queue).forget(entity_type, entity_id);
         write(&self.announce).remove(&entity);
         lock(&self.changed_at).remove(&entity);
         result.map(|_| ())
     }
 
-    /// Queues a heartbeat; applied within [`RENEW_EVERY`]. Never blocks a round.
+    /// Queues a heartbeat: written within 100 ms when it changes the entity's
+    /// state, within a second (or a quarter of its lease) when it only extends
+    /// it (`queue.rs`). Never blocks a round.
     pub fn renew(&self, renewal: Renewal) {
-        lock(&self.queue).push(renewal);
-        self.wake.notify_one();
+        let sooner = lock(&self.queue).push(renewal, tokio::time::Instant::now());
+        if sooner {
+            self.wake.notify_one();
+        }
     }
 
     /// An operator's change of state (maintain, back online), announced at once.
@@ -187,11 +193,11 @@ impl Leases {
         let mut scan = tokio::time::interval(self.scan_interval);
         scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let due = lock(&self.queue).due();
             tokio::select! {
-                _ = self.wake.notified() => {
-                    tokio::time::sleep(RENEW_EVERY).await;
-                    self.apply_renewals().await;
-                }
+                // The queue's due time moved: look again.
+                () = self.wake.notified() => {}
+                () = crate::clock::sleep_until_some(due) => self.apply_renewals().await,
                 _ = scan.tick() => self.scan().await,
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
@@ -204,7 +210,7 @@ impl Leases {
     }
 
     async fn apply_renewals(self: &Arc<Self>) {
-        let mut batch = std::mem::take(&mut *lock(&self.queue));
+        let mut batch = lock(&self.queue).take();
         if batch.is_empty() {
             return;
         }
@@ -217,11 +223,21 @@ impl Leases {
                 let retired = lock(&this.retired);
                 batch.retain(|r| !retired.contains(&(r.entity_type, r.entity_id.clone())));
             }
-            this.store.renew(&batch, now_ms())
+            let renewed = this.store.renew(&batch, now_ms());
+            (batch, renewed)
         });
         match applied.await {
-            Ok(Ok(transitions)) => self.publish(&transitions),
-            Ok(Err(error)) => tracing::error!(%error, "lease renewals failed"),
+            Ok((batch, Ok(transitions))) => {
+                {
+                    let mut queue = lock(&self.queue);
+                    for renewal in &batch {
+                        queue.saw(renewal.entity_type, &renewal.entity_id, renewal.state);
+                    }
+                }
+                // Then the changes the write made, which say what the store decided.
+                self.publish(&transitions);
+            }
+            Ok((_, Err(error))) => tracing::error!(%error, "lease renewals failed"),
             Err(error) => tracing::error!(%error, "lease renewals failed"),
         }
     }
@@ -256,6 +272,7 @@ impl Leases {
         let now = now_ms();
         for transition in transitions {
             let row = &transition.row;
+            lock(&self.queue).saw(row.entity_type, &row.entity_id, row.state);
             tracing::info!(
                 entity = row.entity_type.as_str(),
                 id = %row.entity_id,

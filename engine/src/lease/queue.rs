@@ -1,0 +1,168 @@
+//! Heartbeats waiting for the renewer, and when it should write them.
+//!
+//! Every write of heartbeats is one durable transaction (invariant 1 of
+//! docs/state.md), whatever its size: at ten a second it was a tenth of a small
+//! gateway's CPU. A heartbeat that would change its entity's state as this engine
+//! last saw it (a device coming back, a fault) is written after [`GATHER`]; one
+//! that only extends a running lease may wait up to [`EXTEND_AT_MOST`], or a
+//! quarter of its lease if that is shorter, so the lease never comes near its end
+//! while it waits (the lease is counted from the write).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::model::{EntityState, EntityType, Renewal};
+
+/// Heartbeats gathered into one write at least this long (a state change waits no longer).
+pub(super) const GATHER: Duration = Duration::from_millis(100);
+/// The longest a heartbeat that changes no state waits for its write.
+pub(super) const EXTEND_AT_MOST: Duration = Duration::from_secs(1);
+
+/// Queued heartbeats and the state each entity was last seen in.
+#[derive(Debug, Default)]
+pub(super) struct RenewalQueue {
+    renewals: Vec<Renewal>,
+    /// When the first of `renewals` came.
+    since: Option<Instant>,
+    /// How long the queued heartbeats may wait, counted from `since`.
+    wait: Duration,
+    /// Entities' states as the last writes and announced changes left them.
+    seen: HashMap<EntityType, HashMap<String, EntityState>>,
+}
+
+impl RenewalQueue {
+    /// Queues `renewal`; true when the renewer must look again at when to write
+    /// (the queue was empty, or the write must now come sooner).
+    pub(super) fn push(&mut self, renewal: Renewal, now: Instant) -> bool {
+        let wait = if self.seen(renewal.entity_type, &renewal.entity_id) == Some(renewal.state) {
+            let quarter = Duration::from_secs(renewal.timeout_seconds) / 4;
+            EXTEND_AT_MOST.min(quarter).max(GATHER)
+        } else {
+            GATHER
+        };
+        self.renewals.push(renewal);
+        match self.since {
+            None => {
+                self.since = Some(now);
+                self.wait = wait;
+                true
+            }
+            Some(since) => {
+                // Counted from the first heartbeat: this one's own limit, from now.
+                let wait = (now + wait).saturating_duration_since(since);
+                let sooner = wait < self.wait;
+                self.wait = self.wait.min(wait);
+                sooner
+            }
+        }
+    }
+
+    /// When the queued heartbeats are to be written; `None` with none queued.
+    pub(super) fn due(&self) -> Option<Instant> {
+        self.since.map(|since| since + self.wait)
+    }
+
+    /// The queued heartbeats, leaving the queue empty.
+    pub(super) fn take(&mut self) -> Vec<Renewal> {
+        self.since = None;
+        std::mem::take(&mut self.renewals)
+    }
+
+    fn seen(&self, entity_type: EntityType, id: &str) -> Option<EntityState> {
+        self.seen.get(&entity_type)?.get(id).copied()
+    }
+
+    /// Records the state an entity is in now (a write asked for it, or a change
+    /// was announced).
+    pub(super) fn saw(&mut self, entity_type: EntityType, id: &str, state: EntityState) {
+        let of_type = self.seen.entry(entity_type).or_default();
+        match of_type.get_mut(id) {
+            Some(seen) => *seen = state,
+            None => {
+                of_type.insert(id.to_owned(), state);
+            }
+        }
+    }
+
+    /// An entity no longer configured.
+    pub(super) fn forget(&mut self, entity_type: EntityType, id: &str) {
+        if let Some(of_type) = self.seen.get_mut(&entity_type) {
+            of_type.remove(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TimeoutSource;
+
+    fn heartbeat(id: &str, state: EntityState, timeout_seconds: u64) -> Renewal {
+        Renewal {
+            entity_type: EntityType::Device,
+            entity_id: id.to_owned(),
+            parent_id: "modbus-tcp".to_owned(),
+            tenant_id: 0,
+            state,
+            timeout_seconds,
+            timeout_source: TimeoutSource::Device,
+            extension: serde_json::json!({}),
+        }
+    }
+
+    /// A queue that saw these devices in these states.
+    fn seen(devices: &[(&str, EntityState)]) -> RenewalQueue {
+        let mut queue = RenewalQueue::default();
+        for (id, state) in devices {
+            queue.saw(EntityType::Device, id, *state);
+        }
+        queue
+    }
+
+    #[test]
+    fn heartbeats_that_change_nothing_wait_up_to_a_second_or_a_quarter_of_their_lease() {
+        let mut queue = seen(&[("d1", EntityState::Online), ("d2", EntityState::Online)]);
+        let t0 = Instant::now();
+        assert!(queue.push(heartbeat("d1", EntityState::Online, 30), t0));
+        assert_eq!(queue.due(), Some(t0 + EXTEND_AT_MOST));
+        // A 2 s lease waits 500 ms, counted from its own arrival.
+        let t1 = t0 + Duration::from_millis(200);
+        assert!(queue.push(heartbeat("d2", EntityState::Online, 2), t1));
+        assert_eq!(queue.due(), Some(t1 + Duration::from_millis(500)));
+        // A later one with a longer allowance changes nothing.
+        assert!(!queue.push(heartbeat("d1", EntityState::Online, 30), t1));
+        assert_eq!(queue.due(), Some(t1 + Duration::from_millis(500)));
+        assert_eq!(queue.take().len(), 3);
+        assert_eq!(queue.due(), None);
+    }
+
+    #[test]
+    fn a_change_of_state_brings_the_write_forward() {
+        let mut queue = seen(&[("d1", EntityState::Online), ("d2", EntityState::Offline)]);
+        let t0 = Instant::now();
+        assert!(queue.push(heartbeat("d1", EntityState::Online, 30), t0));
+        // d2 comes back: written GATHER after it arrived, not a second after d1.
+        let t1 = t0 + Duration::from_millis(300);
+        assert!(queue.push(heartbeat("d2", EntityState::Online, 30), t1));
+        assert_eq!(queue.due(), Some(t1 + GATHER));
+        // A fault of a device seen online is a change too.
+        queue.take();
+        assert!(queue.push(heartbeat("d1", EntityState::Fault, 30), t1));
+        assert_eq!(queue.due(), Some(t1 + GATHER));
+    }
+
+    #[test]
+    fn an_entity_never_seen_or_forgotten_is_written_after_the_gathering_time() {
+        let mut queue = seen(&[("d1", EntityState::Online)]);
+        assert_eq!(queue.due(), None);
+        queue.forget(EntityType::Device, "d1");
+        let t0 = Instant::now();
+        assert!(queue.push(heartbeat("d1", EntityState::Online, 30), t0));
+        assert_eq!(queue.due(), Some(t0 + GATHER));
+        queue.take();
+        assert!(queue.push(heartbeat("d2", EntityState::Online, 30), t0));
+        assert_eq!(queue.due(), Some(t0 + GATHER));
+    }
+}
