@@ -20,7 +20,8 @@
 //! - [`console`]: the operator console (a page over the API, a stream of live changes);
 //! - [`telemetry`]: the metric families every module registers, for `/metrics`;
 //! - [`sync`]: locks that outlive a panic, values replaced whole;
-//! - [`memory`]: freed memory handed back to the system after a build;
+//! - [`memory`]: freed memory handed back to the system (after a build, and the
+//!   heap's top as it frees);
 //! - [`gateway`]: everything `sluice run` starts, wired together;
 //! - [`model`]: samples, values and tags as they flow through the engine;
 //! - [`runtime`]: the sandboxed component runtime (the only user of wasmtime);

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    sluice::memory::keep_heap_small();
     let args = cli::Cli::parse();
     cli::init_logging(args.verbose);
     match cli::run(args) {
