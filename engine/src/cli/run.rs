@@ -112,30 +112,27 @@ mod tests {
     use super::async_runtime;
 
     #[test]
-    fn one_worker_runs_every_task_on_the_calling_thread() {
+    fn one_worker_is_a_current_thread_runtime_and_more_share_a_multi_thread_one() {
+        for (workers, flavor) in [
+            (1, RuntimeFlavor::CurrentThread),
+            (2, RuntimeFlavor::MultiThread),
+        ] {
+            let runtime = async_runtime(workers).expect("runtime");
+            assert_eq!(runtime.handle().runtime_flavor(), flavor);
+            assert_eq!(runtime.metrics().num_workers(), workers);
+        }
+    }
+
+    #[test]
+    fn one_worker_runs_every_task_on_the_calling_thread_and_blocking_work_elsewhere() {
         let runtime = async_runtime(1).expect("runtime");
-        assert_eq!(
-            runtime.handle().runtime_flavor(),
-            RuntimeFlavor::CurrentThread
-        );
         let caller = std::thread::current().id();
         let ran_on =
             runtime.block_on(async { tokio::spawn(async { std::thread::current().id() }).await });
         assert_eq!(ran_on.expect("task"), caller);
-        // Blocking work still has threads of its own.
         let blocking_on = runtime
             .block_on(async { tokio::task::spawn_blocking(|| std::thread::current().id()).await })
             .expect("blocking task");
         assert_ne!(blocking_on, caller);
-    }
-
-    #[test]
-    fn more_workers_share_a_multi_thread_runtime() {
-        let runtime = async_runtime(2).expect("runtime");
-        assert_eq!(
-            runtime.handle().runtime_flavor(),
-            RuntimeFlavor::MultiThread
-        );
-        assert_eq!(runtime.metrics().num_workers(), 2);
     }
 }
