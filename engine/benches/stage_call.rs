@@ -27,8 +27,8 @@ use sluice_guest::stages::{Chain, Stage as _, Tag};
 fn tags(n: usize) -> Vec<TagSpec> {
     (0..n)
         .map(|i| TagSpec {
-            key: format!("t{i}"),
-            address: String::new(),
+            key: format!("t{i}").into(),
+            address: Default::default(),
             data_type: DataType::Int16,
             length: 0,
             byte_order: ByteOrder::Abcd,

@@ -195,8 +195,8 @@ impl Stream {
     fn new(devices: usize, reports: usize, values: usize) -> Self {
         let tags: Vec<TagSpec> = (0..values)
             .map(|i| TagSpec {
-                key: format!("tag{i:03}"),
-                address: String::new(),
+                key: format!("tag{i:03}").into(),
+                address: Default::default(),
                 data_type: DataType::Float32,
                 length: 0,
                 byte_order: ByteOrder::Abcd,

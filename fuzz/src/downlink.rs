@@ -29,8 +29,8 @@ fn tags() -> Vec<TagSpec> {
         .into_iter()
         .enumerate()
         .map(|(i, data_type)| TagSpec {
-            key: format!("t{i}"),
-            address: format!("4{:04}", i * 4 + 1),
+            key: format!("t{i}").into(),
+            address: format!("4{:04}", i * 4 + 1).into(),
             data_type,
             length: if data_type == DataType::String { 8 } else { 0 },
             byte_order: ByteOrder::Abcd,

@@ -100,8 +100,8 @@ fn channel_view(channel: &ChannelConfig) -> ChannelView {
         .tags
         .iter()
         .map(|tag| TagView {
-            key: tag.spec.key.clone(),
-            address: tag.spec.address.clone(),
+            key: tag.spec.key.to_string(),
+            address: tag.spec.address.to_string(),
             data_type: named(DataType::NAMES, tag.spec.data_type),
             access: named(Access::NAMES, tag.spec.access),
             factor: tag.spec.factor,

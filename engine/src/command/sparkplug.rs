@@ -28,12 +28,12 @@ pub fn requests(
         .into_iter()
         .map(|write| {
             let key = match &write.metric {
-                MetricRef::Name(name) => tags.iter().find(|t| &t.key == name),
+                MetricRef::Name(name) => tags.iter().find(|t| t.key == *name),
                 MetricRef::Alias(alias) => tags
                     .iter()
                     .find(|t| sparkplug::alias(device_id, &t.key) == *alias),
             }
-            .map(|tag| tag.key.clone())
+            .map(|tag| tag.key.to_string())
             .ok_or_else(|| match &write.metric {
                 MetricRef::Name(name) => format!("device `{device_id}` has no metric `{name}`"),
                 MetricRef::Alias(alias) => {

@@ -105,11 +105,12 @@ pub(super) fn read(
                 .map(|(_, order)| *order),
             _ => None,
         });
-    let mut tags = Vec::new();
-    if let Some(tags_node) = f.node("tags") {
-        for item in list(tags_node, "tags", errors) {
-            tags.extend(tag::read(item, byte_order, tag_keys, errors));
-        }
+    // Sized to the list: a running gateway keeps its configuration, so a large
+    // fleet would otherwise carry a quarter of its tag lists as spare capacity.
+    let items = f.node("tags").map_or(&[][..], |n| list(n, "tags", errors));
+    let mut tags = Vec::with_capacity(items.len());
+    for item in items {
+        tags.extend(tag::read(item, byte_order, tag_keys, errors));
     }
     f.finish(errors);
     Some(ChannelConfig {

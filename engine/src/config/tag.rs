@@ -175,8 +175,8 @@ pub(super) fn read(
     let (address, address_pos) = address?;
     Some(TagConfig {
         spec: TagSpec {
-            key: key?,
-            address,
+            key: key?.into(),
+            address: address.into(),
             data_type: data_type?,
             length,
             byte_order,

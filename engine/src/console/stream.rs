@@ -207,7 +207,7 @@ fn device_values(device: &Device) -> Value {
         .zip(device.tags.iter())
         .map(|(sample, tag)| {
             json!({
-                "key": tag.key,
+                "key": tag.key.as_str(),
                 "value": sample.value.to_json(),
                 "quality": sample.quality.as_str(),
                 "ts": (sample.ts_ms > 0).then_some(sample.ts_ms),

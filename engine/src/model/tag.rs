@@ -1,5 +1,6 @@
 //! Tags and settings as components see them: data types, byte orders, access.
 
+use compact_str::CompactString;
 use std::fmt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -100,8 +101,10 @@ pub struct Setting {
 /// A tag as components see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TagSpec {
-    pub key: String,
-    pub address: String,
+    /// Inline up to 24 bytes (keys and addresses nearly always are): a large fleet
+    /// keeps two of these a tag, in its configuration and in the running device.
+    pub key: CompactString,
+    pub address: CompactString,
     pub data_type: DataType,
     /// Characters of a STRING tag; 0 otherwise.
     pub length: u32,

@@ -18,6 +18,8 @@
 //! samples take `quality` (GOOD by default); expected ones `quality` (GOOD by
 //! default) and `value` (`null` for none); numbers compare to 1e-9.
 
+use compact_str::CompactString;
+
 use crate::model::{Access, ByteOrder, DataType, Quality, Setting, SettingValue, TagSpec, Value};
 use crate::yaml::{Diagnostics, Fields, FromNode, Kind, Node, Pos, enum_value};
 
@@ -102,8 +104,8 @@ fn read_tag(node: &Node, errors: &mut Diagnostics) -> Option<TagSpec> {
     }
     f.finish(errors);
     Some(TagSpec {
-        key: key?,
-        address: String::new(),
+        key: key?.into(),
+        address: CompactString::default(),
         data_type: data_type?,
         length,
         byte_order,

@@ -197,8 +197,8 @@ pub(super) fn settings_to_wit(settings: &[Setting]) -> Vec<wit::Setting> {
 fn tags_to_wit(tags: &[TagSpec]) -> Vec<wit::TagSpec> {
     tags.iter()
         .map(|tag| wit::TagSpec {
-            key: tag.key.clone(),
-            address: tag.address.clone(),
+            key: tag.key.to_string(),
+            address: tag.address.to_string(),
             data_type: match tag.data_type {
                 DataType::Bool => wit::DataType::Bool,
                 DataType::Int16 => wit::DataType::Int16,

@@ -12,7 +12,7 @@ use crate::address;
 use crate::frame::FrameType;
 use crate::plan::LIMITS;
 use crate::sluice::dataflow::types::{ConfigError, Setting, TagSpec};
-use crate::{Config, Tag, config_error, each_setting, tag_data_type};
+use crate::{Config, Tag, config_error, each_setting, tag_byte_order, tag_data_type};
 
 const SETTINGS: &[&str] = &["series", "frameType", "monitorTimer", "byteOrder"];
 
@@ -136,6 +136,7 @@ fn read_tag(index: usize, spec: TagSpec, wide: bool) -> Result<Tag, ConfigError>
         },
         bit: address.bit,
         data_type,
-        spec,
+        byte_order: tag_byte_order(&spec),
+        key: spec.key.into_boxed_str(),
     })
 }

@@ -10,7 +10,7 @@ use alloc::vec::Vec;
 use sluice_guest::numeric::{DataType, Number, encode, reorder_for};
 
 use crate::sluice::dataflow::types::{Batch, Span, Value};
-use crate::{Request, Tag, number_from_value, sample, tag_byte_order};
+use crate::{Request, Tag, number_from_value, sample};
 
 /// Samples for the tags of `request` from its response data.
 pub fn samples(tags: &[Tag], request: &Request, data: &[u8], ts_ms: i64) -> Batch {
@@ -84,7 +84,7 @@ pub fn write(tag: &Tag, value: &Value) -> Result<(u32, Vec<u8>), String> {
             let mut bytes = encode(tag.data_type, &number)
                 .map_err(|e| format!("{e:?}: value does not fit {:?}", tag.data_type))?;
             // Big-endian -> the normalised read form -> wire order.
-            reorder_for(&mut bytes, tag.data_type, tag_byte_order(&tag.spec));
+            reorder_for(&mut bytes, tag.data_type, tag.byte_order);
             if !matches!(tag.data_type, DataType::String(_)) {
                 bytes.reverse();
             }

@@ -56,6 +56,7 @@ mod plan;
 #[cfg(test)]
 mod tests;
 
+use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -64,7 +65,7 @@ use core::cell::RefCell;
 use address::Device;
 use frame::FrameType;
 use plan::LIMITS;
-use sluice_guest::numeric::DataType;
+use sluice_guest::numeric::{ByteOrder, DataType};
 use sluice_guest::session::range_codec::RangeCodec;
 use sluice_guest::session::ranges::{Extent, RangeRequest, RangeState};
 use sluice_guest::session::{Failure, tag_at};
@@ -88,7 +89,10 @@ struct Tag {
     /// Bit of a word read as a BOOL.
     bit: Option<u8>,
     data_type: DataType,
-    spec: TagSpec,
+    /// The tag's key, for errors about it; the rest of its spec is read into
+    /// the fields above when the session is made, so a session keeps no copy.
+    key: Box<str>,
+    byte_order: ByteOrder,
 }
 
 type Request = RangeRequest<Device>;
@@ -204,7 +208,7 @@ impl RangeCodec<Value, Batch> for McSession {
     fn write(&self, tag: u32, value: &Value) -> Result<((), Self::Payload), Failure> {
         let target = tag_at(&self.tags, tag)?;
         let (count, bytes) = data::write(target, value)
-            .map_err(|message| Failure::unwritable(&target.spec.key, message))?;
+            .map_err(|message| Failure::unwritable(&target.key, message))?;
         let points = Extent {
             count,
             ..target.extent

@@ -10,7 +10,7 @@ use sluice_guest::settings::{SettingValue, integer, read_all, unknown_key, wrong
 use crate::address;
 use crate::frame::UNITS;
 use crate::sluice::dataflow::types::{ConfigError, Setting, TagSpec};
-use crate::{Tag, config_error, each_setting, tag_data_type};
+use crate::{Tag, config_error, each_setting, tag_byte_order, tag_data_type};
 
 const SETTINGS: &[&str] = &[
     "unitId",
@@ -100,6 +100,7 @@ fn read_tag(index: usize, spec: TagSpec, limits: RangeLimits) -> Result<Tag, Con
         },
         bit: address.bit,
         data_type,
-        spec,
+        byte_order: tag_byte_order(&spec),
+        key: spec.key.into_boxed_str(),
     })
 }

@@ -2,19 +2,20 @@
 //! the framing of the crate that includes it (`crate::frame`: MBAP for Modbus
 //! TCP, address + CRC-16 for Modbus RTU). Shared by both codecs' crates.
 
+use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 
-use sluice_guest::numeric::{DataType, Number, encode, reorder_for};
+use sluice_guest::numeric::{ByteOrder, DataType, Number, encode, reorder_for};
 use sluice_guest::session::range_codec::RangeCodec;
 use sluice_guest::session::ranges::{Extent, RangeRequest, RangeState};
 use sluice_guest::session::{Failure, tag_at};
 
 use crate::address::Table;
 use crate::sluice::dataflow::types::{Batch, ConfigError, Setting, Span, TagSpec, Value};
-use crate::{batch_from_samples, number_from_value, sample, tag_byte_order};
+use crate::{batch_from_samples, number_from_value, sample};
 use crate::{config, frame, pdu};
 
 pub struct Tag {
@@ -22,7 +23,10 @@ pub struct Tag {
     /// Bit of a register read as a BOOL.
     pub bit: Option<u8>,
     pub data_type: DataType,
-    pub spec: TagSpec,
+    /// The tag's key, for errors about it; the rest of its spec is read into
+    /// the fields above when the session is made, so a session keeps no copy.
+    pub key: Box<str>,
+    pub byte_order: ByteOrder,
 }
 
 type Request = RangeRequest<Table>;
@@ -94,7 +98,7 @@ impl ModbusSession {
                 let number = number_from_value(value).ok_or("no value to write")?;
                 let mut bytes = encode(tag.data_type, &number)
                     .map_err(|e| format!("{e:?}: value does not fit {:?}", tag.data_type))?;
-                reorder_for(&mut bytes, tag.data_type, tag_byte_order(&tag.spec));
+                reorder_for(&mut bytes, tag.data_type, tag.byte_order);
                 let registers = (bytes.len() / 2) as u16;
                 if registers == 1 && !self.write_multiple {
                     let pdu = alloc::vec![0x06, start[0], start[1], bytes[0], bytes[1]];
@@ -206,7 +210,7 @@ impl RangeCodec<Value, Batch> for ModbusSession {
         let target = tag_at(&self.tags, tag)?;
         let (function, pdu, echo) = self
             .write_pdu(target, value)
-            .map_err(|message| Failure::unwritable(&target.spec.key, message))?;
+            .map_err(|message| Failure::unwritable(&target.key, message))?;
         Ok(((function, echo), pdu))
     }
 

@@ -11,7 +11,7 @@ use crate::address::{self, BYTE_LIMIT};
 use crate::plan::TagRange;
 use crate::plc::{self, PlcType};
 use crate::sluice::dataflow::types::{ConfigError, Setting, TagSpec};
-use crate::{Tag, config_error, each_setting, tag_data_type};
+use crate::{Tag, config_error, each_setting, tag_byte_order, tag_data_type};
 
 /// The longest STRING tag, in bytes.
 const MAX_STRING: u32 = 4096;
@@ -68,6 +68,7 @@ pub fn read_tag(index: usize, spec: TagSpec, plc: PlcType) -> Result<Tag, Config
             bit: address.bit,
         },
         data_type,
-        spec,
+        byte_order: tag_byte_order(&spec),
+        key: spec.key.into_boxed_str(),
     })
 }

@@ -54,6 +54,7 @@ mod read;
 #[cfg(test)]
 mod tests;
 
+use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
@@ -63,7 +64,7 @@ use core::cell::RefCell;
 use address::type_name;
 use pdu::{ItemSpec, JOB_HEADER, SUCCESS, TS_BIT, TS_BYTE};
 use plan::{Request, TagRange};
-use sluice_guest::numeric::{DataType, encode, reorder_for};
+use sluice_guest::numeric::{ByteOrder, DataType, encode, reorder_for};
 use sluice_guest::session::{Failure, InFlight, Plans, tag_at};
 use sluice_guest::settings::read_all;
 
@@ -81,7 +82,10 @@ const MIN_PDU: u16 = 64;
 struct Tag {
     range: TagRange,
     data_type: DataType,
-    spec: TagSpec,
+    /// The tag's key, for errors about it; the rest of its spec is read into
+    /// the fields above when the session is made, so a session keeps no copy.
+    key: Box<str>,
+    byte_order: ByteOrder,
 }
 
 struct State {
@@ -197,7 +201,7 @@ impl S7Session {
                 )
             })?;
             bytes.truncate(range.len as usize);
-            reorder_for(&mut bytes, tag.data_type, tag_byte_order(&tag.spec));
+            reorder_for(&mut bytes, tag.data_type, tag.byte_order);
             bytes
         };
         let (param, data) = pdu::write(&item, &bytes);
@@ -346,7 +350,7 @@ impl GuestSession for S7Session {
         let mut state = self.state.borrow_mut();
         let (param, data) = self
             .write_job(target, &value, state.pdu_size)
-            .map_err(|message| frame_error(Failure::unwritable(&target.spec.key, message)))?;
+            .map_err(|message| frame_error(Failure::unwritable(&target.key, message)))?;
         let pdu_ref = state.exchange.send_write(());
         Ok(frame::data(&pdu::job(pdu_ref, &param, &data)))
     }

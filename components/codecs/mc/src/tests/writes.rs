@@ -75,7 +75,7 @@ fn writes_invert_the_read_normalisation_for_every_byte_order() {
         let mut name = string("D320", 4);
         name.byte_order = order;
         let s = q_l(alloc::vec![t, f, name]);
-        let engine_order = tag_byte_order(&s.tags[0].spec);
+        let engine_order = s.tags[0].byte_order;
         let cases: [(u32, Value, DataType, Number); 3] = [
             (
                 0,
