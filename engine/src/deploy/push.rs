@@ -192,7 +192,7 @@ impl Deployer {
         if outcome.result.is_ok() {
             tracing::info!(device = %pushed.device_id, origin = push.origin, "pushed configuration applied");
         }
-        crate::memory::release_freed();
+        crate::memory::release_after_build();
         outcome
     }
 
@@ -243,7 +243,7 @@ impl Deployer {
         conflicts.retain(|c| c.device_id != device_id);
         *lock(&self.conflicts) = conflicts;
         tracing::info!(device = device_id, "pushed configuration withdrawn");
-        crate::memory::release_freed();
+        crate::memory::release_after_build();
         Ok(changes)
     }
 

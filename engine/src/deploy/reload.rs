@@ -161,14 +161,14 @@ impl Deployer {
             self.record_conflicts(reload.conflicts.clone());
         }
         lock(&self.status).1.record("device configuration", &result);
-        crate::memory::release_freed();
+        crate::memory::release_after_build();
         result
     }
 
     /// Puts the devices of `config` in place: those that differ from the running
     /// ones are compiled (with the running pipelines) and, once `commit` agrees,
     /// swapped in with the others untouched. Called with `busy` held; the caller
-    /// hands the build's freed memory back (`memory::release_freed`) once its own
+    /// hands the build's freed memory back (`memory::release_after_build`) once its own
     /// bookkeeping is done, so nothing waits for that.
     ///
     /// # Errors

@@ -343,7 +343,7 @@ pub async fn run(
         let app = api::app(api::routes().merge(crate::console::routes()), state);
         tasks.spawn(api::serve(listener, app, shutdown.clone()));
     }
-    crate::memory::release_freed();
+    crate::memory::release_after_build();
     systemd::notify("READY=1");
     tasks.spawn(systemd::keep_watchdog(shutdown.clone()));
     collector.run(shutdown).await;

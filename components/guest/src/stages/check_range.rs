@@ -8,10 +8,8 @@ use super::{Issue, Settings, Stage, Tag, no_settings};
 use crate::columns::{Columns, quality};
 
 pub struct CheckRange {
-    /// (min, max) per tag; infinite when not set.
+    /// (min, max) per tag, infinite when not set; empty when no tag has a range.
     ranges: Vec<(f64, f64)>,
-    /// Whether any tag has a range.
-    any: bool,
 }
 
 fn tag_range(tag: &Tag<'_>) -> Result<(f64, f64), &'static str> {
@@ -41,16 +39,18 @@ impl Stage for CheckRange {
             }
         }
         let unbounded = (f64::NEG_INFINITY, f64::INFINITY);
-        let any = ranges.iter().any(|range| *range != unbounded);
+        if !ranges.iter().any(|range| *range != unbounded) {
+            ranges = Vec::new();
+        }
         if issues.is_empty() {
-            Ok(Self { ranges, any })
+            Ok(Self { ranges })
         } else {
             Err(issues)
         }
     }
 
     fn process(&self, batch: &mut Columns) {
-        if !self.any {
+        if self.ranges.is_empty() {
             return;
         }
         for i in 0..batch.len() {

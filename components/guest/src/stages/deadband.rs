@@ -11,11 +11,9 @@ use super::{Issue, Settings, Stage, Tag, no_settings};
 use crate::columns::{Columns, quality};
 
 pub struct Deadband {
+    /// Band per tag; empty when no tag has one (every value passes).
     bands: Vec<f64>,
-    /// Whether any tag has a band: with none, every value passes and nothing
-    /// remembered is ever read.
-    any: bool,
-    /// Last value passed per tag, with its quality.
+    /// Last value passed per tag, with its quality; empty with `bands`.
     last: RefCell<Vec<Option<(f64, u8)>>>,
 }
 
@@ -34,15 +32,22 @@ impl Stage for Deadband {
         if !issues.is_empty() {
             return Err(issues);
         }
+        // A session lives as long as its device: a fleet without bands keeps
+        // nothing per tag here.
+        if !tags.iter().any(|t| t.deadband > 0.0) {
+            return Ok(Self {
+                bands: Vec::new(),
+                last: RefCell::new(Vec::new()),
+            });
+        }
         Ok(Self {
             bands: tags.iter().map(|t| t.deadband).collect(),
-            any: tags.iter().any(|t| t.deadband > 0.0),
             last: RefCell::new(alloc::vec![None; tags.len()]),
         })
     }
 
     fn process(&self, batch: &mut Columns) {
-        if !self.any {
+        if self.bands.is_empty() {
             return;
         }
         let mut last = self.last.borrow_mut();

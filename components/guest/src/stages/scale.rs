@@ -19,7 +19,8 @@ use crate::settings::{unknown_key, wrong_type};
 const MAX_DECIMALS: u32 = 12;
 
 pub struct Scale {
-    /// (factor, offset) per tag index.
+    /// (factor, offset) per tag index; empty when every tag has factor 1 and
+    /// offset 0.
     linear: Vec<(f64, f64)>,
     /// 10^decimals when rounding is on.
     rounding: Option<f64>,
@@ -75,7 +76,11 @@ impl Stage for Scale {
         if !issues.is_empty() {
             return Err(issues);
         }
-        let linear = tags.iter().map(|t| (t.factor, t.offset)).collect();
+        let linear = if tags.iter().all(|t| t.factor == 1.0 && t.offset == 0.0) {
+            Vec::new()
+        } else {
+            tags.iter().map(|t| (t.factor, t.offset)).collect()
+        };
         Ok(Self { linear, rounding })
     }
 
@@ -84,7 +89,11 @@ impl Stage for Scale {
             if batch.qualities[i] == quality::BAD {
                 continue;
             }
-            let Some(&(factor, offset)) = self.linear.get(batch.tags[i] as usize) else {
+            let (factor, offset) = if self.linear.is_empty() {
+                (1.0, 0.0)
+            } else if let Some(&linear) = self.linear.get(batch.tags[i] as usize) {
+                linear
+            } else {
                 continue;
             };
             let identity = factor == 1.0 && offset == 0.0;
