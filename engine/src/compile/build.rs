@@ -9,6 +9,7 @@ use super::pools::Pools;
 use super::rules::{TenantRules, tenants, whitelist};
 use super::sources::{Loaded, Sources};
 use super::stages::Stages;
+use super::tag_lists::TagLists;
 use crate::config::{DeviceConfig, GatewayConfig};
 use crate::model::Whitelist;
 use crate::pipeline::PipelineSet;
@@ -73,6 +74,7 @@ pub fn build(
         tenants: &tenants,
         stages: Stages::new(registry, &pipelines, &limits),
         pools,
+        tag_lists: TagLists::default(),
     };
     let devices: Vec<CompiledDevice> = config
         .devices

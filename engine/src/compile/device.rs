@@ -10,6 +10,7 @@ use super::pools::Pools;
 use super::problems::report_call;
 use super::rules::{DeviceRules, RulesTarget, TenantRules, device_rules, report_rules};
 use super::stages::Stages;
+use super::tag_lists::TagLists;
 use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, TagConfig};
 use crate::model::{Access, TagSpec, TimeoutSource};
 use crate::pipeline::{DevicePipeline, PipelineSet};
@@ -55,6 +56,7 @@ pub(super) struct DeviceContext<'a> {
     pub tenants: &'a HashMap<u32, TenantRules>,
     pub stages: Stages<'a>,
     pub pools: &'a mut Pools,
+    pub tag_lists: TagLists,
 }
 
 impl DeviceContext<'_> {
@@ -65,7 +67,9 @@ impl DeviceContext<'_> {
         errors: &mut Diagnostics,
     ) -> Option<CompiledDevice> {
         let tag_configs: Vec<&TagConfig> = device.tags().collect();
-        let tags: Arc<[TagSpec]> = tag_configs.iter().map(|t| t.component_spec()).collect();
+        let tags = self
+            .tag_lists
+            .share(tag_configs.iter().map(|t| t.component_spec()).collect());
         let mut channels = Vec::new();
         let mut next = 0u32;
         for channel in &device.channels {

@@ -16,6 +16,7 @@ mod pushed;
 mod rules;
 mod sources;
 mod stages;
+mod tag_lists;
 
 #[cfg(test)]
 mod tests;
