@@ -50,6 +50,8 @@ const DEFAULT_PERIOD_MS: u64 = 1000;
 const RAW_WARMUP: Duration = Duration::from_secs(2);
 /// Size of the simulator's tables: the most registers one read takes.
 const SIM_REGISTERS: u16 = 125;
+/// How long the first report may take to reach the broker once every device is online.
+const REPORTS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Clock ticks per second for `/proc/PID/stat` times.
 fn clock_ticks() -> f64 {
@@ -323,6 +325,7 @@ impl Window {
 /// Waits until the engine polled every device, then measures `seconds`.
 fn measure(engine: &mut Engine, broker: &Broker, devices: usize, seconds: u64, hz: f64) -> Window {
     let startup = engine.wait_all_online(devices, Duration::from_millis(200));
+    wait_reports_flow(engine, broker);
     let pid = engine.pid().to_string();
     let before = engine.metrics();
     broker.record_lags();
@@ -346,6 +349,23 @@ fn measure(engine: &mut Engine, broker: &Broker, devices: usize, seconds: u64, h
         engine_cpu_percent: (e1 - e0) as f64 / hz / secs * 100.0,
         startup,
         lags,
+    }
+}
+
+/// Waits until reports reach the broker. An engine whose uplink is not connected
+/// keeps every report for later and publishes none: its figures would say nothing
+/// of the hot path, so the run stops with the engine's log instead.
+fn wait_reports_flow(engine: &mut Engine, broker: &Broker) {
+    let (start, seen) = (Instant::now(), broker.reports());
+    while broker.reports() == seen {
+        engine.assert_running();
+        assert!(
+            start.elapsed() < REPORTS_TIMEOUT,
+            "no report reached the broker within {REPORTS_TIMEOUT:?} of every device being \
+             online; log tail:\n{}",
+            engine.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
