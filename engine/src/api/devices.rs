@@ -146,8 +146,13 @@ pub async fn get(
     Caller(scope): Caller,
     Path(id): Path<String>,
 ) -> Reply {
-    let config = state.fleet.config();
-    let Some(device) = config.device(&id).filter(|d| scope.sees(d.tenant_id)) else {
+    let device = state.fleet.read_config(|config| {
+        config
+            .device(&id)
+            .filter(|d| scope.sees(d.tenant_id))
+            .cloned()
+    });
+    let Some(device) = device else {
         return error(StatusCode::NOT_FOUND, format!("no device `{id}`"));
     };
     let deployer = Arc::clone(&state.deployer);
@@ -170,7 +175,7 @@ pub async fn get(
         },
         None => ConfigSource::File,
     };
-    ok(device_view(device, source))
+    ok(device_view(&device, source))
 }
 
 /// `PUT /devices/{id}/config`: pushes the device's configuration (a `devices`

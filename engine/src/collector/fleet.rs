@@ -92,6 +92,13 @@ impl Fleet {
         lock(&self.applied).config.clone()
     }
 
+    /// What `read` takes from the configuration the devices run with now, without
+    /// a copy of the whole of it (a large fleet's is tens of MiB). Holds the lock
+    /// reloads take: `read` must not wait.
+    pub fn read_config<T>(&self, read: impl FnOnce(&GatewayConfig) -> T) -> T {
+        read(&lock(&self.applied).config)
+    }
+
     /// Changes whenever the devices change.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()

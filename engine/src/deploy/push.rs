@@ -249,7 +249,7 @@ impl Deployer {
 
     /// How device `device_id` was pushed, when it runs as pushed.
     pub fn pushed(&self, device_id: &str) -> Option<Pushed> {
-        PushedDevices::of(&self.fleet.config()).get(device_id)
+        self.fleet.read_config(PushedDevices::of).get(device_id)
     }
 
     /// The fingerprint of the file's entry a push of `device_id` replaces: the one
