@@ -12,7 +12,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::auth::Caller;
-use super::reply::{ErrorBody, Reply, error, ok};
+use super::reply::{ErrorBody, Reply, error, off_the_workers, ok};
 use super::state::ApiState;
 use crate::clock::now_ms;
 use crate::compile::FileEdit;
@@ -146,38 +146,37 @@ pub async fn get(
     Caller(scope): Caller,
     Path(id): Path<String>,
 ) -> Reply {
-    let device = state.fleet.read_config(|config| {
-        config
-            .device(&id)
-            .filter(|d| scope.sees(d.tenant_id))
-            .cloned()
-    });
-    let Some(device) = device else {
-        return error(StatusCode::NOT_FOUND, format!("no device `{id}`"));
-    };
-    let deployer = Arc::clone(&state.deployer);
-    let device_id = id.clone();
-    let pushed = tokio::task::spawn_blocking(move || deployer.pushed(&device_id))
-        .await
-        .ok()
-        .flatten();
-    let source = match pushed {
-        Some(pushed) => ConfigSource::Push {
-            pushed_at: pushed.pushed_at,
-            origin: pushed.origin,
-            request_id: pushed.request_id,
-            file_edit: state
-                .deployer
-                .conflicts()
-                .into_iter()
-                .find(|c| c.device_id == id)
-                .map(|c| c.file_edit),
-        },
-        None => ConfigSource::File,
-    };
-    ok(device_view(&device, source))
+    // The running configuration's lock is held through a reload's compile, and
+    // the push lookup reads a file: both wait on a blocking thread, not on the
+    // thread the rounds run on.
+    off_the_workers(move || {
+        let device = state.fleet.read_config(|config| {
+            config
+                .device(&id)
+                .filter(|d| scope.sees(d.tenant_id))
+                .cloned()
+        });
+        let Some(device) = device else {
+            return error(StatusCode::NOT_FOUND, format!("no device `{id}`"));
+        };
+        let source = match state.deployer.pushed(&id) {
+            Some(pushed) => ConfigSource::Push {
+                pushed_at: pushed.pushed_at,
+                origin: pushed.origin,
+                request_id: pushed.request_id,
+                file_edit: state
+                    .deployer
+                    .conflicts()
+                    .into_iter()
+                    .find(|c| c.device_id == id)
+                    .map(|c| c.file_edit),
+            },
+            None => ConfigSource::File,
+        };
+        ok(device_view(&device, source))
+    })
+    .await
 }
-
 /// `PUT /devices/{id}/config`: pushes the device's configuration (a `devices`
 /// entry as JSON); a tenant's token pushes only its own devices.
 #[utoipa::path(put, path = "/devices/{id}/config", tag = "devices", security(("bearer" = [])),
