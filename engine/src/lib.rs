@@ -20,8 +20,8 @@
 //! - [`console`]: the operator console (a page over the API, a stream of live changes);
 //! - [`telemetry`]: the metric families every module registers, for `/metrics`;
 //! - [`sync`]: locks that outlive a panic, values replaced whole;
-//! - [`memory`]: freed memory handed back to the system (after a build, and the
-//!   heap's top as it frees);
+//! - [`memory`]: memory handed back to the system: the heap's top as it frees,
+//!   and after a build its freed pages and the code pages only it ran;
 //! - [`gateway`]: everything `sluice run` starts, wired together;
 //! - [`model`]: samples, values and tags as they flow through the engine;
 //! - [`runtime`]: the sandboxed component runtime (the only user of wasmtime);

@@ -59,12 +59,12 @@ pub fn release_after_build() {
 /// of the engine's executable; returns the bytes advised.
 #[cfg(target_os = "linux")]
 fn page_out_own_code() -> std::io::Result<usize> {
-    use std::os::unix::fs::MetadataExt;
-
-    let inode = std::fs::metadata("/proc/self/exe")?.ino();
+    // The path the kernel prints in the maps too (with " (deleted)" once the
+    // file was replaced), whatever the filesystem.
+    let exe = std::fs::read_link("/proc/self/exe")?;
     let maps = std::fs::read_to_string("/proc/self/maps")?;
     let mut advised = 0;
-    for (start, end) in read_only_mappings(&maps, inode) {
+    for (start, end) in read_only_mappings(&maps, &exe.to_string_lossy()) {
         // SAFETY: the range is a whole mapping of the executable file that is
         // never written; MADV_PAGEOUT drops its pages from the resident set and
         // the next access reads them back from the file, so no contents change.
@@ -80,14 +80,15 @@ fn page_out_own_code() -> std::io::Result<usize> {
 }
 
 /// The address ranges of the mappings in `maps` (the format of
-/// `/proc/self/maps`) of the file with `inode` that are not writable.
-fn read_only_mappings(maps: &str, inode: u64) -> Vec<(usize, usize)> {
+/// `/proc/self/maps`: range, permissions, offset, device, inode, then the path
+/// after padding) of the file at `path` that are not writable.
+#[cfg(target_os = "linux")]
+fn read_only_mappings(maps: &str, path: &str) -> Vec<(usize, usize)> {
     maps.lines()
         .filter_map(|line| {
-            let mut fields = line.split_ascii_whitespace();
+            let mut fields = line.splitn(6, ' ');
             let (range, perms) = (fields.next()?, fields.next()?);
-            let line_inode: u64 = fields.nth(2)?.parse().ok()?;
-            if line_inode != inode || perms.contains('w') {
+            if fields.nth(3)?.trim_start() != path || perms.contains('w') {
                 return None;
             }
             let (start, end) = range.split_once('-')?;
@@ -98,7 +99,7 @@ fn read_only_mappings(maps: &str, inode: u64) -> Vec<(usize, usize)> {
         .collect()
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
@@ -111,22 +112,27 @@ mod tests {
 55d0c5f80000-55d0c5f90000 rw-p 01580000 fd:01 4242 /opt/sluice/bin/sluice
 55d0c6000000-55d0c9000000 rw-p 00000000 00:00 0 [heap]
 7f1a00000000-7f1a00200000 r-xp 00028000 fd:01 77 /usr/lib/x86_64-linux-gnu/libc.so.6
-7f1a00300000-7f1a00301000 r-xp 00000000 fd:01 4242 /opt/sluice/bin/sluice (deleted)
+7f1a00300000-7f1a00301000 r-xp 00000000 fd:01 4242                       /opt/sluice/bin/sluice (deleted)
+7f1a00400000-7f1a00401000 r-xp 00000000 fd:01 4243 /opt/sluice/bin/sluice-old
 garbage line
 ";
+        let bin = "/opt/sluice/bin/sluice";
         assert_eq!(
-            read_only_mappings(maps, 4242),
+            read_only_mappings(maps, bin),
             vec![
                 (0x55d0_c4a0_0000, 0x55d0_c4b0_0000),
                 (0x55d0_c4b0_0000, 0x55d0_c5f0_0000),
                 (0x55d0_c5f0_0000, 0x55d0_c5f8_0000),
-                (0x7f1a_0030_0000, 0x7f1a_0030_1000),
             ]
         );
-        assert!(read_only_mappings(maps, 1).is_empty());
+        // Once the file is replaced, the kernel names the running one so.
+        assert_eq!(
+            read_only_mappings(maps, "/opt/sluice/bin/sluice (deleted)"),
+            vec![(0x7f1a_0030_0000, 0x7f1a_0030_1000)]
+        );
+        assert!(read_only_mappings(maps, "/usr/bin/other").is_empty());
     }
 
-    #[cfg(target_os = "linux")]
     #[test]
     fn paging_out_the_code_keeps_the_process_running() {
         // The test binary's own code: every page advised away comes back as it runs.

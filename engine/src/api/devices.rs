@@ -177,6 +177,7 @@ pub async fn get(
     })
     .await
 }
+
 /// `PUT /devices/{id}/config`: pushes the device's configuration (a `devices`
 /// entry as JSON); a tenant's token pushes only its own devices.
 #[utoipa::path(put, path = "/devices/{id}/config", tag = "devices", security(("bearer" = [])),

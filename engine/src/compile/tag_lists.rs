@@ -21,7 +21,7 @@ impl TagLists {
     /// The list equal to `tags` made earlier in this build, else `tags` as a new one.
     pub(super) fn share(&mut self, tags: Vec<TagSpec>) -> Arc<[TagSpec]> {
         let bucket = self.lists.entry(fingerprint(&tags)).or_default();
-        if let Some(same) = bucket.iter().find(|list| ***list == *tags) {
+        if let Some(same) = bucket.iter().find(|list| list[..] == tags[..]) {
             return Arc::clone(same);
         }
         let list: Arc<[TagSpec]> = tags.into();

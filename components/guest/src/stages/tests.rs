@@ -81,6 +81,29 @@ fn the_chain_does_what_its_stages_do_one_after_another() {
 }
 
 #[test]
+fn stages_with_nothing_to_do_for_any_tag_still_do_the_rest() {
+    // No factor, no range, no band on any tag: scale, check_range and deadband
+    // keep nothing per tag; scale still rounds, and every value passes.
+    let tags = [tag(DataType::Float32, ByteOrder::Abcd)];
+    let settings = [
+        ("0.use", SettingValue::Text("decode")),
+        ("1.use", SettingValue::Text("scale")),
+        ("1.decimals", SettingValue::Int(1)),
+        ("2.use", SettingValue::Text("check_range")),
+        ("3.use", SettingValue::Text("deadband")),
+    ];
+    let chain = Chain::create(&settings, &tags).unwrap();
+    for _ in 0..2 {
+        // FLOAT32 12.25 (exact), the same value twice.
+        let mut batch = raw(&[0x41, 0x44, 0x00, 0x00], 4);
+        chain.process(&mut batch);
+        assert_eq!(batch.len(), 1, "without a band an unchanged value passes");
+        assert_eq!(batch.cell(0), Cell::Float(12.3));
+        assert_eq!(batch.quality(0), quality::GOOD);
+    }
+}
+
+#[test]
 fn the_chain_keeps_each_stages_memory_until_reset() {
     let mut p = tag(DataType::Uint16, ByteOrder::Abcd);
     p.deadband = 1.5;
