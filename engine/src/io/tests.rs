@@ -107,6 +107,10 @@ enum Peer {
     LateFirst(Duration),
     /// The first answer garbage, every later one an echo.
     GarbageFirst,
+    /// An echo a byte at a time.
+    Dribble,
+    /// An echo with a byte after it that nobody asked for.
+    Trailing,
 }
 
 /// Opens in-memory connections to a peer; refuses the first `refuse_first`.
@@ -168,6 +172,16 @@ async fn serve(mut stream: DuplexStream, peer: Peer) {
             }
             Peer::GarbageFirst | Peer::LateFirst(_) => frame(&request),
             Peer::Garbage => vec![0xFF, 0xFF, 0],
+            Peer::Dribble => {
+                for byte in frame(&request) {
+                    if stream.write_all(&[byte]).await.is_err() {
+                        return;
+                    }
+                    tokio::task::yield_now().await;
+                }
+                continue;
+            }
+            Peer::Trailing => [frame(&request), vec![0]].concat(),
             Peer::Echo | Peer::Late(_) if request == b"HELLO" => frame(b"OK"),
             Peer::Echo => frame(&request),
             Peer::Late(after) => {
@@ -276,6 +290,34 @@ async fn a_malformed_answer_drops_the_connection_and_backs_off() {
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(link.ensure_online(&framer).await.expect("again"), 2);
     assert_eq!(link.reconnects(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_in_pieces_is_read_whole() {
+    let framer = LengthFramer::default();
+    let mut link = link(Memory::new(Peer::Dribble));
+    link.ensure_online(&framer).await.expect("online");
+    for request in [&b"read 1"[..], b"read 2"] {
+        let answer = link.request(&framer, &frame(request), body).await;
+        assert_eq!(answer.expect("exchange").expect("data"), request);
+    }
+    assert_eq!(link.state(), LinkState::Online);
+}
+
+#[tokio::test(start_paused = true)]
+async fn bytes_after_an_answer_drop_the_connection() {
+    let framer = LengthFramer::default();
+    let mut link = link(Memory::new(Peer::Trailing));
+    link.ensure_online(&framer).await.expect("online");
+    let failed = link.request(&framer, &frame(b"read"), body).await;
+    assert!(matches!(failed, Err(LinkError::Malformed(_))), "{failed:?}");
+    assert!(
+        link.last_error()
+            .contains("an answer of 6 bytes followed by 1 more"),
+        "{}",
+        link.last_error()
+    );
+    assert_eq!(link.state(), LinkState::Recovering);
 }
 
 #[tokio::test(start_paused = true)]
