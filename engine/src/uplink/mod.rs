@@ -13,6 +13,7 @@
 
 mod handle;
 mod message;
+mod outbound;
 mod publisher;
 mod session;
 mod sparkplug;

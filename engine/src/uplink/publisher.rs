@@ -1,7 +1,7 @@
 //! The publisher: owns the MQTT connection, publishes the outbox's records in log
 //! order as they are pushed, maps each PUBACK back to its record and releases it.
 //!
-//! Each connection gets a fresh client and event loop, so the client never
+//! Each connection gets a fresh event loop, so the client never
 //! retransmits on its own: after a reconnect the publisher starts again from the
 //! oldest record in the log (invariant 3 of `docs/wal.md`), which resends exactly
 //! what was not acknowledged, in order, before newer records.
@@ -10,13 +10,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rumqttc::{
-    AsyncClient, ClientError, Event, EventLoop, Incoming, LastWill, MqttOptions, Outgoing, QoS,
-    Request,
-};
+use rumqttc::{Event, EventLoop, Incoming, LastWill, MqttOptions, Outgoing, QoS};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::message::{Ack, Downlink, NodeEvent, Tracked};
+use super::outbound::{Outbound, Refused};
 use super::session::{Inflight, Pending, Queued, Session};
 use super::sparkplug::{EdgeNode, Outgoing as NodeMessage};
 use super::stats::UplinkStats;
@@ -31,7 +29,7 @@ use crate::wal::{Outbox, Record};
 const INFLIGHT: u16 = 100;
 /// Room kept in the window for statuses.
 const REPORT_WINDOW: usize = INFLIGHT as usize - 10;
-/// Requests the client queues.
+/// Requests queued for the connection at most.
 const QUEUE_CAPACITY: usize = 1000;
 /// How often acknowledged records are released in one batch.
 const RELEASE_EVERY: Duration = Duration::from_millis(50);
@@ -133,9 +131,9 @@ impl Publisher {
                 // P1: every connection has the next bdSeq, in its will and NBIRTH.
                 options.set_last_will(node.connecting());
             }
-            let (client, eventloop) = AsyncClient::new(options, QUEUE_CAPACITY);
+            let eventloop = EventLoop::new(options, QUEUE_CAPACITY);
             let mut session = Session {
-                client,
+                outbound: Outbound::new(QUEUE_CAPACITY, INFLIGHT),
                 number,
                 connected: false,
                 cursor: None,
@@ -228,14 +226,14 @@ impl Publisher {
                         if let Some(node) = session.node.as_mut().filter(|n| n.topics().node_command() == message.topic) {
                             let births = node.node_command(&message.payload);
                             self.send_node(session, births);
-                            if let Err(error) = session.client.try_ack(&message) {
-                                tracing::warn!(%error, "cannot acknowledge an NCMD");
+                            if let Err(refused) = session.outbound.ack(&message) {
+                                tracing::warn!(%refused, "cannot acknowledge an NCMD");
                             }
                         } else if let Some((downlink, _)) = &self.downlink {
                             // The receiver lives as long as the engine.
                             let _ = downlink.send(Downlink::new(session.number, message, inbox.ack_sender.clone()));
-                        } else if let Err(error) = session.client.try_ack(&message) {
-                            tracing::warn!(%error, "cannot acknowledge a message nobody handles");
+                        } else if let Err(refused) = session.outbound.ack(&message) {
+                            tracing::warn!(%refused, "cannot acknowledge a message nobody handles");
                         }
                     }
                     Ok(Event::Incoming(Incoming::PubAck(ack))) => {
@@ -250,10 +248,7 @@ impl Publisher {
                     }
                     Ok(_) => {}
                     Err(error) => {
-                        if self.stats.set_connected(false) {
-                            tracing::warn!(%error, "lost the MQTT broker");
-                        }
-                        *lock(&self.stats.last_error) = error.to_string();
+                        self.lost(&error);
                         return false;
                     }
                 },
@@ -284,9 +279,9 @@ impl Publisher {
                     // Invariant S2: an acknowledgement of an earlier connection is
                     // not sent; the broker delivers that message again.
                     if number == session.number
-                        && let Err(error) = session.client.try_ack(&message)
+                        && let Err(refused) = session.outbound.ack(&message)
                     {
-                        tracing::warn!(%error, topic = %message.topic, "cannot acknowledge a downlink message; the broker delivers it again");
+                        tracing::warn!(%refused, topic = %message.topic, "cannot acknowledge a downlink message; the broker delivers it again");
                     }
                 }
                 _ = release.tick() => self.release(session).await,
@@ -297,11 +292,24 @@ impl Publisher {
                     }
                 }
             }
+            // What the event queued goes out in one write.
+            if let Err(error) = session.outbound.write(&mut eventloop).await {
+                self.lost(&error);
+                return false;
+            }
         }
     }
 
+    /// The connection failed: counted, and logged once per outage.
+    fn lost(&self, error: &rumqttc::ConnectionError) {
+        if self.stats.set_connected(false) {
+            tracing::warn!(%error, "lost the MQTT broker");
+        }
+        *lock(&self.stats.last_error) = error.to_string();
+    }
+
     /// Subscribes to the downlink, and the edge node to its commands.
-    fn subscribe(&self, session: &Session) {
+    fn subscribe(&self, session: &mut Session) {
         let own = self
             .downlink
             .iter()
@@ -311,8 +319,8 @@ impl Publisher {
             [topics.node_command(), topics.device_commands()]
         });
         for filter in own.chain(node) {
-            if let Err(error) = session.client.try_subscribe(&filter, QoS::AtLeastOnce) {
-                tracing::warn!(%error, %filter, "cannot subscribe to the downlink");
+            if let Err(refused) = session.outbound.subscribe(&filter, QoS::AtLeastOnce) {
+                tracing::warn!(%refused, %filter, "cannot subscribe to the downlink");
             }
         }
     }
@@ -351,8 +359,8 @@ impl Publisher {
         self.flush(session);
     }
 
-    /// Hands pending publishes to the client, in order, while it takes them;
-    /// true when none is left. One it refuses (its queue is full) stays first:
+    /// Queues pending publishes for the connection, in order, while there is
+    /// room; true when none is left. One that finds the queue full stays first:
     /// its seq is set, so it goes out as it is, before anything later.
     fn flush(&self, session: &mut Session) -> bool {
         while let Some(Pending {
@@ -362,7 +370,7 @@ impl Publisher {
             payload,
         }) = session.pending.pop_front()
         {
-            match session.client.try_publish(topic, qos, false, payload) {
+            match session.outbound.publish(topic, qos, false, payload) {
                 Ok(()) => {
                     if matches!(queued, Queued::Record(_)) {
                         self.stats.published.inc();
@@ -372,7 +380,7 @@ impl Publisher {
                     }
                     session.queued.push_back(queued);
                 }
-                Err(ClientError::TryRequest(Request::Publish(publish))) => {
+                Err(Refused::Full(publish)) => {
                     session.pending.push_front(Pending {
                         queued,
                         topic: publish.topic,
@@ -381,10 +389,10 @@ impl Publisher {
                     });
                     return false;
                 }
-                Err(error) => {
-                    // Not a publish the client could take: a record stays in the
-                    // log and goes out on the next connection.
-                    tracing::warn!(%error, "a publish refused by the MQTT client");
+                Err(refused) => {
+                    // Not a publish any broker takes: a record stays in the log
+                    // and goes out on the next connection.
+                    tracing::warn!(%refused, "a publish refused");
                     self.stats.dropped.inc();
                 }
             }
@@ -392,7 +400,7 @@ impl Publisher {
         true
     }
 
-    /// Hands records after the cursor to the client while the window has room.
+    /// Queues records after the cursor while the window has room.
     fn fill(&self, session: &mut Session) {
         if !session.connected || session.node.as_ref().is_some_and(|n| !n.is_born()) {
             return;
@@ -430,13 +438,13 @@ impl Publisher {
         }
     }
 
-    /// Hands one record to the client; false when it could not (the record
+    /// Queues one record; false when it could not (the record
     /// stays in the log and goes out later).
     fn send_record(&self, session: &mut Session, record: Record) -> bool {
         let message = record.message;
         match session
-            .client
-            .try_publish(message.topic, self.qos, message.retain, message.payload)
+            .outbound
+            .publish(message.topic, self.qos, message.retain, message.payload)
         {
             Ok(()) => {
                 session.queued.push_back(Queued::Record(record.id));
@@ -455,7 +463,7 @@ impl Publisher {
     }
 
     /// Hands one record to the edge node, which sets its seq and may birth its
-    /// device first, then to the client; false when the client's queue is full
+    /// device first, then queues it; false when the queue is full
     /// (the rest waits as pending).
     fn send_sparkplug(&self, session: &mut Session, record: Record) -> bool {
         session.cursor = Some(record.id);
@@ -483,8 +491,8 @@ impl Publisher {
 
     fn send_status(&self, session: &mut Session, topic: String, payload: Vec<u8>) {
         if session
-            .client
-            .try_publish(topic, QoS::AtLeastOnce, true, payload)
+            .outbound
+            .publish(topic, QoS::AtLeastOnce, true, payload)
             .is_ok()
         {
             session.queued.push_back(Queued::Status);
@@ -492,7 +500,7 @@ impl Publisher {
     }
 
     /// Publishes a tracked message with QoS 1; while disconnected (or when the
-    /// client's queue is full) `done` is dropped at once, which tells the sender
+    /// queue is full) `done` is dropped at once, which tells the sender
     /// it was not delivered.
     fn send_tracked(
         &self,
@@ -505,8 +513,8 @@ impl Publisher {
             return;
         }
         if session
-            .client
-            .try_publish(topic, QoS::AtLeastOnce, false, payload)
+            .outbound
+            .publish(topic, QoS::AtLeastOnce, false, payload)
             .is_ok()
         {
             session.queued.push_back(Queued::Tracked(done));
@@ -539,23 +547,26 @@ impl Publisher {
             Some(node) => {
                 let death = node.death();
                 if session
-                    .client
-                    .try_publish(death.topic, death.qos, false, death.payload)
+                    .outbound
+                    .publish(death.topic, death.qos, false, death.payload)
                     .is_ok()
                 {
                     tracing::info!("sent the NDEATH before disconnecting");
                 }
             }
             None => {
-                let _ = session.client.try_publish(
-                    &self.status_topic,
+                let _ = session.outbound.publish(
+                    self.status_topic.clone(),
                     QoS::AtLeastOnce,
                     true,
                     status(EntityState::Offline, now_ms()),
                 );
             }
         }
-        let _ = session.client.try_disconnect();
+        let _ = session.outbound.disconnect();
+        if session.outbound.write(&mut eventloop).await.is_err() {
+            return;
+        }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
         while tokio::time::Instant::now() < deadline {
             match tokio::time::timeout_at(deadline, eventloop.poll()).await {

@@ -1,28 +1,30 @@
-//! One connection's bookkeeping: what was handed to the client, what awaits
-//! its PUBACK, what waits for room in the client's queue.
+//! One connection's bookkeeping: what was queued for the connection, what
+//! awaits its PUBACK, what waits for room in the queue.
 
 use std::collections::{HashMap, VecDeque};
 
-use rumqttc::{AsyncClient, QoS};
+use rumqttc::QoS;
 use tokio::sync::oneshot;
 
+use super::outbound::Outbound;
 use super::sparkplug::EdgeNode;
 use crate::wal::Outbox;
 
 /// One connection's bookkeeping.
 pub(super) struct Session {
-    pub(super) client: AsyncClient,
+    /// What goes to the broker next.
+    pub(super) outbound: Outbound,
     /// Which connection this is: an acknowledgement goes out on the connection
     /// its message came in on only (packet ids are per connection).
     pub(super) number: u64,
     pub(super) connected: bool,
-    /// The last record handed to the client.
+    /// The last record queued.
     pub(super) cursor: Option<u64>,
     /// The last fill stopped with records left in the outbox (the window or the
-    /// client's queue was full, or the log could not be read): a PUBACK, which
+    /// queue was full, or the log could not be read): a PUBACK, which
     /// makes room, fills again. Otherwise only a push brings anything new.
     pub(super) held_back: bool,
-    /// Per publish handed to the client, in order, what it carries. The event loop
+    /// Per publish queued, in order, what it carries. The event loop
     /// reports outgoing publishes in the same order.
     pub(super) queued: VecDeque<Queued>,
     /// Packet id -> what awaits its PUBACK.
@@ -32,11 +34,11 @@ pub(super) struct Session {
     /// The Sparkplug edge node (`payload: sparkplug-b`); it outlives the
     /// connection and moves on to the next one.
     pub(super) node: Option<EdgeNode>,
-    /// Publishes of the edge node the client's queue had no room for yet.
+    /// Publishes of the edge node the queue had no room for yet.
     pub(super) pending: VecDeque<Pending>,
 }
 
-/// A publish of the edge node waiting for room in the client's queue.
+/// A publish of the edge node waiting for room in the queue.
 pub(super) struct Pending {
     pub(super) queued: Queued,
     pub(super) topic: String,
@@ -44,7 +46,7 @@ pub(super) struct Pending {
     pub(super) payload: Vec<u8>,
 }
 
-/// What a publish handed to the client carries.
+/// What a queued publish carries.
 pub(super) enum Queued {
     Record(u64),
     Status,

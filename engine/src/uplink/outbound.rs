@@ -1,0 +1,199 @@
+//! What the publisher sends the broker, written to the connection in one go.
+//!
+//! The publisher's bookkeeping queues requests here as it handles an event
+//! (every record a fill takes from the outbox, a status, an acknowledgement);
+//! [`Outbound::write`] then encodes them all into the connection's buffer and
+//! flushes once. Through the client's request channel each publish cost a
+//! channel hand-off, a turn of the event loop, a timer and a write of its own.
+//!
+//! The event loop's state still numbers the publishes and reports each as an
+//! outgoing event, in the order queued here, so the publisher maps packet ids
+//! to what they carry as before. Like the event loop, the writer holds QoS 1
+//! publishes back while the broker has the most unacknowledged publishes it may
+//! have, or while a packet id collides; they go out after the next PUBACK.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use rumqttc::{
+    ConnectionError, Disconnect, EventLoop, PubAck, PubRec, Publish, QoS, Request, Subscribe,
+    valid_filter, valid_topic,
+};
+
+/// Why a request was not queued.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Refused {
+    /// The queue is full; the publish comes back to be offered again later.
+    #[error("the queue for the connection is full")]
+    Full(Publish),
+    /// A topic a publish may not have (a wildcard, empty), a filter no broker
+    /// accepts, or no room for a request other than a publish; offering it
+    /// again now would not help.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Requests waiting to be written, in order.
+pub(super) struct Outbound {
+    requests: VecDeque<Request>,
+    capacity: usize,
+    /// Publishes the broker may leave unacknowledged at once.
+    inflight: u16,
+}
+
+impl Outbound {
+    pub(super) fn new(capacity: usize, inflight: u16) -> Self {
+        Self {
+            requests: VecDeque::new(),
+            capacity,
+            inflight,
+        }
+    }
+
+    /// Queues a publish.
+    pub(super) fn publish(
+        &mut self,
+        topic: String,
+        qos: QoS,
+        retain: bool,
+        payload: Vec<u8>,
+    ) -> Result<(), Refused> {
+        if !valid_topic(&topic) {
+            return Err(Refused::Invalid(format!(
+                "{topic:?} is no topic to publish on"
+            )));
+        }
+        let mut publish = Publish::new(topic, qos, payload);
+        publish.retain = retain;
+        if self.requests.len() >= self.capacity {
+            return Err(Refused::Full(publish));
+        }
+        self.requests.push_back(Request::Publish(publish));
+        Ok(())
+    }
+
+    /// Queues the acknowledgement of a message that came in (none for QoS 0).
+    pub(super) fn ack(&mut self, message: &Publish) -> Result<(), Refused> {
+        let request = match message.qos {
+            QoS::AtMostOnce => return Ok(()),
+            QoS::AtLeastOnce => Request::PubAck(PubAck::new(message.pkid)),
+            QoS::ExactlyOnce => Request::PubRec(PubRec::new(message.pkid)),
+        };
+        self.push(request)
+    }
+
+    /// Queues a subscription to `filter`.
+    pub(super) fn subscribe(&mut self, filter: &str, qos: QoS) -> Result<(), Refused> {
+        if !valid_filter(filter) {
+            return Err(Refused::Invalid(format!(
+                "{filter:?} is no filter to subscribe to"
+            )));
+        }
+        self.push(Request::Subscribe(Subscribe::new(filter, qos)))
+    }
+
+    /// Queues the DISCONNECT that ends the connection cleanly.
+    pub(super) fn disconnect(&mut self) -> Result<(), Refused> {
+        self.push(Request::Disconnect(Disconnect))
+    }
+
+    fn push(&mut self, request: Request) -> Result<(), Refused> {
+        if self.requests.len() >= self.capacity {
+            return Err(Refused::Invalid(format!(
+                "{} requests already wait for the connection",
+                self.requests.len()
+            )));
+        }
+        self.requests.push_back(request);
+        Ok(())
+    }
+
+    /// Writes what is queued to the connection, in order, and flushes once;
+    /// nothing while the connection is not up yet. A QoS 1 publish that finds
+    /// the broker's window full (or its packet id taken) stops the writing
+    /// there: it and what follows wait for the next call.
+    ///
+    /// # Errors
+    /// The connection failed, or did not take the bytes within the client's
+    /// network timeout (as for the event loop's own writes).
+    pub(super) async fn write(&mut self, eventloop: &mut EventLoop) -> Result<(), ConnectionError> {
+        if self.requests.is_empty() {
+            return Ok(());
+        }
+        let limit = Duration::from_secs(eventloop.network_options().connection_timeout());
+        let Some(network) = eventloop.network.as_mut() else {
+            return Ok(());
+        };
+        let state = &mut eventloop.state;
+        let written = async {
+            let mut wrote = false;
+            while let Some(request) = self.requests.front() {
+                let acknowledged =
+                    matches!(request, Request::Publish(p) if p.qos != QoS::AtMostOnce);
+                if acknowledged && (state.inflight() >= self.inflight || state.collision.is_some())
+                {
+                    break;
+                }
+                let Some(request) = self.requests.pop_front() else {
+                    break;
+                };
+                if let Some(packet) = state.handle_outgoing_packet(request)? {
+                    network.write(packet).await?;
+                    wrote = true;
+                }
+            }
+            if wrote {
+                network.flush().await?;
+            }
+            Ok::<(), ConnectionError>(())
+        };
+        match tokio::time::timeout(limit, written).await {
+            Ok(result) => result,
+            Err(_) => Err(ConnectionError::FlushTimeout),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_queue_gives_the_publish_back_and_a_bad_topic_is_refused() {
+        let mut outbound = Outbound::new(1, 10);
+        outbound
+            .publish("a/b".into(), QoS::AtLeastOnce, false, b"1".to_vec())
+            .expect("room");
+        match outbound.publish("a/c".into(), QoS::AtLeastOnce, true, b"2".to_vec()) {
+            Err(Refused::Full(publish)) => {
+                assert_eq!((publish.topic.as_str(), publish.retain), ("a/c", true));
+                assert_eq!(&publish.payload[..], b"2");
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut roomy = Outbound::new(10, 10);
+        assert!(matches!(
+            roomy.publish("a/#".into(), QoS::AtLeastOnce, false, Vec::new()),
+            Err(Refused::Invalid(reason)) if reason == "\"a/#\" is no topic to publish on"
+        ));
+        assert!(matches!(
+            roomy.subscribe("a/#/b", QoS::AtLeastOnce),
+            Err(Refused::Invalid(_))
+        ));
+        roomy.subscribe("a/#", QoS::AtLeastOnce).expect("a filter");
+    }
+
+    #[test]
+    fn acknowledgements_follow_the_message_qos() {
+        let mut outbound = Outbound::new(10, 10);
+        let mut message = Publish::new("t", QoS::AtMostOnce, Vec::new());
+        outbound.ack(&message).expect("nothing to send");
+        assert!(outbound.requests.is_empty());
+        message.qos = QoS::AtLeastOnce;
+        message.pkid = 7;
+        outbound.ack(&message).expect("a PUBACK");
+        assert!(
+            matches!(outbound.requests.pop_front(), Some(Request::PubAck(ack)) if ack.pkid == 7)
+        );
+    }
+}
