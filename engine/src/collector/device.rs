@@ -32,6 +32,8 @@ pub struct Channel {
     pub session: Swappable<CodecSession>,
     /// Device tag index of each of the channel's tags.
     pub tags: Vec<u32>,
+    /// `tags` ascend (as the compiler lists them): lookups search by halves.
+    ascending: bool,
     /// The liveness probe the channel asks for (`heartbeatMs`), if any.
     pub probe: Option<Probe>,
     /// How long its reads wait for an answer (`readTimeoutMs`), even on a link
@@ -74,6 +76,7 @@ impl Channel {
             id,
             link,
             session: Swappable::new(session),
+            ascending: tags.windows(2).all(|pair| pair[0] < pair[1]),
             tags,
             probe,
             read_timeout,
@@ -87,10 +90,21 @@ impl Channel {
         self.tags.get(local as usize).copied().unwrap_or(u32::MAX)
     }
 
-    /// The channel-local index of device tag `tag`.
+    /// The channel-local index of device tag `tag` (asked for each due tag of
+    /// every round).
     pub(super) fn local(&self, tag: u32) -> Option<u32> {
-        self.tags.iter().position(|t| *t == tag).map(|i| i as u32)
+        local_index(&self.tags, self.ascending, tag)
     }
+}
+
+/// Where `tag` is in `tags`: a binary search when they ascend, a scan otherwise.
+fn local_index(tags: &[u32], ascending: bool, tag: u32) -> Option<u32> {
+    let found = if ascending {
+        tags.binary_search(&tag).ok()
+    } else {
+        tags.iter().position(|t| *t == tag)
+    };
+    found.and_then(|i| u32::try_from(i).ok())
 }
 
 /// What a device needs to be written: which tags are read back, and a pipeline of
@@ -530,5 +544,29 @@ impl Device {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_index;
+
+    #[test]
+    fn a_tag_is_found_the_same_in_ascending_and_in_any_order() {
+        let ascending = [2, 3, 5, 8, 13];
+        let shuffled = [8, 2, 13, 5, 3];
+        for tag in 0..15 {
+            let expected = ascending.iter().position(|t| *t == tag);
+            assert_eq!(
+                local_index(&ascending, true, tag).map(|i| i as usize),
+                expected
+            );
+            let expected = shuffled.iter().position(|t| *t == tag);
+            assert_eq!(
+                local_index(&shuffled, false, tag).map(|i| i as usize),
+                expected
+            );
+        }
+        assert_eq!(local_index(&[], true, 0), None);
     }
 }

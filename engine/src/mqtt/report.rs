@@ -24,7 +24,7 @@ pub struct ReportHeader<'a> {
 /// order: `deviceNum, productId, seq, timestamp, values`, and in each value
 /// `key, quality, ts, value`.
 pub fn payload(header: ReportHeader<'_>, samples: &[Sample], tags: &[TagSpec]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(96 + samples.len() * 64);
+    let mut out = Vec::with_capacity(96 + samples.len() * 80);
     out.extend_from_slice(b"{\"deviceNum\":");
     string(&mut out, header.device_num);
     out.extend_from_slice(b",\"productId\":");
@@ -36,6 +36,8 @@ pub fn payload(header: ReportHeader<'_>, samples: &[Sample], tags: &[TagSpec]) -
     out.extend_from_slice(b",\"values\":[");
     let mut first = true;
     let mut number = itoa::Buffer::new();
+    // A round's samples mostly share one timestamp: formatted once.
+    let mut ts = Timestamp::default();
     for sample in samples {
         let Some(tag) = tags.get(sample.tag as usize) else {
             continue;
@@ -49,13 +51,34 @@ pub fn payload(header: ReportHeader<'_>, samples: &[Sample], tags: &[TagSpec]) -
         out.extend_from_slice(b",\"quality\":\"");
         out.extend_from_slice(sample.quality.as_str().as_bytes());
         out.extend_from_slice(b"\",\"ts\":");
-        out.extend_from_slice(number.format(sample.ts_ms).as_bytes());
+        out.extend_from_slice(ts.text(sample.ts_ms));
         out.extend_from_slice(b",\"value\":");
         value(&mut out, sample, &mut number);
         out.push(b'}');
     }
     out.extend_from_slice(b"]}");
     out
+}
+
+/// The text of the last timestamp formatted (an i64 takes at most 20 bytes).
+#[derive(Default)]
+struct Timestamp {
+    ms: Option<i64>,
+    text: [u8; 20],
+    len: usize,
+}
+
+impl Timestamp {
+    fn text(&mut self, ms: i64) -> &[u8] {
+        if self.ms != Some(ms) {
+            let mut buffer = itoa::Buffer::new();
+            let text = buffer.format(ms).as_bytes();
+            self.text[..text.len()].copy_from_slice(text);
+            self.len = text.len();
+            self.ms = Some(ms);
+        }
+        &self.text[..self.len]
+    }
 }
 
 /// A sample's value as the report shows it: `null` when BAD, without one, or
@@ -169,5 +192,34 @@ mod tests {
             bytes.starts_with(br#"{"deviceNum":"D1","productId":"P","seq":42,"#),
             "fields in the order of the JSON tree the payload was built as before"
         );
+    }
+
+    #[test]
+    fn each_value_keeps_its_own_timestamp() {
+        let tags = [tag("a"), tag("b"), tag("c"), tag("d")];
+        let stamps = [5, 5, i64::MIN, 7];
+        let samples: Vec<Sample> = stamps
+            .iter()
+            .enumerate()
+            .map(|(i, &ts_ms)| Sample {
+                ts_ms,
+                ..sample(i as u32, Value::Uint(1), Quality::Good)
+            })
+            .collect();
+        let header = ReportHeader {
+            product_id: "P",
+            device_num: "D1",
+            timestamp_ms: 9,
+            seq: 1,
+        };
+        let parsed: serde_json::Value =
+            serde_json::from_slice(&payload(header, &samples, &tags)).expect("json");
+        let read: Vec<i64> = parsed["values"]
+            .as_array()
+            .expect("values")
+            .iter()
+            .map(|v| v["ts"].as_i64().expect("ts"))
+            .collect();
+        assert_eq!(read, stamps);
     }
 }
