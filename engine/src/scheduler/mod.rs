@@ -235,15 +235,22 @@ impl Scheduler {
         self.epoch = Instant::now();
         self.first_due(&all, self.epoch, &mut queue);
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Ended>();
+        // One timer, moved when the earliest due time changes: a round's end
+        // (a thousand a second at 1,000 devices) does not register a new one.
+        let wake = sleep_until(self.epoch);
+        tokio::pin!(wake);
+        let mut armed: Option<Instant> = None;
         loop {
             let next_due = queue.peek().map(|Reverse((due, _, _))| *due);
+            if next_due != armed {
+                if let Some(due) = next_due {
+                    wake.as_mut().reset(due);
+                }
+                armed = next_due;
+            }
             tokio::select! {
-                _ = async {
-                    match next_due {
-                        Some(due) => sleep_until(due).await,
-                        None => std::future::pending().await,
-                    }
-                } => {
+                () = &mut wake, if armed.is_some() => {
+                    armed = None;
                     let now = Instant::now();
                     while let Some(Reverse((due, _, id))) = queue.peek().copied() {
                         if due > now {
@@ -254,10 +261,10 @@ impl Scheduler {
                     }
                 }
                 Some(ended) = done_rx.recv() => {
-                    if let Some(job) = self.jobs.get(&ended.job) {
-                        let due = on_grid(self.epoch, ended.at + job.period, job.period);
-                        let turn = u8::from(!ended.skipped);
-                        queue.push(Reverse((due, turn, ended.job)));
+                    self.requeue(ended, &mut queue);
+                    // Ends that came meanwhile, in the same turn.
+                    while let Ok(ended) = done_rx.try_recv() {
+                        self.requeue(ended, &mut queue);
                     }
                 }
                 Some(change) = self.changes.recv() => {
@@ -281,6 +288,15 @@ impl Scheduler {
                     }
                 }
             }
+        }
+    }
+
+    /// Queues the next round of a job that ended (unless it was removed meanwhile).
+    fn requeue(&self, ended: Ended, queue: &mut Queue) {
+        if let Some(job) = self.jobs.get(&ended.job) {
+            let due = on_grid(self.epoch, ended.at + job.period, job.period);
+            let turn = u8::from(!ended.skipped);
+            queue.push(Reverse((due, turn, ended.job)));
         }
     }
 
