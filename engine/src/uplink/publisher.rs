@@ -158,6 +158,16 @@ impl Publisher {
             if stop {
                 return;
             }
+            if number == 1 && !session.connected {
+                // A connection that was up logs its loss; one that never came up
+                // would otherwise go unnoticed at the default level.
+                let (host, port) = self.options.broker_address();
+                tracing::warn!(
+                    error = %lock(&self.stats.last_error),
+                    broker = %format!("{host}:{port}"),
+                    "cannot reach the MQTT broker; retrying (reports wait in the outbox)"
+                );
+            }
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
                 _ = shutdown.changed() => return,
