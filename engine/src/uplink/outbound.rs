@@ -26,9 +26,11 @@ pub(super) enum Refused {
     /// The queue is full; the publish comes back to be offered again later.
     #[error("the queue for the connection is full")]
     Full(Publish),
-    /// A topic a publish may not have (a wildcard, empty), a filter no broker
-    /// accepts, or no room for a request other than a publish; offering it
-    /// again now would not help.
+    /// The queue is full, for a request other than a publish.
+    #[error("{0} requests already wait for the connection")]
+    NoRoom(usize),
+    /// A topic a publish may not have (a wildcard, empty) or a filter no
+    /// broker accepts; offering it again would not help.
     #[error("{0}")]
     Invalid(String),
 }
@@ -99,10 +101,7 @@ impl Outbound {
 
     fn push(&mut self, request: Request) -> Result<(), Refused> {
         if self.requests.len() >= self.capacity {
-            return Err(Refused::Invalid(format!(
-                "{} requests already wait for the connection",
-                self.requests.len()
-            )));
+            return Err(Refused::NoRoom(self.requests.len()));
         }
         self.requests.push_back(request);
         Ok(())
@@ -181,6 +180,10 @@ mod tests {
             Err(Refused::Invalid(_))
         ));
         roomy.subscribe("a/#", QoS::AtLeastOnce).expect("a filter");
+        assert!(matches!(
+            outbound.ack(&Publish::new("t", QoS::AtLeastOnce, Vec::new())),
+            Err(Refused::NoRoom(1))
+        ));
     }
 
     #[test]

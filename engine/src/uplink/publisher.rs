@@ -584,6 +584,10 @@ impl Publisher {
                     if let Some(inflight) = session.inflight.remove(&ack.pkid) {
                         session.settle(&self.outbox, inflight);
                     }
+                    // A full window held the last words back; this PUBACK made room.
+                    if session.outbound.write(&mut eventloop).await.is_err() {
+                        break;
+                    }
                 }
                 Ok(Ok(Event::Outgoing(Outgoing::Disconnect))) | Ok(Err(_)) | Err(_) => break,
                 Ok(Ok(_)) => {}
