@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use common::{TS, builtin, runtime, setting, tag};
 use sluice::model::{
-    ByteOrder, DataType, DeviceError, FrameError, Quality, SettingValue, TagSpec, Value,
+    Batch, ByteOrder, DataType, DeviceError, FrameError, Quality, SettingValue, TagSpec, Value,
 };
 use sluice::runtime::{CallError, CodecPool, CodecSession, ComponentKind, Limits};
 
@@ -34,6 +34,14 @@ fn answer(sent: &[u8], pdu: &[u8]) -> Vec<u8> {
     frame.push(sent[6]);
     frame.extend_from_slice(pdu);
     frame
+}
+
+/// Sends planned request `request` and parses an answer carrying `pdu`.
+fn exchange(session: &CodecSession, request: u32, pdu: &[u8]) -> Result<Batch, FrameError> {
+    let sent = session.encode_read(request).expect("call").expect("frame");
+    session
+        .parse_read(request, &answer(&sent, pdu), TS)
+        .expect("call")
 }
 
 #[test]
@@ -112,22 +120,20 @@ fn nearby_registers_are_read_in_one_request_and_mapped_back_per_tag() {
     assert_eq!(batch.samples[0].value, Value::Bool(true));
 }
 
-#[test]
-fn an_exception_on_a_merged_request_is_split_and_remembered() {
+/// A session of four INT16 tags on consecutive registers, from 40001.
+fn four_registers() -> CodecSession {
     let tags: Vec<TagSpec> = (0..4)
         .map(|i| tag(&format!("t{i}"), &format!("4000{}", i + 1), DataType::Int16))
         .collect();
-    let session = session(&tags);
+    session(&tags)
+}
+
+#[test]
+fn an_exception_on_a_merged_request_is_split_and_remembered() {
+    let session = four_registers();
     let plan = session.plan(&[0, 1, 2, 3]).expect("plan");
     assert_eq!(plan.len(), 1);
-    let sent = session
-        .encode_read(plan[0].id)
-        .expect("call")
-        .expect("frame");
-    let error = session
-        .parse_read(plan[0].id, &answer(&sent, &[0x83, 0x02]), TS)
-        .expect("call")
-        .expect_err("exception");
+    let error = exchange(&session, plan[0].id, &[0x83, 0x02]).expect_err("exception");
     let FrameError::Device(DeviceError {
         code,
         message,
@@ -146,30 +152,48 @@ fn an_exception_on_a_merged_request_is_split_and_remembered() {
     assert_eq!(again.len(), 2, "the split is kept for later rounds");
 
     // The second half still holds two tags: it splits again.
-    let sent = session
-        .encode_read(again[1].id)
-        .expect("call")
-        .expect("frame");
-    let split_again = session
-        .parse_read(again[1].id, &answer(&sent, &[0x83, 0x02]), TS)
-        .expect("call");
+    let split_again = exchange(&session, again[1].id, &[0x83, 0x02]);
     let Err(FrameError::Device(DeviceError { retry, .. })) = split_again else {
         panic!("{split_again:?}")
     };
     assert_eq!(retry.len(), 2);
     // A busy device is not blamed on addresses: no split.
     let plan = session.plan(&[0]).expect("plan");
-    let sent = session
-        .encode_read(plan[0].id)
-        .expect("call")
-        .expect("frame");
-    let busy = session
-        .parse_read(plan[0].id, &answer(&sent, &[0x83, 0x06]), TS)
-        .expect("call");
+    let busy = exchange(&session, plan[0].id, &[0x83, 0x06]);
     assert!(
         matches!(busy, Err(FrameError::Device(DeviceError { code: 6, ref retry, .. })) if retry.is_empty()),
         "{busy:?}"
     );
+}
+
+#[test]
+fn a_plan_and_the_header_length_are_asked_for_once_until_an_error() {
+    let session = four_registers();
+    let calls = || session.health().calls;
+    let plan = session.plan(&[0, 1, 2, 3]).expect("plan");
+    assert_eq!(session.header_len().expect("call"), 6);
+    let before = calls();
+    assert_eq!(session.plan(&[0, 1, 2, 3]).expect("plan"), plan);
+    assert_eq!(session.header_len().expect("call"), 6);
+    assert_eq!(calls(), before, "answered without entering the component");
+    // Other due tags are planned by the codec.
+    let other = session.plan(&[0]).expect("plan");
+    assert_eq!(calls(), before + 1);
+    assert_eq!(other[0].tags, [0]);
+
+    // A device error (here one that splits the request) ends the reuse: the
+    // next plan is the codec's, with the split.
+    let plan = session.plan(&[0, 1, 2, 3]).expect("plan");
+    let refused = exchange(&session, plan[0].id, &[0x83, 0x02]);
+    assert!(refused.is_err(), "{refused:?}");
+    let before = calls();
+    assert_eq!(session.plan(&[0, 1, 2, 3]).expect("plan").len(), 2);
+    assert_eq!(calls(), before + 1);
+    // So does a reset.
+    session.reset().expect("reset");
+    let before = calls();
+    session.plan(&[0, 1, 2, 3]).expect("plan");
+    assert_eq!(calls(), before + 1);
 }
 
 #[test]

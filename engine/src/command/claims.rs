@@ -1,8 +1,6 @@
 //! The node protocol on commands: claims (I-18), receipts with the four guards
 //! (I-05), and the timers that take back expired claims and end stale commands.
 
-use std::collections::HashSet;
-
 use super::model::{Command, Delivery, Receipt, ReceiptOutcome, Rejection};
 use super::store::{CommandError, CommandStore, Commands, Swept, command};
 use crate::model::{CommandAction, CommandStatus, ReceiptResult, result_code};
@@ -20,7 +18,7 @@ pub(super) enum Finality {
 impl CommandStore {
     /// Claims (I-18) up to `max` PENDING commands that are due, oldest first, for
     /// `node_id`: each gets a lease, the next claim generation and the node.
-    /// `devices` limits the claim to those devices.
+    /// `devices` limits the claim to the devices it accepts.
     ///
     /// # Errors
     /// A storage failure; nothing is claimed then.
@@ -28,7 +26,7 @@ impl CommandStore {
         &self,
         node_id: &str,
         max: usize,
-        devices: Option<&HashSet<String>>,
+        devices: Option<&dyn Fn(&str) -> bool>,
         now: i64,
     ) -> Result<Vec<Command>, CommandError> {
         self.write(|tables| {
@@ -42,7 +40,7 @@ impl CommandStore {
                 let Some(mut command) = tables.take(id, pending)? else {
                     continue;
                 };
-                let wanted = devices.is_none_or(|d| d.contains(&command.device_id));
+                let wanted = devices.is_none_or(|accepts| accepts(&command.device_id));
                 if !wanted || command.next_attempt_at > now || command.expire_at <= now {
                     continue;
                 }

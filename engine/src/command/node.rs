@@ -100,9 +100,13 @@ async fn pass(commands: &Arc<Commands>, alarms: &Arc<AlarmStore>, execute_own: b
     }
     let store = Arc::clone(commands.store());
     let node = commands.node_id().to_owned();
-    let own = commands.own_devices();
-    let claimed =
-        tokio::task::spawn_blocking(move || store.claim(&node, CLAIM_BATCH, Some(&own), now)).await;
+    // Asked per pending command: no set of every device built twice a second.
+    let owner = Arc::clone(commands);
+    let claimed = tokio::task::spawn_blocking(move || {
+        let own = |device: &str| owner.owns(device);
+        store.claim(&node, CLAIM_BATCH, Some(&own), now)
+    })
+    .await;
     match claimed {
         Ok(Ok(claimed)) => {
             for command in claimed {

@@ -85,6 +85,12 @@ impl Commands {
         &self.wake
     }
 
+    /// Whether `device` is configured and this engine owns it now (it owns
+    /// them all when it is alone).
+    pub fn owns(&self, device: &str) -> bool {
+        self.fleet.roster().get(device).is_some() && self.fleet.owns(device)
+    }
+
     /// The devices this engine owns now (all of them when it is alone).
     pub fn own_devices(&self) -> HashSet<String> {
         self.fleet

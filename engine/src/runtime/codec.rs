@@ -2,7 +2,7 @@
 //! Every call returns the codec's own answer inside the runtime's: the outer error
 //! is a failed call (trap, limit), the inner one what the codec said of the frame.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use wasmtime::Store;
 use wasmtime::component::ResourceAny;
@@ -12,9 +12,11 @@ use super::bindings::codec::Codec;
 use super::bindings::codec::exports::sluice::dataflow::protocol as wit_protocol;
 use super::bindings::wit;
 use super::convert::{Recipe, batch_from_wit, value_to_wit};
+use super::last_plan::LastPlan;
 use super::pool::{Binding, Live, Pool};
 use super::sandbox::Sandbox;
 use crate::model::{Batch, DeviceError, FrameError, PlannedRead, Setting, TagSpec, Value};
+use crate::sync::lock;
 
 /// One tenant's instances of one codec component.
 pub type CodecPool = Pool<Codec>;
@@ -33,6 +35,8 @@ impl Pool<Codec> {
         let session = CodecSession {
             binding: self.bind(),
             recipe: Recipe::new(settings, tags),
+            last_plan: Mutex::default(),
+            header_len: OnceLock::new(),
         };
         session.reset()?;
         Ok(session)
@@ -43,6 +47,12 @@ impl Pool<Codec> {
 pub struct CodecSession {
     binding: Binding<Codec>,
     recipe: Recipe,
+    /// The last plan the codec made, handed out again for the same due tags
+    /// (as the WIT `plan` allows) while the resource it came from lives and no
+    /// call since failed or reset it: a steady round does not cross for it.
+    last_plan: Mutex<Option<LastPlan>>,
+    /// `header-len`, asked once: the WIT makes it the session's constant.
+    header_len: OnceLock<u32>,
 }
 
 impl std::fmt::Debug for CodecSession {
@@ -110,6 +120,24 @@ impl CodecSession {
                     resource,
                 )
             })
+            .inspect_err(|_| self.forget_plan())
+    }
+
+    /// A call whose answer may be the codec's error: either failure ends the
+    /// last plan's reuse (a device error may have split a request).
+    fn answer<T>(
+        &self,
+        outcome: Result<Result<T, wit_protocol::FrameError>, CallError>,
+    ) -> Outcome<T> {
+        let answer = outcome?;
+        if answer.is_err() {
+            self.forget_plan();
+        }
+        Ok(answer.map_err(frame_error_from_wit))
+    }
+
+    fn forget_plan(&self) {
+        *lock(&self.last_plan) = None;
     }
 
     /// Bytes to read before [`CodecSession::frame_length`] can size a frame.
@@ -117,7 +145,11 @@ impl CodecSession {
     /// # Errors
     /// A failed call.
     pub fn header_len(&self) -> Result<u32, CallError> {
-        self.call("header-len", |s, store, r| s.call_header_len(store, r))
+        if let Some(len) = self.header_len.get() {
+            return Ok(*len);
+        }
+        let len = self.call("header-len", |s, store, r| s.call_header_len(store, r))?;
+        Ok(*self.header_len.get_or_init(|| len))
     }
 
     /// Total size of the frame starting with `head`.
@@ -125,10 +157,9 @@ impl CodecSession {
     /// # Errors
     /// A failed call (outer) or a header the codec rejects (inner).
     pub fn frame_length(&self, head: &[u8]) -> Outcome<u32> {
-        self.call("frame-length", |s, store, r| {
+        self.answer(self.call("frame-length", |s, store, r| {
             s.call_frame_length(store, r, head)
-        })
-        .map(|answer| answer.map_err(frame_error_from_wit))
+        }))
     }
 
     /// Frame of handshake step `step`, none when the handshake is complete.
@@ -144,10 +175,9 @@ impl CodecSession {
     /// # Errors
     /// A failed call (outer) or a refused answer (inner).
     pub fn check_handshake(&self, step: u32, frame: &[u8]) -> Outcome<()> {
-        self.call("check-handshake", |s, store, r| {
+        self.answer(self.call("check-handshake", |s, store, r| {
             s.call_check_handshake(store, r, step, frame)
-        })
-        .map(|answer| answer.map_err(frame_error_from_wit))
+        }))
     }
 
     /// Requests that read the due tags.
@@ -155,8 +185,22 @@ impl CodecSession {
     /// # Errors
     /// A failed call.
     pub fn plan(&self, due: &[u32]) -> Result<Vec<PlannedRead>, CallError> {
-        self.call("plan", |s, store, r| s.call_plan(store, r, due))
-            .map(|reads| reads.into_iter().map(planned_from_wit).collect())
+        let again = lock(&self.last_plan)
+            .as_ref()
+            .and_then(|plan| plan.reads_for(self.binding.live_generation(), due));
+        if let Some(reads) = again {
+            return Ok(reads);
+        }
+        let reads: Vec<PlannedRead> = self
+            .call("plan", |s, store, r| s.call_plan(store, r, due))?
+            .into_iter()
+            .map(planned_from_wit)
+            .collect();
+        *lock(&self.last_plan) = self
+            .binding
+            .live_generation()
+            .map(|generation| LastPlan::new(generation, due, &reads));
+        Ok(reads)
     }
 
     /// Frame for a planned request.
@@ -164,10 +208,9 @@ impl CodecSession {
     /// # Errors
     /// A failed call (outer) or a request the codec does not know (inner).
     pub fn encode_read(&self, request: u32) -> Outcome<Vec<u8>> {
-        self.call("encode-read", |s, store, r| {
+        self.answer(self.call("encode-read", |s, store, r| {
             s.call_encode_read(store, r, request)
-        })
-        .map(|answer| answer.map_err(frame_error_from_wit))
+        }))
     }
 
     /// Raw samples from the answer to `request`.
@@ -175,13 +218,12 @@ impl CodecSession {
     /// # Errors
     /// A failed call (outer); a malformed frame or a device error (inner).
     pub fn parse_read(&self, request: u32, frame: &[u8], ts_ms: i64) -> Outcome<Batch> {
-        self.call("parse-read", |s, store, r| {
+        self.answer(self.call("parse-read", |s, store, r| {
             match s.call_parse_read(store, r, request, frame, ts_ms)? {
                 Ok(batch) => Ok(Ok(batch_from_wit(batch).map_err(wasmtime::Error::new)?)),
                 Err(error) => Ok(Err(error)),
             }
-        })
-        .map(|answer| answer.map_err(frame_error_from_wit))
+        }))
     }
 
     /// Frame that writes `value` (in device units) to `tag`.
@@ -190,10 +232,9 @@ impl CodecSession {
     /// A failed call (outer) or a value the codec cannot write (inner).
     pub fn encode_write(&self, tag: u32, value: Value) -> Outcome<Vec<u8>> {
         let value = value_to_wit(value);
-        self.call("encode-write", |s, store, r| {
+        self.answer(self.call("encode-write", |s, store, r| {
             s.call_encode_write(store, r, tag, &value)
-        })
-        .map(|answer| answer.map_err(frame_error_from_wit))
+        }))
     }
 
     /// Checks the answer to the last write.
@@ -201,10 +242,9 @@ impl CodecSession {
     /// # Errors
     /// A failed call (outer); a malformed frame or a device error (inner).
     pub fn check_write(&self, frame: &[u8]) -> Outcome<()> {
-        self.call("check-write", |s, store, r| {
+        self.answer(self.call("check-write", |s, store, r| {
             s.call_check_write(store, r, frame)
-        })
-        .map(|answer| answer.map_err(frame_error_from_wit))
+        }))
     }
 
     /// Forgets in-flight state after a reconnect.
@@ -212,6 +252,7 @@ impl CodecSession {
     /// # Errors
     /// A failed call.
     pub fn reset(&self) -> Result<(), CallError> {
+        self.forget_plan();
         self.call("reset", |s, store, r| s.call_reset(store, r))
     }
 }

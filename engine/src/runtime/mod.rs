@@ -23,6 +23,7 @@ mod convert;
 mod engine;
 mod error;
 mod kind;
+mod last_plan;
 mod limits;
 mod pool;
 mod registry;

@@ -119,6 +119,8 @@ pub struct Pool<W: World> {
     slots: Vec<Mutex<Slot<W>>>,
     next_slot: AtomicUsize,
     failures: AtomicU64,
+    /// Calls that entered the component.
+    calls: AtomicU64,
     quarantine: Quarantine,
 }
 
@@ -167,6 +169,7 @@ impl<W: World> Pool<W> {
             slots,
             next_slot: AtomicUsize::new(0),
             failures: AtomicU64::new(0),
+            calls: AtomicU64::new(0),
             quarantine,
         })
     }
@@ -278,6 +281,7 @@ impl<W: World> Pool<W> {
         let Some(live) = slot.live.as_mut() else {
             return Err(wasmtime::Error::msg("instance missing"));
         };
+        self.calls.fetch_add(1, Ordering::Relaxed);
         live.store.data_mut().begin_call();
         live.store.set_fuel(self.limits.fuel_per_call)?;
         f(live)
@@ -341,6 +345,8 @@ pub struct PoolHealth {
     /// Tells pools apart (devices share them): the pool's address.
     pub pool: usize,
     pub component: String,
+    /// Calls that entered the component since the pool was made.
+    pub calls: u64,
     /// Failed calls since the pool was made.
     pub failures: u64,
     pub quarantined: bool,
@@ -370,10 +376,21 @@ impl<W: World> Binding<W> {
         PoolHealth {
             pool: Arc::as_ptr(&self.pool) as *const () as usize,
             component: self.pool.name.clone(),
+            calls: self.pool.calls.load(Ordering::Relaxed),
             failures: self.pool.failures(),
             quarantined: self.pool.quarantined(),
             quarantines: self.pool.quarantines(),
         }
+    }
+
+    /// The instance generation the resource was created in, while it is still
+    /// alive there; `None` once the instance is gone or before the first call.
+    pub(super) fn live_generation(&self) -> Option<u64> {
+        let handle = *lock(&self.handle);
+        let slot = lock(&self.pool.slots[self.slot]);
+        handle
+            .map(|(generation, _)| generation)
+            .filter(|generation| slot.live.is_some() && *generation == slot.generation)
     }
 
     /// Runs `call` on the resource with a fresh CPU budget, first creating the
