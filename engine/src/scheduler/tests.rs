@@ -125,12 +125,12 @@ async fn jobs_of_one_device_due_at_once_run_in_turn() {
 fn due_times_fall_on_the_grid_of_their_period() {
     let epoch = Instant::now();
     let ms = Duration::from_millis;
-    assert_eq!(on_grid(epoch, epoch + ms(1024), ms(1000)), epoch + ms(1000));
-    assert_eq!(on_grid(epoch, epoch + ms(1026), ms(1000)), epoch + ms(1050));
+    assert_eq!(on_grid(epoch, epoch + ms(1004), ms(1000)), epoch + ms(1000));
+    assert_eq!(on_grid(epoch, epoch + ms(1006), ms(1000)), epoch + ms(1010));
     // A long period keeps the widest step.
     assert_eq!(
-        on_grid(epoch, epoch + ms(60_030), ms(60_000)),
-        epoch + ms(60_050)
+        on_grid(epoch, epoch + ms(60_006), ms(60_000)),
+        epoch + ms(60_010)
     );
     // A short period gets a finer grid: a twentieth of it.
     assert_eq!(on_grid(epoch, epoch + ms(103), ms(100)), epoch + ms(105));
