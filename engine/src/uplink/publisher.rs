@@ -124,6 +124,8 @@ impl Publisher {
         };
         let mut delay = Duration::from_millis(100);
         let mut number = 0;
+        // Connection attempts in a row that never came up.
+        let mut failed: u32 = 0;
         loop {
             number += 1;
             let mut options = self.options.clone();
@@ -158,15 +160,23 @@ impl Publisher {
             if stop {
                 return;
             }
-            if number == 1 && !session.connected {
-                // A connection that was up logs its loss; one that never came up
-                // would otherwise go unnoticed at the default level.
-                let (host, port) = self.options.broker_address();
-                tracing::warn!(
-                    error = %lock(&self.stats.last_error),
-                    broker = %format!("{host}:{port}"),
-                    "cannot reach the MQTT broker; retrying (reports wait in the outbox)"
-                );
+            if session.connected {
+                failed = 0;
+            } else {
+                failed = failed.saturating_add(1);
+                // A connection that was up logs its loss; attempts that never came
+                // up would otherwise go unnoticed at the default level. Logged at
+                // the 1st, 2nd, 4th, 8th... failure in a row: bounded, and a broker
+                // that stays away is seen to.
+                if failed.is_power_of_two() {
+                    let (host, port) = self.options.broker_address();
+                    tracing::warn!(
+                        error = %lock(&self.stats.last_error),
+                        broker = %format!("{host}:{port}"),
+                        attempts = failed,
+                        "cannot reach the MQTT broker; retrying (reports wait in the outbox)"
+                    );
+                }
             }
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
