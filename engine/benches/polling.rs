@@ -26,10 +26,16 @@
 //! default; the WAL's `groupCommitMs`, which trades publish lag for commits),
 //! `SLUICE_BENCH_CACHE_MB` (the engine's default; the store's `cacheMb`),
 //! `SLUICE_BENCH_ENGINE` (the absolute path of another `sluice` binary to
-//! run, e.g. a saved copy of the build before a change).
+//! run, e.g. a saved copy of the build before a change), `SLUICE_BENCH_NODE_RED`
+//! (see [`node_red`]).
+//!
+//! - node-red: when installed (`scripts/setup-node-red.sh`), Node-RED with
+//!   node-red-contrib-modbus on the same sockets, building the same report
+//!   and publishing it to the same broker: the peer the targets' ratios name.
 #![allow(clippy::print_stdout)]
 
 mod common;
+mod node_red;
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -378,12 +384,14 @@ fn quantile(sorted: &[i64], q: f64) -> f64 {
     sorted[at.min(sorted.len() - 1)] as f64
 }
 
-/// The engine's figures of one fleet size that the hot-path targets name.
+/// The engine's figures of one fleet size that the hot-path targets name, and
+/// Node-RED's CPU and memory on the same fleet when it ran.
 struct EngineFigures {
     cpu_percent: f64,
     us_per_round: f64,
     rss_mib: f64,
     lag_p50_ms: f64,
+    node_red: Option<(f64, f64)>,
 }
 
 /// Fleet size, tags a device and period the targets are set for.
@@ -407,6 +415,74 @@ impl EngineFigures {
             };
             println!("{label:<44}{:>10}   {met}", format!("{figure:.1}{unit}"));
         }
+        let Some((cpu, rss)) = self.node_red else {
+            return;
+        };
+        for (label, figure, limit) in [
+            ("engine CPU <= 0.2x Node-RED's", self.cpu_percent / cpu, 0.2),
+            ("engine RSS <= 0.15x Node-RED's", self.rss_mib / rss, 0.15),
+        ] {
+            let met = if figure <= limit {
+                "yes".to_owned()
+            } else {
+                format!("NO ({:.1}x the limit)", figure / limit)
+            };
+            println!("{label:<44}{:>10}   {met}", format!("{figure:.3}x"));
+        }
+    }
+}
+
+/// What Node-RED did on the fleet: reports a second, CPU, memory, lags.
+struct PeerWindow {
+    reports_per_s: f64,
+    cpu_percent: f64,
+    /// The median of its RSS read every 500 ms in the window (its garbage
+    /// collector moves it by 100 MiB and more), and its peak, KiB.
+    memory_kib: (u64, u64),
+    lags: Vec<i64>,
+}
+
+/// Node-RED on the fleet's sockets, once its reports flow: one window of `seconds`.
+fn node_red_side(
+    install: &Path,
+    broker: &Broker,
+    addresses: &[SocketAddr],
+    (tags, period_ms, seconds): (u16, u64, u64),
+    hz: f64,
+) -> PeerWindow {
+    let scratch = Scratch::new("polling-node-red");
+    let flow = node_red::flow(addresses, tags, period_ms, broker.address);
+    let mut peer = node_red::NodeRed::start(install, &scratch.0, &flow, free_local_address());
+    peer.wait_flowing(
+        &scratch.0,
+        addresses.len() as u64,
+        Duration::from_millis(period_ms),
+        &|| broker.reports(),
+    );
+    let pid = peer.pid().to_string();
+    broker.record_lags();
+    let (r0, k0, t0) = (broker.reports(), cpu_ticks(&pid), Instant::now());
+    let deadline = t0 + Duration::from_secs(seconds);
+    let mut rss = Vec::new();
+    while Instant::now() < deadline {
+        std::thread::sleep(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(500)),
+        );
+        rss.push(memory_kib(peer.pid()).0);
+    }
+    let (r1, k1, secs) = (
+        broker.reports(),
+        cpu_ticks(&pid),
+        t0.elapsed().as_secs_f64(),
+    );
+    rss.sort_unstable();
+    PeerWindow {
+        reports_per_s: (r1 - r0) as f64 / secs,
+        cpu_percent: (k1 - k0) as f64 / hz / secs * 100.0,
+        memory_kib: (rss[rss.len() / 2], memory_kib(peer.pid()).1),
+        lags: broker.take_lags(),
     }
 }
 
@@ -449,6 +525,8 @@ fn fleet(
     let mut w = measure(&mut engine, broker, devices, seconds, hz);
     let (rss, hwm) = memory_kib(engine.pid());
     drop(engine);
+    let peer =
+        node_red::install().map(|install| node_red_side(&install, broker, &addresses, setting, hz));
     drop(handles);
 
     let rounds = w.rounds_per_s();
@@ -491,11 +569,46 @@ fn fleet(
         lags.len(),
         w.mean_round_ms()
     );
+    let node_red = match peer {
+        Ok(mut p) => {
+            p.lags.sort_unstable();
+            let us = p.cpu_percent / 100.0 / p.reports_per_s * 1e6;
+            let (peer_rss, peer_hwm) = p.memory_kib;
+            println!(
+                "{devices:>7}  node-red{:>8.0}  {:>9.1}  {:>12.1}  {:>6.1}  {:>7.1}  {:>8.1}  {:>18}  {:>7}  {:>6}",
+                p.reports_per_s,
+                p.cpu_percent,
+                us,
+                us / raw.cpu_us_per_poll(),
+                peer_rss as f64 / 1024.0,
+                peer_hwm as f64 / 1024.0,
+                format!(
+                    "{:.0} / {:.0} / {:.0}",
+                    quantile(&p.lags, 0.5),
+                    quantile(&p.lags, 0.9),
+                    quantile(&p.lags, 0.99)
+                ),
+                "-",
+                "-"
+            );
+            println!(
+                "         (engine / node-red: CPU {:.3}x, RSS {:.3}x)",
+                w.engine_cpu_percent / p.cpu_percent,
+                rss as f64 / peer_rss as f64
+            );
+            Some((p.cpu_percent, peer_rss as f64 / 1024.0))
+        }
+        Err(reason) => {
+            println!("{devices:>7}  node-red  (left out: {reason})");
+            None
+        }
+    };
     EngineFigures {
         cpu_percent: w.engine_cpu_percent,
         us_per_round: engine_us,
         rss_mib: rss as f64 / 1024.0,
         lag_p50_ms: quantile(&lags, 0.5),
+        node_red,
     }
 }
 
