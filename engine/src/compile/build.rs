@@ -9,9 +9,8 @@ use super::pools::Pools;
 use super::rules::{TenantRules, tenants, whitelist};
 use super::sources::{Loaded, Sources};
 use super::stages::Stages;
-use super::tag_lists::TagLists;
 use crate::config::{DeviceConfig, GatewayConfig};
-use crate::model::Whitelist;
+use crate::model::{SharedLists, Whitelist};
 use crate::pipeline::PipelineSet;
 use crate::runtime::Registry;
 use crate::yaml::Diagnostics;
@@ -74,7 +73,7 @@ pub fn build(
         tenants: &tenants,
         stages: Stages::new(registry, &pipelines, &limits),
         pools,
-        tag_lists: TagLists::default(),
+        tag_lists: SharedLists::default(),
     };
     let devices: Vec<CompiledDevice> = config
         .devices

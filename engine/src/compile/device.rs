@@ -10,9 +10,8 @@ use super::pools::Pools;
 use super::problems::report_call;
 use super::rules::{DeviceRules, RulesTarget, TenantRules, device_rules, report_rules};
 use super::stages::Stages;
-use super::tag_lists::TagLists;
 use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, TagConfig};
-use crate::model::{Access, TagSpec, TimeoutSource};
+use crate::model::{Access, SharedLists, TagSpec, TimeoutSource};
 use crate::pipeline::{DevicePipeline, PipelineSet};
 use crate::runtime::{CodecSession, Registry};
 use crate::yaml::Diagnostics;
@@ -56,7 +55,8 @@ pub(super) struct DeviceContext<'a> {
     pub tenants: &'a HashMap<u32, TenantRules>,
     pub stages: Stages<'a>,
     pub pools: &'a mut Pools,
-    pub tag_lists: TagLists,
+    /// Devices with the same tags share one compiled list.
+    pub tag_lists: SharedLists<TagSpec>,
 }
 
 impl DeviceContext<'_> {
@@ -75,7 +75,7 @@ impl DeviceContext<'_> {
         for channel in &device.channels {
             let indexes: Vec<u32> = (next..next + channel.tags.len() as u32).collect();
             next += channel.tags.len() as u32;
-            channels.push(self.channel(device, channel, (&tags, &tag_configs), indexes, errors));
+            channels.push(self.channel(device, channel, &tags, indexes, errors));
         }
         let who = (device.tenant_id, device.pipeline.as_str());
         let what = (device.device_id.as_str(), &tags);
@@ -113,7 +113,7 @@ impl DeviceContext<'_> {
         &mut self,
         device: &DeviceConfig,
         channel: &ChannelConfig,
-        (tags, tag_configs): (&Arc<[TagSpec]>, &[&TagConfig]),
+        tags: &Arc<[TagSpec]>,
         indexes: Vec<u32>,
         errors: &mut Diagnostics,
     ) -> Option<CompiledChannel> {
@@ -137,15 +137,14 @@ impl DeviceContext<'_> {
         } else {
             indexes.iter().map(|i| tags[*i as usize].clone()).collect()
         };
-        let channel_configs: Vec<&TagConfig> =
-            indexes.iter().map(|i| tag_configs[*i as usize]).collect();
         match pool.session(&channel.settings, channel_tags) {
             Ok(session) => Some(CompiledChannel {
                 session,
                 tags: indexes,
             }),
             Err(error) => {
-                report_call(errors, &error, channel.pos, &channel_configs);
+                let placed: Vec<_> = channel.placed_tags().collect();
+                report_call(errors, &error, channel.pos, &placed);
                 None
             }
         }

@@ -16,7 +16,6 @@ mod pushed;
 mod rules;
 mod sources;
 mod stages;
-mod tag_lists;
 
 #[cfg(test)]
 mod tests;

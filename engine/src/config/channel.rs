@@ -5,10 +5,12 @@
 //! `rack`, ...) are checked by the `protocol` module, then kept as plain [`Setting`]s,
 //! defaults filled in, for the codec component of the protocol.
 
+use std::sync::Arc;
+
 use super::protocol::{self, Protocol};
 use super::read::{Unique, at_least, list, ranged, read_at, required_text, required_with};
-use super::tag::{self, TagConfig};
-use crate::model::{ByteOrder, Parity, SerialLine, Setting, SettingValue};
+use super::tag::{self, TagConfig, TagPositions};
+use crate::model::{ByteOrder, Parity, SerialLine, Setting, SettingValue, SharedLists};
 use crate::yaml::{self, Diagnostics, Fields, Node, Pos};
 
 /// One entry of a device's `channels`.
@@ -40,13 +42,21 @@ pub struct ChannelConfig {
     /// The protocol-specific keys, named as written (`unitId`, `plcType`, ...), with
     /// the protocol's defaults filled in; handed to the codec unchanged.
     pub settings: Vec<Setting>,
-    /// `tags`, in file order (default none).
-    pub tags: Vec<TagConfig>,
+    /// `tags`, in file order (default none); channels with equal tags share one
+    /// list (a fleet of one model keeps it once).
+    pub tags: Arc<[TagConfig]>,
+    /// Where each of `tags` is written, in the same order.
+    pub tag_positions: Box<[TagPositions]>,
     /// Where the entry starts.
     pub pos: Pos,
 }
 
 impl ChannelConfig {
+    /// The tags with where each is written.
+    pub fn placed_tags(&self) -> impl Iterator<Item = (&TagConfig, TagPositions)> {
+        self.tags.iter().zip(self.tag_positions.iter().copied())
+    }
+
     /// The protocol-specific setting `key` (as written, e.g. `unitId`), if any.
     pub fn setting(&self, key: &str) -> Option<&SettingValue> {
         self.settings
@@ -57,12 +67,12 @@ impl ChannelConfig {
 }
 
 /// Reads one channel. `channel_ids` and `tag_keys` are the names already used in the
-/// device; `merge_gap` is the collector's.
+/// device; `merge_gap` is the collector's; `tag_lists` the tag lists read so far.
 pub(super) fn read(
     node: &Node,
     merge_gap: u32,
-    channel_ids: &mut Unique,
-    tag_keys: &mut Unique,
+    (channel_ids, tag_keys): (&mut Unique, &mut Unique),
+    tag_lists: &mut SharedLists<TagConfig>,
     errors: &mut Diagnostics,
 ) -> Option<ChannelConfig> {
     let mut f = Fields::of(node, "channel", errors)?;
@@ -105,13 +115,11 @@ pub(super) fn read(
                 .map(|(_, order)| *order),
             _ => None,
         });
-    // Sized to the list: a running gateway keeps its configuration, so a large
-    // fleet would otherwise carry a quarter of its tag lists as spare capacity.
     let items = f.node("tags").map_or(&[][..], |n| list(n, "tags", errors));
-    let mut tags = Vec::with_capacity(items.len());
-    for item in items {
-        tags.extend(tag::read(item, byte_order, tag_keys, errors));
-    }
+    let (tags, tag_positions): (Vec<_>, Vec<_>) = items
+        .iter()
+        .filter_map(|item| tag::read(item, byte_order, tag_keys, errors))
+        .unzip();
     f.finish(errors);
     Some(ChannelConfig {
         channel_id: channel_id?,
@@ -125,7 +133,8 @@ pub(super) fn read(
         byte_order,
         shared_connection,
         settings,
-        tags,
+        tags: tag_lists.share(tags),
+        tag_positions: tag_positions.into_boxed_slice(),
         pos: node.pos,
     })
 }

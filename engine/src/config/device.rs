@@ -11,8 +11,8 @@ use super::channel::{self, ChannelConfig};
 use super::collector::CollectorConfig;
 use super::read::{Unique, at_least, list, read_at, required_text, text};
 use super::sparkplug::{UplinkPayload, sparkplug_id_problem};
-use super::tag::TagConfig;
-use crate::model::SerialLine;
+use super::tag::{TagConfig, TagPositions};
+use crate::model::{SerialLine, SharedLists};
 use crate::mqtt::sparkplug;
 use crate::yaml::{Diagnostics, Fields, Node, Pos};
 
@@ -52,6 +52,11 @@ impl DeviceConfig {
         self.channels.iter().flat_map(|channel| channel.tags.iter())
     }
 
+    /// The tags of every channel with where each is written.
+    pub fn placed_tags(&self) -> impl Iterator<Item = (&TagConfig, TagPositions)> {
+        self.channels.iter().flat_map(ChannelConfig::placed_tags)
+    }
+
     /// Whether both say the same of the device, wherever in the file they stand.
     pub fn same_as(&self, other: &DeviceConfig) -> bool {
         self.without_positions() == other.without_positions()
@@ -69,10 +74,7 @@ impl DeviceConfig {
         device.pos = Pos::default();
         for channel in &mut device.channels {
             channel.pos = Pos::default();
-            for tag in &mut channel.tags {
-                tag.pos = Pos::default();
-                tag.address_pos = Pos::default();
-            }
+            channel.tag_positions.fill(TagPositions::default());
         }
         device
     }
@@ -122,6 +124,7 @@ pub(super) fn read_all(
 ) -> Vec<DeviceConfig> {
     let mut ids = Unique::default();
     let mut topics: HashMap<(String, String), Pos> = HashMap::new();
+    let mut tag_lists = SharedLists::default();
     let mut devices = Vec::new();
     for item in list(node, "devices", errors) {
         let Some(mut f) = Fields::of(item, "device", errors) else {
@@ -168,7 +171,7 @@ pub(super) fn read_all(
         // Empty until resolved from the product or tenant (see `resolve_pipelines`).
         let pipeline = text(&mut f, "pipeline", errors).unwrap_or_default();
         let pipeline_named = !pipeline.is_empty();
-        let channels = read_channels(item, &mut f, collector.merge_gap, errors);
+        let channels = read_channels(item, &mut f, (collector.merge_gap, &mut tag_lists), errors);
         f.finish(errors);
         if let (Some(device_id), Some((product_id, _)), Some((device_num, _))) =
             (device_id, product_id, device_num)
@@ -208,11 +211,11 @@ fn check_sparkplug(devices: &[DeviceConfig], errors: &mut Diagnostics) {
                 ),
             );
         }
-        for tag in device.tags() {
+        for (tag, at) in device.placed_tags() {
             let alias = sparkplug::alias(&device.device_id, &tag.spec.key);
             if let Some((other, key, pos)) = aliases.get(&alias) {
                 errors.push(
-                    tag.pos,
+                    at.entry,
                     format!(
                         "tag `{}`: its Sparkplug alias {alias} is the alias of tag `{key}` of \
                          device `{other}` (at {pos}) too; rename one of them",
@@ -220,7 +223,7 @@ fn check_sparkplug(devices: &[DeviceConfig], errors: &mut Diagnostics) {
                     ),
                 );
             } else {
-                aliases.insert(alias, (&device.device_id, &tag.spec.key, tag.pos));
+                aliases.insert(alias, (&device.device_id, &tag.spec.key, at.entry));
             }
         }
     }
@@ -252,7 +255,7 @@ fn topic_part(
 fn read_channels(
     device: &Node,
     f: &mut Fields<'_>,
-    merge_gap: u32,
+    (merge_gap, tag_lists): (u32, &mut SharedLists<TagConfig>),
     errors: &mut Diagnostics,
 ) -> Vec<ChannelConfig> {
     let Some(node) = f.node("channels") else {
@@ -270,7 +273,10 @@ fn read_channels(
     let mut tag_keys = Unique::default();
     items
         .iter()
-        .filter_map(|item| channel::read(item, merge_gap, &mut channel_ids, &mut tag_keys, errors))
+        .filter_map(|item| {
+            let names = (&mut channel_ids, &mut tag_keys);
+            channel::read(item, merge_gap, names, tag_lists, errors)
+        })
         .collect()
 }
 
@@ -326,6 +332,27 @@ mod tests {
         assert_ne!(a(&first).pos, a(&moved).pos);
         assert!(a(&first).same_as(&a(&moved)));
         assert!(!a(&first).same_as(&a(&changed)));
+    }
+
+    #[test]
+    fn devices_with_equal_tags_share_one_list_and_keep_their_own_positions() {
+        let other_tag = device("c", "P", "C", "").replace("dataType: BOOL", "dataType: UINT16");
+        let config = load_ok(&format!(
+            "devices:\n{}{}{other_tag}",
+            device("a", "P", "A", ""),
+            device("b", "P", "B", "")
+        ));
+        let channel = |id: &str| &config.device(id).expect("device").channels[0];
+        assert!(std::sync::Arc::ptr_eq(
+            &channel("a").tags,
+            &channel("b").tags
+        ));
+        assert!(!std::sync::Arc::ptr_eq(
+            &channel("a").tags,
+            &channel("c").tags
+        ));
+        let line = |id: &str| channel(id).tag_positions[0].entry.line;
+        assert_eq!((line("a"), line("b"), line("c")), (10, 19, 28));
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub use product::ProductConfig;
 pub use protocol::Protocol;
 pub use sparkplug::{SparkplugConfig, UplinkPayload};
 pub use store::{StoreConfig, StoreKind};
-pub use tag::TagConfig;
+pub use tag::{TagConfig, TagPositions};
 pub use tenant::{DEFAULT_RULES, RecipientConfig, TenantConfig, TenantLimits};
 
 /// Everything the configuration file says, checked and typed.
@@ -340,14 +340,14 @@ mod tests {
         assert_eq!(flow.spec.byte_order, ByteOrder::Cdab);
         assert!(!flow.byte_order_override);
         assert_eq!(
-            flow.pos,
+            ch.tag_positions[0].entry,
             Pos {
                 line: 89,
                 column: 13
             }
         );
         assert_eq!(
-            flow.address_pos,
+            ch.tag_positions[0].address,
             Pos {
                 line: 90,
                 column: 22

@@ -2,7 +2,7 @@
 //! and scale it, and how often to read it.
 
 use super::read::{Text, Unique, choice, read_at, required_text, required_with, text};
-use crate::model::{Access, ByteOrder, DataType, Setting, SettingValue, TagSpec};
+use crate::model::{Access, ByteOrder, DataType, ListKey, Setting, SettingValue, TagSpec};
 use crate::yaml::{self, Diagnostics, Fields, FromNode, Node, Pos};
 
 /// Shortest polling period accepted, in milliseconds.
@@ -40,10 +40,23 @@ pub struct TagConfig {
     pub unit: Option<String>,
     /// Whether `byteOrder` was written on the tag itself.
     pub byte_order_override: bool,
+}
+
+/// Where a tag is written. Kept beside the channel's tags rather than in them:
+/// devices of one model list equal tags at different lines, and equal lists are
+/// kept once.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TagPositions {
     /// Where the entry starts.
-    pub pos: Pos,
+    pub entry: Pos,
     /// Where `address` is written, for address errors the codec reports later.
-    pub address_pos: Pos,
+    pub address: Pos,
+}
+
+impl ListKey for TagConfig {
+    fn key(&self, hasher: &mut impl std::hash::Hasher) {
+        self.spec.key(hasher);
+    }
 }
 
 impl TagConfig {
@@ -62,14 +75,14 @@ impl TagConfig {
     }
 }
 
-/// Reads one tag. `channel_order` is the channel's byte order; `keys` the tag keys
-/// already used in the device (across its channels).
+/// Reads one tag and where it is written. `channel_order` is the channel's byte
+/// order; `keys` the tag keys already used in the device (across its channels).
 pub(super) fn read(
     node: &Node,
     channel_order: Option<ByteOrder>,
     keys: &mut Unique,
     errors: &mut Diagnostics,
-) -> Option<TagConfig> {
+) -> Option<(TagConfig, TagPositions)> {
     let mut f = Fields::of(node, "tag", errors)?;
     let key = required_text(&mut f, "key", errors).map(|(key, pos)| {
         if !is_valid_key(&key) {
@@ -173,7 +186,7 @@ pub(super) fn read(
     f.finish(errors);
 
     let (address, address_pos) = address?;
-    Some(TagConfig {
+    let tag = TagConfig {
         spec: TagSpec {
             key: key?.into(),
             address: address.into(),
@@ -192,9 +205,14 @@ pub(super) fn read(
         max: max.map(|(max, _)| max),
         unit,
         byte_order_override,
-        pos: node.pos,
-        address_pos,
-    })
+    };
+    Some((
+        tag,
+        TagPositions {
+            entry: node.pos,
+            address: address_pos,
+        },
+    ))
 }
 
 /// `[A-Za-z0-9_.-]+`
@@ -276,8 +294,19 @@ mod tests {
     }
 
     fn tags_of(tags: &str) -> Vec<TagConfig> {
+        placed_tags_of(tags)
+            .into_iter()
+            .map(|(tag, _)| tag)
+            .collect()
+    }
+
+    fn placed_tags_of(tags: &str) -> Vec<(TagConfig, TagPositions)> {
         let mut config = load_ok(&doc(tags));
-        config.devices.remove(0).channels.remove(0).tags
+        let channel = config.devices.remove(0).channels.remove(0);
+        channel
+            .placed_tags()
+            .map(|(t, at)| (t.clone(), at))
+            .collect()
     }
 
     /// The rendered diagnostics of a document with these tags.
@@ -287,8 +316,8 @@ mod tests {
 
     #[test]
     fn defaults() {
-        let tags = tags_of("          - {key: a, address: 40001, dataType: UINT16}\n");
-        let t = &tags[0];
+        let tags = placed_tags_of("          - {key: a, address: 40001, dataType: UINT16}\n");
+        let (t, at) = &tags[0];
         assert_eq!(t.spec.address, "40001");
         assert_eq!(t.spec.length, 0);
         assert_eq!(t.spec.byte_order, ByteOrder::Badc);
@@ -303,14 +332,14 @@ mod tests {
         assert!(!t.readback);
         assert_eq!((t.min, t.max, t.unit.as_deref()), (None, None, None));
         assert_eq!(
-            t.pos,
+            at.entry,
             Pos {
                 line: 11,
                 column: 13
             }
         );
         assert_eq!(
-            t.address_pos,
+            at.address,
             Pos {
                 line: 11,
                 column: 31

@@ -10,6 +10,7 @@ mod frame;
 mod sample;
 mod scope;
 mod serial;
+mod shared_lists;
 mod tag;
 mod whitelist;
 
@@ -22,5 +23,6 @@ pub use frame::{DeviceError, FrameError, PlannedRead};
 pub use sample::{Batch, Quality, Sample, Span, Value};
 pub use scope::Scope;
 pub use serial::{Parity, SerialLine};
+pub use shared_lists::{ListKey, SharedLists};
 pub use tag::{Access, ByteOrder, ConfigIssue, DataType, Setting, SettingValue, TagSpec};
 pub use whitelist::{Refused, Transitions, Whitelist};

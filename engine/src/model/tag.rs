@@ -116,6 +116,13 @@ pub struct TagSpec {
     pub settings: Vec<Setting>,
 }
 
+impl super::ListKey for TagSpec {
+    fn key(&self, hasher: &mut impl std::hash::Hasher) {
+        hasher.write(self.key.as_bytes());
+        hasher.write(self.address.as_bytes());
+    }
+}
+
 #[cfg(test)]
 impl TagSpec {
     /// A read-only `data_type` tag at holding register 0, unscaled, in the
