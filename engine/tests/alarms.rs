@@ -665,6 +665,49 @@ fn running(alarms: &Arc<Alarms>) -> watch::Sender<bool> {
     stop
 }
 
+/// The rules are called with the samples of the tags they watch only, and not at
+/// all for a round without any: the built-in rules watch the tags their
+/// thresholds name, so rules without thresholds are never called on samples.
+#[tokio::test]
+async fn the_rules_see_the_samples_of_the_tags_they_watch_and_nothing_else() {
+    let f = fixture("watched");
+    let pool = default_rules(&f.runtime);
+    let tags: Arc<[_]> = Arc::from(
+        &[
+            tag("door", "00001", DataType::Bool),
+            tag("temp", "40001", DataType::Float32),
+        ][..],
+    );
+    let none = pool.evaluator(&[], Arc::clone(&tags)).expect("evaluator");
+    let settings = [
+        setting("thresholds.0.tag", SettingValue::Text("temp".into())),
+        setting("thresholds.0.above", SettingValue::Float(80.0)),
+    ];
+    let temp = pool.evaluator(&settings, tags).expect("evaluator");
+    let calls = || temp.health().calls;
+    let round = |door: bool, temp: f64| batch(&[Value::Bool(door), Value::Float(temp)]).samples;
+
+    let before = calls();
+    for _ in 0..3 {
+        let signals = none
+            .on_samples(&round(true, 99.0))
+            .expect("no call to fail");
+        assert!(signals.is_empty());
+    }
+    assert_eq!(calls(), before, "rules without thresholds are not called");
+
+    // Only the door's sample: nothing the thresholds watch, no call.
+    let door_only = &round(true, 0.0)[..1];
+    assert!(temp.on_samples(door_only).expect("no call").is_empty());
+    assert_eq!(calls(), before);
+
+    // The temperature crosses, alone (the door's sample stays behind).
+    let signals = temp.on_samples(&round(false, 85.0)).expect("rules");
+    assert_eq!(calls(), before + 1);
+    assert_eq!(signals.len(), 1, "{signals:?}");
+    assert_eq!(signals[0].rule_key, "TEMP_HIGH");
+}
+
 #[tokio::test]
 async fn thresholds_raise_once_clear_with_hysteresis_and_do_not_reopen_after_a_restart() {
     let f = fixture("thresholds");

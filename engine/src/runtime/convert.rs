@@ -59,8 +59,9 @@ pub(super) fn batch_to_wit(batch: Batch) -> wit::Batch {
 }
 
 /// The columns of `samples`, with no raw bytes.
-pub(super) fn samples_to_wit(samples: &[Sample]) -> wit::Batch {
-    let n = samples.len();
+pub(super) fn samples_to_wit<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> wit::Batch {
+    let samples = samples.into_iter();
+    let n = samples.size_hint().0;
     let mut batch = wit::Batch {
         tags: Vec::with_capacity(n),
         qualities: Vec::with_capacity(n),

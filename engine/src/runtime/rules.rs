@@ -130,13 +130,30 @@ impl Pool<Rules> {
         settings: &[Setting],
         tags: Arc<[TagSpec]>,
     ) -> Result<Evaluator, CallError> {
-        let evaluator = Evaluator {
+        let mut evaluator = Evaluator {
             binding: self.bind(),
             recipe: Recipe::new(settings, tags),
+            watched: None,
         };
-        // An empty event kind matches no rule: the call only creates the resource,
-        // so a bad configuration is refused now rather than at the first signal.
-        evaluator.on_event("", 0, None)?;
+        // The first call creates the resource, so a bad configuration is refused
+        // now rather than at the first signal.
+        evaluator.watched = evaluator
+            .binding
+            .call(
+                "watched-tags",
+                &|live| evaluator.create(live),
+                |live, resource| {
+                    live.bindings
+                        .sluice_dataflow_alarm_rules()
+                        .evaluator()
+                        .call_watched_tags(&mut live.store, resource)
+                },
+            )?
+            .map(|mut tags| {
+                tags.sort_unstable();
+                tags.dedup();
+                tags.into_boxed_slice()
+            });
         Ok(evaluator)
     }
 }
@@ -145,6 +162,8 @@ impl Pool<Rules> {
 pub struct Evaluator {
     binding: Binding<Rules>,
     recipe: Recipe,
+    /// The tags whose samples the rules look at, ascending; `None`: every tag's.
+    watched: Option<Box<[u32]>>,
 }
 
 impl std::fmt::Debug for Evaluator {
@@ -178,12 +197,26 @@ impl Evaluator {
     }
 
     /// Signals from one round's decoded samples (raw values carry no bytes here).
+    /// Only the samples of the tags the rules watch cross; with none of them, the
+    /// component is not called.
     ///
     /// # Errors
     /// A trap or an exceeded limit; the instance is rebuilt (and the rules' memory
     /// with it) for the next call.
     pub fn on_samples(&self, samples: &[Sample]) -> Result<Vec<Signal>, CallError> {
-        let input = samples_to_wit(samples);
+        let input = match &self.watched {
+            None => samples_to_wit(samples),
+            Some(watched) => {
+                let mut kept = samples
+                    .iter()
+                    .filter(|s| watched.binary_search(&s.tag).is_ok())
+                    .peekable();
+                if kept.peek().is_none() {
+                    return Ok(Vec::new());
+                }
+                samples_to_wit(kept)
+            }
+        };
         self.binding
             .call("on-samples", &|live| self.create(live), |live, resource| {
                 live.bindings

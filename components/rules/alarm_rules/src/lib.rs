@@ -87,6 +87,10 @@ impl GuestEvaluator for AlarmRules {
         Ok(Evaluator::new(AlarmRules { thresholds }))
     }
 
+    fn watched_tags(&self) -> Option<Vec<u32>> {
+        Some(self.thresholds.watched_tags())
+    }
+
     fn on_samples(&self, input: Batch) -> Vec<AlarmSignal> {
         self.thresholds.on_samples(&columns_from_batch(input))
     }

@@ -309,6 +309,14 @@ impl Thresholds {
     }
 
     /// The thresholds on `tag`.
+    /// The tags some threshold watches, ascending, each once (only their samples
+    /// can raise or clear a threshold alarm).
+    pub fn watched_tags(&self) -> Vec<u32> {
+        let mut tags: Vec<u32> = self.list.iter().map(|t| t.tag).collect();
+        tags.dedup();
+        tags
+    }
+
     fn on_tag(&self, tag: u32) -> &[Threshold] {
         let start = self.list.partition_point(|t| t.tag < tag);
         let end = self.list.partition_point(|t| t.tag <= tag);
@@ -502,7 +510,25 @@ mod tests {
     fn no_settings_means_no_thresholds() {
         let rules = Thresholds::parse(&[], &tags()).unwrap();
         assert!(rules.list.is_empty());
+        assert!(rules.watched_tags().is_empty());
         assert_eq!(rounds(&rules, &[1e9, -1e9]), [None, None]);
+    }
+
+    #[test]
+    fn the_watched_tags_are_those_of_some_threshold_once_each_in_order() {
+        let rules = Thresholds::parse(
+            &[
+                text("thresholds.0.tag", "tank-level.2"),
+                num("thresholds.0.above", 9.0),
+                text("thresholds.1.tag", "temperature"),
+                num("thresholds.1.above", 80.0),
+                text("thresholds.2.tag", "tank-level.2"),
+                num("thresholds.2.below", 1.0),
+            ],
+            &tags(),
+        )
+        .unwrap();
+        assert_eq!(rules.watched_tags(), [0, 2]);
     }
 
     #[test]

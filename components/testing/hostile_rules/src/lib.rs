@@ -101,6 +101,10 @@ impl GuestEvaluator for HostileRules {
         }
     }
 
+    fn watched_tags(&self) -> Option<Vec<u32>> {
+        None
+    }
+
     fn on_samples(&self, _input: Batch) -> Vec<AlarmSignal> {
         Vec::new()
     }
