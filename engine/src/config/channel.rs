@@ -5,6 +5,7 @@
 //! `rack`, ...) are checked by the `protocol` module, then kept as plain [`Setting`]s,
 //! defaults filled in, for the codec component of the protocol.
 
+use std::fmt;
 use std::sync::Arc;
 
 use super::protocol::{self, Protocol};
@@ -14,7 +15,7 @@ use crate::model::{ByteOrder, Parity, SerialLine, Setting, SettingValue, SharedL
 use crate::yaml::{self, Diagnostics, Fields, Node, Pos};
 
 /// One entry of a device's `channels`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct ChannelConfig {
     /// `channelId`: unique within the device.
     pub channel_id: String,
@@ -49,6 +50,50 @@ pub struct ChannelConfig {
     pub tag_positions: Box<[TagPositions]>,
     /// Where the entry starts.
     pub pos: Pos,
+}
+
+/// Each tag with where it is written, as one list: the text
+/// [`super::DeviceConfig::fingerprint`] digests, which pushed configurations keep
+/// on disk, so it reads as it did before the positions moved beside the tags.
+impl fmt::Debug for ChannelConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tags: Vec<Placed<'_>> = self.placed_tags().map(|(t, at)| Placed(t, at)).collect();
+        f.debug_struct("ChannelConfig")
+            .field("channel_id", &self.channel_id)
+            .field("protocol", &self.protocol)
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("serial", &self.serial)
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
+            .field("read_timeout_ms", &self.read_timeout_ms)
+            .field("heartbeat_ms", &self.heartbeat_ms)
+            .field("byte_order", &self.byte_order)
+            .field("shared_connection", &self.shared_connection)
+            .field("settings", &self.settings)
+            .field("tags", &tags)
+            .field("pos", &self.pos)
+            .finish()
+    }
+}
+
+/// A tag with its positions, shown as one entry.
+struct Placed<'a>(&'a TagConfig, TagPositions);
+
+impl fmt::Debug for Placed<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Placed(tag, at) = self;
+        f.debug_struct("TagConfig")
+            .field("spec", &tag.spec)
+            .field("period_ms", &tag.period_ms)
+            .field("readback", &tag.readback)
+            .field("min", &tag.min)
+            .field("max", &tag.max)
+            .field("unit", &tag.unit)
+            .field("byte_order_override", &tag.byte_order_override)
+            .field("pos", &at.entry)
+            .field("address_pos", &at.address)
+            .finish()
+    }
 }
 
 impl ChannelConfig {

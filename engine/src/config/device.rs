@@ -334,6 +334,18 @@ mod tests {
         assert!(!a(&first).same_as(&a(&changed)));
     }
 
+    /// Pushed configurations keep the fingerprint of the file entry they
+    /// replaced: an engine that digested the same entry differently would report
+    /// every such entry as edited since its push.
+    #[test]
+    fn the_fingerprint_is_the_one_earlier_versions_kept() {
+        let doc = "devices:\n  - deviceId: d\n    productId: P\n    deviceNum: D\n    channels:\n      - channelId: c\n        protocol: modbus-tcp\n        host: plc\n        tags:\n          - {key: t, address: '40001', dataType: FLOAT32, factor: 0.5, unit: C}\n          - {key: u, address: '40003', dataType: UINT16}\n";
+        assert_eq!(
+            load_ok(doc).devices[0].fingerprint(),
+            "75333e127e1ac7ba35c3830628b38ac3447fc1964bfdf7e02931736a2224f04e"
+        );
+    }
+
     #[test]
     fn devices_with_equal_tags_share_one_list_and_keep_their_own_positions() {
         let other_tag = device("c", "P", "C", "").replace("dataType: BOOL", "dataType: UINT16");
