@@ -125,6 +125,7 @@ macro_rules! codec_helpers {
         }
 
         /// A sample of `tag`: good with a value, bad without one.
+        #[allow(dead_code)]
         fn sample(tag: u32, value: Option<sluice::dataflow::types::Value>, ts_ms: i64) -> Sample {
             use $crate::columns::Quality;
             Sample {
@@ -149,7 +150,7 @@ macro_rules! codec_helpers {
             use $crate::columns::Cell;
             let mut columns = $crate::columns::Columns {
                 bytes,
-                ..Default::default()
+                ..$crate::columns::Columns::with_capacity(samples.len())
             };
             for sample in samples {
                 let cell = match &sample.value {

@@ -119,6 +119,19 @@ pub fn cell_of(kind: u8, bits: u64, texts: &[String]) -> Cell<'_> {
 }
 
 impl Columns {
+    /// Empty columns with room for `samples` samples (and no bytes or texts).
+    pub fn with_capacity(samples: usize) -> Self {
+        Self {
+            tags: Vec::with_capacity(samples),
+            qualities: Vec::with_capacity(samples),
+            kinds: Vec::with_capacity(samples),
+            bits: Vec::with_capacity(samples),
+            ts_ms: Vec::with_capacity(samples),
+            bytes: Vec::new(),
+            texts: Vec::new(),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.tags.len()
     }
@@ -238,6 +251,14 @@ impl Columns {
             Cell::Text(text) => return self.push_text(tag, q, text.into(), ts_ms),
         };
         self.push(tag, q, kind, bits, ts_ms);
+    }
+
+    /// Appends a sample read from a device: GOOD with its value, BAD without one.
+    pub fn push_read(&mut self, tag: u32, value: Option<Cell<'_>>, ts_ms: i64) {
+        match value {
+            Some(cell) => self.push_cell(tag, Quality::Good, cell, ts_ms),
+            None => self.push(tag, quality::BAD, kind::NONE, 0, ts_ms),
+        }
     }
 
     /// Appends a text sample.

@@ -8,14 +8,15 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 
+use sluice_guest::columns::{Cell, Columns};
 use sluice_guest::numeric::{ByteOrder, DataType, Number, encode, reorder_for};
 use sluice_guest::session::range_codec::RangeCodec;
 use sluice_guest::session::ranges::{Extent, RangeRequest, RangeState};
 use sluice_guest::session::{Failure, tag_at};
 
 use crate::address::Table;
-use crate::sluice::dataflow::types::{Batch, ConfigError, Setting, Span, TagSpec, Value};
-use crate::{batch_from_samples, number_from_value, sample};
+use crate::sluice::dataflow::types::{Batch, ConfigError, Setting, TagSpec, Value};
+use crate::{columns_into_batch, number_from_value};
 use crate::{config, frame, pdu};
 
 pub struct Tag {
@@ -54,22 +55,19 @@ impl ModbusSession {
         })
     }
 
-    /// Samples for the tags of `request` from its response data.
+    /// Samples for the tags of `request` from its response data, written
+    /// straight into the columns the batch crosses the boundary as.
     fn samples(&self, request: &Request, data: &[u8], ts_ms: i64) -> Batch {
-        let samples = request
-            .tags
-            .iter()
-            .filter_map(|&index| {
-                let tag = self.tags.get(index as usize)?;
-                Some(sample(index, value_of(tag, request, data), ts_ms))
-            })
-            .collect();
-        let bytes = if request.area.is_bits() {
-            Vec::new()
-        } else {
-            data.to_vec()
-        };
-        batch_from_samples(samples, bytes)
+        let mut columns = Columns::with_capacity(request.tags.len());
+        for &index in &request.tags {
+            if let Some(tag) = self.tags.get(index as usize) {
+                columns.push_read(index, value_of(tag, request, data), ts_ms);
+            }
+        }
+        if !request.area.is_bits() {
+            columns.bytes = data.to_vec();
+        }
+        columns_into_batch(columns)
     }
 
     fn write_pdu(&self, tag: &Tag, value: &Value) -> Result<(u8, Vec<u8>, [u8; 4]), String> {
@@ -126,20 +124,20 @@ impl ModbusSession {
 }
 
 /// The value of `tag` in the response `data` to `request`.
-fn value_of(tag: &Tag, request: &Request, data: &[u8]) -> Option<Value> {
+fn value_of(tag: &Tag, request: &Request, data: &[u8]) -> Option<Cell<'static>> {
     let at = (tag.extent.start - request.start) as usize;
     if request.area.is_bits() {
         data.get(at / 8)
-            .map(|byte| Value::Boolean(byte >> (at % 8) & 1 == 1))
+            .map(|byte| Cell::Boolean(byte >> (at % 8) & 1 == 1))
     } else if let Some(bit) = tag.bit {
         data.get(at * 2..at * 2 + 2)
-            .map(|w| Value::Boolean(u16::from_be_bytes([w[0], w[1]]) >> bit & 1 == 1))
+            .map(|w| Cell::Boolean(u16::from_be_bytes([w[0], w[1]]) >> bit & 1 == 1))
     } else {
         let len = tag.extent.count as usize * 2;
-        (at * 2 + len <= data.len()).then_some(Value::Raw(Span {
+        (at * 2 + len <= data.len()).then_some(Cell::Raw {
             start: (at * 2) as u32,
             len: len as u32,
-        }))
+        })
     }
 }
 
@@ -172,12 +170,13 @@ impl RangeCodec<Value, Batch> for ModbusSession {
     ) -> Result<Batch, Failure> {
         let pdu = frame::pdu(frame, tid, self.unit).map_err(Failure::Malformed)?;
         let function = read.area.read_function();
-        let what = format!("{} {}..{}", read.area.name(), read.start, read.end());
+        // Named in errors only: not formatted for an answer that is fine.
+        let what = || format!("{} {}..{}", read.area.name(), read.start, read.end());
         if pdu[0] == function | 0x80 {
             let code = pdu[1];
             return Err(Failure::device(
                 u32::from(code),
-                pdu::exception(code, &what),
+                pdu::exception(code, &what()),
             ));
         }
         if pdu[0] != function {
@@ -195,8 +194,9 @@ impl RangeCodec<Value, Batch> for ModbusSession {
         let data = &pdu[2..];
         if count != expected || data.len() != count {
             return Err(Failure::Malformed(format!(
-                "byte count {count} with {} data bytes, expected {expected} for {what}",
-                data.len()
+                "byte count {count} with {} data bytes, expected {expected} for {}",
+                data.len(),
+                what()
             )));
         }
         Ok(self.samples(read, data, ts_ms))

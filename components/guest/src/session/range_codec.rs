@@ -97,28 +97,24 @@ pub fn parse_read<V, B>(
     ts_ms: i64,
 ) -> Result<B, Failure> {
     let mut state = codec.state().borrow_mut();
+    let state = &mut *state;
     let id = state
         .exchange
         .answered_read(request)
         .map_err(Failure::Malformed)?;
-    let read = state
-        .reads
-        .request(request)
-        .map_err(Failure::Malformed)?
-        .clone();
-    codec
-        .read_answer(&read, id, frame, ts_ms)
-        .map_err(|failure| match failure {
-            Failure::Device { code, message, .. } if codec.blames_addresses(code) => {
-                let retry = state.reads.split(&read);
-                Failure::Device {
-                    code,
-                    message,
-                    retry,
-                }
-            }
-            other => other,
-        })
+    let read = state.reads.request(request).map_err(Failure::Malformed)?;
+    match codec.read_answer(read, id, frame, ts_ms) {
+        Err(Failure::Device { code, message, .. }) if codec.blames_addresses(code) => {
+            let read = read.clone();
+            let retry = state.reads.split(&read);
+            Err(Failure::Device {
+                code,
+                message,
+                retry,
+            })
+        }
+        answer => answer,
+    }
 }
 
 /// `encode-write`: the frame that writes `value` to `tag`, now the write in flight.
