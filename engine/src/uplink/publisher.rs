@@ -204,69 +204,7 @@ impl Publisher {
         loop {
             tokio::select! {
                 event = eventloop.poll() => match event {
-                    Ok(Event::Incoming(Incoming::ConnAck(_))) => {
-                        session.connected = true;
-                        self.stats.set_connected(true);
-                        self.stats.connects.inc();
-                        tracing::info!("connected to the MQTT broker");
-                        // Subscribe on every connection: a broker that lost the
-                        // session (or never had it) gets the subscriptions again.
-                        self.subscribe(session);
-                        if let Some(node) = &mut session.node {
-                            let births = node.birth();
-                            self.send_node(session, births);
-                        } else {
-                            self.send_status(session, self.status_topic.clone(), status(EntityState::Online, now_ms()));
-                            for (topic, payload) in latest.drain() {
-                                self.send_status(session, topic, payload);
-                            }
-                        }
-                        // Invariant 3: every connection starts from the oldest record.
-                        session.cursor = None;
-                        self.fill(session);
-                    }
-                    Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
-                        match session.queued.pop_front() {
-                            Some(Queued::Record(id)) if self.qos == QoS::AtMostOnce => {
-                                session.acknowledged(&self.outbox, id);
-                            }
-                            Some(Queued::Record(id)) => {
-                                session.inflight.insert(pkid, Inflight::Record(id));
-                            }
-                            Some(Queued::Tracked(done)) => {
-                                session.inflight.insert(pkid, Inflight::Tracked(done));
-                            }
-                            Some(Queued::Status) | None => {}
-                        }
-                        if !session.pending.is_empty() {
-                            self.fill(session);
-                        }
-                    }
-                    Ok(Event::Incoming(Incoming::Publish(message))) => {
-                        if let Some(node) = session.node.as_mut().filter(|n| n.topics().node_command() == message.topic) {
-                            let births = node.node_command(&message.payload);
-                            self.send_node(session, births);
-                            if let Err(refused) = session.outbound.ack(&message) {
-                                tracing::warn!(%refused, "cannot acknowledge an NCMD");
-                            }
-                        } else if let Some((downlink, _)) = &self.downlink {
-                            // The receiver lives as long as the engine.
-                            let _ = downlink.send(Downlink::new(session.number, message, inbox.ack_sender.clone()));
-                        } else if let Err(refused) = session.outbound.ack(&message) {
-                            tracing::warn!(%refused, "cannot acknowledge a message nobody handles");
-                        }
-                    }
-                    Ok(Event::Incoming(Incoming::PubAck(ack))) => {
-                        self.stats.acknowledged();
-                        // Invariant 2: a record is released only after its PUBACK.
-                        if let Some(inflight) = session.inflight.remove(&ack.pkid) {
-                            session.settle(&self.outbox, inflight);
-                        }
-                        if session.held_back {
-                            self.fill(session);
-                        }
-                    }
-                    Ok(_) => {}
+                    Ok(event) => self.on_event(session, event, inbox, latest),
                     Err(error) => {
                         self.lost(&error);
                         return false;
@@ -312,11 +250,107 @@ impl Publisher {
                     }
                 }
             }
-            // What the event queued goes out in one write.
-            if let Err(error) = session.outbound.write(&mut eventloop).await {
-                self.lost(&error);
-                return false;
+            // What the event queued goes out in one write. The client queues
+            // events of its own as it goes (a publish numbered for each one
+            // written, the rest of the packets one read brought): handled here,
+            // in this turn, not one turn of the loop above each.
+            loop {
+                if let Err(error) = session.outbound.write(&mut eventloop).await {
+                    self.lost(&error);
+                    return false;
+                }
+                let Some(event) = eventloop.state.events.pop_front() else {
+                    break;
+                };
+                self.on_event(session, event, inbox, latest);
             }
+        }
+    }
+
+    /// Handles one event of the connection.
+    fn on_event(
+        &self,
+        session: &mut Session,
+        event: Event,
+        inbox: &Inbox,
+        latest: &mut HashMap<String, Vec<u8>>,
+    ) {
+        match event {
+            Event::Incoming(Incoming::ConnAck(_)) => {
+                session.connected = true;
+                self.stats.set_connected(true);
+                self.stats.connects.inc();
+                tracing::info!("connected to the MQTT broker");
+                // Subscribe on every connection: a broker that lost the
+                // session (or never had it) gets the subscriptions again.
+                self.subscribe(session);
+                if let Some(node) = &mut session.node {
+                    let births = node.birth();
+                    self.send_node(session, births);
+                } else {
+                    self.send_status(
+                        session,
+                        self.status_topic.clone(),
+                        status(EntityState::Online, now_ms()),
+                    );
+                    for (topic, payload) in latest.drain() {
+                        self.send_status(session, topic, payload);
+                    }
+                }
+                // Invariant 3: every connection starts from the oldest record.
+                session.cursor = None;
+                self.fill(session);
+            }
+            Event::Outgoing(Outgoing::Publish(pkid)) => {
+                match session.queued.pop_front() {
+                    Some(Queued::Record(id)) if self.qos == QoS::AtMostOnce => {
+                        session.acknowledged(&self.outbox, id);
+                    }
+                    Some(Queued::Record(id)) => {
+                        session.inflight.insert(pkid, Inflight::Record(id));
+                    }
+                    Some(Queued::Tracked(done)) => {
+                        session.inflight.insert(pkid, Inflight::Tracked(done));
+                    }
+                    Some(Queued::Status) | None => {}
+                }
+                if !session.pending.is_empty() {
+                    self.fill(session);
+                }
+            }
+            Event::Incoming(Incoming::Publish(message)) => {
+                if let Some(node) = session
+                    .node
+                    .as_mut()
+                    .filter(|n| n.topics().node_command() == message.topic)
+                {
+                    let births = node.node_command(&message.payload);
+                    self.send_node(session, births);
+                    if let Err(refused) = session.outbound.ack(&message) {
+                        tracing::warn!(%refused, "cannot acknowledge an NCMD");
+                    }
+                } else if let Some((downlink, _)) = &self.downlink {
+                    // The receiver lives as long as the engine.
+                    let _ = downlink.send(Downlink::new(
+                        session.number,
+                        message,
+                        inbox.ack_sender.clone(),
+                    ));
+                } else if let Err(refused) = session.outbound.ack(&message) {
+                    tracing::warn!(%refused, "cannot acknowledge a message nobody handles");
+                }
+            }
+            Event::Incoming(Incoming::PubAck(ack)) => {
+                self.stats.acknowledged();
+                // Invariant 2: a record is released only after its PUBACK.
+                if let Some(inflight) = session.inflight.remove(&ack.pkid) {
+                    session.settle(&self.outbox, inflight);
+                }
+                if session.held_back {
+                    self.fill(session);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -374,7 +408,7 @@ impl Publisher {
                 queued: Queued::Status,
                 topic: m.topic,
                 qos: m.qos,
-                payload: m.payload,
+                payload: m.payload.into(),
             }));
         self.flush(session);
     }
@@ -405,7 +439,7 @@ impl Publisher {
                         queued,
                         topic: publish.topic,
                         qos,
-                        payload: publish.payload.to_vec(),
+                        payload: publish.payload,
                     });
                     return false;
                 }
@@ -498,7 +532,7 @@ impl Publisher {
             queued: Queued::Status,
             topic: m.topic,
             qos: m.qos,
-            payload: m.payload,
+            payload: m.payload.into(),
         }));
         session.pending.push_back(Pending {
             queued: Queued::Record(record.id),
