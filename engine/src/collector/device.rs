@@ -32,8 +32,8 @@ pub struct Channel {
     pub session: Swappable<CodecSession>,
     /// Device tag index of each of the channel's tags.
     pub tags: Vec<u32>,
-    /// `tags` ascend (as the compiler lists them): lookups search by halves.
-    ascending: bool,
+    /// How `tags` are laid out, for finding a tag among them.
+    layout: Layout,
     /// The liveness probe the channel asks for (`heartbeatMs`), if any.
     pub probe: Option<Probe>,
     /// How long its reads wait for an answer (`readTimeoutMs`), even on a link
@@ -76,7 +76,7 @@ impl Channel {
             id,
             link,
             session: Swappable::new(session),
-            ascending: tags.windows(2).all(|pair| pair[0] < pair[1]),
+            layout: Layout::of(&tags),
             tags,
             probe,
             read_timeout,
@@ -93,16 +93,45 @@ impl Channel {
     /// The channel-local index of device tag `tag` (asked for each due tag of
     /// every round).
     pub(super) fn local(&self, tag: u32) -> Option<u32> {
-        local_index(&self.tags, self.ascending, tag)
+        local_index(&self.tags, self.layout, tag)
     }
 }
 
-/// Where `tag` is in `tags`: a binary search when they ascend, a scan otherwise.
-fn local_index(tags: &[u32], ascending: bool, tag: u32) -> Option<u32> {
-    let found = if ascending {
-        tags.binary_search(&tag).ok()
-    } else {
-        tags.iter().position(|t| *t == tag)
+/// How a channel's device tag indexes are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// `first`, `first + 1`, ...: a device's only channel, or one of its
+    /// channels as the compiler lists them, nearly always.
+    Consecutive(u32),
+    /// Ascending with gaps.
+    Ascending,
+    /// Any other order.
+    Unordered,
+}
+
+impl Layout {
+    fn of(tags: &[u32]) -> Layout {
+        let first = tags.first().copied().unwrap_or(0);
+        if (first..).zip(tags).all(|(expected, tag)| expected == *tag) {
+            Layout::Consecutive(first)
+        } else if tags.windows(2).all(|pair| pair[0] < pair[1]) {
+            Layout::Ascending
+        } else {
+            Layout::Unordered
+        }
+    }
+}
+
+/// Where `tag` is in `tags`: by subtraction when they are consecutive, a
+/// binary search when they ascend, a scan otherwise.
+fn local_index(tags: &[u32], layout: Layout, tag: u32) -> Option<u32> {
+    let found = match layout {
+        Layout::Consecutive(first) => tag
+            .checked_sub(first)
+            .map(|i| i as usize)
+            .filter(|i| *i < tags.len()),
+        Layout::Ascending => tags.binary_search(&tag).ok(),
+        Layout::Unordered => tags.iter().position(|t| *t == tag),
     };
     found.and_then(|i| u32::try_from(i).ok())
 }
@@ -549,24 +578,34 @@ impl Device {
 
 #[cfg(test)]
 mod tests {
-    use super::local_index;
+    use super::{Layout, local_index};
 
     #[test]
-    fn a_tag_is_found_the_same_in_ascending_and_in_any_order() {
-        let ascending = [2, 3, 5, 8, 13];
-        let shuffled = [8, 2, 13, 5, 3];
-        for tag in 0..15 {
-            let expected = ascending.iter().position(|t| *t == tag);
-            assert_eq!(
-                local_index(&ascending, true, tag).map(|i| i as usize),
-                expected
-            );
-            let expected = shuffled.iter().position(|t| *t == tag);
-            assert_eq!(
-                local_index(&shuffled, false, tag).map(|i| i as usize),
-                expected
-            );
+    fn a_tag_is_found_the_same_whatever_the_layout() {
+        let lists: [&[u32]; 5] = [
+            &[4, 5, 6, 7],
+            &[0],
+            &[2, 3, 5, 8, 13],
+            &[8, 2, 13, 5, 3],
+            &[],
+        ];
+        let layouts = [
+            Layout::Consecutive(4),
+            Layout::Consecutive(0),
+            Layout::Ascending,
+            Layout::Unordered,
+            Layout::Consecutive(0),
+        ];
+        for (tags, layout) in lists.iter().zip(layouts) {
+            assert_eq!(Layout::of(tags), layout, "{tags:?}");
+            for tag in 0..15 {
+                let expected = tags.iter().position(|t| *t == tag);
+                assert_eq!(
+                    local_index(tags, layout, tag).map(|i| i as usize),
+                    expected,
+                    "{tag} in {tags:?}"
+                );
+            }
         }
-        assert_eq!(local_index(&[], true, 0), None);
     }
 }
