@@ -238,7 +238,7 @@ impl Stream {
                             device: device.clone(),
                             seq,
                             topic: topic.clone(),
-                            payload: json,
+                            payload: json.into(),
                             retain: false,
                         }
                     })

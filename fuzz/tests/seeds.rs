@@ -275,14 +275,14 @@ fn write_the_document_and_message_seeds() {
             device: "press-1".into(),
             seq: 42,
             topic: "sluice/press-1/property/post".into(),
-            payload: br#"{"ts":1,"values":{"temp":21.5}}"#.to_vec(),
+            payload: br#"{"ts":1,"values":{"temp":21.5}}"#.to_vec().into(),
             retain: false,
         },
         Message {
             device: String::new(),
             seq: 0,
             topic: "sluice/gateway/state".into(),
-            payload: b"online".to_vec(),
+            payload: b"online".to_vec().into(),
             retain: true,
         },
     ];

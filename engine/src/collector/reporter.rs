@@ -103,7 +103,7 @@ impl Reporter {
                 device: who.device_id.to_owned(),
                 seq: header.seq,
                 topic: self.topic.clone(),
-                payload: body,
+                payload: body.into(),
                 retain: false,
             });
             sent += 1;

@@ -324,7 +324,7 @@ impl Commands {
             device: String::new(),
             seq: 0,
             topic,
-            payload: reply.to_bytes(),
+            payload: reply.to_bytes().into(),
             retain: false,
         })
     }

@@ -484,7 +484,7 @@ pub async fn serve_pushes(
             device: String::new(),
             seq: 0,
             topic,
-            payload: outcome.reply(now),
+            payload: outcome.reply(now).into(),
             retain: false,
         });
         settled.wait().await;

@@ -310,7 +310,7 @@ impl Leases {
                 device: String::new(),
                 seq: 0,
                 topic: announce.topic(&self.uplink, DeviceTopic::EventPost(&event)),
-                payload: entity_event(transition, now),
+                payload: entity_event(transition, now).into(),
                 retain: false,
             });
         }

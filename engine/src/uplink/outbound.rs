@@ -15,6 +15,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use bytes::Bytes;
 use rumqttc::{
     ConnectionError, Disconnect, EventLoop, PubAck, PubRec, Publish, QoS, Request, Subscribe,
     valid_filter, valid_topic,
@@ -58,14 +59,14 @@ impl Outbound {
         topic: String,
         qos: QoS,
         retain: bool,
-        payload: Vec<u8>,
+        payload: impl Into<Bytes>,
     ) -> Result<(), Refused> {
         if !valid_topic(&topic) {
             return Err(Refused::Invalid(format!(
                 "{topic:?} is no topic to publish on"
             )));
         }
-        let mut publish = Publish::new(topic, qos, payload);
+        let mut publish = Publish::from_bytes(topic, qos, payload.into());
         publish.retain = retain;
         if self.requests.len() >= self.capacity {
             return Err(Refused::Full(publish));

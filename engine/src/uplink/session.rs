@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use bytes::Bytes;
 use rumqttc::QoS;
 use tokio::sync::oneshot;
 
@@ -43,7 +44,7 @@ pub(super) struct Pending {
     pub(super) queued: Queued,
     pub(super) topic: String,
     pub(super) qos: QoS,
-    pub(super) payload: Vec<u8>,
+    pub(super) payload: Bytes,
 }
 
 /// What a queued publish carries.

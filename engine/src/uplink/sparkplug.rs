@@ -243,15 +243,16 @@ impl EdgeNode {
         let born_at = self.born_at.unwrap_or(i64::MAX);
         let made_at = sparkplug::made_at(&message.payload);
         let stored = std::mem::take(&mut message.payload);
-        message.payload = match made_at {
+        let payload = match made_at {
             Some(at) if i64::try_from(at).is_ok_and(|at| at >= born_at) => {
-                sparkplug::sequenced(stored, seq)
+                sparkplug::sequenced(stored.into(), seq)
             }
             _ => sparkplug::historical(&stored, seq).unwrap_or_else(|error| {
                 tracing::warn!(%error, topic = %message.topic, "a stored Sparkplug payload does not decode; published as stored");
-                sparkplug::sequenced(stored, seq)
+                sparkplug::sequenced(stored.into(), seq)
             }),
         };
+        message.payload = payload.into();
         Some((before, message))
     }
 

@@ -452,7 +452,7 @@ mod tests {
             device: "d".into(),
             seq,
             topic: "t".into(),
-            payload: vec![1, 2, 3],
+            payload: bytes::Bytes::from_static(&[1, 2, 3]),
             retain: false,
         }
     }

@@ -7,6 +7,8 @@
 //! The checksum lets a reader tell a damaged record from a good one (invariant 5 of
 //! `docs/wal.md`): a damaged record is skipped and counted, never published.
 
+use bytes::Bytes;
+
 /// A message to store and publish.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
@@ -15,7 +17,8 @@ pub struct Message {
     /// The device's report sequence number (0 when not a report).
     pub seq: u64,
     pub topic: String,
-    pub payload: Vec<u8>,
+    /// Shared, not copied, as the message goes from the outbox to the connection.
+    pub payload: Bytes,
     pub retain: bool,
 }
 
@@ -104,7 +107,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, RecordError> {
         device,
         seq,
         topic,
-        payload: reader.0.to_vec(),
+        payload: Bytes::copy_from_slice(reader.0),
         retain,
     })
 }
@@ -118,7 +121,7 @@ mod tests {
             device: "dev-1".into(),
             seq: 42,
             topic: "P/D/property/post".into(),
-            payload: b"{\"seq\":42}".to_vec(),
+            payload: Bytes::from_static(b"{\"seq\":42}"),
             retain: false,
         }
     }

@@ -255,7 +255,7 @@ mod tests {
             device: device.into(),
             seq,
             topic: format!("P/{device}/property/post"),
-            payload: vec![b'x'; size],
+            payload: vec![b'x'; size].into(),
             retain: false,
         }
     }

@@ -265,7 +265,7 @@ mod tests {
             device: "d".into(),
             seq,
             topic: "t".into(),
-            payload: Vec::new(),
+            payload: bytes::Bytes::new(),
             retain: false,
         }
     }

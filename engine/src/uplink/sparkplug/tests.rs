@@ -62,7 +62,7 @@ fn node(name: &str, devices: Vec<DeviceBirth>) -> (EdgeNode, PathBuf) {
 }
 
 fn seq(message: &Outgoing) -> Option<u64> {
-    Payload::decode(message.payload.as_slice())
+    Payload::decode(message.payload.as_ref())
         .expect("payload")
         .seq
 }
@@ -80,7 +80,7 @@ fn data(device: &str, at: i64, value: Value, quality: Quality) -> Message {
         device: device.into(),
         seq: 1,
         topic: format!("spBv1.0/g/DDATA/e/{device}"),
-        payload: sparkplug::device_data(at, &[sample(value, quality)], &table),
+        payload: sparkplug::device_data(at, &[sample(value, quality)], &table).into(),
         retain: false,
     }
 }
@@ -122,7 +122,7 @@ fn births_come_first_with_one_seq_and_deaths_for_offline_devices() {
         .expect("published");
     assert_eq!(kinds(&before), ["DBIRTH"]);
     assert_eq!(seq(&before[0]), Some(4));
-    let payload = Payload::decode(message.payload.as_slice()).expect("payload");
+    let payload = Payload::decode(message.payload.as_ref()).expect("payload");
     assert_eq!(payload.seq, Some(5));
     // The lease going offline and back.
     let gone = node.device_state("a", true);
@@ -182,7 +182,7 @@ fn data_made_before_the_births_is_historical_and_seq_wraps() {
     let old = data("a", now_ms() - 60_000, Value::Int(1), Quality::Good);
     node.birth();
     let (_, replayed) = node.record(old).expect("published");
-    let replayed = Payload::decode(replayed.payload.as_slice()).expect("payload");
+    let replayed = Payload::decode(replayed.payload.as_ref()).expect("payload");
     assert_eq!(replayed.metrics[0].is_historical, Some(true));
     let mut last = replayed.seq.expect("seq");
     let mut wrapped = false;
@@ -190,7 +190,7 @@ fn data_made_before_the_births_is_historical_and_seq_wraps() {
         let (_, live) = node
             .record(data("a", now_ms() + 1_000, Value::Int(2), Quality::Good))
             .expect("published");
-        let live = Payload::decode(live.payload.as_slice()).expect("payload");
+        let live = Payload::decode(live.payload.as_ref()).expect("payload");
         assert_eq!(live.metrics[0].is_historical, None);
         let seq = live.seq.expect("seq");
         assert_eq!(seq, (last + 1) % 256);
@@ -203,7 +203,7 @@ fn data_made_before_the_births_is_historical_and_seq_wraps() {
         device: String::new(),
         seq: 0,
         topic: "P/M1/event/post/device-online".into(),
-        payload: b"{}".to_vec(),
+        payload: bytes::Bytes::from_static(b"{}"),
         retain: false,
     };
     let (before, same) = node.record(event.clone()).expect("published");
