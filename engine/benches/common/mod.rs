@@ -302,10 +302,26 @@ fn wall_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// Waits until `address` takes connections. The embedded broker binds its
+/// port on a thread of its own: the simulator's thousand listeners, opened
+/// next, could otherwise be given that port first (it was free a moment
+/// before), and the engine would greet a Modbus simulator with its CONNECT.
+fn wait_listening(address: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the MQTT broker does not listen on {address}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 impl Broker {
     pub fn start() -> Self {
         let broker = EmbeddedBroker::start(free_local_address()).expect("start the MQTT broker");
         let address = broker.address();
+        wait_listening(address);
         let received = Arc::new(AtomicU64::new(0));
         let reports = Arc::new(AtomicU64::new(0));
         let last = Arc::new(Mutex::new(Vec::new()));
