@@ -255,10 +255,12 @@ impl Columns {
 
     /// Appends a sample read from a device: GOOD with its value, BAD without one.
     pub fn push_read(&mut self, tag: u32, value: Option<Cell<'_>>, ts_ms: i64) {
-        match value {
-            Some(cell) => self.push_cell(tag, Quality::Good, cell, ts_ms),
-            None => self.push(tag, quality::BAD, kind::NONE, 0, ts_ms),
-        }
+        let quality = if value.is_some() {
+            Quality::Good
+        } else {
+            Quality::Bad
+        };
+        self.push_cell(tag, quality, value.unwrap_or(Cell::None), ts_ms);
     }
 
     /// Appends a text sample.
@@ -317,6 +319,19 @@ mod tests {
             (columns.cell(4), columns.quality(4)),
             (Cell::None, quality::BAD)
         );
+    }
+
+    #[test]
+    fn a_read_is_good_with_a_value_and_bad_without_one() {
+        let mut columns = Columns::with_capacity(2);
+        columns.push_read(3, Some(Cell::Raw { start: 0, len: 2 }), 9);
+        columns.push_read(4, None, 9);
+        assert_eq!(columns.tags, [3, 4]);
+        assert_eq!(columns.qualities, [quality::GOOD, quality::BAD]);
+        assert_eq!(columns.kinds, [kind::RAW, kind::NONE]);
+        assert_eq!(columns.bits, [span_bits(0, 2), 0]);
+        assert_eq!(columns.ts_ms, [9, 9]);
+        assert!(columns.is_aligned());
     }
 
     #[test]
