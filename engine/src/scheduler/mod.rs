@@ -1,6 +1,8 @@
 //! The poll scheduler: a due-time queue of jobs, one job per device and tag period.
 //!
 //! - Cross-device parallelism: every due job runs as its own task.
+//! - A round that panics (a bug) is caught, counted as failed and logged; its
+//!   job comes due again one period later, and the others run on.
 //! - Per-device serialisation: a job whose device is still busy (another of its
 //!   jobs, or a write) waits for it up to 50 ms, in turn; past that it is skipped
 //!   and counted, and comes due again one period later.
@@ -9,7 +11,7 @@
 //!   device is polled less often instead of piling up work.
 //! - First due times are spread evenly over one period, so thousands of devices with
 //!   the same period do not all fire at once.
-//! - Due times fall on a grid (steps of 10 ms, or a twentieth of a shorter
+//! - Due times fall on a grid (steps of 20 ms, or a twentieth of a shorter
 //!   period's length, from the scheduler's start): the rounds of many devices
 //!   start in one wake-up of the runtime, and their answers come back together,
 //!   instead of one wake-up each. A device keeps its place on the grid from
@@ -23,10 +25,12 @@ mod counters;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use tokio::sync::{Mutex, mpsc, watch};
 use tokio::time::{Instant, sleep_until, timeout};
 
@@ -122,10 +126,10 @@ const BUSY_WAIT: Duration = Duration::from_millis(50);
 
 /// The widest step of the grid due times fall on. A wider step starts more
 /// rounds per wake-up and holds a round's answer longer behind the others of
-/// its step: at 50 ms (50 rounds a step at 1,000 devices a second) the publish
-/// lag doubled and the heap grew by ~1 MiB, for no CPU saved on a calm host
-/// (docs/performance.md).
-const GRID: Duration = Duration::from_millis(10);
+/// its step. At 1,000 devices a second, 20 ms (twenty rounds a step) took a
+/// fifth off the engine's CPU against 10 ms, at the same publish lag p50;
+/// 50 ms saved nothing more and doubled the lag (docs/performance.md).
+const GRID: Duration = Duration::from_millis(20);
 
 /// `at` moved to the nearest point of the grid of `period`'s jobs, which
 /// starts at `epoch`: at most half a step (a fortieth of the period) away, so
@@ -261,7 +265,12 @@ impl Scheduler {
                             break;
                         }
                         queue.pop();
-                        self.dispatch(id, &rounds, &done_tx);
+                        if let Some(attempt) = self.attempt(id, &rounds) {
+                            let done = done_tx.clone();
+                            // The scheduler may have stopped; then nobody
+                            // needs the end.
+                            tokio::spawn(attempt.map(move |ended| done.send(ended)));
+                        }
                     }
                 }
                 Some(ended) = done_rx.recv() => {
@@ -304,54 +313,59 @@ impl Scheduler {
         }
     }
 
-    /// Starts job `id`: at once if its device is free, otherwise once it is
-    /// (waiting up to [`BUSY_WAIT`]); a job that waited in vain is skipped and
-    /// counted. Either way its end comes back on `done`. A job removed
-    /// meanwhile is dropped.
-    fn dispatch<R: Rounds>(&self, id: u64, rounds: &Arc<R>, done: &mpsc::UnboundedSender<Ended>) {
-        let Some(job) = self.jobs.get(&id) else {
-            return;
-        };
-        let Some(polled) = self.devices.get(&job.device) else {
-            return;
-        };
+    /// An attempt at job `id`: its round at once if its device is free,
+    /// otherwise once it is (waiting up to [`BUSY_WAIT`]); a job that waited
+    /// in vain is skipped and counted. None for a job removed meanwhile.
+    fn attempt<R: Rounds>(
+        &self,
+        id: u64,
+        rounds: &Arc<R>,
+    ) -> Option<impl Future<Output = Ended> + Send + 'static> {
+        let job = self.jobs.get(&id)?;
+        let polled = self.devices.get(&job.device)?;
         let free = Arc::clone(&polled.busy).try_lock_owned().ok();
         let busy = Arc::clone(&polled.busy);
         let rounds = Arc::clone(rounds);
         let (device, tags) = (job.device, Arc::clone(&job.tags));
         let limit = self.device_timeout;
         let counters = Arc::clone(&polled.counters);
-        let done = done.clone();
-        tokio::spawn(async move {
+        Some(async move {
             let guard = match free {
                 Some(guard) => guard,
                 None => match timeout(BUSY_WAIT, busy.lock_owned()).await {
                     Ok(guard) => guard,
                     Err(_) => {
                         counters.skipped();
-                        let _ = done.send(Ended {
+                        return Ended {
                             job: id,
                             at: Instant::now(),
                             skipped: true,
-                        });
-                        return;
+                        };
                     }
                 },
             };
             counters.started();
             let started = Instant::now();
-            let future = rounds.run(device, tags);
-            let outcome = timeout(limit, future).await.unwrap_or(RoundOutcome::Failed);
+            // A panic in the round (a bug) fails this round only: the
+            // scheduler, and the rounds running beside it, go on.
+            let round = AssertUnwindSafe(async { rounds.run(device, tags).await }).catch_unwind();
+            let outcome = match timeout(limit, round).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(_)) => {
+                    tracing::error!(device, "a round panicked; it counts as failed");
+                    RoundOutcome::Failed
+                }
+                Err(_) => RoundOutcome::Failed,
+            };
             drop(guard);
             let completed = Instant::now();
             counters.finished(completed - started, outcome == RoundOutcome::Failed);
-            // The scheduler may have stopped; then nobody needs the completion.
-            let _ = done.send(Ended {
+            Ended {
                 job: id,
                 at: completed,
                 skipped: false,
-            });
-        });
+            }
+        })
     }
 }
 

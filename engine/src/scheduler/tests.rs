@@ -75,7 +75,8 @@ async fn first_rounds_are_spread_over_one_period() {
     let scheduler = Scheduler::new(plans(&[&[1000u64][..]; 4]).0, Duration::from_secs(5));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(900)).await;
     let firsts: Vec<u64> = (0..4).map(|d| rounds.starts(d)[0]).collect();
-    assert_eq!(firsts, [0, 250, 500, 750]);
+    // A quarter period apart, each on the nearest point of the 20 ms grid.
+    assert_eq!(firsts, [0, 260, 500, 760]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -91,19 +92,19 @@ async fn the_next_round_is_due_one_period_after_completion() {
 
 #[tokio::test(start_paused = true)]
 async fn a_round_that_finds_its_device_busy_is_skipped_and_counted() {
-    // Tags 0 and 1 poll every 100 ms, tag 2 every 1000 ms; each round takes 250 ms.
-    let rounds = FakeRounds::new(vec![Duration::from_millis(250)]);
+    // Tags 0 and 1 poll every 100 ms, tag 2 every 1000 ms; each round takes 200 ms.
+    let rounds = FakeRounds::new(vec![Duration::from_millis(200)]);
     let (plans, counters) = plans(&[&[100, 100, 1000]]);
     let scheduler = Scheduler::new(plans, Duration::from_secs(5));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(2000)).await;
     let stats = counters[0].snapshot();
     assert!(stats.skipped > 0, "{stats:?}");
     let log = rounds.log.lock().expect("log");
-    assert!(log.iter().any(|(_, tags, _)| tags == &[0, 1]));
-    assert!(log.iter().any(|(_, tags, _)| tags == &[2]));
+    assert!(log.iter().any(|(_, tags, _)| tags == &[0, 1]), "{log:?}");
+    assert!(log.iter().any(|(_, tags, _)| tags == &[2]), "{log:?}");
     // Never two rounds of one device at once: starts are at least one round apart.
     let starts: Vec<u64> = log.iter().map(|(_, _, at)| *at).collect();
-    assert!(starts.windows(2).all(|w| w[1] >= w[0] + 250), "{starts:?}");
+    assert!(starts.windows(2).all(|w| w[1] >= w[0] + 200), "{starts:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -125,12 +126,12 @@ async fn jobs_of_one_device_due_at_once_run_in_turn() {
 fn due_times_fall_on_the_grid_of_their_period() {
     let epoch = Instant::now();
     let ms = Duration::from_millis;
-    assert_eq!(on_grid(epoch, epoch + ms(1004), ms(1000)), epoch + ms(1000));
-    assert_eq!(on_grid(epoch, epoch + ms(1006), ms(1000)), epoch + ms(1010));
+    assert_eq!(on_grid(epoch, epoch + ms(1009), ms(1000)), epoch + ms(1000));
+    assert_eq!(on_grid(epoch, epoch + ms(1011), ms(1000)), epoch + ms(1020));
     // A long period keeps the widest step.
     assert_eq!(
-        on_grid(epoch, epoch + ms(60_006), ms(60_000)),
-        epoch + ms(60_010)
+        on_grid(epoch, epoch + ms(60_011), ms(60_000)),
+        epoch + ms(60_020)
     );
     // A short period gets a finer grid: a twentieth of it.
     assert_eq!(on_grid(epoch, epoch + ms(103), ms(100)), epoch + ms(105));
@@ -230,4 +231,36 @@ async fn a_replacing_build_waits_for_the_round_of_the_old_one() {
         2,
         "due at 50 and 200, busy for the 50 ms each waited"
     );
+}
+
+/// Rounds whose first one, of any device, panics; the others end at once.
+#[derive(Default)]
+struct FirstRoundPanics {
+    calls: std::sync::atomic::AtomicU32,
+}
+
+impl Rounds for FirstRoundPanics {
+    fn run(&self, _device: u64, _tags: Arc<[u32]>) -> RoundFuture {
+        let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move {
+            assert!(call > 0, "the first round panics");
+            RoundOutcome::Done
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_round_that_panics_fails_and_its_device_is_polled_again() {
+    let rounds = Arc::new(FirstRoundPanics::default());
+    let (plans, counters) = plans(&[&[100]]);
+    let scheduler = Scheduler::new(plans, Duration::from_secs(1));
+    let (stop, stopped) = watch::channel(false);
+    let task = tokio::spawn(scheduler.run(Arc::clone(&rounds), stopped));
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    stop.send(true).expect("scheduler alive");
+    task.await.expect("scheduler ends");
+    let calls = rounds.calls.load(std::sync::atomic::Ordering::SeqCst);
+    let stats = counters[0].snapshot();
+    assert_eq!(calls, 5, "at 0, 100, 200, 300 and 400 ms");
+    assert_eq!((stats.total, stats.failed), (5, 1), "{stats:?}");
 }
