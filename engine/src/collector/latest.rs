@@ -2,12 +2,13 @@
 //! console), and a signal that rounds finished, so a watcher waits for rounds
 //! rather than asking every device over and over.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::Notify;
 
-use crate::model::{Sample, Value};
+use crate::model::{Quality, Sample, Span, Value};
 use crate::sync::lock;
 
 /// Counts the rounds that brought samples, fleet-wide, and wakes who waits for one.
@@ -52,13 +53,123 @@ pub struct LatestValues {
     slots: Mutex<Latest>,
 }
 
+/// The last samples, kept compact: every tag of the fleet has one (100,000 at
+/// 1,000 devices of 100 tags), and a [`Sample`] of its own would take 40 bytes
+/// where these take 17 (docs/performance.md, "The console's last values").
 #[derive(Debug)]
 struct Latest {
-    samples: Vec<Sample>,
+    /// A tag's value as bits (see [`Kind`]) and its timestamp.
+    values: Vec<(u64, i64)>,
+    /// A tag's [`Kind`] in the low four bits, its quality above them.
+    marks: Vec<u8>,
+    /// The last values that are text, by tag: rare, so kept aside.
+    texts: HashMap<u32, String>,
     /// The [`RoundsDone`] generation of the last round that brought samples.
     generation: u64,
     /// When that round finished, ms since the Unix epoch.
     round_at_ms: Option<i64>,
+}
+
+/// Which [`Value`] a slot's bits hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Kind {
+    None = 0,
+    /// The span's start in the high half, its length in the low one.
+    Raw = 1,
+    Bool = 2,
+    Int = 3,
+    Uint = 4,
+    Float = 5,
+    /// The text is in [`Latest::texts`].
+    Text = 6,
+}
+
+impl Kind {
+    fn of(mark: u8) -> Self {
+        match mark & 0x0f {
+            1 => Kind::Raw,
+            2 => Kind::Bool,
+            3 => Kind::Int,
+            4 => Kind::Uint,
+            5 => Kind::Float,
+            6 => Kind::Text,
+            _ => Kind::None,
+        }
+    }
+}
+
+fn quality_bits(quality: Quality) -> u8 {
+    match quality {
+        Quality::Good => 0,
+        Quality::Uncertain => 1,
+        Quality::Bad => 2,
+    }
+}
+
+fn quality_of(mark: u8) -> Quality {
+    match mark >> 4 {
+        0 => Quality::Good,
+        1 => Quality::Uncertain,
+        _ => Quality::Bad,
+    }
+}
+
+/// A value's kind and bits; text goes to the side table.
+fn encode(value: &Value) -> (Kind, u64) {
+    match value {
+        Value::None => (Kind::None, 0),
+        Value::Raw(span) => (
+            Kind::Raw,
+            (u64::from(span.start) << 32) | u64::from(span.len),
+        ),
+        Value::Bool(b) => (Kind::Bool, u64::from(*b)),
+        Value::Int(v) => (Kind::Int, u64::from_ne_bytes(v.to_ne_bytes())),
+        Value::Uint(v) => (Kind::Uint, *v),
+        Value::Float(v) => (Kind::Float, v.to_bits()),
+        Value::Text(_) => (Kind::Text, 0),
+    }
+}
+
+impl Latest {
+    fn set(&mut self, sample: &Sample) {
+        let tag = sample.tag as usize;
+        let (Some(value), Some(mark)) = (self.values.get_mut(tag), self.marks.get_mut(tag)) else {
+            return;
+        };
+        let (kind, bits) = encode(&sample.value);
+        if Kind::of(*mark) == Kind::Text && kind != Kind::Text {
+            self.texts.remove(&sample.tag);
+        }
+        if let Value::Text(text) = &sample.value {
+            self.texts.entry(sample.tag).or_default().clone_from(text);
+        }
+        *value = (bits, sample.ts_ms);
+        *mark = kind as u8 | (quality_bits(sample.quality) << 4);
+    }
+
+    fn get(&self, tag: usize) -> Option<Sample> {
+        let (&(bits, ts_ms), &mark) = (self.values.get(tag)?, self.marks.get(tag)?);
+        let index = u32::try_from(tag).ok()?;
+        let value = match Kind::of(mark) {
+            Kind::None => Value::None,
+            Kind::Raw => Value::Raw(Span {
+                start: (bits >> 32) as u32,
+                len: bits as u32,
+            }),
+            Kind::Bool => Value::Bool(bits != 0),
+            Kind::Int => Value::Int(i64::from_ne_bytes(bits.to_ne_bytes())),
+            Kind::Uint => Value::Uint(bits),
+            Kind::Float => Value::Float(f64::from_bits(bits)),
+            Kind::Text => Value::Text(self.texts.get(&index).cloned().unwrap_or_default()),
+        };
+        Some(Sample {
+            tag: index,
+            value,
+            quality: quality_of(mark),
+            ts_ms,
+        })
+    }
 }
 
 /// What a watcher reads of a device.
@@ -72,18 +183,12 @@ pub struct LatestView {
 impl LatestValues {
     /// Nothing read yet of `tags` tags.
     pub fn new(tags: usize) -> Self {
-        let empty = |tag| Sample {
-            tag,
-            value: Value::None,
-            quality: crate::model::Quality::Bad,
-            ts_ms: 0,
-        };
-        let samples = (0..u32::try_from(tags).unwrap_or(u32::MAX))
-            .map(empty)
-            .collect();
+        let tags = tags.min(u32::MAX as usize);
         Self {
             slots: Mutex::new(Latest {
-                samples,
+                values: vec![(0, 0); tags],
+                marks: vec![Kind::None as u8 | (quality_bits(Quality::Bad) << 4); tags],
+                texts: HashMap::new(),
                 generation: 0,
                 round_at_ms: None,
             }),
@@ -94,12 +199,7 @@ impl LatestValues {
     pub fn record(&self, samples: &[Sample], now_ms: i64, done: &RoundsDone) {
         let mut latest = lock(&self.slots);
         for sample in samples {
-            if let Some(slot) = usize::try_from(sample.tag)
-                .ok()
-                .and_then(|tag| latest.samples.get_mut(tag))
-            {
-                slot.clone_from(sample);
-            }
+            latest.set(sample);
         }
         latest.round_at_ms = Some(now_ms);
         latest.generation = done.bump();
@@ -109,7 +209,9 @@ impl LatestValues {
     pub fn view(&self) -> LatestView {
         let latest = lock(&self.slots);
         LatestView {
-            samples: latest.samples.clone(),
+            samples: (0..latest.values.len())
+                .filter_map(|tag| latest.get(tag))
+                .collect(),
             round_at_ms: latest.round_at_ms,
         }
     }
@@ -126,7 +228,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::model::Quality;
 
     fn sample(tag: u32, value: i64, ts_ms: i64) -> Sample {
         Sample {
@@ -150,6 +251,53 @@ mod tests {
         assert_eq!(view.samples[2], sample(2, 6, 20));
         assert_eq!((latest.generation(), view.round_at_ms), (2, Some(21)));
         assert_eq!(done.generation(), 2);
+    }
+
+    #[test]
+    fn every_kind_of_value_and_quality_comes_back_as_it_was_recorded() {
+        let done = RoundsDone::default();
+        let values = [
+            Value::None,
+            Value::Raw(Span { start: 7, len: 4 }),
+            Value::Bool(true),
+            Value::Int(-5),
+            Value::Int(i64::MIN),
+            Value::Uint(u64::MAX),
+            Value::Float(-0.25),
+            Value::Text("ok".into()),
+        ];
+        let qualities = [Quality::Good, Quality::Uncertain, Quality::Bad];
+        let samples: Vec<Sample> = values
+            .iter()
+            .enumerate()
+            .map(|(i, value)| Sample {
+                tag: i as u32,
+                value: value.clone(),
+                quality: qualities[i % 3],
+                ts_ms: -(i as i64) * 1_000_000_007,
+            })
+            .collect();
+        let latest = LatestValues::new(samples.len());
+        latest.record(&samples, 1, &done);
+        assert_eq!(latest.view().samples, samples);
+    }
+
+    #[test]
+    fn a_text_replaced_by_a_number_is_forgotten_and_unknown_tags_are_skipped() {
+        let done = RoundsDone::default();
+        let latest = LatestValues::new(1);
+        let text = Sample {
+            tag: 0,
+            value: Value::Text("first".into()),
+            quality: Quality::Good,
+            ts_ms: 1,
+        };
+        latest.record(&[text.clone()], 1, &done);
+        latest.record(&[sample(0, 3, 2), sample(1, 4, 2)], 2, &done);
+        assert_eq!(latest.view().samples, vec![sample(0, 3, 2)]);
+        assert!(lock(&latest.slots).texts.is_empty());
+        latest.record(&[text.clone()], 3, &done);
+        assert_eq!(latest.view().samples, vec![text]);
     }
 
     #[tokio::test(start_paused = true)]
