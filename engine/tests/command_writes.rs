@@ -84,6 +84,7 @@ devices:
           - {{ key: missing, address: '40900', dataType: INT16, periodMs: 0, access: W }}
           - {{ key: limited, address: '{address}', dataType: UINT16, periodMs: 1000, access: RW, min: 0, max: 100 }}
           - {{ key: readonly, address: '40001', dataType: UINT16, periodMs: 1000 }}
+          - {{ key: bit3, address: '40001.3', dataType: BOOL, periodMs: 0, access: W }}
 "
     );
     (text, registers + 1)
@@ -210,6 +211,24 @@ async fn every_type_and_byte_order_is_written_and_read_back() {
             refused["write"]["attempts"].as_u64()
         ),
         (Some("REFUSED"), Some(1))
+    );
+
+    // A value the codec cannot write: refused, named by the tag's key (the
+    // engine adds it: codecs keep no keys).
+    let (_, bit) = create(
+        http,
+        json!({ "deviceId": "plc", "key": "bit3", "value": true }),
+    )
+    .await;
+    let bit = final_command(http, bit["id"].as_u64().expect("id")).await;
+    assert_eq!(
+        (bit["status"].as_str(), bit["write"]["status"].as_str()),
+        (Some("FAILED"), Some("REFUSED")),
+        "{bit}"
+    );
+    assert_eq!(
+        bit["write"]["message"],
+        "tag `bit3`: writing one bit of a register is not supported: write the whole register"
     );
 
     // Values the tag cannot take are refused before anything is sent.

@@ -292,11 +292,11 @@ mod tests {
             quality: Quality::Good,
             ts_ms: 1,
         };
-        latest.record(&[text.clone()], 1, &done);
+        latest.record(std::slice::from_ref(&text), 1, &done);
         latest.record(&[sample(0, 3, 2), sample(1, 4, 2)], 2, &done);
         assert_eq!(latest.view().samples, vec![sample(0, 3, 2)]);
         assert!(lock(&latest.slots).texts.is_empty());
-        latest.record(&[text.clone()], 3, &done);
+        latest.record(std::slice::from_ref(&text), 3, &done);
         assert_eq!(latest.view().samples, vec![text]);
     }
 

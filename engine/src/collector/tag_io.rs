@@ -88,13 +88,27 @@ impl Device {
         let frame = session
             .encode_write(local, value)
             .map_err(|e| TagIoError::Component(e.to_string()))?
-            .map_err(from_frame)?;
+            .map_err(|error| self.unwritable(tag, error))?;
         // From here on the frame may reach the device: a failure leaves the
         // outcome in doubt.
         link.request(&*session, &frame, |answer| session.check_write(answer))
             .await
             .map_err(|error| TagIoError::Lost(error.to_string()))?
             .map_err(refused)
+    }
+
+    /// A value the codec cannot write to tag `tag`, with the tag's key before
+    /// the codec's message (codecs keep no keys).
+    fn unwritable(&self, tag: u32, error: FrameError) -> TagIoError {
+        match error {
+            FrameError::Device(mut refusal) => {
+                if let Some(spec) = self.tags.get(tag as usize) {
+                    refusal.message = format!("tag `{}`: {}", spec.key, refusal.message);
+                }
+                refused(refusal)
+            }
+            malformed @ FrameError::Malformed(_) => from_frame(malformed),
+        }
     }
 
     /// Reads tag `tag` now and decodes it (engineering value).

@@ -351,8 +351,13 @@ impl Scheduler {
             let round = AssertUnwindSafe(async { rounds.run(device, tags).await }).catch_unwind();
             let outcome = match timeout(limit, round).await {
                 Ok(Ok(outcome)) => outcome,
-                Ok(Err(_)) => {
-                    tracing::error!(device, "a round panicked; it counts as failed");
+                Ok(Err(panic)) => {
+                    let message = panic
+                        .downcast_ref::<&str>()
+                        .copied()
+                        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                        .unwrap_or("(not text)");
+                    tracing::error!(device, message, "a round panicked; it counts as failed");
                     RoundOutcome::Failed
                 }
                 Err(_) => RoundOutcome::Failed,

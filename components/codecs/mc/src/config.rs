@@ -137,6 +137,5 @@ fn read_tag(index: usize, spec: TagSpec, wide: bool) -> Result<Tag, ConfigError>
         bit: address.bit,
         data_type,
         byte_order: tag_byte_order(&spec),
-        key: spec.key.into_boxed_str(),
     })
 }

@@ -56,7 +56,6 @@ mod plan;
 #[cfg(test)]
 mod tests;
 
-use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -89,9 +88,6 @@ struct Tag {
     /// Bit of a word read as a BOOL.
     bit: Option<u8>,
     data_type: DataType,
-    /// The tag's key, for errors about it; the rest of its spec is read into
-    /// the fields above when the session is made, so a session keeps no copy.
-    key: Box<str>,
     byte_order: ByteOrder,
 }
 
@@ -207,8 +203,7 @@ impl RangeCodec<Value, Batch> for McSession {
 
     fn write(&self, tag: u32, value: &Value) -> Result<((), Self::Payload), Failure> {
         let target = tag_at(&self.tags, tag)?;
-        let (count, bytes) = data::write(target, value)
-            .map_err(|message| Failure::unwritable(&target.key, message))?;
+        let (count, bytes) = data::write(target, value).map_err(Failure::unwritable)?;
         let points = Extent {
             count,
             ..target.extent

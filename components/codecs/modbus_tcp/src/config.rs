@@ -101,6 +101,5 @@ fn read_tag(index: usize, spec: TagSpec, limits: RangeLimits) -> Result<Tag, Con
         bit: address.bit,
         data_type,
         byte_order: tag_byte_order(&spec),
-        key: spec.key.into_boxed_str(),
     })
 }

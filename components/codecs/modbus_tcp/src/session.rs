@@ -2,7 +2,6 @@
 //! the framing of the crate that includes it (`crate::frame`: MBAP for Modbus
 //! TCP, address + CRC-16 for Modbus RTU). Shared by both codecs' crates.
 
-use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -24,9 +23,6 @@ pub struct Tag {
     /// Bit of a register read as a BOOL.
     pub bit: Option<u8>,
     pub data_type: DataType,
-    /// The tag's key, for errors about it; the rest of its spec is read into
-    /// the fields above when the session is made, so a session keeps no copy.
-    pub key: Box<str>,
     pub byte_order: ByteOrder,
 }
 
@@ -208,9 +204,7 @@ impl RangeCodec<Value, Batch> for ModbusSession {
 
     fn write(&self, tag: u32, value: &Value) -> Result<(Echo, Vec<u8>), Failure> {
         let target = tag_at(&self.tags, tag)?;
-        let (function, pdu, echo) = self
-            .write_pdu(target, value)
-            .map_err(|message| Failure::unwritable(&target.key, message))?;
+        let (function, pdu, echo) = self.write_pdu(target, value).map_err(Failure::unwritable)?;
         Ok(((function, echo), pdu))
     }
 

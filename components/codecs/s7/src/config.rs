@@ -69,6 +69,5 @@ pub fn read_tag(index: usize, spec: TagSpec, plc: PlcType) -> Result<Tag, Config
         },
         data_type,
         byte_order: tag_byte_order(&spec),
-        key: spec.key.into_boxed_str(),
     })
 }

@@ -54,7 +54,6 @@ mod read;
 #[cfg(test)]
 mod tests;
 
-use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
@@ -82,9 +81,6 @@ const MIN_PDU: u16 = 64;
 struct Tag {
     range: TagRange,
     data_type: DataType,
-    /// The tag's key, for errors about it; the rest of its spec is read into
-    /// the fields above when the session is made, so a session keeps no copy.
-    key: Box<str>,
     byte_order: ByteOrder,
 }
 
@@ -350,7 +346,7 @@ impl GuestSession for S7Session {
         let mut state = self.state.borrow_mut();
         let (param, data) = self
             .write_job(target, &value, state.pdu_size)
-            .map_err(|message| frame_error(Failure::unwritable(&target.key, message)))?;
+            .map_err(|message| frame_error(Failure::unwritable(message)))?;
         let pdu_ref = state.exchange.send_write(());
         Ok(frame::data(&pdu::job(pdu_ref, &param, &data)))
     }

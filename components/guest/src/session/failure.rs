@@ -30,9 +30,10 @@ impl Failure {
         }
     }
 
-    /// A value the codec cannot write to the tag keyed `key` (code 0).
-    pub fn unwritable(key: &str, message: String) -> Self {
-        Failure::device(0, format!("tag `{key}`: {message}"))
+    /// A value the codec cannot write to a tag (code 0). The engine puts the
+    /// tag's key before the message, so a session need not keep the keys.
+    pub fn unwritable(message: String) -> Self {
+        Failure::device(0, message)
     }
 
     /// What the failure says.
@@ -58,9 +59,9 @@ mod tests {
 
     #[test]
     fn messages() {
-        let failure = Failure::unwritable("t", "read-only".into());
-        assert_eq!(failure, Failure::device(0, "tag `t`: read-only".into()));
-        assert_eq!(failure.message(), "tag `t`: read-only");
+        let failure = Failure::unwritable("read-only".into());
+        assert_eq!(failure, Failure::device(0, "read-only".into()));
+        assert_eq!(failure.message(), "read-only");
         assert_eq!(tag_at(&[7], 0), Ok(&7));
         assert_eq!(
             tag_at(&[7], 1).map_err(|f| String::from(f.message())),
