@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::Notify;
 
-use crate::model::{Quality, Sample, Span, Value};
+use crate::model::{Quality, Sample, Value};
 use crate::sync::lock;
 
 /// Counts the rounds that brought samples, fleet-wide, and wakes who waits for one.
@@ -55,12 +55,13 @@ pub struct LatestValues {
 
 /// The last samples, kept compact: every tag of the fleet has one (100,000 at
 /// 1,000 devices of 100 tags), and a [`Sample`] of its own would take 40 bytes
-/// where these take 17 (docs/performance.md, "The console's last values").
+/// where these take 17 (docs/performance.md, "Memory: the console's last values
+/// and the codecs' tag keys").
 #[derive(Debug)]
 struct Latest {
-    /// A tag's value as bits (see [`Kind`]) and its timestamp.
+    /// A tag's value as bits ([`Value::to_bits`]) and its timestamp.
     values: Vec<(u64, i64)>,
-    /// A tag's [`Kind`] in the low four bits, its quality above them.
+    /// A tag's value kind in the low four bits, its quality's code above them.
     marks: Vec<u8>,
     /// The last values that are text, by tag: rare, so kept aside.
     texts: HashMap<u32, String>,
@@ -70,65 +71,12 @@ struct Latest {
     round_at_ms: Option<i64>,
 }
 
-/// Which [`Value`] a slot's bits hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum Kind {
-    None = 0,
-    /// The span's start in the high half, its length in the low one.
-    Raw = 1,
-    Bool = 2,
-    Int = 3,
-    Uint = 4,
-    Float = 5,
-    /// The text is in [`Latest::texts`].
-    Text = 6,
-}
+/// The bits of a mark that hold the value's kind; the quality's code is above.
+const KIND_BITS: u8 = 0x0f;
 
-impl Kind {
-    fn of(mark: u8) -> Self {
-        match mark & 0x0f {
-            1 => Kind::Raw,
-            2 => Kind::Bool,
-            3 => Kind::Int,
-            4 => Kind::Uint,
-            5 => Kind::Float,
-            6 => Kind::Text,
-            _ => Kind::None,
-        }
-    }
-}
-
-fn quality_bits(quality: Quality) -> u8 {
-    match quality {
-        Quality::Good => 0,
-        Quality::Uncertain => 1,
-        Quality::Bad => 2,
-    }
-}
-
-fn quality_of(mark: u8) -> Quality {
-    match mark >> 4 {
-        0 => Quality::Good,
-        1 => Quality::Uncertain,
-        _ => Quality::Bad,
-    }
-}
-
-/// A value's kind and bits; text goes to the side table.
-fn encode(value: &Value) -> (Kind, u64) {
-    match value {
-        Value::None => (Kind::None, 0),
-        Value::Raw(span) => (
-            Kind::Raw,
-            (u64::from(span.start) << 32) | u64::from(span.len),
-        ),
-        Value::Bool(b) => (Kind::Bool, u64::from(*b)),
-        Value::Int(v) => (Kind::Int, u64::from_ne_bytes(v.to_ne_bytes())),
-        Value::Uint(v) => (Kind::Uint, *v),
-        Value::Float(v) => (Kind::Float, v.to_bits()),
-        Value::Text(_) => (Kind::Text, 0),
-    }
+/// The mark of a value of `kind` at `quality`.
+fn pack(kind: u8, quality: Quality) -> u8 {
+    kind | (quality.code() << 4)
 }
 
 impl Latest {
@@ -137,36 +85,26 @@ impl Latest {
         let (Some(value), Some(mark)) = (self.values.get_mut(tag), self.marks.get_mut(tag)) else {
             return;
         };
-        let (kind, bits) = encode(&sample.value);
-        if Kind::of(*mark) == Kind::Text && kind != Kind::Text {
-            self.texts.remove(&sample.tag);
-        }
+        let (kind, bits) = sample.value.to_bits();
         if let Value::Text(text) = &sample.value {
             self.texts.entry(sample.tag).or_default().clone_from(text);
+        } else if *mark & KIND_BITS == Value::TEXT_KIND {
+            self.texts.remove(&sample.tag);
         }
         *value = (bits, sample.ts_ms);
-        *mark = kind as u8 | (quality_bits(sample.quality) << 4);
+        *mark = pack(kind, sample.quality);
     }
 
     fn get(&self, tag: usize) -> Option<Sample> {
         let (&(bits, ts_ms), &mark) = (self.values.get(tag)?, self.marks.get(tag)?);
         let index = u32::try_from(tag).ok()?;
-        let value = match Kind::of(mark) {
-            Kind::None => Value::None,
-            Kind::Raw => Value::Raw(Span {
-                start: (bits >> 32) as u32,
-                len: bits as u32,
-            }),
-            Kind::Bool => Value::Bool(bits != 0),
-            Kind::Int => Value::Int(i64::from_ne_bytes(bits.to_ne_bytes())),
-            Kind::Uint => Value::Uint(bits),
-            Kind::Float => Value::Float(f64::from_bits(bits)),
-            Kind::Text => Value::Text(self.texts.get(&index).cloned().unwrap_or_default()),
-        };
+        let text = || self.texts.get(&index).cloned().unwrap_or_default();
+        let kind = mark & KIND_BITS;
+        let value = Value::from_bits(kind, bits, (kind == Value::TEXT_KIND).then(text))?;
         Some(Sample {
             tag: index,
             value,
-            quality: quality_of(mark),
+            quality: Quality::from_code(mark >> 4)?,
             ts_ms,
         })
     }
@@ -187,7 +125,7 @@ impl LatestValues {
         Self {
             slots: Mutex::new(Latest {
                 values: vec![(0, 0); tags],
-                marks: vec![Kind::None as u8 | (quality_bits(Quality::Bad) << 4); tags],
+                marks: vec![pack(Value::None.to_bits().0, Quality::Bad); tags],
                 texts: HashMap::new(),
                 generation: 0,
                 round_at_ms: None,
@@ -228,6 +166,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::model::Span;
 
     fn sample(tag: u32, value: i64, ts_ms: i64) -> Sample {
         Sample {

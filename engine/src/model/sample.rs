@@ -9,6 +9,26 @@ pub enum Quality {
 }
 
 impl Quality {
+    /// The quality's code in compact forms: 0 good, 1 uncertain, 2 bad (the
+    /// WIT batch's `qualities` column, docs/components.md).
+    pub fn code(self) -> u8 {
+        match self {
+            Quality::Good => 0,
+            Quality::Uncertain => 1,
+            Quality::Bad => 2,
+        }
+    }
+
+    /// The quality of `code`, if it is one.
+    pub fn from_code(code: u8) -> Option<Self> {
+        match code {
+            0 => Some(Quality::Good),
+            1 => Some(Quality::Uncertain),
+            2 => Some(Quality::Bad),
+            _ => None,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Quality::Good => "GOOD",
@@ -40,6 +60,45 @@ pub enum Value {
 }
 
 impl Value {
+    /// The kind code of a text value (see [`Value::to_bits`]).
+    pub const TEXT_KIND: u8 = 6;
+
+    /// The value in compact form: the code of its case (0 none, 1 raw, 2 bool,
+    /// 3 int, 4 uint, 5 float, [`Value::TEXT_KIND`] text) and 64 bits (a raw
+    /// span's start and length, the integer, the float's IEEE bits; 0 for a
+    /// text, which the form keeps elsewhere). The WIT batch's `kinds` and
+    /// `bits` columns (docs/components.md).
+    pub fn to_bits(&self) -> (u8, u64) {
+        match self {
+            Value::None => (0, 0),
+            Value::Raw(span) => (1, (u64::from(span.start) << 32) | u64::from(span.len)),
+            Value::Bool(v) => (2, u64::from(*v)),
+            Value::Int(v) => (3, u64::from_ne_bytes(v.to_ne_bytes())),
+            Value::Uint(v) => (4, *v),
+            Value::Float(v) => (5, v.to_bits()),
+            Value::Text(_) => (Self::TEXT_KIND, 0),
+        }
+    }
+
+    /// The value of kind `kind` with `bits` (as [`Value::to_bits`] gives them),
+    /// `text` being a text value's; `None` for an unknown kind, or a text kind
+    /// without its text.
+    pub fn from_bits(kind: u8, bits: u64, text: Option<String>) -> Option<Self> {
+        Some(match kind {
+            0 => Value::None,
+            1 => Value::Raw(Span {
+                start: (bits >> 32) as u32,
+                len: bits as u32,
+            }),
+            2 => Value::Bool(bits != 0),
+            3 => Value::Int(i64::from_ne_bytes(bits.to_ne_bytes())),
+            4 => Value::Uint(bits),
+            5 => Value::Float(f64::from_bits(bits)),
+            Self::TEXT_KIND => Value::Text(text?),
+            _ => return None,
+        })
+    }
+
     /// The value as JSON: `null` without one (not read, or still raw bytes).
     pub fn to_json(&self) -> serde_json::Value {
         match self {

@@ -5,23 +5,9 @@ use std::sync::Arc;
 
 use super::bindings::wit;
 use crate::model::{
-    Access, Batch, ByteOrder, ConfigIssue, DataType, Quality, Sample, Setting, SettingValue, Span,
+    Access, Batch, ByteOrder, ConfigIssue, DataType, Quality, Sample, Setting, SettingValue,
     TagSpec, Value,
 };
-
-/// Codes of the WIT batch's `qualities` column.
-const GOOD: u8 = 0;
-const UNCERTAIN: u8 = 1;
-const BAD: u8 = 2;
-
-/// Codes of its `kinds` column: the cases of the WIT `value` variant, in order.
-const NONE: u8 = 0;
-const RAW: u8 = 1;
-const BOOLEAN: u8 = 2;
-const INT: u8 = 3;
-const UINT: u8 = 4;
-const FLOAT: u8 = 5;
-const TEXT: u8 = 6;
 
 /// What a device's resource (codec session, stage processor, rules evaluator) is
 /// created from. Kept so the resource can be made again after its instance is
@@ -72,24 +58,14 @@ pub(super) fn samples_to_wit<'a>(samples: impl IntoIterator<Item = &'a Sample>) 
         texts: Vec::new(),
     };
     for sample in samples {
-        let (kind, bits) = match &sample.value {
-            Value::None => (NONE, 0),
-            Value::Raw(span) => (RAW, (u64::from(span.start) << 32) | u64::from(span.len)),
-            Value::Bool(v) => (BOOLEAN, u64::from(*v)),
-            Value::Int(v) => (INT, *v as u64),
-            Value::Uint(v) => (UINT, *v),
-            Value::Float(v) => (FLOAT, v.to_bits()),
-            Value::Text(text) => {
-                batch.texts.push(text.clone());
-                (TEXT, batch.texts.len() as u64 - 1)
-            }
-        };
+        // The columns are the model's compact form; a text's bits index `texts`.
+        let (kind, mut bits) = sample.value.to_bits();
+        if let Value::Text(text) = &sample.value {
+            bits = batch.texts.len() as u64;
+            batch.texts.push(text.clone());
+        }
         batch.tags.push(sample.tag);
-        batch.qualities.push(match sample.quality {
-            Quality::Good => GOOD,
-            Quality::Uncertain => UNCERTAIN,
-            Quality::Bad => BAD,
-        });
+        batch.qualities.push(sample.quality.code());
         batch.kinds.push(kind);
         batch.bits.push(bits);
         batch.ts_ms.push(sample.ts_ms);
@@ -117,41 +93,26 @@ pub(super) fn batch_from_wit(batch: wit::Batch) -> Result<Batch, MalformedBatch>
     let mut texts: Vec<Option<String>> = batch.texts.into_iter().map(Some).collect();
     let mut samples = Vec::with_capacity(n);
     for i in 0..n {
-        let bits = batch.bits[i];
-        let value = match batch.kinds[i] {
-            NONE => Value::None,
-            RAW => Value::Raw(Span {
-                start: (bits >> 32) as u32,
-                len: bits as u32,
-            }),
-            BOOLEAN => Value::Bool(bits != 0),
-            INT => Value::Int(bits as i64),
-            UINT => Value::Uint(bits),
-            FLOAT => Value::Float(f64::from_bits(bits)),
-            TEXT => match texts.get_mut(bits as usize).and_then(Option::take) {
-                Some(text) => Value::Text(text),
-                None => {
-                    return Err(MalformedBatch(format!(
-                        "sample {i} names text {bits}, which is missing or already used"
-                    )));
-                }
-            },
-            other => {
-                return Err(MalformedBatch(format!(
-                    "sample {i} has value kind {other}, not 0 to 6"
-                )));
-            }
+        let (kind, bits) = (batch.kinds[i], batch.bits[i]);
+        let text = if kind == Value::TEXT_KIND {
+            let text = texts.get_mut(bits as usize).and_then(Option::take);
+            Some(text.ok_or_else(|| {
+                MalformedBatch(format!(
+                    "sample {i} names text {bits}, which is missing or already used"
+                ))
+            })?)
+        } else {
+            None
         };
-        let quality = match batch.qualities[i] {
-            GOOD => Quality::Good,
-            UNCERTAIN => Quality::Uncertain,
-            BAD => Quality::Bad,
-            other => {
-                return Err(MalformedBatch(format!(
-                    "sample {i} has quality {other}, not 0 to 2"
-                )));
-            }
-        };
+        let value = Value::from_bits(kind, bits, text).ok_or_else(|| {
+            MalformedBatch(format!("sample {i} has value kind {kind}, not 0 to 6"))
+        })?;
+        let quality = Quality::from_code(batch.qualities[i]).ok_or_else(|| {
+            MalformedBatch(format!(
+                "sample {i} has quality {}, not 0 to 2",
+                batch.qualities[i]
+            ))
+        })?;
         samples.push(Sample {
             tag: batch.tags[i],
             value,
@@ -243,4 +204,72 @@ pub(super) fn issues_from_wit(errors: Vec<wit::ConfigError>) -> Vec<ConfigIssue>
             message: error.message,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Span;
+
+    fn sample(tag: u32, value: Value, quality: Quality) -> Sample {
+        Sample {
+            tag,
+            value,
+            quality,
+            ts_ms: 1_700_000_000_000 + i64::from(tag),
+        }
+    }
+
+    #[test]
+    fn a_batch_crosses_as_columns_and_comes_back_the_same() {
+        let samples = vec![
+            sample(0, Value::None, Quality::Bad),
+            sample(1, Value::Raw(Span { start: 2, len: 4 }), Quality::Good),
+            sample(2, Value::Bool(true), Quality::Good),
+            sample(3, Value::Int(-7), Quality::Uncertain),
+            sample(4, Value::Uint(u64::MAX), Quality::Good),
+            sample(5, Value::Float(2.5), Quality::Good),
+            sample(6, Value::Text("a".into()), Quality::Good),
+            sample(7, Value::Text("b".into()), Quality::Uncertain),
+        ];
+        let batch = Batch {
+            samples: samples.clone(),
+            bytes: vec![0, 0, 1, 2, 3, 4],
+        };
+        let columns = batch_to_wit(batch.clone());
+        assert_eq!(columns.texts, ["a", "b"]);
+        assert_eq!(columns.bits[7], 1, "a text's bits index the texts");
+        let back = batch_from_wit(columns).expect("well formed");
+        assert_eq!(back, batch);
+    }
+
+    #[test]
+    fn columns_that_do_not_fit_together_are_refused_by_name() {
+        let good = || samples_to_wit(&[sample(0, Value::Text("t".into()), Quality::Good)]);
+        let refused = |batch: wit::Batch| batch_from_wit(batch).expect_err("malformed").to_string();
+        let mut short = good();
+        short.ts_ms.clear();
+        assert_eq!(refused(short), "a batch with 1 tags but 0 ts-ms");
+        let mut kind = good();
+        kind.kinds[0] = 9;
+        assert_eq!(refused(kind), "sample 0 has value kind 9, not 0 to 6");
+        let mut quality = good();
+        quality.qualities[0] = 7;
+        assert_eq!(refused(quality), "sample 0 has quality 7, not 0 to 2");
+        let mut text = good();
+        text.bits[0] = 3;
+        assert_eq!(
+            refused(text),
+            "sample 0 names text 3, which is missing or already used"
+        );
+        let mut twice = samples_to_wit(&[
+            sample(0, Value::Text("t".into()), Quality::Good),
+            sample(1, Value::Text("u".into()), Quality::Good),
+        ]);
+        twice.bits[1] = 0;
+        assert_eq!(
+            refused(twice),
+            "sample 1 names text 0, which is missing or already used"
+        );
+    }
 }
