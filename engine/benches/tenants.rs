@@ -10,7 +10,9 @@
 //! against phase 2 (p50, p99 and the mean, the quantiles interpolated in the
 //! buckets of `sluice_round_seconds`), and how long after tenant 1's first failed
 //! call its pool was quarantined (`/metrics` and `/health` read every 10 ms).
-//! `SLUICE_BENCH_ENGINE_THREADS` (1, the engine's default) sets its `workerThreads`.
+//! `SLUICE_BENCH_ENGINE_THREADS` (1, the engine's default) sets its `workerThreads`;
+//! `SLUICE_BENCH_FUEL` (20,000,000, the default) tenant 1's `fuelPerCall`, so how
+//! long each looping call runs before its budget stops it.
 #![allow(clippy::print_stdout)]
 
 mod common;
@@ -153,6 +155,7 @@ fn main() {
     )
     .expect("pipeline");
     let threads = env_u64("SLUICE_BENCH_ENGINE_THREADS", 1).max(1);
+    let fuel = env_u64("SLUICE_BENCH_FUEL", 20_000_000).max(1000);
     let mut text = format!(
         "collector:
   workerThreads: {threads}
@@ -161,7 +164,7 @@ fn main() {
   wal: {{ dir: ./data }}
   connections: {{ maxTotal: 4096, maxPerHost: 4096 }}
 tenants:
-  - {{ tenantId: 1, name: hostile, pipeline: t1 }}
+  - {{ tenantId: 1, name: hostile, pipeline: t1, limits: {{ fuelPerCall: {fuel} }} }}
   - {{ tenantId: 2, name: calm }}
 devices:
 ",
@@ -184,7 +187,7 @@ devices:
     engine.wait_all_online(devices * 2, Duration::from_millis(100));
     println!(
         "tenants bench: 2 tenants x {devices} devices at 100 ms, {seconds} s per phase, \
-         engine workerThreads {threads}"
+         engine workerThreads {threads}, tenant 1's fuelPerCall {fuel}"
     );
     let first = phase(http, seconds);
     let calm = phase(http, seconds);

@@ -300,10 +300,15 @@ impl Device {
     fn timed<T>(&self, call: impl FnOnce() -> T) -> T {
         let started = std::time::Instant::now();
         let result = call();
+        self.count_component_time(started);
+        result
+    }
+
+    /// Adds the time since `started` to the device's component time.
+    fn count_component_time(&self, started: std::time::Instant) {
         self.counters
             .component_seconds
             .inc_by(started.elapsed().as_secs_f64());
-        result
     }
 
     fn note_error(&self, error: impl std::fmt::Display) {
@@ -336,7 +341,7 @@ impl Device {
         }
         if reconnected {
             // Deadband memory and ON_CHANGE memory start over after a reconnect.
-            if let Err(error) = pipeline.reset() {
+            if let Err(error) = pipeline.reset_in_round().await {
                 self.counters.stage_failures.inc();
                 self.note_error(error);
             }
@@ -346,7 +351,10 @@ impl Device {
         for tag in bad {
             batch.push_bad(tag, now);
         }
-        let samples = match self.timed(|| pipeline.run(batch)) {
+        let started = std::time::Instant::now();
+        let processed = pipeline.run_in_round(batch).await;
+        self.count_component_time(started);
+        let samples = match processed {
             Ok(processed) => processed.samples,
             Err(failure) => {
                 // The stage's instance is rebuilt; this round's values are lost.

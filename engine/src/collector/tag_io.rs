@@ -149,10 +149,12 @@ impl Device {
         // A fresh decode each time: reset first, so no memory of an earlier read.
         let decoder = writable.decoder.get();
         decoder
-            .reset()
+            .reset_in_round()
+            .await
             .map_err(|e| TagIoError::Component(e.to_string()))?;
         let decoded = decoder
-            .run(raw)
+            .run_in_round(raw)
+            .await
             .map_err(|e| TagIoError::Component(e.to_string()))?;
         decoded
             .samples

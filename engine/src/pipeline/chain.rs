@@ -16,11 +16,7 @@ const CHAINED: [&str; 5] = ["swap_bytes", "decode", "scale", "check_range", "dea
 
 /// Whether `component` is the engine's own version of a stage `chain` runs.
 pub(super) fn chainable(registry: &Registry, component: &LoadedComponent) -> bool {
-    let name = component.name();
-    CHAINED.contains(&name)
-        && registry
-            .version(name, BUILTIN_VERSION)
-            .is_some_and(|builtin| builtin.hash() == component.hash())
+    CHAINED.contains(&component.name()) && registry.is_builtin(component)
 }
 
 /// The stages with each run of two or more chainable stages replaced by one
@@ -73,6 +69,7 @@ fn chain_stage(members: Vec<Member>, registry: &Registry, limits: Limits) -> Res
         pool,
         settings,
         members,
+        isolated: false,
     })
 }
 

@@ -3,6 +3,7 @@
 
 mod cases;
 mod chain;
+mod device;
 mod include;
 mod set;
 mod settings;
@@ -13,6 +14,7 @@ mod verify;
 use std::sync::Arc;
 
 pub use cases::Case;
+pub use device::DevicePipeline;
 pub use include::{DEFAULT_PIPELINE, builtin, load_set};
 pub use set::{PipelineSet, files_in};
 pub use settings::{PositionedSettings, flatten};
@@ -20,9 +22,10 @@ pub use spec::{ComponentRef, Included, PipelineSpec, StageSpec, load_file, load_
 pub use stage::StageFailure;
 pub use verify::run as run_tests;
 
-use crate::model::{Batch, TagSpec};
-use crate::runtime::{CallError, ComponentKind, Limits, LoadedComponent, Processor, Registry};
+use crate::model::TagSpec;
+use crate::runtime::{CallError, ComponentKind, Limits, LoadedComponent, Registry};
 use crate::yaml::Diagnostics;
+use device::Step;
 use stage::{Member, Stage};
 
 /// A pipeline whose components are resolved and instantiated for one tenant.
@@ -113,6 +116,7 @@ impl Pipeline {
             pool,
             settings: member.settings.clone(),
             members: vec![member],
+            isolated: !registry.is_builtin(&component),
         })
     }
 
@@ -125,58 +129,18 @@ impl Pipeline {
     /// # Errors
     /// When a stage refuses the device's tags (for example a tag its decoder cannot handle).
     pub fn for_device(&self, tags: &Arc<[TagSpec]>) -> Result<DevicePipeline, StageFailure> {
-        let mut processors = Vec::with_capacity(self.stages.len());
+        let mut steps = Vec::with_capacity(self.stages.len());
         for stage in &self.stages {
             match stage.pool.processor(&stage.settings, Arc::clone(tags)) {
-                Ok(processor) => processors.push((stage.members[0].index, processor)),
+                Ok(processor) => steps.push(Step {
+                    index: stage.members[0].index,
+                    processor,
+                    isolated: stage.isolated,
+                }),
                 Err(error) => return Err(chain::failure(&stage.members, error)),
             }
         }
-        Ok(DevicePipeline { processors })
-    }
-}
-
-/// The stages of a pipeline, configured for one device.
-#[derive(Debug)]
-pub struct DevicePipeline {
-    /// Each processor, after the place of its (first) stage in the pipeline.
-    processors: Vec<(usize, Processor)>,
-}
-
-impl DevicePipeline {
-    /// How the pools of the stages are doing.
-    pub fn health(&self) -> Vec<crate::runtime::PoolHealth> {
-        self.processors.iter().map(|(_, p)| p.health()).collect()
-    }
-
-    /// Runs one round's batch through every stage in order.
-    ///
-    /// # Errors
-    /// The first stage that failed; the batch is lost for this round.
-    pub fn run(&self, mut batch: Batch) -> Result<Batch, StageFailure> {
-        for (index, processor) in &self.processors {
-            batch = processor.process(batch).map_err(|error| StageFailure {
-                index: *index,
-                error,
-            })?;
-        }
-        Ok(batch)
-    }
-
-    /// Clears the memory every stage keeps between batches (after a reconnect).
-    ///
-    /// # Errors
-    /// The first stage whose reset failed; the others are still reset.
-    pub fn reset(&self) -> Result<(), CallError> {
-        let mut first = Ok(());
-        for (_, processor) in &self.processors {
-            if let Err(error) = processor.reset()
-                && first.is_ok()
-            {
-                first = Err(error);
-            }
-        }
-        first
+        Ok(DevicePipeline::new(steps))
     }
 }
 

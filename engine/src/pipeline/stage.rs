@@ -13,6 +13,9 @@ pub(super) struct Stage {
     /// The stages of the pipeline it runs, in order: one, or a run of built-in
     /// stages fused into one `chain` call.
     pub(super) members: Vec<Member>,
+    /// Its component is not one the engine ships: its calls run on a blocking
+    /// thread (docs/components.md, "Where component calls run").
+    pub(super) isolated: bool,
 }
 
 /// A stage of the pipeline as written.

@@ -65,6 +65,14 @@ pub enum CallError {
         function: &'static str,
         detail: String,
     },
+    /// The thread a call ran on ended without its result (the call panicked, or
+    /// the engine is shutting down).
+    #[error("component `{component}` gave no result from `{function}`: {detail}")]
+    Lost {
+        component: String,
+        function: &'static str,
+        detail: String,
+    },
     #[error("component `{component}` could not be instantiated: {detail}")]
     Instantiate { component: String, detail: String },
     /// The message names the quarantine's length, not the time left, so that a

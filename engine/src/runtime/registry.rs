@@ -148,6 +148,13 @@ impl Registry {
         entries.get(name)?.versions.get(version).cloned()
     }
 
+    /// Whether `component` is the engine's own build of its name: a built-in, not
+    /// an upload registered under a built-in's name.
+    pub fn is_builtin(&self, component: &LoadedComponent) -> bool {
+        self.version(component.name(), super::builtin::BUILTIN_VERSION)
+            .is_some_and(|builtin| builtin.hash() == component.hash())
+    }
+
     /// Every registered version, by name then version.
     pub fn list(&self) -> Vec<ComponentInfo> {
         let entries = read(&self.entries);

@@ -41,12 +41,17 @@ pub struct Processor {
 impl std::fmt::Debug for Processor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Processor")
-            .field("component", &self.binding.pool().name())
+            .field("component", &self.component())
             .finish_non_exhaustive()
     }
 }
 
 impl Processor {
+    /// The name of its component.
+    pub fn component(&self) -> &str {
+        self.binding.pool().name()
+    }
+
     /// How the pool this lives in is doing (failures, quarantine).
     pub fn health(&self) -> super::PoolHealth {
         self.binding.health()
