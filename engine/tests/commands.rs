@@ -124,6 +124,59 @@ fn the_whitelist_is_the_seeds_seven_state_machine() {
     }
 }
 
+/// The size and modification time of every file of a redb state directory.
+fn written(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u64, std::time::SystemTime)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("state dir")
+        .map(|entry| {
+            let path = entry.expect("entry").path();
+            let meta = std::fs::metadata(&path).expect("metadata");
+            (path, meta.len(), meta.modified().expect("mtime"))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn timers_and_claims_with_nothing_to_do_write_nothing() {
+    let db = TestDatabase::new("idle-pass");
+    let store = CommandStore::new(db.open(), whitelist().commands, Timings::default());
+    let id = create(&store, Delivery::Deferrable);
+    let claimed = store.claim("a", 10, None, T0).expect("claim");
+    assert_eq!(claimed.iter().map(|c| c.id).collect::<Vec<_>>(), [id]);
+    let done = receipt(
+        "a",
+        Some(claimed[0].claim_generation),
+        ReceiptResult::Acked,
+        Some(0),
+    );
+    let outcome = store.receipt(id, &done, T0).expect("receipt");
+    assert_eq!(accepted(outcome), CommandStatus::Acked);
+    // PostgreSQL has no file to watch; the passes below still run on it.
+    let files = match &db {
+        TestDatabase::Redb(dir) => Some((dir.clone(), written(dir))),
+        TestDatabase::Postgres(_) => None,
+    };
+    for pass in 1..=3 {
+        let now = T0 + pass * 500;
+        let swept = store.sweep(now).expect("sweep");
+        assert!(swept.expired.is_empty() && swept.reclaimed.is_empty());
+        assert!(store.claim("a", 10, None, now).expect("claim").is_empty());
+    }
+    if let Some((dir, before)) = files {
+        assert_eq!(
+            written(&dir),
+            before,
+            "an idle pass committed to the state file"
+        );
+    }
+    // A new command is claimed by the next pass as before.
+    let next = create(&store, Delivery::Deferrable);
+    let claimed = store.claim("a", 10, None, T0 + 2000).expect("claim");
+    assert_eq!(claimed.iter().map(|c| c.id).collect::<Vec<_>>(), [next]);
+}
+
 #[test]
 fn the_seeds_six_step_generation_example() {
     let store = store("generations");

@@ -15,6 +15,13 @@ pub(super) enum Finality {
     Settled,
 }
 
+/// The states whose commands the timers look at.
+const TIMED: [CommandStatus; 3] = [
+    CommandStatus::Pending,
+    CommandStatus::Claimed,
+    CommandStatus::Sent,
+];
+
 impl CommandStore {
     /// Claims (I-18) up to `max` PENDING commands that are due, oldest first, for
     /// `node_id`: each gets a lease, the next claim generation and the node.
@@ -29,6 +36,9 @@ impl CommandStore {
         devices: Option<&dyn Fn(&str) -> bool>,
         now: i64,
     ) -> Result<Vec<Command>, CommandError> {
+        if !self.any_in(&[CommandStatus::Pending])? {
+            return Ok(Vec::new());
+        }
         self.write(|tables| {
             let mut claimed = Vec::new();
             let pending = CommandStatus::Pending.as_str();
@@ -229,13 +239,12 @@ impl CommandStore {
     /// # Errors
     /// A storage failure; nothing of the pass is applied then.
     pub fn sweep(&self, now: i64) -> Result<Swept, CommandError> {
+        if !self.any_in(&TIMED)? {
+            return Ok(Swept::default());
+        }
         self.write(|tables| {
             let mut swept = Swept::default();
-            for status in [
-                CommandStatus::Pending,
-                CommandStatus::Claimed,
-                CommandStatus::Sent,
-            ] {
+            for status in TIMED {
                 for id in tables.ids_in(status.as_str())? {
                     // Moved or held by another engine's transaction: its business.
                     let Some(mut command) = tables.take(id, status.as_str())? else {

@@ -178,6 +178,21 @@ impl CommandStore {
         &self.timings
     }
 
+    /// Whether any command is in one of `states`. A pass asks first, so one with
+    /// nothing to do commits no write transaction: each commit syncs the state
+    /// file, and the timers and claims run twice a second.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub(super) fn any_in(&self, states: &[CommandStatus]) -> Result<bool, CommandError> {
+        for status in states {
+            if !self.journal.ids_in(status.as_str())?.is_empty() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     pub(super) fn write<R>(
         &self,
         change: impl FnOnce(&mut Commands<'_>) -> Result<R, CommandError>,
