@@ -101,16 +101,23 @@ impl DevicePipeline {
         if !step.isolated {
             return call(&step.processor);
         }
+        let lost = |detail: String| CallError::Lost {
+            component: step.processor.component().to_owned(),
+            function,
+            detail,
+        };
+        // One thread a store of the pool: the other calls wait here, not on a
+        // thread each blocked on the store's lock.
+        let _permit = step
+            .processor
+            .blocking_calls()
+            .acquire()
+            .await
+            .map_err(|closed| lost(closed.to_string()))?;
         let pipeline = Arc::clone(self);
         tokio::task::spawn_blocking(move || call(&pipeline.steps[at].processor))
             .await
-            .unwrap_or_else(|lost| {
-                Err(CallError::Lost {
-                    component: step.processor.component().to_owned(),
-                    function,
-                    detail: lost.to_string(),
-                })
-            })
+            .unwrap_or_else(|ended| Err(lost(ended.to_string())))
     }
 }
 
@@ -135,7 +142,7 @@ mod tests {
     use crate::runtime::{ComponentKind, Limits, Registry, Runtime, RuntimeConfig};
 
     /// Built-in stages, then an uploaded one that loops for `fuel` units a call.
-    fn looping(fuel: u64) -> DevicePipeline {
+    fn looping_pipeline(fuel: u64) -> Pipeline {
         let registry =
             Registry::with_builtins(Runtime::new(RuntimeConfig::default()).expect("runtime"))
                 .expect("registry");
@@ -150,10 +157,17 @@ mod tests {
             fuel_per_call: fuel,
             ..Limits::default()
         };
-        Pipeline::build(&spec, &registry, limits)
-            .expect("builds")
+        Pipeline::build(&spec, &registry, limits).expect("builds")
+    }
+
+    fn for_device(pipeline: &Pipeline) -> DevicePipeline {
+        pipeline
             .for_device(&Arc::from([TagSpec::plain("t", DataType::Uint16)]))
             .expect("device")
+    }
+
+    fn looping(fuel: u64) -> DevicePipeline {
+        for_device(&looping_pipeline(fuel))
     }
 
     #[tokio::test(flavor = "current_thread")]
@@ -195,5 +209,38 @@ mod tests {
             .expect_err("the budget stops it");
         assert_eq!(failure.index, 2);
         assert!(failure.to_string().contains("2000000 fuel"), "{failure}");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn calls_of_one_pool_take_one_blocking_thread_at_a_time() {
+        // Six devices on a pool of one instance (the default).
+        let pipeline = looping_pipeline(2_000_000);
+        let inside = Arc::new(AtomicU32::new(0));
+        let most = Arc::new(AtomicU32::new(0));
+        let calls: Vec<_> = (0..6)
+            .map(|_| {
+                let device = Arc::new(for_device(&pipeline));
+                let (inside, most) = (Arc::clone(&inside), Arc::clone(&most));
+                tokio::spawn(async move {
+                    device
+                        .call(1, "process", move |_| {
+                            let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(5));
+                            inside.fetch_sub(1, Ordering::SeqCst);
+                            Ok(())
+                        })
+                        .await
+                })
+            })
+            .collect();
+        for call in calls {
+            call.await.expect("task").expect("call");
+        }
+        assert_eq!(
+            most.load(Ordering::SeqCst),
+            1,
+            "calls on blocking threads at once"
+        );
     }
 }

@@ -122,6 +122,9 @@ pub struct Pool<W: World> {
     /// Calls that entered the component.
     calls: AtomicU64,
     quarantine: Quarantine,
+    /// Calls of this pool that may run on blocking threads at once: one a store,
+    /// so the others wait for a permit without holding a thread.
+    blocking_calls: tokio::sync::Semaphore,
 }
 
 impl<W: World> std::fmt::Debug for Pool<W> {
@@ -153,7 +156,7 @@ impl<W: World> Pool<W> {
         limits: Limits,
         quarantine: Quarantine,
     ) -> Arc<Self> {
-        let slots = (0..limits.instances.max(1))
+        let slots: Vec<_> = (0..limits.instances.max(1))
             .map(|_| {
                 Mutex::new(Slot {
                     live: None,
@@ -166,6 +169,7 @@ impl<W: World> Pool<W> {
             engine,
             pre,
             limits,
+            blocking_calls: tokio::sync::Semaphore::new(slots.len()),
             slots,
             next_slot: AtomicUsize::new(0),
             failures: AtomicU64::new(0),
@@ -212,6 +216,11 @@ impl<W: World> Pool<W> {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Permits for calls run on blocking threads (`pipeline/device.rs`).
+    pub fn blocking_calls(&self) -> &tokio::sync::Semaphore {
+        &self.blocking_calls
     }
 
     /// Calls that failed (trap, limit, refused configuration) since the pool was made.

@@ -52,6 +52,11 @@ impl Processor {
         self.binding.pool().name()
     }
 
+    /// Permits for this pool's calls on blocking threads.
+    pub fn blocking_calls(&self) -> &tokio::sync::Semaphore {
+        self.binding.pool().blocking_calls()
+    }
+
     /// How the pool this lives in is doing (failures, quarantine).
     pub fn health(&self) -> super::PoolHealth {
         self.binding.health()
