@@ -107,17 +107,19 @@ impl DevicePipeline {
             detail,
         };
         // One thread a store of the pool: the other calls wait here, not on a
-        // thread each blocked on the store's lock.
-        let _permit = step
-            .processor
-            .blocking_calls()
-            .acquire()
+        // thread each blocked on the store's lock. The permit goes with the call,
+        // so a round dropped meanwhile does not let another call start beside it.
+        let permit = Arc::clone(step.processor.blocking_calls())
+            .acquire_owned()
             .await
             .map_err(|closed| lost(closed.to_string()))?;
         let pipeline = Arc::clone(self);
-        tokio::task::spawn_blocking(move || call(&pipeline.steps[at].processor))
-            .await
-            .unwrap_or_else(|ended| Err(lost(ended.to_string())))
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            call(&pipeline.steps[at].processor)
+        })
+        .await
+        .unwrap_or_else(|ended| Err(lost(ended.to_string())))
     }
 }
 

@@ -124,7 +124,7 @@ pub struct Pool<W: World> {
     quarantine: Quarantine,
     /// Calls of this pool that may run on blocking threads at once: one a store,
     /// so the others wait for a permit without holding a thread.
-    blocking_calls: tokio::sync::Semaphore,
+    blocking_calls: Arc<tokio::sync::Semaphore>,
 }
 
 impl<W: World> std::fmt::Debug for Pool<W> {
@@ -169,7 +169,7 @@ impl<W: World> Pool<W> {
             engine,
             pre,
             limits,
-            blocking_calls: tokio::sync::Semaphore::new(slots.len()),
+            blocking_calls: Arc::new(tokio::sync::Semaphore::new(slots.len())),
             slots,
             next_slot: AtomicUsize::new(0),
             failures: AtomicU64::new(0),
@@ -219,7 +219,7 @@ impl<W: World> Pool<W> {
     }
 
     /// Permits for calls run on blocking threads (`pipeline/device.rs`).
-    pub fn blocking_calls(&self) -> &tokio::sync::Semaphore {
+    pub fn blocking_calls(&self) -> &Arc<tokio::sync::Semaphore> {
         &self.blocking_calls
     }
 

@@ -53,7 +53,7 @@ impl Processor {
     }
 
     /// Permits for this pool's calls on blocking threads.
-    pub fn blocking_calls(&self) -> &tokio::sync::Semaphore {
+    pub fn blocking_calls(&self) -> &Arc<tokio::sync::Semaphore> {
         self.binding.pool().blocking_calls()
     }
 
