@@ -89,6 +89,21 @@ impl Rounds {
         }
     }
 
+    /// Both `self`'s rounds and `other`'s.
+    fn plus(&self, other: &Rounds) -> Rounds {
+        let mut sum = self.clone();
+        for &(le, n) in &other.buckets {
+            match sum.buckets.iter_mut().find(|(bound, _)| *bound == le) {
+                Some(bucket) => bucket.1 += n,
+                None => sum.buckets.push((le, n)),
+            }
+        }
+        sum.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        sum.sum += other.sum;
+        sum.count += other.count;
+        sum
+    }
+
     fn mean_ms(&self) -> f64 {
         self.sum / self.count.max(1.0) * 1e3
     }
@@ -132,11 +147,33 @@ fn stage_failures(metrics: &str) -> f64 {
         .sum()
 }
 
+/// Polls tenant 1's failed stage calls every 10 ms until `done` says so of the
+/// count; when, or a panic after 30 s.
+fn wait_for(http: std::net::SocketAddr, what: &str, done: impl Fn(f64, f64) -> bool) -> Instant {
+    let since = Instant::now();
+    let failures = || stage_failures(&http_get(http, "/metrics").unwrap_or_default());
+    let mut last = (failures(), Instant::now());
+    while since.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+        let now = failures();
+        if now != last.0 {
+            last = (now, Instant::now());
+        }
+        if done(now, last.1.elapsed().as_secs_f64()) {
+            return last.1;
+        }
+    }
+    panic!("tenant 1's stage was not {what} within 30 s");
+}
+
+const CALM: &str = "name: t1\nstages:\n  - use: swap_bytes\n  - use: decode\n";
+
 fn main() {
     let devices = usize::try_from(env_u64("SLUICE_BENCH_DEVICES", 20))
         .expect("fits")
         .max(1);
     let seconds = env_u64("SLUICE_BENCH_SECONDS", 15).max(1);
+    let cycles = env_u64("SLUICE_BENCH_CYCLES", 1).max(1);
     let rt = Runtime::new().expect("tokio runtime");
     let sim = Simulator::new(SimConfig {
         registers: 10,
@@ -149,13 +186,10 @@ fn main() {
     let pipelines = scratch.0.join("pipelines");
     std::fs::create_dir_all(&pipelines).expect("pipelines dir");
     let file = pipelines.join("t1.yaml");
-    std::fs::write(
-        &file,
-        "name: t1\nstages:\n  - use: swap_bytes\n  - use: decode\n",
-    )
-    .expect("pipeline");
+    std::fs::write(&file, CALM).expect("pipeline");
     let threads = env_u64("SLUICE_BENCH_ENGINE_THREADS", 1).max(1);
     let fuel = env_u64("SLUICE_BENCH_FUEL", 20_000_000).max(1000);
+    let quarantine_after = env_u64("SLUICE_BENCH_QUARANTINE_AFTER", 10).max(1);
     let mut text = format!(
         "collector:
   workerThreads: {threads}
@@ -164,7 +198,7 @@ fn main() {
   wal: {{ dir: ./data }}
   connections: {{ maxTotal: 4096, maxPerHost: 4096 }}
 tenants:
-  - {{ tenantId: 1, name: hostile, pipeline: t1, limits: {{ fuelPerCall: {fuel} }} }}
+  - {{ tenantId: 1, name: hostile, pipeline: t1, limits: {{ fuelPerCall: {fuel}, quarantineAfter: {quarantine_after} }} }}
   - {{ tenantId: 2, name: calm }}
 devices:
 ",
@@ -187,11 +221,9 @@ devices:
     engine.wait_all_online(devices * 2, Duration::from_millis(100));
     println!(
         "tenants bench: 2 tenants x {devices} devices at 100 ms, {seconds} s per phase, \
-         engine workerThreads {threads}, tenant 1's fuelPerCall {fuel}"
+         {cycles} cycle(s), engine workerThreads {threads}, tenant 1's fuelPerCall {fuel}, \
+         quarantineAfter {quarantine_after}"
     );
-    let first = phase(http, seconds);
-    let calm = phase(http, seconds);
-
     let hostile = std::fs::read(PathBuf::from(env!("SLUICE_TEST_COMPONENTS")).join("hostile.wasm"))
         .expect("hostile built");
     let (status, body) = http_request(
@@ -203,53 +235,78 @@ devices:
     )
     .expect("upload");
     assert_eq!(status, 200, "{body}");
-    std::fs::write(&file, "name: t1\nstages:\n  - use: swap_bytes\n  - use: decode\n  - use: hostile\n    settings: { mode: loop }\n").expect("edit");
-    // Measure from the edit on: the reload, the looping calls, then the quarantine.
-    let started = Instant::now();
-    let watcher = std::thread::spawn(move || {
-        let mut first_failure = None;
-        while started.elapsed() < Duration::from_secs(60) {
-            if first_failure.is_none()
-                && stage_failures(&http_get(http, "/metrics").unwrap_or_default()) > 0.0
-            {
-                first_failure = Some(started.elapsed());
-            }
-            let health = http_get(http, "/health").unwrap_or_default();
-            if health.contains("\"component\":\"hostile\"") {
-                return Some((first_failure.unwrap_or_default(), started.elapsed()));
-            }
-            std::thread::sleep(Duration::from_millis(10));
+
+    let first = phase(http, seconds);
+    let (mut calm, mut looping) = (Rounds::default(), Rounds::default());
+    let mut ratios = Vec::new();
+    let mut quarantine = None;
+    for cycle in 0..cycles {
+        if cycle > 0 {
+            std::fs::write(&file, CALM).expect("edit");
+            // Calm again once no call has failed for half a second.
+            wait_for(http, "calm", |_, quiet| quiet >= 0.5);
         }
-        None
-    });
-    let attacked = phase(http, seconds);
-    let (first_failure, quarantined) = watcher
-        .join()
-        .expect("watcher")
-        .expect("quarantined within 60 s");
+        let this_calm = phase(http, seconds);
+        let before = stage_failures(&http_get(http, "/metrics").unwrap_or_default());
+        std::fs::write(
+            &file,
+            format!("{CALM}  - use: hostile\n    settings: {{ mode: loop }}\n"),
+        )
+        .expect("edit");
+        let failing = wait_for(http, "failing", |count, _| count > before);
+        let watcher = (cycle == 0).then(|| {
+            std::thread::spawn(move || {
+                while failing.elapsed() < Duration::from_secs(seconds) {
+                    let health = http_get(http, "/health").unwrap_or_default();
+                    if health.contains("\"component\":\"hostile\"") {
+                        return Some(failing.elapsed());
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                None
+            })
+        });
+        let this_looping = phase(http, seconds);
+        if let Some(watcher) = watcher {
+            quarantine = watcher.join().expect("watcher");
+        }
+        ratios.push(this_looping.quantile_ms(0.99) / this_calm.quantile_ms(0.99));
+        calm = calm.plus(&this_calm);
+        looping = looping.plus(&this_looping);
+    }
     engine.assert_running();
-    println!("tenant 2 rounds  1: calm  2: calm  3: tenant 1 looping  3 / 2  (2 / 1)");
+    println!(
+        "tenant 2 rounds  phase 1: calm  calm phases  looping phases  looping / calm  (calm / phase 1)"
+    );
     for (what, q) in [
         ("p50 ms", Some(0.5)),
         ("p99 ms", Some(0.99)),
         ("mean ms", None),
     ] {
         let of = |r: &Rounds| q.map_or_else(|| r.mean_ms(), |q| r.quantile_ms(q));
-        let (one, two, three) = (of(&first), of(&calm), of(&attacked));
+        let (one, two, three) = (of(&first), of(&calm), of(&looping));
         println!(
-            "{what:<15} {one:>8.3} {two:>8.3} {three:>20.3} {:>6.2} {:>7.2}",
+            "{what:<15} {one:>14.3} {two:>12.3} {three:>15.3} {:>15.2} {:>18.2}",
             three / two,
             two / one
         );
     }
+    let ratios: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
     println!(
-        "rounds: {:.0} / {:.0} / {:.0}; target: p99 (3 / 2) within 10%",
-        first.count, calm.count, attacked.count
+        "rounds: {:.0} / {:.0} / {:.0}; p99 looping / calm of each cycle: {}; \
+         target: p99 (looping / calm) within 10%",
+        first.count,
+        calm.count,
+        looping.count,
+        ratios.join(", ")
     );
-    println!(
-        "tenant 1: first failed call {:.2} s after the edit, quarantined {:.2} s after it \
-         (target: within 1 s)",
-        first_failure.as_secs_f64(),
-        (quarantined - first_failure).as_secs_f64()
-    );
+    match quarantine {
+        Some(after) => println!(
+            "tenant 1: quarantined {:.2} s after its first failed call (target: within 1 s)",
+            after.as_secs_f64()
+        ),
+        None => println!(
+            "tenant 1: not quarantined within the looping phase (quarantineAfter {quarantine_after})"
+        ),
+    }
 }

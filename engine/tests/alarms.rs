@@ -797,6 +797,7 @@ async fn a_hostile_tenant_rule_fails_only_for_its_tenant_and_raises_a_rule_failu
         memory_bytes: 4 << 20,
         fuel_per_call: 2_000_000,
         instances: 1,
+        ..Limits::DEFAULT
     };
     let hostile = rules_pool(
         &f.runtime,

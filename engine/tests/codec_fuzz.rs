@@ -25,6 +25,7 @@ const LIMITS: Limits = Limits {
     memory_bytes: 8 << 20,
     fuel_per_call: 5_000_000,
     instances: 1,
+    ..Limits::DEFAULT
 };
 
 fn env_u64(name: &str, default: u64) -> u64 {

@@ -32,6 +32,7 @@ const SMALL: Limits = Limits {
     memory_bytes: 4 << 20,
     fuel_per_call: 2_000_000,
     instances: 1,
+    ..Limits::DEFAULT
 };
 
 /// Every built-in component must have host tests; add its name here with them
@@ -423,13 +424,13 @@ fn tempdir() -> PathBuf {
 
 #[test]
 fn a_pool_failing_calls_in_a_row_is_quarantined_then_tried_again() {
-    let runtime = Runtime::new(RuntimeConfig {
+    let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
+    let limits = Limits {
         quarantine_after: 3,
         quarantine_for: std::time::Duration::from_millis(300),
-        ..RuntimeConfig::default()
-    })
-    .expect("runtime");
-    let pool = pool(&runtime, "hostile", &test_component("hostile"), SMALL);
+        ..SMALL
+    };
+    let pool = pool(&runtime, "hostile", &test_component("hostile"), limits);
     // Traps on batches carrying 666 only: a good batch in between resets the count.
     let trapper = pool
         .processor(

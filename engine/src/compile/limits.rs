@@ -1,6 +1,7 @@
 //! Each tenant's sandbox limits, from `tenants[].limits`.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use crate::config::{GatewayConfig, TenantLimits};
 use crate::runtime::Limits;
@@ -15,6 +16,8 @@ impl SandboxLimits {
             memory_bytes: usize::try_from(t.memory_mb << 20).unwrap_or(usize::MAX),
             fuel_per_call: t.fuel_per_call,
             instances: t.instances,
+            quarantine_after: t.quarantine_after,
+            quarantine_for: Duration::from_secs(t.quarantine_seconds),
         };
         Self(
             config

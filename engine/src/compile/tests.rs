@@ -45,11 +45,7 @@ fn a_quarantined_sandbox_does_not_stop_a_compile() {
     use crate::pipeline::PipelineSet;
     use crate::runtime::{ComponentKind, Registry, Runtime, RuntimeConfig};
 
-    let runtime = Runtime::new(RuntimeConfig {
-        quarantine_after: 1,
-        ..RuntimeConfig::default()
-    })
-    .expect("runtime");
+    let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
     let registry = Registry::with_builtins(runtime).expect("registry");
     let hostile = std::fs::read(
         std::path::Path::new(env!("SLUICE_TEST_COMPONENTS")).join("hostile_rules.wasm"),
@@ -60,7 +56,13 @@ fn a_quarantined_sandbox_does_not_stop_a_compile() {
         .expect("install");
     let sandbox = registry
         .runtime()
-        .rules_pool(&component, crate::runtime::Limits::default())
+        .rules_pool(
+            &component,
+            crate::runtime::Limits {
+                quarantine_after: 1,
+                ..crate::runtime::Limits::DEFAULT
+            },
+        )
         .expect("pool");
     let trap = crate::model::Setting {
         key: "mode".into(),

@@ -66,6 +66,11 @@ pub struct TenantLimits {
     /// `instances`: instances (stores) per component; devices spread over them
     /// (default 1).
     pub instances: u32,
+    /// `quarantineAfter`: failed calls in a row (traps, budgets, memory caps) after
+    /// which a component's instances are quarantined (default 10).
+    pub quarantine_after: u32,
+    /// `quarantineSeconds`: how long a quarantine refuses calls (default 60).
+    pub quarantine_seconds: u64,
 }
 
 impl Default for TenantLimits {
@@ -74,6 +79,8 @@ impl Default for TenantLimits {
             memory_mb: 64,
             fuel_per_call: 20_000_000,
             instances: 1,
+            quarantine_after: 10,
+            quarantine_seconds: 60,
         }
     }
 }
@@ -87,6 +94,14 @@ fn read_limits(node: &Node, errors: &mut Diagnostics) -> TenantLimits {
         memory_mb: ranged(&mut f, "memoryMb", (1, 4096), d.memory_mb, errors),
         fuel_per_call: at_least(&mut f, "fuelPerCall", 1000, d.fuel_per_call, errors),
         instances: ranged(&mut f, "instances", (1, 64), d.instances, errors),
+        quarantine_after: at_least(&mut f, "quarantineAfter", 1, d.quarantine_after, errors),
+        quarantine_seconds: ranged(
+            &mut f,
+            "quarantineSeconds",
+            (1, 86_400),
+            d.quarantine_seconds,
+            errors,
+        ),
     };
     f.finish(errors);
     limits
@@ -249,22 +264,34 @@ mod tests {
 
     #[test]
     fn limits_are_read_and_bounded() {
-        let text = "tenants:\n  - tenantId: 1\n    name: t\n    limits: { memoryMb: 16, fuelPerCall: 5000000, instances: 4 }\n";
+        let text = "tenants:\n  - tenantId: 1\n    name: t\n    limits: { memoryMb: 16, fuelPerCall: 5000000, instances: 4, quarantineAfter: 1000, quarantineSeconds: 5 }\n";
         let config = crate::config::load_str("t.yaml", text).expect("valid");
         let limits = config.tenants[0].limits;
         assert_eq!(
-            (limits.memory_mb, limits.fuel_per_call, limits.instances),
-            (16, 5_000_000, 4)
+            (
+                limits.memory_mb,
+                limits.fuel_per_call,
+                limits.instances,
+                limits.quarantine_after,
+                limits.quarantine_seconds
+            ),
+            (16, 5_000_000, 4, 1000, 5)
         );
         let bad = text
             .replace("instances: 4", "instances: 0")
-            .replace("memoryMb: 16", "memoryMb: 99999");
+            .replace("memoryMb: 16", "memoryMb: 99999")
+            .replace("quarantineAfter: 1000", "quarantineAfter: 0")
+            .replace("quarantineSeconds: 5", "quarantineSeconds: 0");
         let rendered = crate::config::load_str("t.yaml", &bad)
             .expect_err("out of range")
             .to_string();
-        assert!(
-            rendered.contains("`memoryMb`") && rendered.contains("`instances`"),
-            "{rendered}"
-        );
+        for key in [
+            "memoryMb",
+            "instances",
+            "quarantineAfter",
+            "quarantineSeconds",
+        ] {
+            assert!(rendered.contains(&format!("`{key}`")), "{rendered}");
+        }
     }
 }

@@ -2,16 +2,17 @@
 //!
 //! The engine's own stages run on the thread of the round: they are known to
 //! finish well within their budget, and a hand-off per round would cost more
-//! than the call. A stage the engine does not ship runs on a blocking thread, so
-//! one that loops until its budget holds that thread and its own device's round,
-//! not the async thread every other device's round runs on (docs/components.md,
-//! "Where component calls run").
+//! than the call. A stage the engine does not ship runs on a sandbox thread
+//! (`runtime::threads`, below the engine's CPU priority), so one that loops until
+//! its budget holds that thread and its own device's round, not the async thread
+//! every other device's round runs on (docs/components.md, "Where component calls
+//! run").
 
 use std::sync::Arc;
 
 use super::stage::StageFailure;
 use crate::model::Batch;
-use crate::runtime::{CallError, PoolHealth, Processor};
+use crate::runtime::{CallError, PoolHealth, Processor, threads};
 
 /// One stage of a device's pipeline.
 #[derive(Debug)]
@@ -19,7 +20,7 @@ pub(super) struct Step {
     /// The place of its (first) stage in the pipeline.
     pub(super) index: usize,
     pub(super) processor: Processor,
-    /// Its calls run on a blocking thread.
+    /// Its calls run on a sandbox thread.
     pub(super) isolated: bool,
 }
 
@@ -55,7 +56,7 @@ impl DevicePipeline {
     }
 
     /// Runs one round's batch through every stage in order, an isolated stage's
-    /// call on a blocking thread.
+    /// call on a sandbox thread.
     ///
     /// # Errors
     /// The first stage that failed; the batch is lost for this round.
@@ -70,7 +71,7 @@ impl DevicePipeline {
     }
 
     /// Clears the memory every stage keeps between batches (after a reconnect),
-    /// an isolated stage's call on a blocking thread.
+    /// an isolated stage's call on a sandbox thread.
     ///
     /// # Errors
     /// The first stage whose reset failed; the others are still reset.
@@ -114,7 +115,7 @@ impl DevicePipeline {
             .await
             .map_err(|closed| lost(closed.to_string()))?;
         let pipeline = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
+        threads::spawn(move || {
             let _permit = permit;
             call(&pipeline.steps[at].processor)
         })
@@ -214,7 +215,7 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread")]
-    async fn calls_of_one_pool_take_one_blocking_thread_at_a_time() {
+    async fn calls_of_one_pool_take_one_sandbox_thread_at_a_time() {
         // Six devices on a pool of one instance (the default).
         let pipeline = looping_pipeline(2_000_000);
         let inside = Arc::new(AtomicU32::new(0));
@@ -226,6 +227,8 @@ mod tests {
                 tokio::spawn(async move {
                     device
                         .call(1, "process", move |_| {
+                            let thread = std::thread::current();
+                            assert_eq!(thread.name(), Some("sluice-sandbox"));
                             let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
                             most.fetch_max(now, Ordering::SeqCst);
                             std::thread::sleep(Duration::from_millis(5));
@@ -242,7 +245,7 @@ mod tests {
         assert_eq!(
             most.load(Ordering::SeqCst),
             1,
-            "calls on blocking threads at once"
+            "calls on sandbox threads at once"
         );
     }
 }

@@ -178,7 +178,7 @@ impl Runtime {
             &component.name,
             pre,
             limits,
-            pool::Quarantine::new(self.config.quarantine_after, self.config.quarantine_for),
+            pool::Quarantine::new(limits.quarantine_after, limits.quarantine_for),
         ))
     }
 

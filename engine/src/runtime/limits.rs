@@ -1,6 +1,7 @@
 //! What a runtime and each tenant's sandboxes are set up with.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Engine-wide settings of the runtime.
 #[derive(Debug, Clone)]
@@ -11,18 +12,12 @@ pub struct RuntimeConfig {
     pub max_instances: u32,
     /// Where precompiled artifacts are kept between runs; `None` compiles every start.
     pub cache_dir: Option<PathBuf>,
-    /// A pool whose calls failed this many times in a row is quarantined: its calls
-    /// fail at once, without running the component, for `quarantine_for`.
-    pub quarantine_after: u32,
-    pub quarantine_for: std::time::Duration,
 }
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
             max_memory_bytes: 256 << 20,
-            quarantine_after: 10,
-            quarantine_for: std::time::Duration::from_secs(60),
             max_instances: 1000,
             cache_dir: None,
         }
@@ -38,14 +33,25 @@ pub struct Limits {
     pub fuel_per_call: u64,
     /// Instances (stores) kept per component; devices are spread over them.
     pub instances: u32,
+    /// A pool whose calls failed this many times in a row is quarantined: its calls
+    /// fail at once, without running the component, for `quarantine_for`.
+    pub quarantine_after: u32,
+    pub quarantine_for: Duration,
+}
+
+impl Limits {
+    /// What a tenant that sets no `limits` gets, and devices without a tenant.
+    pub const DEFAULT: Limits = Limits {
+        memory_bytes: 64 << 20,
+        fuel_per_call: 20_000_000,
+        instances: 1,
+        quarantine_after: 10,
+        quarantine_for: Duration::from_secs(60),
+    };
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self {
-            memory_bytes: 64 << 20,
-            fuel_per_call: 20_000_000,
-            instances: 1,
-        }
+        Self::DEFAULT
     }
 }

@@ -30,6 +30,7 @@ mod registry;
 mod rules;
 mod sandbox;
 mod stage;
+pub mod threads;
 
 pub use builtin::{BUILTIN, BUILTIN_VERSION, Builtin};
 pub use codec::{CodecPool, CodecSession};

@@ -1,0 +1,111 @@
+//! The threads that uploaded components' calls run on, off the async runtime.
+//!
+//! A blocking pool of their own, apart from tokio's (which also does the engine's
+//! file work), whose threads the kernel schedules after every thread of the
+//! engine's (`SCHED_IDLE` on Linux). On a gateway with two cores, a stage that
+//! loops until its budget would otherwise share a core equally with the polling
+//! thread, the broker client and the PLC links, and a round that fell due while
+//! it ran waited for its time slice; under `SCHED_IDLE` the engine's threads take
+//! the core from it the moment they wake, so one tenant's heavy or looping code
+//! takes only CPU the engine leaves idle (docs/components.md, "Where component
+//! calls run", rule 3). A call still gets a whole core while nothing else wants it.
+
+use std::sync::OnceLock;
+
+use tokio::runtime::{Builder, Handle};
+use tokio::task::JoinHandle;
+
+/// How much lower than the engine's threads the sandbox threads run where the
+/// kernel refuses `SCHED_IDLE`.
+#[cfg(target_os = "linux")]
+const NICE_INCREMENT: i32 = 10;
+
+/// Runs `call` on a sandbox thread; the handle gives its result, or how the
+/// thread ended without one.
+pub fn spawn<T, F>(call: F) -> JoinHandle<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    match pool() {
+        Some(pool) => pool.spawn_blocking(call),
+        None => tokio::task::spawn_blocking(call),
+    }
+}
+
+/// The sandbox threads' pool, built on first use and kept for the process's
+/// life; `None` (calls go to tokio's own blocking pool) if it cannot be built.
+fn pool() -> Option<&'static Handle> {
+    static POOL: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        // Only its blocking pool is used: nothing drives its scheduler.
+        Builder::new_current_thread()
+            .thread_name("sluice-sandbox")
+            .on_thread_start(lower_priority)
+            .build()
+            .inspect_err(|error| {
+                tracing::warn!(%error, "no sandbox threads; uploaded stages run at normal priority");
+            })
+            .ok()
+    })
+    .as_ref()
+    .map(tokio::runtime::Runtime::handle)
+}
+
+/// Puts the calling thread under `SCHED_IDLE` (on Linux a scheduling policy
+/// belongs to the thread, not the process): the kernel gives it a core only when
+/// no thread of normal policy wants it, and a normal thread that wakes takes the
+/// core from it at once. Where that is refused, a nice value 10 lower.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let idle = libc::sched_param { sched_priority: 0 };
+        // SAFETY: both change only the calling thread's scheduling and read nothing
+        // but the parameter passed by reference, which outlives the call. A refusal
+        // leaves the thread as it was.
+        #[allow(unsafe_code)]
+        unsafe {
+            if libc::sched_setscheduler(0, libc::SCHED_IDLE, &raw const idle) != 0 {
+                libc::nice(NICE_INCREMENT);
+            }
+        }
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    fn policy_of_this_thread() -> i32 {
+        // SAFETY: sched_getscheduler reads the calling thread's policy only.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::sched_getscheduler(0)
+        }
+    }
+
+    #[tokio::test]
+    async fn calls_run_on_named_threads_below_the_engines_priority() {
+        let engine = policy_of_this_thread();
+        assert_ne!(engine, libc::SCHED_IDLE);
+        let (name, policy) = spawn(|| {
+            (
+                std::thread::current().name().map(str::to_owned),
+                policy_of_this_thread(),
+            )
+        })
+        .await
+        .expect("the call ran");
+        assert_eq!(name.as_deref(), Some("sluice-sandbox"));
+        assert_eq!(policy, libc::SCHED_IDLE);
+        assert_eq!(
+            policy_of_this_thread(),
+            engine,
+            "the caller's policy is kept"
+        );
+        let other = tokio::task::spawn_blocking(policy_of_this_thread)
+            .await
+            .expect("ran");
+        assert_eq!(other, engine, "tokio's own blocking threads are untouched");
+    }
+}
