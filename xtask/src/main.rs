@@ -47,8 +47,12 @@ fn main() -> ExitCode {
     }
 }
 
+/// The checkout this runs for: `cargo xtask` gives the manifest's directory at run
+/// time, so a binary built by another checkout sharing the target directory
+/// (`CARGO_TARGET_DIR`) still works on this one; the build's own is the fallback.
 fn project_root() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
     manifest.parent().map(Path::to_path_buf).unwrap_or(manifest)
 }
 
