@@ -33,3 +33,30 @@ impl SandboxLimits {
         self.0.get(&tenant).copied().unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tenants_limits_reach_its_sandboxes_and_others_get_the_defaults() {
+        let config = crate::config::load_str(
+            "gw.yaml",
+            "tenants:\n  - { tenantId: 1, name: t, limits: { memoryMb: 16, fuelPerCall: 5000000, instances: 2, quarantineAfter: 3, quarantineSeconds: 5 } }\n  - { tenantId: 2, name: plain }\n",
+        )
+        .expect("valid");
+        let limits = SandboxLimits::of(&config);
+        assert_eq!(
+            limits.get(1),
+            Limits {
+                memory_bytes: 16 << 20,
+                fuel_per_call: 5_000_000,
+                instances: 2,
+                quarantine_after: 3,
+                quarantine_for: Duration::from_secs(5),
+            }
+        );
+        assert_eq!(limits.get(2), Limits::DEFAULT);
+        assert_eq!(limits.get(0), Limits::DEFAULT, "no tenant");
+    }
+}
