@@ -110,7 +110,7 @@ impl DevicePipeline {
         // One thread a store of the pool: the other calls wait here, not on a
         // thread each blocked on the store's lock. The permit goes with the call,
         // so a round dropped meanwhile does not let another call start beside it.
-        let permit = Arc::clone(step.processor.blocking_calls())
+        let permit = Arc::clone(step.processor.sandbox_permits())
             .acquire_owned()
             .await
             .map_err(|closed| lost(closed.to_string()))?;

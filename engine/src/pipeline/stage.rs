@@ -13,7 +13,7 @@ pub(super) struct Stage {
     /// The stages of the pipeline it runs, in order: one, or a run of built-in
     /// stages fused into one `chain` call.
     pub(super) members: Vec<Member>,
-    /// Its component is not one the engine ships: its calls run on a blocking
+    /// Its component is not one the engine ships: its calls run on a sandbox
     /// thread (docs/components.md, "Where component calls run").
     pub(super) isolated: bool,
 }

@@ -122,9 +122,9 @@ pub struct Pool<W: World> {
     /// Calls that entered the component.
     calls: AtomicU64,
     quarantine: Quarantine,
-    /// Calls of this pool that may run on blocking threads at once: one a store,
+    /// Calls of this pool that may run on sandbox threads at once: one a store,
     /// so the others wait for a permit without holding a thread.
-    blocking_calls: Arc<tokio::sync::Semaphore>,
+    sandbox_permits: Arc<tokio::sync::Semaphore>,
 }
 
 impl<W: World> std::fmt::Debug for Pool<W> {
@@ -169,7 +169,7 @@ impl<W: World> Pool<W> {
             engine,
             pre,
             limits,
-            blocking_calls: Arc::new(tokio::sync::Semaphore::new(slots.len())),
+            sandbox_permits: Arc::new(tokio::sync::Semaphore::new(slots.len())),
             slots,
             next_slot: AtomicUsize::new(0),
             failures: AtomicU64::new(0),
@@ -218,9 +218,9 @@ impl<W: World> Pool<W> {
         &self.name
     }
 
-    /// Permits for calls run on blocking threads (`pipeline/device.rs`).
-    pub fn blocking_calls(&self) -> &Arc<tokio::sync::Semaphore> {
-        &self.blocking_calls
+    /// Permits for calls run on sandbox threads (`runtime/threads.rs`, `pipeline/device.rs`).
+    pub fn sandbox_permits(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.sandbox_permits
     }
 
     /// Calls that failed (trap, limit, refused configuration) since the pool was made.

@@ -52,9 +52,9 @@ impl Processor {
         self.binding.pool().name()
     }
 
-    /// Permits for this pool's calls on blocking threads.
-    pub fn blocking_calls(&self) -> &Arc<tokio::sync::Semaphore> {
-        self.binding.pool().blocking_calls()
+    /// Permits for this pool's calls on sandbox threads.
+    pub fn sandbox_permits(&self) -> &Arc<tokio::sync::Semaphore> {
+        self.binding.pool().sandbox_permits()
     }
 
     /// How the pool this lives in is doing (failures, quarantine).
