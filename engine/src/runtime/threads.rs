@@ -59,13 +59,23 @@ fn pool() -> Option<&'static Handle> {
 fn lower_priority() {
     #[cfg(target_os = "linux")]
     {
-        let idle = libc::sched_param { sched_priority: 0 };
-        // SAFETY: both change only the calling thread's scheduling and read nothing
-        // but the parameter passed by reference, which outlives the call. A refusal
+        // SAFETY: `sched_param` is plain integers (musl adds fields for
+        // SCHED_SPORADIC); all zeros is priority 0, the one SCHED_IDLE takes. The
+        // system calls change only the calling thread's scheduling (pid 0) and read
+        // nothing but the parameter passed by reference, which outlives the call.
+        // The system call, not libc's wrapper: musl's `sched_setscheduler` refuses
+        // every call (ENOSYS), since POSIX makes the policy the process's. A refusal
         // leaves the thread as it was.
         #[allow(unsafe_code)]
         unsafe {
-            if libc::sched_setscheduler(0, libc::SCHED_IDLE, &raw const idle) != 0 {
+            let idle: libc::sched_param = std::mem::zeroed();
+            let set = libc::syscall(
+                libc::SYS_sched_setscheduler,
+                0,
+                libc::SCHED_IDLE,
+                &raw const idle,
+            );
+            if set != 0 {
                 libc::nice(NICE_INCREMENT);
             }
         }
@@ -77,11 +87,11 @@ mod tests {
     use super::*;
 
     fn policy_of_this_thread() -> i32 {
-        // SAFETY: sched_getscheduler reads the calling thread's policy only.
+        // SAFETY: the system call reads the calling thread's policy only (musl's
+        // wrapper refuses it, as `lower_priority` says).
         #[allow(unsafe_code)]
-        unsafe {
-            libc::sched_getscheduler(0)
-        }
+        let policy = unsafe { libc::syscall(libc::SYS_sched_getscheduler, 0) };
+        i32::try_from(policy).expect("a policy number")
     }
 
     #[tokio::test]
