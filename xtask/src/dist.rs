@@ -4,7 +4,8 @@
 //! example config in `/etc/sluice/`, the systemd unit), all in `target/packages/`.
 //! `--check` then runs `engine/tests/dist.rs` on them: each binary against a
 //! Modbus peer and Mosquitto (the aarch64 one under `qemu-aarch64-static`), each
-//! package installed into an empty root, its unit verified.
+//! package installed into an empty root, its unit verified; and the engine's
+//! tests of what differs between C libraries, built for musl.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -109,6 +110,24 @@ pub fn dist(root: &Path, check: bool) -> Result<(), String> {
             "--nocapture",
         ],
         &[("SLUICE_DIST", &dir)],
+    )?;
+    // What the C library decides, tested against musl's: its wrappers differ
+    // from glibc's (the sandbox threads' scheduling policy, `runtime/threads.rs`).
+    let musl = &ARCHES[0];
+    run_with(
+        root,
+        "cargo",
+        &[
+            "test",
+            "--locked",
+            "-p",
+            "sluice",
+            "--lib",
+            "--target",
+            musl.triple,
+            "runtime::threads",
+        ],
+        musl.env,
     )
 }
 
