@@ -11,7 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{run, run_with};
+use super::{run, run_with, test_engine};
 
 /// A gateway build: its Rust target, its Debian architecture, and the
 /// environment its build needs: the linker, and the C compiler and archiver of
@@ -95,38 +95,17 @@ pub fn dist(root: &Path, check: bool) -> Result<(), String> {
         return Ok(());
     }
     let dir = out.display().to_string();
-    run_with(
+    test_engine(
         root,
-        "cargo",
-        &[
-            "test",
-            "--locked",
-            "-p",
-            "sluice",
-            "--test",
-            "dist",
-            "--",
-            "--ignored",
-            "--nocapture",
-        ],
+        &["--test", "dist", "--", "--ignored", "--nocapture"],
         &[("SLUICE_DIST", &dir)],
     )?;
     // What the C library decides, tested against musl's: its wrappers differ
     // from glibc's (the sandbox threads' scheduling policy, `runtime/threads.rs`).
     let musl = &ARCHES[0];
-    run_with(
+    test_engine(
         root,
-        "cargo",
-        &[
-            "test",
-            "--locked",
-            "-p",
-            "sluice",
-            "--lib",
-            "--target",
-            musl.triple,
-            "runtime::threads",
-        ],
+        &["--lib", "--target", musl.triple, "runtime::threads"],
         musl.env,
     )
 }

@@ -75,6 +75,13 @@ fn run_with(dir: &Path, program: &str, args: &[&str], env: &[(&str, &str)]) -> R
     }
 }
 
+/// `cargo test --locked -p sluice` with `args` after it: some of the engine's tests.
+fn test_engine(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
+    let mut all = vec!["test", "--locked", "-p", "sluice"];
+    all.extend_from_slice(args);
+    run_with(root, "cargo", &all, env)
+}
+
 fn ensure_wasm_target(root: &Path) -> Result<(), String> {
     run(root, "rustup", &["target", "add", WASM_TARGET])
 }
@@ -113,14 +120,9 @@ fn store_tests_on_postgres(root: &Path) -> Result<(), String> {
         &["scripts/postgres.sh", "start", &dir_arg, &port, "fast"],
     )?;
     let server = format!("postgresql://postgres@127.0.0.1:{port}");
-    let tested = run_with(
+    let tested = test_engine(
         root,
-        "cargo",
         &[
-            "test",
-            "--locked",
-            "-p",
-            "sluice",
             "--test",
             "alarms",
             "--test",
