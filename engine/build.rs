@@ -3,6 +3,8 @@
 //!
 //! - `components/{codecs,stages,rules}/NAME` are the default components, embedded
 //!   under NAME with the kind of their folder;
+//! - `components/sockets/NAME` are components the engine composes others into,
+//!   embedded as the constant `NAME` (upper case) and never registered;
 //! - `components/testing/NAME` are guests for the engine's own tests; their
 //!   directory is handed to the tests as `SLUICE_TEST_COMPONENTS`.
 
@@ -29,25 +31,38 @@ fn main() {
         String::from("/// Components built into the engine.\npub const BUILTIN: &[Builtin] = &[\n");
     for (folder, kind) in KINDS {
         for name in crate_dirs(&components.join(folder)) {
-            let file = format!("{}.wasm", name.replace('-', "_"));
-            let wasm = artifacts.join(&file);
-            fs::copy(&wasm, out_dir.join(&file)).unwrap_or_else(|e| {
-                panic!(
-                    "component `{name}` was not built at {}: {e}",
-                    wasm.display()
-                )
-            });
+            let file = embed(&artifacts, &out_dir, &name);
             generated.push_str(&format!(
                 "    Builtin {{ name: {name:?}, kind: ComponentKind::{kind}, wasm: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{file}\")) }},\n"
             ));
         }
     }
     generated.push_str("];\n");
+    for name in crate_dirs(&components.join("sockets")) {
+        let file = embed(&artifacts, &out_dir, &name);
+        generated.push_str(&format!(
+            "/// The `{name}` socket component.\npub const {}: &[u8] = include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{file}\"));\n",
+            name.to_uppercase().replace('-', "_")
+        ));
+    }
     fs::write(out_dir.join("builtin_components.rs"), generated).expect("OUT_DIR is writable");
     println!(
         "cargo:rustc-env=SLUICE_TEST_COMPONENTS={}",
         artifacts.display()
     );
+}
+
+/// Copies component `name` from the guests' build into `OUT_DIR`; its file name.
+fn embed(artifacts: &Path, out_dir: &Path, name: &str) -> String {
+    let file = format!("{}.wasm", name.replace('-', "_"));
+    let wasm = artifacts.join(&file);
+    fs::copy(&wasm, out_dir.join(&file)).unwrap_or_else(|e| {
+        panic!(
+            "component `{name}` was not built at {}: {e}",
+            wasm.display()
+        )
+    });
+    file
 }
 
 /// Rebuild when the contract or any component source changes (not on `target/`).
@@ -56,7 +71,7 @@ fn watch(root: &Path, components: &Path) {
     for file in ["Cargo.toml", "Cargo.lock", ".cargo/config.toml"] {
         println!("cargo:rerun-if-changed={}", components.join(file).display());
     }
-    for folder in ["guest", "codecs", "stages", "rules", "testing"] {
+    for folder in ["guest", "codecs", "stages", "sockets", "rules", "testing"] {
         let path = components.join(folder);
         if path.exists() {
             println!("cargo:rerun-if-changed={}", path.display());

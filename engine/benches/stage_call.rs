@@ -7,7 +7,11 @@
 //! raw register bytes at 100-sample batches, against two native baselines: the
 //! stages' own code (`sluice_guest::stages::Chain`) compiled natively, fed and
 //! read as the engine feeds and reads the component (rows to columns and back),
-//! and a hand-written loop doing the same steps for these tags.
+//! and a hand-written loop doing the same steps for these tags. Part 3: the same
+//! pipeline with an operator's `scale` in the middle, composed with the built-in
+//! stages into one call, against the three calls it took before (the built-in
+//! stages before it, the operator's stage, the built-in stages after it), and
+//! against the built-in pipeline's one call: what the operator's stage costs.
 #![allow(clippy::print_stdout)]
 
 use std::hint::black_box;
@@ -15,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice::model::{Access, Batch, ByteOrder, DataType, Quality, Sample, Span, TagSpec, Value};
-use sluice::pipeline::{self, Pipeline};
+use sluice::pipeline::{self, DevicePipeline, Pipeline};
 use sluice::runtime::BUILTIN;
 use sluice::runtime::{ComponentKind, Limits, Registry, Runtime, RuntimeConfig};
 use sluice_guest::columns::Quality as GuestQuality;
@@ -225,26 +229,35 @@ fn chain_library(tags: &[TagSpec]) -> Chain {
     }
 }
 
-fn chain(budget: Duration) {
-    let registry =
-        Registry::with_builtins(Runtime::new(RuntimeConfig::default()).expect("runtime"))
-            .expect("registry");
-    let spec = pipeline::load_str(
-        "default.yaml",
-        pipeline::DEFAULT_PIPELINE,
-        "default",
-        std::path::Path::new("."),
-    )
-    .expect("the default pipeline");
-    let built = Pipeline::build(&spec, &registry, Limits::default()).expect("builds");
-    let n = 100;
+/// `yaml`'s pipeline built against `registry`, for `tags`.
+fn device_pipeline(registry: &Registry, yaml: &str, tags: &[TagSpec]) -> DevicePipeline {
+    let spec = pipeline::load_str("bench.yaml", yaml, "bench", std::path::Path::new("."))
+        .expect("the pipeline parses");
+    Pipeline::build(&spec, registry, Limits::default())
+        .expect("builds")
+        .for_device(&Arc::from(tags))
+        .expect("for the tags")
+}
+
+/// The 100 UINT16 tags the pipeline benches run.
+fn uint16_tags(n: usize) -> Vec<TagSpec> {
     let mut tags = tags(n);
     for tag in &mut tags {
         tag.data_type = DataType::Uint16;
     }
-    let device = built
-        .for_device(&Arc::from(&tags[..]))
-        .expect("for the tags");
+    tags
+}
+
+fn registry() -> Registry {
+    Registry::with_builtins(Runtime::new(RuntimeConfig::default()).expect("runtime"))
+        .expect("registry")
+}
+
+fn chain(budget: Duration) {
+    let registry = registry();
+    let n = 100;
+    let tags = uint16_tags(n);
+    let device = device_pipeline(&registry, pipeline::DEFAULT_PIPELINE, &tags);
     let input = raw_batch(n);
     let mut last = vec![None; n];
     let library = chain_library(&tags);
@@ -290,6 +303,62 @@ fn chain(budget: Duration) {
     );
 }
 
+/// The default pipeline with an operator's `scale` (the test stage
+/// `shifted_scale`, the same arithmetic plus 1000) in the middle.
+fn custom_stage(budget: Duration) {
+    let registry = registry();
+    let shifted = std::fs::read(
+        std::path::Path::new(env!("SLUICE_TEST_COMPONENTS")).join("shifted_scale.wasm"),
+    )
+    .expect("the test components are built with the engine");
+    let n = 100;
+    let tags = uint16_tags(n);
+    let input = raw_batch(n);
+    let built_in = device_pipeline(&registry, pipeline::DEFAULT_PIPELINE, &tags);
+    registry
+        .install(ComponentKind::Stage, "scale", "operator", &shifted)
+        .expect("installs");
+    let composed = device_pipeline(&registry, pipeline::DEFAULT_PIPELINE, &tags);
+    // The layout before composition: three pipelines, one call each.
+    let split = [
+        "name: before\nstages:\n  - use: swap_bytes\n  - use: decode\n",
+        "name: custom\nstages:\n  - use: scale\n    settings: {decimals: 6}\n",
+        "name: after\nstages:\n  - use: check_range\n  - use: deadband\n",
+    ]
+    .map(|yaml| device_pipeline(&registry, yaml, &tags));
+    let built_in_ns = measure(budget, || {
+        black_box(built_in.run(black_box(input.clone())).expect("runs"));
+    });
+    let composed_ns = measure(budget, || {
+        black_box(composed.run(black_box(input.clone())).expect("runs"));
+    });
+    let split_ns = measure(budget, || {
+        let mut batch = black_box(input.clone());
+        for part in &split {
+            batch = part.run(batch).expect("runs");
+        }
+        black_box(batch);
+    });
+    println!(
+        "\n== an operator's `scale` in the middle of the default pipeline, {n}-sample batches =="
+    );
+    println!("                                          calls  ns/batch  more than built-in");
+    for (what, calls, ns) in [
+        ("built-in stages only (one chain call)", "1", built_in_ns),
+        ("composed with the built-ins", "1+1", composed_ns),
+        ("three calls (chain, stage, chain)", "3", split_ns),
+    ] {
+        println!("{what:<41} {calls:>5} {ns:>9.0} {:>19.0}", ns - built_in_ns);
+    }
+    println!(
+        "target: a custom stage costs at most one more crossing: composed {:.0} ns more than \
+         the built-in pipeline, the three calls {:.0} ns more (1+1: one call from the engine, \
+         one between the components inside it)",
+        composed_ns - built_in_ns,
+        split_ns - built_in_ns
+    );
+}
+
 fn main() {
     let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
     let wasm = BUILTIN
@@ -327,4 +396,5 @@ fn main() {
         );
     }
     chain(Duration::from_millis(1500));
+    custom_stage(Duration::from_millis(1500));
 }

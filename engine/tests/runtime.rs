@@ -473,3 +473,77 @@ fn a_pool_failing_calls_in_a_row_is_quarantined_then_tried_again() {
     assert!(!pool.quarantined());
     good().expect("tried again after the quarantine");
 }
+
+#[test]
+fn an_operators_stage_is_composed_into_the_chain_once_and_dropped_when_unused() {
+    let registry = Registry::with_builtins(runtime()).expect("registry");
+    let shifted = registry
+        .install(
+            ComponentKind::Stage,
+            "shifted",
+            "1",
+            &test_component("shifted_scale"),
+        )
+        .expect("installs");
+    let composed = registry.plugged_into_chain(&shifted).expect("composes");
+    assert_eq!(composed.name(), "shifted");
+    assert_eq!(composed.kind(), ComponentKind::Stage);
+    let again = registry.plugged_into_chain(&shifted).expect("composes");
+    assert!(Arc::ptr_eq(&composed, &again), "composed once while in use");
+    // The composition runs the built-in stages and the plugged one, in order.
+    let pool = registry
+        .runtime()
+        .stage_pool(&composed, Limits::default())
+        .expect("pool");
+    let settings = [
+        setting("0.use", SettingValue::Text("scale".into())),
+        setting("1.use", SettingValue::Text("shifted".into())),
+        setting("plug", SettingValue::Int(1)),
+    ];
+    let processor = pool
+        .processor(&settings, Arc::from([tag("t", 2.0, 0.0)]))
+        .expect("processor");
+    let out = processor.process(batch(&[Value::Int(3)])).expect("runs");
+    // 3 x 2, then the plugged stage: 6 x 2 + 1000.
+    assert_eq!(out.samples[0].value, Value::Float(1012.0));
+    // The plugged stage's refusal comes back keyed by its position.
+    let refused = pool
+        .processor(
+            &[
+                setting("0.use", SettingValue::Text("shifted".into())),
+                setting("0.bogus", SettingValue::Int(1)),
+                setting("plug", SettingValue::Int(0)),
+            ],
+            Arc::default(),
+        )
+        .expect_err("refused");
+    assert!(refused.to_string().contains("`0.bogus`"), "{refused}");
+    let unplaced = pool
+        .processor(&settings[..2], Arc::default())
+        .expect_err("no plug position");
+    assert!(unplaced.to_string().contains("`plug`"), "{unplaced}");
+
+    // No pipeline holds it: the next composition drops it.
+    let first = Arc::downgrade(&composed);
+    drop((composed, again, processor, pool));
+    assert!(first.upgrade().is_some(), "kept until the next composition");
+    let other = registry
+        .install(
+            ComponentKind::Stage,
+            "hostile",
+            "1",
+            &test_component("hostile"),
+        )
+        .expect("installs");
+    let _hostile = registry.plugged_into_chain(&other).expect("composes");
+    assert!(first.upgrade().is_none(), "dropped");
+
+    let codec = registry.active("modbus_tcp").expect("built in");
+    let error = registry
+        .plugged_into_chain(&codec)
+        .expect_err("not a stage");
+    assert!(
+        error.to_string().contains("`modbus_tcp`") && error.to_string().contains("not a stage"),
+        "{error}"
+    );
+}

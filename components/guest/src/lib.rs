@@ -143,7 +143,8 @@ pub fn trap() -> ! {
 
 /// Defines, in a component crate, conversions from its generated WIT types to the
 /// helpers of this crate: `tag_data_type(&TagSpec)`, `tag_byte_order(&TagSpec)`,
-/// `setting_value(&Setting)`, `number_from_value(&Value)` and `number_to_value(Number)`.
+/// `setting_value(&Setting)`, `number_from_value(&Value)`, `number_to_value(Number)`,
+/// `stage_tag(&TagSpec)`, `process_batch` and `config_error`.
 /// Invoke after `wit_bindgen::generate!`.
 #[macro_export]
 macro_rules! wit_conversions {
@@ -249,6 +250,37 @@ macro_rules! wit_conversions {
                 bytes: columns.bytes,
                 texts: columns.texts,
             }
+        }
+
+        /// What a stage knows of `tag`.
+        #[allow(dead_code)]
+        fn stage_tag(tag: &sluice::dataflow::types::TagSpec) -> $crate::stages::Tag<'_> {
+            $crate::stages::Tag {
+                data_type: tag_data_type(tag),
+                byte_order: tag_byte_order(tag),
+                factor: tag.factor,
+                offset: tag.offset,
+                deadband: tag.deadband,
+                settings: tag
+                    .settings
+                    .iter()
+                    .map(|s| (s.key.as_str(), setting_value(s)))
+                    .collect(),
+            }
+        }
+
+        /// Runs `stage` over a batch; columns that disagree pass untouched (the
+        /// engine sends aligned ones).
+        #[allow(dead_code)]
+        fn process_batch(
+            stage: &impl $crate::stages::Stage,
+            input: sluice::dataflow::types::Batch,
+        ) -> sluice::dataflow::types::Batch {
+            let mut columns = columns_from_batch(input);
+            if columns.is_aligned() {
+                stage.process(&mut columns);
+            }
+            columns_into_batch(columns)
         }
 
         #[allow(dead_code)]

@@ -45,13 +45,7 @@ macro_rules! stage_component {
             }
 
             fn process(&self, input: Batch) -> Batch {
-                use $crate::stages::Stage as _;
-                let mut columns = columns_from_batch(input);
-                // The engine sends aligned columns; anything else passes untouched.
-                if columns.is_aligned() {
-                    self.0.process(&mut columns);
-                }
-                columns_into_batch(columns)
+                process_batch(&self.0, input)
             }
 
             fn reset(&self) {
@@ -61,22 +55,6 @@ macro_rules! stage_component {
         }
 
         $crate::wit_conversions!();
-
-        /// What a stage knows of `tag`.
-        fn stage_tag(tag: &TagSpec) -> $crate::stages::Tag<'_> {
-            $crate::stages::Tag {
-                data_type: tag_data_type(tag),
-                byte_order: tag_byte_order(tag),
-                factor: tag.factor,
-                offset: tag.offset,
-                deadband: tag.deadband,
-                settings: tag
-                    .settings
-                    .iter()
-                    .map(|s| (s.key.as_str(), setting_value(s)))
-                    .collect(),
-            }
-        }
 
         export!(Component);
     };

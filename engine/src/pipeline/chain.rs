@@ -1,10 +1,13 @@
 //! Runs of built-in stages fused into one call of the built-in `chain` stage, so
-//! a round crosses the component boundary once for all of them (docs/components.md). A stage whose component an operator
-//! uploaded, even under a built-in name, keeps its own call and its own sandbox.
+//! a round crosses the component boundary once for all of them; an operator's
+//! stage with built-in stages beside it composed with them into one component
+//! (docs/components.md, "One call for the built-in stages"). A stage whose
+//! component an operator uploaded, even under a built-in name, keeps its own
+//! instance, its own memory and a sandbox thread.
 
 use std::sync::Arc;
 
-use super::stage::{Member, Stage, StageFailure};
+use super::stage::{Member, Stage, StageFailure, blamed};
 use crate::model::{ConfigIssue, Setting, SettingValue};
 use crate::runtime::{BUILTIN_VERSION, CallError, Limits, LoadedComponent, Registry};
 
@@ -14,25 +17,63 @@ const CHAIN: &str = "chain";
 /// The built-in stages `chain` can run, by the names they are registered under.
 const CHAINED: [&str; 5] = ["swap_bytes", "decode", "scale", "check_range", "deadband"];
 
+/// The `chain_socket` setting that names the position of the stage plugged in.
+const PLUG: &str = "plug";
+
 /// Whether `component` is the engine's own version of a stage `chain` runs.
 pub(super) fn chainable(registry: &Registry, component: &LoadedComponent) -> bool {
     CHAINED.contains(&component.name()) && registry.is_builtin(component)
 }
 
-/// The stages with each run of two or more chainable stages replaced by one
-/// `chain` stage. A run stays as it is when `chain` cannot take it.
+fn is_chainable(stage: &Stage) -> bool {
+    stage.members.iter().all(|m| m.chainable)
+}
+
+/// An operator's stage, alone in its call.
+fn is_pluggable(stage: &Stage) -> bool {
+    stage.isolated && stage.members.len() == 1
+}
+
+/// The stages with each operator's stage composed with the runs of chainable
+/// stages on either side of it (one call), and each other run of two or more
+/// chainable stages replaced by one `chain` stage. What cannot be composed or
+/// chained stays as it is, with a warning.
 pub(super) fn fuse(stages: Vec<Stage>, registry: &Registry, limits: Limits) -> Vec<Stage> {
     let mut fused = Vec::with_capacity(stages.len());
-    let mut run: Vec<Stage> = Vec::new();
-    for stage in stages {
-        if stage.members.iter().all(|m| m.chainable) {
-            run.push(stage);
+    let mut before: Vec<Stage> = Vec::new();
+    let mut stages = stages.into_iter().peekable();
+    while let Some(stage) = stages.next() {
+        if is_chainable(&stage) {
+            before.push(stage);
             continue;
         }
-        flush(&mut run, &mut fused, registry, limits);
-        fused.push(stage);
+        if !is_pluggable(&stage) {
+            flush(&mut before, &mut fused, registry, limits);
+            fused.push(stage);
+            continue;
+        }
+        let mut after = Vec::new();
+        while let Some(next) = stages.next_if(is_chainable) {
+            after.push(next);
+        }
+        if before.is_empty() && after.is_empty() {
+            fused.push(stage);
+            continue;
+        }
+        match plugged_stage(&before, &stage, &after, registry, limits) {
+            Ok(composed) => {
+                before.clear();
+                fused.push(composed);
+            }
+            Err(error) => {
+                tracing::warn!(%error, stage = stage.pool.name(), "operator's stage runs in a call of its own");
+                flush(&mut before, &mut fused, registry, limits);
+                fused.push(stage);
+                before = after;
+            }
+        }
     }
-    flush(&mut run, &mut fused, registry, limits);
+    flush(&mut before, &mut fused, registry, limits);
     fused
 }
 
@@ -58,18 +99,58 @@ fn chain_stage(members: Vec<Member>, registry: &Registry, limits: Limits) -> Res
     let component = registry
         .version(CHAIN, BUILTIN_VERSION)
         .ok_or("the built-in `chain` stage is missing")?;
+    let settings = chain_settings(&members);
+    built(component, settings, members, false, registry, limits)
+}
+
+/// `plug` composed with the chainable stages `before` and `after` it.
+fn plugged_stage(
+    before: &[Stage],
+    plug: &Stage,
+    after: &[Stage],
+    registry: &Registry,
+    limits: Limits,
+) -> Result<Stage, String> {
+    let component = registry
+        .plugged_into_chain(&plug.component)
+        .map_err(|e| e.to_string())?;
+    let members: Vec<Member> = [before, std::slice::from_ref(plug), after]
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s.members.clone())
+        .collect();
+    let mut settings = chain_settings(&members);
+    settings.push(Setting {
+        key: PLUG.to_owned(),
+        value: SettingValue::Int(
+            i64::try_from(before.iter().map(|s| s.members.len()).sum::<usize>())
+                .map_err(|e| e.to_string())?,
+        ),
+    });
+    built(component, settings, members, true, registry, limits)
+}
+
+/// A stage running `component` with `settings`, checked by creating a processor.
+fn built(
+    component: Arc<LoadedComponent>,
+    settings: Vec<Setting>,
+    members: Vec<Member>,
+    isolated: bool,
+    registry: &Registry,
+    limits: Limits,
+) -> Result<Stage, String> {
     let pool = registry
         .runtime()
         .stage_pool(&component, limits)
         .map_err(|e| e.to_string())?;
-    let settings = chain_settings(&members);
     pool.processor(&settings, Arc::default())
         .map_err(|e| e.to_string())?;
     Ok(Stage {
+        component,
         pool,
         settings,
         members,
-        isolated: false,
+        isolated,
     })
 }
 
@@ -93,7 +174,7 @@ fn chain_settings(members: &[Member]) -> Vec<Setting> {
 /// is about would have told it: a `chain` issue keyed `N.KEY` is member `N`'s
 /// issue about `KEY`.
 pub(super) fn failure(members: &[Member], error: CallError) -> StageFailure {
-    let first = members.first().map_or(0, |m| m.index);
+    let first = blamed(members);
     match error {
         CallError::Config { issues, .. } if members.len() > 1 => member_failure(members, &issues)
             .unwrap_or(StageFailure {
@@ -188,7 +269,31 @@ mod tests {
             ]]
         );
         let device = pipeline.for_device(&Arc::from([tag(0.0)])).expect("device");
-        let batch = Batch {
+        let out = device.run(raw_sample()).expect("runs");
+        assert_eq!(out.samples[0].value, Value::Float(1.5));
+        assert_eq!(device.health().len(), 1);
+        assert_eq!(device.health()[0].component, CHAIN);
+    }
+
+    fn test_component(name: &str) -> Vec<u8> {
+        std::fs::read(std::path::Path::new(env!("SLUICE_TEST_COMPONENTS")).join(name))
+            .expect("test component")
+    }
+
+    /// An operator's own `scale` (adds 1000), registered under `name`.
+    fn upload_shifted(registry: &Registry, name: &str) {
+        registry
+            .install(
+                ComponentKind::Stage,
+                name,
+                "2.0.0",
+                &test_component("shifted_scale.wasm"),
+            )
+            .expect("installs");
+    }
+
+    fn raw_sample() -> Batch {
+        Batch {
             samples: vec![Sample {
                 tag: 0,
                 value: Value::Raw(Span { start: 0, len: 2 }),
@@ -196,39 +301,112 @@ mod tests {
                 ts_ms: 1,
             }],
             bytes: vec![0x03, 0x00],
-        };
-        let out = device.run(batch).expect("runs");
-        assert_eq!(out.samples[0].value, Value::Float(1.5));
-        assert_eq!(device.health().len(), 1);
-        assert_eq!(device.health()[0].component, CHAIN);
+        }
     }
 
     #[test]
-    fn an_uploaded_stage_keeps_its_own_call_between_the_runs() {
+    fn an_uploaded_stage_between_built_ins_is_composed_with_them_into_one_call() {
         let registry = registry();
-        let shifted = std::fs::read(
-            std::path::Path::new(env!("SLUICE_TEST_COMPONENTS")).join("shifted_scale.wasm"),
-        )
-        .expect("test component");
-        // An operator's own `scale`, registered under the built-in name.
-        registry
-            .install(ComponentKind::Stage, "scale", "2.0.0", &shifted)
-            .expect("installs");
+        // Under the built-in's name: the operator's build, not the engine's.
+        upload_shifted(&registry, "scale");
         let pipeline = build(&registry, FIVE);
         assert_eq!(
             calls(&pipeline),
-            [
-                vec!["swap_bytes", "decode"],
-                vec!["scale"],
-                vec!["check_range", "deadband"]
-            ]
+            [vec![
+                "swap_bytes",
+                "decode",
+                "scale",
+                "check_range",
+                "deadband"
+            ]]
         );
-        // Pinned to the engine's own version, `scale` joins the chain again.
+        assert!(
+            pipeline.stages[0].isolated,
+            "operator's code: sandbox thread"
+        );
+        let device = pipeline.for_device(&Arc::from([tag(0.0)])).expect("device");
+        // BADC 03 00 is 3; the operator's scale: 3 x 0.5 + 1000.
+        let out = device.run(raw_sample()).expect("runs");
+        assert_eq!(out.samples[0].value, Value::Float(1001.5));
+        assert_eq!(out.samples[0].quality, Quality::Good);
+        // Health and failures name the operator's component.
+        assert_eq!(device.health()[0].component, "scale");
+        // Pinned to the engine's own version, `scale` joins the plain chain again.
         let pinned = FIVE.replace(
             "use: scale\n",
             &format!("use: scale\n    version: {BUILTIN_VERSION}\n"),
         );
-        assert_eq!(calls(&build(&registry, &pinned)).len(), 1);
+        let pinned = build(&registry, &pinned);
+        assert_eq!(pinned.stages.len(), 1);
+        assert!(!pinned.stages[0].isolated);
+    }
+
+    #[test]
+    fn each_uploaded_stage_takes_the_built_in_stages_up_to_the_next_one() {
+        let registry = registry();
+        upload_shifted(&registry, "first");
+        upload_shifted(&registry, "second");
+        let yaml = "name: p\nstages:\n  - use: swap_bytes\n  - use: decode\n  - use: first\n  - use: check_range\n  - use: second\n  - use: deadband\n";
+        let pipeline = build(&registry, yaml);
+        assert_eq!(
+            calls(&pipeline),
+            [
+                vec!["swap_bytes", "decode", "first", "check_range"],
+                vec!["second", "deadband"]
+            ]
+        );
+        let device = pipeline.for_device(&Arc::from([tag(0.0)])).expect("device");
+        let out = device.run(raw_sample()).expect("runs");
+        // 3 x 0.5 + 1000, then that x 0.5 + 1000.
+        assert_eq!(out.samples[0].value, Value::Float(1500.75));
+        // Alone, an uploaded stage is called as it is.
+        let alone = build(&registry, "name: p\nstages:\n  - use: first\n");
+        assert_eq!(calls(&alone), [vec!["first"]]);
+        assert!(Arc::ptr_eq(
+            &alone.stages[0].component,
+            &registry.active("first").expect("registered")
+        ));
+    }
+
+    #[test]
+    fn a_composed_stage_that_breaks_its_batch_fails_the_round_at_its_place() {
+        let registry = registry();
+        registry
+            .install(
+                ComponentKind::Stage,
+                "hostile",
+                "1.0.0",
+                &test_component("hostile.wasm"),
+            )
+            .expect("installs");
+        let yaml = "name: p\nstages:\n  - use: swap_bytes\n  - use: hostile\n    settings: {mode: ragged}\n  - use: decode\n";
+        let pipeline = build(&registry, yaml);
+        assert_eq!(pipeline.stages.len(), 1);
+        let device = pipeline.for_device(&Arc::from([tag(0.0)])).expect("device");
+        let failure = device.run(raw_sample()).expect_err("refused");
+        assert_eq!(failure.index, 1);
+        let text = failure.to_string();
+        assert!(
+            text.starts_with("stage 2 of the pipeline: component `hostile`")
+                && text.contains("tags but"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_tag_refused_inside_a_composed_stage_is_reported_at_the_stage_that_refused_it() {
+        let registry = registry();
+        upload_shifted(&registry, "scale");
+        let refused = build(&registry, FIVE)
+            .for_device(&Arc::from([tag(-1.0)]))
+            .expect_err("refused");
+        assert_eq!(refused.index, 4);
+        let text = refused.to_string();
+        assert!(
+            text.starts_with("stage 5 of the pipeline: component `deadband` refused")
+                && text.contains("deadband must be a number >= 0"),
+            "{text}"
+        );
     }
 
     #[test]

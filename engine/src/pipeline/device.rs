@@ -180,8 +180,8 @@ mod tests {
         let isolated: Vec<bool> = pipeline.steps.iter().map(|s| s.isolated).collect();
         assert_eq!(
             isolated,
-            [false, true],
-            "the built-ins stay on the round's thread"
+            [true],
+            "the built-ins composed with it go with it to a sandbox thread"
         );
         // Another device's work: it gets the only async thread while the loop runs.
         let ticks = Arc::new(AtomicU32::new(0));
@@ -226,7 +226,7 @@ mod tests {
                 let (inside, most) = (Arc::clone(&inside), Arc::clone(&most));
                 tokio::spawn(async move {
                     device
-                        .call(1, "process", move |_| {
+                        .call(0, "process", move |_| {
                             let thread = std::thread::current();
                             assert_eq!(thread.name(), Some("sluice-sandbox"));
                             let now = inside.fetch_add(1, Ordering::SeqCst) + 1;

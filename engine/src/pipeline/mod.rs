@@ -112,11 +112,13 @@ impl Pipeline {
             settings: stage.settings.settings.clone(),
             chainable: chain::chainable(registry, &component),
         };
+        let isolated = !registry.is_builtin(&component);
         Some(Stage {
+            component,
             pool,
             settings: member.settings.clone(),
             members: vec![member],
-            isolated: !registry.is_builtin(&component),
+            isolated,
         })
     }
 
@@ -133,7 +135,7 @@ impl Pipeline {
         for stage in &self.stages {
             match stage.pool.processor(&stage.settings, Arc::clone(tags)) {
                 Ok(processor) => steps.push(Step {
-                    index: stage.members[0].index,
+                    index: stage.blamed(),
                     processor,
                     isolated: stage.isolated,
                 }),

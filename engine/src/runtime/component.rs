@@ -1,6 +1,7 @@
 //! A component compiled and checked against the world of its kind.
 
 use std::fmt;
+use std::sync::Arc;
 
 use wasmtime::component::InstancePre;
 
@@ -14,6 +15,9 @@ pub struct LoadedComponent {
     pub(super) kind: ComponentKind,
     pub(super) hash: String,
     pub(super) pre: InstancePre<Sandbox>,
+    /// A stage's bytes, which [`Runtime::plug_into_chain`](super::Runtime::plug_into_chain)
+    /// composes; other kinds keep none.
+    pub(super) wasm: Option<Arc<[u8]>>,
 }
 
 impl LoadedComponent {

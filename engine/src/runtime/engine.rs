@@ -126,6 +126,7 @@ impl Runtime {
             kind,
             hash,
             pre,
+            wasm: (kind == ComponentKind::Stage).then(|| Arc::from(bytes)),
         }))
     }
 

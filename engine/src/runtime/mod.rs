@@ -19,6 +19,7 @@ mod bindings;
 mod builtin;
 mod codec;
 mod component;
+mod compose;
 mod convert;
 mod engine;
 mod error;

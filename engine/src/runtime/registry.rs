@@ -5,11 +5,11 @@
 //! step. Users of a component pick up the active version at their next round
 //! boundary, never in the middle of one.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
 
 use super::{ComponentKind, LoadError, LoadedComponent, Runtime};
-use crate::sync::{read, write};
+use crate::sync::{lock, read, write};
 
 /// What a caller may know of a registered version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +31,8 @@ struct Entry {
 pub struct Registry {
     runtime: Runtime,
     entries: RwLock<BTreeMap<String, Entry>>,
+    /// Stages composed into the built-in `chain_socket`, by the stage's name and hash.
+    plugged: Mutex<HashMap<(String, String), Arc<LoadedComponent>>>,
     /// Bumped whenever the active version of some component changes.
     changed: tokio::sync::watch::Sender<u64>,
 }
@@ -50,6 +52,7 @@ impl Registry {
         let registry = Self {
             runtime,
             entries: RwLock::default(),
+            plugged: Mutex::default(),
             changed: tokio::sync::watch::Sender::new(0),
         };
         for builtin in super::builtin::BUILTIN {
@@ -153,6 +156,28 @@ impl Registry {
     pub fn is_builtin(&self, component: &LoadedComponent) -> bool {
         self.version(component.name(), super::builtin::BUILTIN_VERSION)
             .is_some_and(|builtin| builtin.hash() == component.hash())
+    }
+
+    /// `stage` composed into the built-in `chain_socket`, composed and compiled
+    /// once per stage build and kept while a pipeline uses it.
+    ///
+    /// # Errors
+    /// As for [`Runtime::plug_into_chain`].
+    pub fn plugged_into_chain(
+        &self,
+        stage: &LoadedComponent,
+    ) -> Result<Arc<LoadedComponent>, LoadError> {
+        let key = (stage.name().to_owned(), stage.hash().to_owned());
+        if let Some(composed) = lock(&self.plugged).get(&key) {
+            return Ok(Arc::clone(composed));
+        }
+        // Composed and compiled outside the lock; two builds at once both compose.
+        let composed = self.runtime.plug_into_chain(stage)?;
+        let mut plugged = lock(&self.plugged);
+        // Compositions no pipeline holds any more (their stage replaced) go.
+        plugged.retain(|_, kept| Arc::strong_count(kept) > 1);
+        plugged.insert(key, Arc::clone(&composed));
+        Ok(composed)
     }
 
     /// Every registered version, by name then version.

@@ -6,6 +6,10 @@
 //! `1`, ... in order, no gaps) and `N.KEY` is setting `KEY` of that stage. Every
 //! issue a stage reports comes back with its key prefixed the same way (`N.KEY`,
 //! or `N.FIELD` for a tag field), so the engine can point at the stage it is about.
+//!
+//! One position may hold a [`Plug`]: a stage from outside the component, which the
+//! `chain_socket` component imports (the engine composes an operator's stage into
+//! it). That position's settings are the plug's own; the chain does not read them.
 
 use alloc::format;
 use alloc::string::String;
@@ -15,8 +19,33 @@ use super::{Builtin, Issue, NAMES, Settings, Stage, Tag};
 use crate::columns::Columns;
 use crate::settings::SettingValue;
 
-pub struct Chain {
-    stages: Vec<Builtin>,
+/// A stage the chain calls at one position, built outside it.
+pub trait Plug {
+    /// Processes the batch in place; it may come back misaligned (a faulty plug).
+    fn process(&self, batch: &mut Columns);
+    fn reset(&self);
+}
+
+/// No plug: the plain `chain`.
+pub enum Unplugged {}
+
+impl Plug for Unplugged {
+    fn process(&self, _: &mut Columns) {
+        match *self {}
+    }
+
+    fn reset(&self) {
+        match *self {}
+    }
+}
+
+pub(super) enum Step<P> {
+    Builtin(Builtin),
+    Plugged(P),
+}
+
+pub struct Chain<P: Plug = Unplugged> {
+    pub(super) steps: Vec<Step<P>>,
 }
 
 /// Stage settings of one position.
@@ -64,13 +93,29 @@ fn positions<'a>(settings: &Settings<'a>, issues: &mut Vec<Issue>) -> Vec<Positi
     positions
 }
 
-impl Stage for Chain {
-    /// The stages the settings name, each configured for `tags`. Issues of the
-    /// settings and of each stage have their keys prefixed with the position.
-    fn create(settings: &Settings<'_>, tags: &[Tag<'_>]) -> Result<Self, Vec<Issue>> {
+impl<P: Plug> Chain<P> {
+    /// The stages the settings name, each configured for `tags`, with `plug` at
+    /// its position (whose settings are left to it). Issues of the settings and of
+    /// each stage have their keys prefixed with the position.
+    ///
+    /// # Errors
+    /// Every issue found.
+    pub fn with_plug(
+        settings: &Settings<'_>,
+        tags: &[Tag<'_>],
+        plug: Option<(usize, P)>,
+    ) -> Result<Self, Vec<Issue>> {
         let mut issues = Vec::new();
-        let mut stages = Vec::new();
+        let mut steps = Vec::new();
+        let (plug_at, mut plug) = match plug {
+            Some((at, plug)) => (Some(at), Some(plug)),
+            None => (None, None),
+        };
         for (index, position) in positions(settings, &mut issues).into_iter().enumerate() {
+            if Some(index) == plug_at {
+                steps.extend(plug.take().map(Step::Plugged));
+                continue;
+            }
             let Some(name) = position.name else {
                 issues.push(Issue::new(
                     None,
@@ -80,7 +125,7 @@ impl Stage for Chain {
                 continue;
             };
             match Builtin::create(name, &position.settings, tags) {
-                Some(Ok(stage)) => stages.push(stage),
+                Some(Ok(stage)) => steps.push(Step::Builtin(stage)),
                 Some(Err(found)) => issues.extend(found.into_iter().map(|issue| Issue {
                     key: prefixed(index, &issue.key),
                     ..issue
@@ -95,21 +140,48 @@ impl Stage for Chain {
                 )),
             }
         }
+        if let Some(at) = plug_at.filter(|_| plug.is_some()) {
+            issues.push(Issue::new(
+                None,
+                &format!("{at}.use"),
+                format!("the plugged stage's position {at} is past the chain's stages"),
+            ));
+        }
         if issues.is_empty() {
-            Ok(Self { stages })
+            Ok(Self { steps })
         } else {
             Err(issues)
         }
     }
+}
+
+impl<P: Plug> Stage for Chain<P> {
+    fn create(settings: &Settings<'_>, tags: &[Tag<'_>]) -> Result<Self, Vec<Issue>> {
+        Self::with_plug(settings, tags, None)
+    }
 
     fn process(&self, batch: &mut Columns) {
-        for stage in &self.stages {
-            stage.process(batch);
+        for step in &self.steps {
+            match step {
+                Step::Builtin(stage) => stage.process(batch),
+                Step::Plugged(plug) => {
+                    plug.process(batch);
+                    // A faulty plug's output goes back as it is, for the engine to refuse.
+                    if !batch.is_aligned() {
+                        return;
+                    }
+                }
+            }
         }
     }
 
     fn reset(&self) {
-        self.stages.iter().for_each(Builtin::reset);
+        for step in &self.steps {
+            match step {
+                Step::Builtin(stage) => stage.reset(),
+                Step::Plugged(plug) => plug.reset(),
+            }
+        }
     }
 }
 

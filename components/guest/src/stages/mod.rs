@@ -12,7 +12,7 @@ mod swap_bytes;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-pub use chain::Chain;
+pub use chain::{Chain, Plug, Unplugged};
 pub use check_range::CheckRange;
 pub use deadband::Deadband;
 pub use decode::Decode;

@@ -1,6 +1,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::chain::Step;
 use super::*;
 use crate::columns::{Cell, kind, quality, span_bits};
 
@@ -50,7 +51,7 @@ fn the_chain_does_what_its_stages_do_one_after_another() {
     let mut f = tag(DataType::Float32, ByteOrder::Cdab);
     f.deadband = 1.0;
     let tags = [t, f];
-    let chain = Chain::create(&DEFAULT, &tags).unwrap();
+    let chain = <Chain>::create(&DEFAULT, &tags).unwrap();
     // INT16 1234 byte-swapped, then FLOAT32 12.5 word-swapped.
     let mut batch = raw(&[0xD2, 0x04], 2);
     batch.bytes.extend_from_slice(&[0x00, 0x00, 0x41, 0x48]);
@@ -92,7 +93,7 @@ fn stages_with_nothing_to_do_for_any_tag_still_do_the_rest() {
         ("2.use", SettingValue::Text("check_range")),
         ("3.use", SettingValue::Text("deadband")),
     ];
-    let chain = Chain::create(&settings, &tags).unwrap();
+    let chain = <Chain>::create(&settings, &tags).unwrap();
     for _ in 0..2 {
         // FLOAT32 12.25 (exact), the same value twice.
         let mut batch = raw(&[0x41, 0x44, 0x00, 0x00], 4);
@@ -107,7 +108,7 @@ fn stages_with_nothing_to_do_for_any_tag_still_do_the_rest() {
 fn the_chain_keeps_each_stages_memory_until_reset() {
     let mut p = tag(DataType::Uint16, ByteOrder::Abcd);
     p.deadband = 1.5;
-    let chain = Chain::create(&DEFAULT, &[p]).unwrap();
+    let chain = <Chain>::create(&DEFAULT, &[p]).unwrap();
     let kept = |chain: &Chain, raw_value: u8| {
         let mut batch = raw(&[0, raw_value], 2);
         chain.process(&mut batch);
@@ -133,7 +134,7 @@ fn issues_name_the_stage_they_are_about() {
         ("3.decimals", SettingValue::Int(1)),
         ("decimals", SettingValue::Int(1)),
     ];
-    let Err(issues) = Chain::create(&settings, &[bad]) else {
+    let Err(issues) = <Chain>::create(&settings, &[bad]) else {
         panic!("settings accepted")
     };
     let keys: Vec<(&str, Option<u32>)> = issues.iter().map(|i| (i.key.as_str(), i.tag)).collect();
@@ -157,7 +158,7 @@ fn issues_name_the_stage_they_are_about() {
 #[test]
 fn bytes_that_do_not_decode_make_the_sample_bad() {
     let tags = [tag(DataType::Bcd16, ByteOrder::Abcd)];
-    let chain = Chain::create(&DEFAULT, &tags).unwrap();
+    let chain = <Chain>::create(&DEFAULT, &tags).unwrap();
     let mut batch = raw(&[0x12, 0xF4], 2);
     // A span past the buffer, as a faulty codec might send.
     batch.push(0, quality::GOOD, kind::RAW, span_bits(40, 2), 9);
@@ -170,4 +171,95 @@ fn bytes_that_do_not_decode_make_the_sample_bad() {
         (batch.cell(1), batch.quality(1)),
         (Cell::None, quality::BAD)
     );
+}
+
+/// A plug that adds 1000 to every float, or breaks the batch's columns.
+struct Shift {
+    ragged: bool,
+    resets: core::cell::Cell<u32>,
+}
+
+impl Plug for Shift {
+    fn process(&self, batch: &mut Columns) {
+        if self.ragged {
+            batch.tags.push(7);
+            return;
+        }
+        for i in 0..batch.len() {
+            if let Cell::Float(v) = batch.cell(i) {
+                batch.set_float(i, v + 1000.0);
+            }
+        }
+    }
+
+    fn reset(&self) {
+        self.resets.set(self.resets.get() + 1);
+    }
+}
+
+fn shift(ragged: bool) -> Shift {
+    Shift {
+        ragged,
+        resets: core::cell::Cell::new(0),
+    }
+}
+
+/// The settings of the default chain with a plug at position 3; its own
+/// settings (`3.*`) are not the chain's to read.
+const PLUGGED: [(&str, SettingValue<'static>); 8] = [
+    ("0.use", SettingValue::Text("swap_bytes")),
+    ("1.use", SettingValue::Text("decode")),
+    ("2.use", SettingValue::Text("scale")),
+    ("3.use", SettingValue::Text("operators_own")),
+    ("3.whatever", SettingValue::Int(1)),
+    ("4.use", SettingValue::Text("check_range")),
+    ("5.use", SettingValue::Text("deadband")),
+    ("5.keep_last", SettingValue::Boolean(true)),
+];
+
+#[test]
+fn a_plug_runs_at_its_position_between_the_built_in_stages() {
+    let mut t = tag(DataType::Int16, ByteOrder::Abcd);
+    t.factor = 0.5;
+    t.settings.push(("max", SettingValue::Float(100.0)));
+    let settings = &PLUGGED[..7];
+    let chain = Chain::with_plug(settings, &[t], Some((3, shift(false)))).unwrap();
+    let mut batch = raw(&[0x00, 0x0A], 2);
+    chain.process(&mut batch);
+    // 10 scaled to 5, shifted to 1005, then out of range for `check_range` after it.
+    assert_eq!(batch.cell(0), Cell::Float(1005.0));
+    assert_eq!(batch.quality(0), quality::UNCERTAIN);
+    chain.reset();
+    let Step::Plugged(plug) = &chain.steps[3] else {
+        panic!("the plug is not at position 3")
+    };
+    assert_eq!(plug.resets.get(), 1);
+}
+
+#[test]
+fn a_batch_a_plug_breaks_goes_back_untouched_by_the_later_stages() {
+    let mut t = tag(DataType::Int16, ByteOrder::Abcd);
+    t.factor = 0.5;
+    // `check_range` after the plug would make 5 UNCERTAIN.
+    t.settings.push(("max", SettingValue::Float(1.0)));
+    let chain = Chain::with_plug(&PLUGGED[..7], &[t], Some((3, shift(true)))).unwrap();
+    let mut batch = raw(&[0x00, 0x0A], 2);
+    chain.process(&mut batch);
+    assert!(!batch.is_aligned());
+    assert_eq!(batch.cell(0), Cell::Float(5.0), "decoded and scaled only");
+    assert_eq!(batch.quality(0), quality::GOOD);
+}
+
+#[test]
+fn the_chain_checks_its_own_settings_around_a_plug() {
+    let tags = [tag(DataType::Int16, ByteOrder::Abcd)];
+    let Err(issues) = Chain::with_plug(&PLUGGED, &tags, Some((3, shift(false)))) else {
+        panic!("settings accepted")
+    };
+    let keys: Vec<&str> = issues.iter().map(|i| i.key.as_str()).collect();
+    assert_eq!(keys, ["5.keep_last"]);
+    let Err(issues) = Chain::with_plug(&PLUGGED[..3], &tags, Some((5, shift(false)))) else {
+        panic!("a plug past the stages accepted")
+    };
+    assert_eq!(issues[0].key, "5.use");
 }
