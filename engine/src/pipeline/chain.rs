@@ -410,6 +410,41 @@ mod tests {
     }
 
     #[test]
+    fn a_stage_built_with_std_is_composed_and_granted_no_capability() {
+        let registry = registry();
+        registry
+            .install(
+                ComponentKind::Stage,
+                "std_echo",
+                "1.0.0",
+                &test_component("std_echo.wasm"),
+            )
+            .expect("installs");
+        let yaml = |print: bool| {
+            format!(
+                "name: p\nstages:\n  - use: swap_bytes\n  - use: decode\n  - use: std_echo\n    settings: {{print: {print}}}\n  - use: scale\n"
+            )
+        };
+        let quiet = build(&registry, &yaml(false));
+        assert_eq!(
+            calls(&quiet),
+            [vec!["swap_bytes", "decode", "std_echo", "scale"]]
+        );
+        let device = quiet.for_device(&Arc::from([tag(0.0)])).expect("device");
+        let out = device.run(raw_sample()).expect("runs");
+        assert_eq!(out.samples[0].value, Value::Float(1.5));
+        // Writing to stdout is a WASI call: it traps inside the composition too.
+        let failure = build(&registry, &yaml(true))
+            .for_device(&Arc::from([tag(0.0)]))
+            .expect("device")
+            .run(raw_sample())
+            .expect_err("no stdout");
+        assert_eq!(failure.index, 2);
+        let text = failure.to_string();
+        assert!(text.contains("component `std_echo` trapped"), "{text}");
+    }
+
+    #[test]
     fn a_refused_tag_is_reported_at_the_stage_that_refused_it() {
         let registry = registry();
         let failure = build(&registry, FIVE)
