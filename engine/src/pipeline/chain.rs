@@ -174,20 +174,15 @@ fn chain_settings(members: &[Member]) -> Vec<Setting> {
 /// is about would have told it: a `chain` issue keyed `N.KEY` is member `N`'s
 /// issue about `KEY`.
 pub(super) fn failure(members: &[Member], error: CallError) -> StageFailure {
-    let first = blamed(members);
+    let index = blamed(members);
     match error {
-        CallError::Config { issues, .. } if members.len() > 1 => member_failure(members, &issues)
-            .unwrap_or(StageFailure {
-                index: first,
-                error: CallError::Config {
-                    component: CHAIN.to_owned(),
-                    issues,
-                },
-            }),
-        error => StageFailure {
-            index: first,
-            error,
-        },
+        CallError::Config { component, issues } if members.len() > 1 => {
+            member_failure(members, &issues).unwrap_or(StageFailure {
+                index,
+                error: CallError::Config { component, issues },
+            })
+        }
+        error => StageFailure { index, error },
     }
 }
 
