@@ -144,7 +144,7 @@ pub fn trap() -> ! {
 /// Defines, in a component crate, conversions from its generated WIT types to the
 /// helpers of this crate: `tag_data_type(&TagSpec)`, `tag_byte_order(&TagSpec)`,
 /// `setting_value(&Setting)`, `number_from_value(&Value)`, `number_to_value(Number)`,
-/// `stage_tag(&TagSpec)`, `process_batch` and `config_error`.
+/// `stage_settings`, `stage_tag(&TagSpec)`, `process_batch`, `config_error` and `config_errors`.
 /// Invoke after `wit_bindgen::generate!`.
 #[macro_export]
 macro_rules! wit_conversions {
@@ -252,6 +252,28 @@ macro_rules! wit_conversions {
             }
         }
 
+        /// A stage's settings as the stages read them.
+        #[allow(dead_code)]
+        fn stage_settings(
+            settings: &[sluice::dataflow::types::Setting],
+        ) -> alloc::vec::Vec<(&str, $crate::settings::SettingValue<'_>)> {
+            settings
+                .iter()
+                .map(|s| (s.key.as_str(), setting_value(s)))
+                .collect()
+        }
+
+        /// A stage's issues as the WIT carries them.
+        #[allow(dead_code)]
+        fn config_errors(
+            issues: alloc::vec::Vec<$crate::stages::Issue>,
+        ) -> alloc::vec::Vec<sluice::dataflow::types::ConfigError> {
+            issues
+                .into_iter()
+                .map(|issue| config_error(issue.tag, &issue.key, issue.message))
+                .collect()
+        }
+
         /// What a stage knows of `tag`.
         #[allow(dead_code)]
         fn stage_tag(tag: &sluice::dataflow::types::TagSpec) -> $crate::stages::Tag<'_> {
@@ -261,11 +283,7 @@ macro_rules! wit_conversions {
                 factor: tag.factor,
                 offset: tag.offset,
                 deadband: tag.deadband,
-                settings: tag
-                    .settings
-                    .iter()
-                    .map(|s| (s.key.as_str(), setting_value(s)))
-                    .collect(),
+                settings: stage_settings(&tag.settings),
             }
         }
 

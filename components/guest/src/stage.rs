@@ -30,18 +30,10 @@ macro_rules! stage_component {
                 tags: alloc::vec::Vec<TagSpec>,
             ) -> Result<Processor, alloc::vec::Vec<ConfigError>> {
                 use $crate::stages::Stage as _;
-                let settings: alloc::vec::Vec<_> = settings
-                    .iter()
-                    .map(|s| (s.key.as_str(), setting_value(s)))
-                    .collect();
                 let tags: alloc::vec::Vec<_> = tags.iter().map(stage_tag).collect();
-                match <$stage>::create(&settings, &tags) {
-                    Ok(stage) => Ok(Processor::new(StageProcessor(stage))),
-                    Err(issues) => Err(issues
-                        .into_iter()
-                        .map(|issue| config_error(issue.tag, &issue.key, issue.message))
-                        .collect()),
-                }
+                <$stage>::create(&stage_settings(&settings), &tags)
+                    .map(|stage| Processor::new(StageProcessor(stage)))
+                    .map_err(config_errors)
             }
 
             fn process(&self, input: Batch) -> Batch {

@@ -275,16 +275,29 @@ mod tests {
             .expect("test component")
     }
 
-    /// An operator's own `scale` (adds 1000), registered under `name`.
-    fn upload_shifted(registry: &Registry, name: &str) {
+    /// Registers test component `file` as an operator's stage `name`.
+    fn upload(registry: &Registry, name: &str, file: &str) {
         registry
             .install(
                 ComponentKind::Stage,
                 name,
                 "2.0.0",
-                &test_component("shifted_scale.wasm"),
+                &test_component(&format!("{file}.wasm")),
             )
             .expect("installs");
+    }
+
+    /// An operator's own `scale` (adds 1000), registered under `name`.
+    fn upload_shifted(registry: &Registry, name: &str) {
+        upload(registry, name, "shifted_scale");
+    }
+
+    /// `failure` is at stage `index` (0-based) and its message starts with
+    /// `start` and holds `part`.
+    fn assert_failure(failure: &StageFailure, index: usize, start: &str, part: &str) {
+        assert_eq!(failure.index, index, "{failure}");
+        let text = failure.to_string();
+        assert!(text.starts_with(start) && text.contains(part), "{text}");
     }
 
     fn raw_sample() -> Batch {
@@ -366,55 +379,24 @@ mod tests {
     #[test]
     fn a_composed_stage_that_breaks_its_batch_fails_the_round_at_its_place() {
         let registry = registry();
-        registry
-            .install(
-                ComponentKind::Stage,
-                "hostile",
-                "1.0.0",
-                &test_component("hostile.wasm"),
-            )
-            .expect("installs");
+        upload(&registry, "hostile", "hostile");
         let yaml = "name: p\nstages:\n  - use: swap_bytes\n  - use: hostile\n    settings: {mode: ragged}\n  - use: decode\n";
         let pipeline = build(&registry, yaml);
         assert_eq!(pipeline.stages.len(), 1);
         let device = pipeline.for_device(&Arc::from([tag(0.0)])).expect("device");
         let failure = device.run(raw_sample()).expect_err("refused");
-        assert_eq!(failure.index, 1);
-        let text = failure.to_string();
-        assert!(
-            text.starts_with("stage 2 of the pipeline: component `hostile`")
-                && text.contains("tags but"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn a_tag_refused_inside_a_composed_stage_is_reported_at_the_stage_that_refused_it() {
-        let registry = registry();
-        upload_shifted(&registry, "scale");
-        let refused = build(&registry, FIVE)
-            .for_device(&Arc::from([tag(-1.0)]))
-            .expect_err("refused");
-        assert_eq!(refused.index, 4);
-        let text = refused.to_string();
-        assert!(
-            text.starts_with("stage 5 of the pipeline: component `deadband` refused")
-                && text.contains("deadband must be a number >= 0"),
-            "{text}"
+        assert_failure(
+            &failure,
+            1,
+            "stage 2 of the pipeline: component `hostile`",
+            "tags but",
         );
     }
 
     #[test]
     fn a_stage_built_with_std_is_composed_and_granted_no_capability() {
         let registry = registry();
-        registry
-            .install(
-                ComponentKind::Stage,
-                "std_echo",
-                "1.0.0",
-                &test_component("std_echo.wasm"),
-            )
-            .expect("installs");
+        upload(&registry, "std_echo", "std_echo");
         let yaml = |print: bool| {
             format!(
                 "name: p\nstages:\n  - use: swap_bytes\n  - use: decode\n  - use: std_echo\n    settings: {{print: {print}}}\n  - use: scale\n"
@@ -434,23 +416,27 @@ mod tests {
             .expect("device")
             .run(raw_sample())
             .expect_err("no stdout");
-        assert_eq!(failure.index, 2);
-        let text = failure.to_string();
-        assert!(text.contains("component `std_echo` trapped"), "{text}");
+        assert_failure(
+            &failure,
+            2,
+            "stage 3 of the pipeline: component `std_echo` trapped",
+            "",
+        );
     }
 
     #[test]
     fn a_refused_tag_is_reported_at_the_stage_that_refused_it() {
         let registry = registry();
-        let failure = build(&registry, FIVE)
-            .for_device(&Arc::from([tag(-1.0)]))
-            .expect_err("refused");
-        assert_eq!(failure.index, 4);
-        let text = failure.to_string();
-        assert!(
-            text.starts_with("stage 5 of the pipeline: component `deadband` refused")
-                && text.contains("tag #0 `deadband`: deadband must be a number >= 0"),
-            "{text}"
-        );
+        let refused = |registry: &Registry| {
+            build(registry, FIVE)
+                .for_device(&Arc::from([tag(-1.0)]))
+                .expect_err("refused")
+        };
+        let start = "stage 5 of the pipeline: component `deadband` refused";
+        let part = "tag #0 `deadband`: deadband must be a number >= 0";
+        assert_failure(&refused(&registry), 4, start, part);
+        // The same inside a stage composed with an operator's `scale`.
+        upload_shifted(&registry, "scale");
+        assert_failure(&refused(&registry), 4, start, part);
     }
 }

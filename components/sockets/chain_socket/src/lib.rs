@@ -92,19 +92,12 @@ impl GuestProcessor for Socket {
                 })
                 .collect::<Vec<_>>()
         })?;
-        let chain_settings: Vec<_> = settings
-            .iter()
-            .filter(|s| s.key != PLUG)
-            .map(|s| (s.key.as_str(), setting_value(s)))
-            .collect();
+        let mut chain_settings = stage_settings(&settings);
+        chain_settings.retain(|(key, _)| *key != PLUG);
         let stage_tags: Vec<_> = tags.iter().map(stage_tag).collect();
-        match Chain::with_plug(&chain_settings, &stage_tags, Some((at, Imported(plugged)))) {
-            Ok(chain) => Ok(Processor::new(Socket(chain))),
-            Err(issues) => Err(issues
-                .into_iter()
-                .map(|issue| config_error(issue.tag, &issue.key, issue.message))
-                .collect()),
-        }
+        Chain::with_plug(&chain_settings, &stage_tags, Some((at, Imported(plugged))))
+            .map(|chain| Processor::new(Socket(chain)))
+            .map_err(config_errors)
     }
 
     fn process(&self, input: Batch) -> Batch {
