@@ -12,6 +12,8 @@
 //! stages into one call, against the three calls it took before (the built-in
 //! stages before it, the operator's stage, the built-in stages after it), and
 //! against the built-in pipeline's one call: what the operator's stage costs.
+//! Part 2 also runs the default pipeline with bounds-checked memories (the layout
+//! of address spaces too small for guard regions) beside the native layout.
 #![allow(clippy::print_stdout)]
 
 use std::hint::black_box;
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant};
 use sluice::model::{Access, Batch, ByteOrder, DataType, Quality, Sample, Span, TagSpec, Value};
 use sluice::pipeline::{self, DevicePipeline, Pipeline};
 use sluice::runtime::BUILTIN;
-use sluice::runtime::{ComponentKind, Limits, Registry, Runtime, RuntimeConfig};
+use sluice::runtime::{ComponentKind, Limits, MemoryLayout, Registry, Runtime, RuntimeConfig};
 use sluice_guest::columns::Quality as GuestQuality;
 use sluice_guest::columns::{Cell, Columns};
 use sluice_guest::numeric::{ByteOrder as GuestOrder, DataType as GuestType};
@@ -248,21 +250,31 @@ fn uint16_tags(n: usize) -> Vec<TagSpec> {
     tags
 }
 
-fn registry() -> Registry {
-    Registry::with_builtins(Runtime::new(RuntimeConfig::default()).expect("runtime"))
-        .expect("registry")
+fn registry(memory_layout: MemoryLayout) -> Registry {
+    let runtime = Runtime::new(RuntimeConfig {
+        memory_layout,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime");
+    assert_eq!(runtime.config().memory_layout, memory_layout);
+    Registry::with_builtins(runtime).expect("registry")
 }
 
 fn chain(budget: Duration) {
-    let registry = registry();
+    let checked = registry(MemoryLayout::BoundsChecked);
+    let registry = registry(MemoryLayout::NATIVE);
     let n = 100;
     let tags = uint16_tags(n);
     let device = device_pipeline(&registry, pipeline::DEFAULT_PIPELINE, &tags);
+    let checked_device = device_pipeline(&checked, pipeline::DEFAULT_PIPELINE, &tags);
     let input = raw_batch(n);
     let mut last = vec![None; n];
     let library = chain_library(&tags);
     let wasm_ns = measure(budget, || {
         black_box(device.run(black_box(input.clone())).expect("runs"));
+    });
+    let checked_ns = measure(budget, || {
+        black_box(checked_device.run(black_box(input.clone())).expect("runs"));
     });
     let library_ns = measure(budget, || {
         let mut batch = columns(black_box(input.clone()));
@@ -294,6 +306,12 @@ fn chain(budget: Duration) {
     }
     println!("(the copy of the input batch each side starts from: {copy_ns:.0} ns)");
     println!(
+        "memories {:?} (this machine's layout): {wasm_ns:.0} ns; bounds-checked: {checked_ns:.0} \
+         ns ({:.2}x)",
+        MemoryLayout::NATIVE,
+        wasm_ns / checked_ns
+    );
+    println!(
         "target: the chain within 3x of the same logic native: {:.1}x against the stages' own \
          code ({:.1}x net of the copy), {:.1}x against the hand-written loop ({:.1}x net)",
         wasm_ns / library_ns,
@@ -306,7 +324,7 @@ fn chain(budget: Duration) {
 /// The default pipeline with an operator's `scale` (the test stage
 /// `shifted_scale`, the same arithmetic plus 1000) in the middle.
 fn custom_stage(budget: Duration) {
-    let registry = registry();
+    let registry = registry(MemoryLayout::NATIVE);
     let shifted = std::fs::read(
         std::path::Path::new(env!("SLUICE_TEST_COMPONENTS")).join("shifted_scale.wasm"),
     )

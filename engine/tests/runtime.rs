@@ -10,7 +10,8 @@ use common::{batch, builtin, runtime, setting, test_component};
 use sluice::model::{DataType, Quality, SettingValue, TagSpec, Value};
 use sluice::runtime::BUILTIN;
 use sluice::runtime::{
-    CallError, ComponentKind, Limit, Limits, LoadError, Registry, Runtime, RuntimeConfig, StagePool,
+    CallError, ComponentKind, Limit, Limits, LoadError, MemoryLayout, Registry, Runtime,
+    RuntimeConfig, StagePool,
 };
 
 fn tag(key: &str, factor: f64, offset: f64) -> TagSpec {
@@ -228,11 +229,12 @@ fn a_trap_fails_only_that_call_and_leaves_other_instances_working() {
             .expect_err("traps");
         assert!(
             matches!(
-                error,
+                &error,
                 CallError::Trap {
                     function: "process",
+                    detail,
                     ..
-                }
+                } if detail.contains("unreachable")
             ),
             "{error}"
         );
@@ -251,6 +253,53 @@ fn a_trap_fails_only_that_call_and_leaves_other_instances_working() {
     }
     assert_eq!(hostile.failures(), 5);
     assert_eq!(scale.failures(), 0);
+}
+
+/// Guard regions (no bounds checks in the compiled code) and bounds checks both
+/// stop a read far past a component's memory, and compute the same values.
+#[test]
+fn a_read_past_the_memory_traps_in_both_memory_layouts() {
+    for layout in [MemoryLayout::Guarded, MemoryLayout::BoundsChecked] {
+        let runtime = Runtime::new(RuntimeConfig {
+            memory_layout: layout,
+            ..RuntimeConfig::default()
+        })
+        .expect("runtime");
+        assert_eq!(runtime.config().memory_layout, layout, "no fallback here");
+        let hostile = pool(&runtime, "hostile", &test_component("hostile"), SMALL);
+        let stray = hostile
+            .processor(
+                &[
+                    setting("mode", SettingValue::Text("stray".into())),
+                    setting("trigger", SettingValue::Int(666)),
+                ],
+                Arc::default(),
+            )
+            .expect("processor");
+        let error = stray
+            .process(batch(&[Value::Int(666)]))
+            .expect_err("stopped");
+        assert!(
+            matches!(
+                &error,
+                CallError::Trap {
+                    function: "process",
+                    detail,
+                    ..
+                } if detail.contains("out of bounds memory access")
+            ),
+            "{layout:?}: {error}"
+        );
+        let echoed = stray
+            .process(batch(&[Value::Int(1)]))
+            .expect("rebuilt after the trap");
+        assert_eq!(echoed.samples.len(), 1);
+        let scaler = pool(&runtime, "scale", builtin("scale"), SMALL)
+            .processor(&[], Arc::from([tag("x", 0.5, -3.0)]))
+            .expect("processor");
+        let out = scaler.process(batch(&[Value::Int(-7)])).expect("scaled");
+        assert_eq!(out.samples[0].value, Value::Float(-6.5), "{layout:?}");
+    }
 }
 
 #[test]

@@ -14,11 +14,15 @@ use super::codec::CodecPool;
 use super::component::LoadedComponent;
 use super::error::{LoadError, human_bytes};
 use super::kind::ComponentKind;
-use super::limits::{Limits, RuntimeConfig};
+use super::limits::{Limits, MemoryLayout, RuntimeConfig};
 use super::pool::{self, World as _};
 use super::rules::RulesPool;
 use super::sandbox::Sandbox;
 use super::stage::StagePool;
+
+/// The guard region after each memory of [`MemoryLayout::Guarded`] (wasmtime's
+/// own default on 64-bit hosts).
+const GUARD_REGION_BYTES: u64 = 32 << 20;
 
 /// The wasmtime engine and everything shared by all components.
 #[derive(Clone)]
@@ -42,10 +46,31 @@ impl fmt::Debug for Runtime {
 }
 
 impl Runtime {
+    /// A runtime with `config`; when the memories' guard regions cannot be
+    /// reserved ([`MemoryLayout::Guarded`]: a process limited in address space),
+    /// with bounds-checked memories instead, said in a warning.
+    ///
     /// # Errors
     /// When wasmtime rejects the configuration (for example address space for the
     /// pooling allocator cannot be reserved).
     pub fn new(config: RuntimeConfig) -> Result<Self, LoadError> {
+        match Self::with_layout(config.clone()) {
+            Err(error) if config.memory_layout == MemoryLayout::Guarded => {
+                tracing::warn!(
+                    %error,
+                    "no address space for the components' guard regions: \
+                     their memory accesses are bounds-checked instead"
+                );
+                Self::with_layout(RuntimeConfig {
+                    memory_layout: MemoryLayout::BoundsChecked,
+                    ..config
+                })
+            }
+            made => made,
+        }
+    }
+
+    fn with_layout(config: RuntimeConfig) -> Result<Self, LoadError> {
         let mut pool = PoolingAllocationConfig::new();
         pool.max_memory_size(config.max_memory_bytes)
             .total_component_instances(config.max_instances)
@@ -53,16 +78,19 @@ impl Runtime {
             .total_tables(config.max_instances)
             .total_core_instances(config.max_instances.saturating_mul(4));
         let mut wasm = Config::new();
-        // A linear memory reserves what it may grow to, not wasmtime's default
-        // of 4 GiB and guards: the pool's memories then take `max_instances` x
-        // `max_memory_bytes` of address space (250 GiB by default) rather than
-        // terabytes, which an ARM gateway whose kernel gives processes 39-bit
-        // addresses (512 GiB) could not reserve, nor QEMU emulate. Accesses are
-        // bounds-checked by the compiled code instead of by guard pages.
-        let reservation = u64::try_from(config.max_memory_bytes).unwrap_or(u64::MAX);
-        wasm.memory_reservation(reservation)
-            .memory_reservation_for_growth(0)
-            .memory_guard_size(64 << 10)
+        match config.memory_layout {
+            // The whole 32-bit index space, and a guard past it larger than the
+            // static offsets compiled code adds to an index (data addresses up
+            // to a few MiB): every access lands in the reservation.
+            MemoryLayout::Guarded => wasm
+                .memory_reservation(1 << 32)
+                .memory_guard_size(GUARD_REGION_BYTES),
+            // What a memory may grow to, and a guard for small offsets only.
+            MemoryLayout::BoundsChecked => wasm
+                .memory_reservation(u64::try_from(config.max_memory_bytes).unwrap_or(u64::MAX))
+                .memory_guard_size(64 << 10),
+        };
+        wasm.memory_reservation_for_growth(0)
             .guard_before_linear_memory(false);
         wasm.wasm_component_model(true)
             .consume_fuel(true)

@@ -12,6 +12,35 @@ pub struct RuntimeConfig {
     pub max_instances: u32,
     /// Where precompiled artifacts are kept between runs; `None` compiles every start.
     pub cache_dir: Option<PathBuf>,
+    /// How each instance's linear memory is laid out in the address space.
+    pub memory_layout: MemoryLayout,
+}
+
+/// Where a linear memory sits in the address space, which decides whether the
+/// compiled code checks the bounds of every memory access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryLayout {
+    /// Every memory reserves the whole 32-bit index space plus a guard region,
+    /// so no access can leave its reservation and the compiled code checks no
+    /// bounds (a quarter of the default pipeline's time, measured by
+    /// `benches/stage_call.rs`). The pool of 1,000 instances takes ~4 TiB of
+    /// address space: x86_64 processes have 128 TiB.
+    Guarded,
+    /// Every memory reserves only `max_memory_bytes` (250 GiB for the pool),
+    /// and the compiled code checks bounds: for kernels with 39-bit user
+    /// addresses (512 GiB, common on ARM boards) and for emulators, which back
+    /// the reservation with memory of their own.
+    BoundsChecked,
+}
+
+impl MemoryLayout {
+    /// [`MemoryLayout::Guarded`] on x86_64, [`MemoryLayout::BoundsChecked`]
+    /// elsewhere (an ARM board's address space may be too small for it).
+    pub const NATIVE: MemoryLayout = if cfg!(target_arch = "x86_64") {
+        MemoryLayout::Guarded
+    } else {
+        MemoryLayout::BoundsChecked
+    };
 }
 
 impl Default for RuntimeConfig {
@@ -20,6 +49,7 @@ impl Default for RuntimeConfig {
             max_memory_bytes: 256 << 20,
             max_instances: 1000,
             cache_dir: None,
+            memory_layout: MemoryLayout::NATIVE,
         }
     }
 }

@@ -39,7 +39,7 @@ pub use component::LoadedComponent;
 pub use engine::Runtime;
 pub use error::{CallError, Limit, LoadError, human_bytes};
 pub use kind::ComponentKind;
-pub use limits::{Limits, RuntimeConfig};
+pub use limits::{Limits, MemoryLayout, RuntimeConfig};
 pub use pool::PoolHealth;
 pub use registry::{ComponentInfo, Registry};
 pub use rules::{Evaluator, RulesPool};

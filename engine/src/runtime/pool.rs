@@ -338,8 +338,15 @@ impl<W: World> Pool<W> {
                 limit,
             };
         }
-        let detail = format!("{error:#}");
-        let detail = detail.lines().next().unwrap_or_default().to_owned();
+        // The trap's own words ("out of bounds memory access"), not the line
+        // that introduces the backtrace wasmtime puts before them.
+        let detail = match error.downcast_ref::<Trap>() {
+            Some(trap) => trap.to_string(),
+            None => {
+                let detail = format!("{error:#}");
+                detail.lines().next().unwrap_or_default().to_owned()
+            }
+        };
         CallError::Trap {
             component,
             function,

@@ -5,6 +5,7 @@
 //! - `loop`: spins forever (the CPU budget must stop it);
 //! - `memory`: allocates until the memory cap refuses (the cap must stop it);
 //! - `trap`: executes `unreachable`;
+//! - `stray`: reads a byte 3 GiB into its address space, far past its memory;
 //! - `ragged`: returns a batch with one tag more than its other columns have.
 //!
 //! With `trigger` set to an integer, the misbehaviour only happens for a batch that
@@ -36,6 +37,7 @@ enum Mode {
     Loop,
     Memory,
     Trap,
+    Stray,
     Ragged,
 }
 
@@ -77,10 +79,11 @@ impl GuestProcessor for Hostile {
                     "loop" => mode = Mode::Loop,
                     "memory" => mode = Mode::Memory,
                     "trap" => mode = Mode::Trap,
+                    "stray" => mode = Mode::Stray,
                     "ragged" => mode = Mode::Ragged,
                     _ => errors.push(error(
                         "mode",
-                        "mode must be echo, loop, memory, trap or ragged",
+                        "mode must be echo, loop, memory, trap, stray or ragged",
                     )),
                 },
                 ("trigger", SettingValue::Int(v)) => trigger = Some(*v),
@@ -117,6 +120,15 @@ impl GuestProcessor for Hostile {
                 }
             }
             Mode::Trap => sluice_guest::trap(),
+            Mode::Stray => {
+                let address = core::hint::black_box(0xC000_0000_usize) as *const u8;
+                // SAFETY: none: the read is meant to leave the memory, and the
+                // host must stop it.
+                let byte = unsafe { core::ptr::read_volatile(address) };
+                let mut input = input;
+                input.tags.push(u32::from(byte));
+                input
+            }
             Mode::Ragged => {
                 let mut input = input;
                 input.tags.push(0);
