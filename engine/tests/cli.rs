@@ -4,10 +4,12 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn sluice(args: &[&str]) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .expect("sluice runs");
+    outcome(Command::new(env!("CARGO_BIN_EXE_sluice")).args(args))
+}
+
+/// Exit status, stdout and stderr of `command`.
+fn outcome(command: &mut Command) -> (i32, String, String) {
+    let output = command.output().expect("the command runs");
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -71,6 +73,36 @@ fn check_reports_pipeline_mistakes_found_by_the_components() {
         stdout.contains(&format!("{file}:5:5: unknown component `nosuch`")),
         "{stdout}"
     );
+}
+
+/// A process with too little address space for the components' guard regions
+/// (under `ulimit -v`) is told so and runs them bounds-checked: the same check
+/// finds the same mistakes through the components.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn components_run_bounds_checked_without_room_for_guard_regions() {
+    const WARNING: &str = "no address space for the components' guard regions";
+    let pipeline = scratch(
+        "bounds-checked.yaml",
+        "stages:\n  - use: scale\n    settings:\n      decimals: 99\n",
+    );
+    let file = pipeline.display().to_string();
+    let (code, unlimited, stderr) = sluice(&["check", &file]);
+    assert_eq!(code, 1, "{unlimited}{stderr}");
+    assert!(unlimited.contains("must be from 0 to 12"), "{unlimited}");
+    assert!(!stderr.contains(WARNING), "{stderr}");
+    // 300 GiB: room for the bounds-checked pool (250 GiB), not for the
+    // guarded one (4 GiB and a guard region for each of 1,000 instances).
+    let (code, limited, stderr) = outcome(Command::new("sh").args([
+        "-c",
+        "ulimit -v 314572800 && exec \"$0\" \"$@\"",
+        env!("CARGO_BIN_EXE_sluice"),
+        "check",
+        &file,
+    ]));
+    assert_eq!(code, 1, "{limited}{stderr}");
+    assert_eq!(limited, unlimited);
+    assert!(stderr.contains(WARNING), "{stderr}");
 }
 
 #[test]
