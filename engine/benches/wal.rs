@@ -47,7 +47,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, Outgoing, QoS};
-use sluice::config::{MqttConfig, OverflowPolicy, UplinkPayload};
+use sluice::config::{MqttConfig, OverflowPolicy};
 use sluice::model::{Access, ByteOrder, DataType, Quality, Sample, TagSpec, Value};
 use sluice::mqtt::{DeviceTopic, ReportHeader, Topics, payload};
 use sluice::store::{FILE_NAME, Store};
@@ -499,15 +499,8 @@ fn replay(rt: &Runtime, stream: &Stream) -> Replay {
 
     let broker = Broker::start();
     let config = MqttConfig {
-        broker_host: "127.0.0.1".to_owned(),
         broker_port: broker.port,
-        client_id: None,
-        username: None,
-        password: None,
-        qos: 1,
-        keep_alive_sec: 60,
-        topic_prefix: String::new(),
-        payload: UplinkPayload::Json,
+        ..MqttConfig::default()
     };
     let client_id = format!("sluice-bench-replay-{}", std::process::id());
     let cpu = cpu_seconds();

@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::engine::{Engine, scratch_dir};
-use support::mqtt::Subscriber;
+use support::mqtt::{OPERATOR_KEY, OPERATOR_KEY_LINE, Subscriber, write_operator_key};
 use support::peers::{Mosquitto, Peer, PyModbus, free_port};
 
 const ADMIN: &str = "admin-token";
 const NODE: &str = "node-token";
+/// The token of the second outside node, `iot-b`.
+const NODE_B: &str = "node-token-b";
 
 /// (key, dataType, byteOrder, registers, value to write, extra keys)
 const TAGS: &[(&str, &str, &str, u16, &str, &str)] = &[
@@ -61,8 +63,8 @@ fn config(modbus: u16, mqtt: u16, http: u16, execute_own: bool) -> (String, usiz
   http:
     listen: 127.0.0.1:{http}
     adminToken: {ADMIN}
-    nodeTokens: [{NODE}]
-  wal:
+    nodeTokens: [{{ nodeId: iot-a, token: {NODE} }}, {{ nodeId: iot-b, token: {NODE_B} }}]
+{OPERATOR_KEY_LINE}  wal:
     dir: ./data
   backoff:
     baseMs: 100
@@ -140,7 +142,9 @@ async fn rig(name: &str, execute_own: bool) -> Rig {
         PyModbus::start(&json!({ "hr": { "0": vec![0; registers] }, "co": { "0": [0, 0] } }));
     let subscriber = Subscriber::connect(broker.port()).await;
     let (text, _) = config(modbus.port(), broker.port(), http, execute_own);
-    let engine = Engine::start(&scratch_dir(name), &text);
+    let dir = scratch_dir(name);
+    write_operator_key(&dir);
+    let engine = Engine::start(&dir, &text);
     Rig {
         _modbus: modbus,
         _broker: broker,
@@ -311,15 +315,17 @@ async fn every_type_and_byte_order_is_written_and_read_back() {
 
     // The MQTT downlink creates commands; the outcome comes back on the reply topic.
     rig.subscriber
-        .publish(
+        .publish_signed(
             "P/PLC1/property/set",
             &json!({ "requestId": "mq-1", "key": "u16", "value": 42 }),
+            OPERATOR_KEY,
         )
         .await;
     rig.subscriber
-        .publish(
+        .publish_signed(
             "P/PLC1/function/invoke",
             &json!({ "requestId": "mq-2", "key": "nope", "value": 1 }),
+            OPERATOR_KEY,
         )
         .await;
     // Every outcome is replied, HTTP commands' too: pick the two by request id.
@@ -392,11 +398,21 @@ async fn outside_nodes_claim_and_report_with_generation_and_node_guards() {
         }
         body
     };
+    // A node token acts for its own node only, whatever the body says.
     let (status, answer) = call(
         http,
         "POST",
         &path,
         NODE,
+        Some(receipt("iot-b", Some(1), "SENT", None)),
+    )
+    .await;
+    assert_eq!(status, 403, "{answer}");
+    let (status, answer) = call(
+        http,
+        "POST",
+        &path,
+        NODE_B,
         Some(receipt("iot-b", Some(1), "SENT", None)),
     )
     .await;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sluice::sim::{SimHandle, Simulator};
 use support::engine::{Engine, scratch_dir};
-use support::mqtt::{Subscriber, reports};
+use support::mqtt::{OPERATOR_KEY, OPERATOR_KEY_LINE, Subscriber, reports, write_operator_key};
 use support::peers::{Mosquitto, Peer, free_port};
 use support::yaml::modbus_device;
 
@@ -63,6 +63,7 @@ impl Rig {
         let broker = Mosquitto::start();
         let platform = Subscriber::connect(broker.port()).await;
         let dir = scratch_dir(name);
+        write_operator_key(&dir);
         let file = dir.join("devices.yaml");
         Self {
             sims,
@@ -86,7 +87,7 @@ impl Rig {
   workerThreads: 2
   mqtt: {{ brokerUrl: tcp://127.0.0.1:{broker} }}
   http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
-  wal: {{ dir: ./data }}
+{OPERATOR_KEY_LINE}  wal: {{ dir: ./data }}
 tenants:
   - {{ tenantId: 1, name: one, tokens: [token-one] }}
   - {{ tenantId: 2, name: two, tokens: [token-two] }}
@@ -135,6 +136,14 @@ devices:
             .expect("reply")
     }
 
+    /// Pushes `payload` on `config/push` of device `id`, signed with the operator's key.
+    async fn push(&self, id: &str, payload: &Value) {
+        let topic = format!("P/{id}/config/push");
+        self.platform
+            .publish_signed(&topic, payload, OPERATOR_KEY)
+            .await;
+    }
+
     async fn get(&self, path: &str, token: &str) -> (u16, Value) {
         Engine::request(self.http, "GET", path, Some(token), None).await
     }
@@ -159,9 +168,7 @@ async fn a_push_changes_its_one_device_live_and_is_in_force_after_a_restart() {
     rig.until_value("a", 11.0).await;
     rig.until_value("b", 22.0).await;
 
-    rig.platform
-        .publish("P/b/config/push", &pushed(rig.port(1), 2, "push-1"))
-        .await;
+    rig.push("b", &pushed(rig.port(1), 2, "push-1")).await;
     let reply = rig.push_reply("push-1").await;
     assert_eq!(
         (
@@ -197,9 +204,7 @@ async fn a_push_changes_its_one_device_live_and_is_in_force_after_a_restart() {
     );
 
     // The same push again: in force already, nothing rebuilt.
-    rig.platform
-        .publish("P/b/config/push", &pushed(rig.port(1), 2, "push-2"))
-        .await;
+    rig.push("b", &pushed(rig.port(1), 2, "push-2")).await;
     let again = rig.push_reply("push-2").await;
     assert_eq!(
         (again["status"].as_str(), again["changed"].as_bool()),
@@ -236,7 +241,7 @@ async fn a_broken_push_is_refused_with_every_problem_at_its_json_path_and_change
     broken["colour"] = json!("red");
     broken["deviceNum"] = json!("OTHER");
     broken["channels"][0]["tags"][0]["dataType"] = json!("INT99");
-    rig.platform.publish("P/b/config/push", &broken).await;
+    rig.push("b", &broken).await;
     let reply = rig.push_reply("broken-1").await;
     assert_eq!(reply["status"], "REJECTED", "{reply}\n{}", engine.log());
     assert_eq!(reply["deviceId"], "b", "{reply}");
@@ -260,9 +265,7 @@ async fn a_broken_push_is_refused_with_every_problem_at_its_json_path_and_change
     // The codec's checks, as `sluice run` makes them.
     let mut wrong_address = pushed(rig.port(1), 2, "broken-2");
     wrong_address["channels"][0]["tags"][0]["address"] = json!("99999");
-    rig.platform
-        .publish("P/b/config/push", &wrong_address)
-        .await;
+    rig.push("b", &wrong_address).await;
     let reply = rig.push_reply("broken-2").await;
     assert_eq!(reply["status"], "REJECTED", "{reply}");
     assert!(
@@ -270,7 +273,7 @@ async fn a_broken_push_is_refused_with_every_problem_at_its_json_path_and_change
         "{reply}"
     );
 
-    // Not even JSON: refused, and answered.
+    // Not a device, and unsigned: refused, and answered.
     rig.platform
         .publish("P/b/config/push", &json!("not a device"))
         .await;
@@ -288,7 +291,7 @@ async fn a_broken_push_is_refused_with_every_problem_at_its_json_path_and_change
             && m.json()["problems"][0]["message"]
                 .as_str()
                 .unwrap_or("")
-                .contains("a JSON object")
+                .starts_with("unsigned")
     }));
 
     // Nothing changed: b still runs from the file, unscaled, on its connection.

@@ -20,12 +20,11 @@ async fn a_command_published_while_the_engine_is_stopped_runs_once_after_it_star
     rig.until_next_report().await;
     engine.kill();
 
-    rig.platform
-        .publish(
-            SET,
-            &json!({ "requestId": "while-away", "key": "sp", "value": 42 }),
-        )
-        .await;
+    rig.send(
+        SET,
+        &json!({ "requestId": "while-away", "key": "sp", "value": 42 }),
+    )
+    .await;
     let client_id = std::fs::read_to_string(rig.dir.join("data/client-id")).expect("kept id");
     assert!(client_id.starts_with("sluice-"), "{client_id}");
 
@@ -73,12 +72,11 @@ async fn a_command_published_while_the_broker_connection_is_down_runs_once_it_is
 
     line.set(Mode::Cut);
     rig.until_connected(false).await;
-    rig.platform
-        .publish(
-            SET,
-            &json!({ "requestId": "in-outage", "key": "sp", "value": 7 }),
-        )
-        .await;
+    rig.send(
+        SET,
+        &json!({ "requestId": "in-outage", "key": "sp", "value": 7 }),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(rig.writes().is_empty(), "nothing reached the engine yet");
 
@@ -98,7 +96,7 @@ async fn a_message_that_is_no_command_is_answered_once_and_not_delivered_again()
             SET,
             json!({ "key": "sp", "value": 1 }),
             None,
-            "`requestId` is required",
+            "needs a `requestId`",
         ),
         (
             SET,
@@ -120,7 +118,7 @@ async fn a_message_that_is_no_command_is_answered_once_and_not_delivered_again()
         ),
     ];
     for (topic, payload, _, _) in &refused {
-        rig.platform.publish(topic, payload).await;
+        rig.send(topic, payload).await;
     }
     let answers = rig
         .platform

@@ -58,6 +58,7 @@ fn config(modbus: u16, mqtt: u16, nobody: u16) -> String {
     keepAliveSec: 2
     payload: sparkplug-b
     sparkplug: {{ groupId: {GROUP}, edgeNodeId: {NODE} }}
+  downlink: {{ trustedBroker: true }}
   wal:
     dir: ./data
   lease:

@@ -39,10 +39,10 @@ impl FromRequestParts<ApiState> for Admin {
 }
 
 /// A request carrying a node token (`collector.http.nodeTokens`): it may claim
-/// commands and report receipts. The node id in the body proves only that the
-/// claim is consistent, not who the caller is: this token does.
-#[derive(Debug, Clone, Copy)]
-pub struct NodeCaller;
+/// commands and report receipts for the node the token belongs to, whose id
+/// this holds. The node id in a body proves nothing; the token does.
+#[derive(Debug, Clone)]
+pub struct NodeCaller(pub String);
 
 impl FromRequestParts<ApiState> for NodeCaller {
     type Rejection = Refused;
@@ -61,8 +61,8 @@ impl FromRequestParts<ApiState> for NodeCaller {
             )
             .into());
         };
-        if state.tokens.is_node(given) {
-            Ok(NodeCaller)
+        if let Some(node) = state.tokens.node(given) {
+            Ok(NodeCaller(node.to_owned()))
         } else {
             Err(error(
                 StatusCode::UNAUTHORIZED,

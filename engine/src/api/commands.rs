@@ -26,6 +26,7 @@ use crate::command::{
     CreateError, Created, Receipt, ReceiptOutcome, Rejection, WriteIntent, WriteRecord,
 };
 use crate::model::Scope;
+use crate::mqtt::limits::{MAX_NAME, clip};
 
 const MAX_CLAIM: usize = 100;
 const DEFAULT_LIST: usize = 100;
@@ -128,7 +129,9 @@ pub async fn create(
         Ok(Err(e @ (CreateError::UnknownDevice(_) | CreateError::UnknownIdentity { .. }))) => {
             error(StatusCode::NOT_FOUND, e.to_string())
         }
-        Ok(Err(e @ CreateError::Invalid(_))) => error(StatusCode::BAD_REQUEST, e.to_string()),
+        Ok(Err(e @ (CreateError::Invalid(_) | CreateError::Unauthorized(_)))) => {
+            error(StatusCode::BAD_REQUEST, e.to_string())
+        }
         Ok(Err(CreateError::Store(e))) => command_error(&e),
         Err(refused) => refused.into_response(),
     }
@@ -256,14 +259,15 @@ pub struct ClaimBody {
     request_body = ClaimBody,
     responses(
         (status = 200, description = "The commands now CLAIMED by the node", body = CommandList),
-        (status = 401, description = "Not a node token", body = ErrorBody)))]
+        (status = 401, description = "Not a node token", body = ErrorBody),
+        (status = 403, description = "Another node's token", body = ErrorBody)))]
 pub async fn claim(
     State(state): State<ApiState>,
-    _node: NodeCaller,
+    NodeCaller(node): NodeCaller,
     Json(body): Json<ClaimBody>,
 ) -> Reply {
-    if body.node_id.trim().is_empty() {
-        return error(StatusCode::BAD_REQUEST, "`nodeId` must not be empty");
+    if let Err(refused) = same_node(&node, &body.node_id) {
+        return refused.into_response();
     }
     let max = body.max.unwrap_or(10).clamp(1, MAX_CLAIM);
     let claimed = blocking(&state.commands, move |c| {
@@ -283,18 +287,36 @@ pub async fn claim(
     responses(
         (status = 200, description = "Accepted or a duplicate", body = ReceiptReply),
         (status = 400, description = "Rejected: a field is missing", body = ReceiptReply),
+        (status = 403, description = "Another node's token", body = ErrorBody),
         (status = 409, description = "Rejected: another node's claim", body = ReceiptReply)))]
 pub async fn receipt(
     State(state): State<ApiState>,
-    _node: NodeCaller,
+    NodeCaller(node): NodeCaller,
     Path(id): Path<u64>,
     Json(receipt): Json<Receipt>,
 ) -> Reply {
+    if let Err(refused) = same_node(&node, &receipt.node_id) {
+        return refused.into_response();
+    }
     match blocking(&state.commands, move |c| c.receipt(id, &receipt, now_ms())).await {
         Ok(Ok(outcome)) => receipt_reply(outcome),
         Ok(Err(e)) => command_error(&e),
         Err(refused) => refused.into_response(),
     }
+}
+
+/// A node token acts for its own node only: the body must name that node.
+fn same_node(token_node: &str, body_node: &str) -> Result<(), Refused> {
+    if token_node == body_node {
+        return Ok(());
+    }
+    Err(Refused::from(error(
+        StatusCode::FORBIDDEN,
+        format!(
+            "this node token belongs to node `{token_node}`; it cannot act for `{}`",
+            clip(body_node, MAX_NAME)
+        ),
+    )))
 }
 
 fn receipt_reply(outcome: ReceiptOutcome) -> Reply {

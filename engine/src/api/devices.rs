@@ -17,8 +17,8 @@ use super::state::ApiState;
 use crate::clock::now_ms;
 use crate::compile::FileEdit;
 use crate::config::{ChannelConfig, DeviceConfig};
-use crate::deploy::{Push, PushTarget};
-use crate::model::{Access, DataType};
+use crate::deploy::{Push, PushRights, PushTarget};
+use crate::model::{Access, DataType, Scope};
 use crate::mqtt::PushReply;
 
 /// The name the file gives `value`.
@@ -198,6 +198,11 @@ pub async fn push(
             target: PushTarget::Device(id),
             payload: &body,
             scope,
+            // A tenant's token tunes what the operator allowed; the admin's may do anything.
+            rights: match scope {
+                Scope::All => PushRights::Operator,
+                Scope::Tenant(_) => PushRights::Limited,
+            },
             origin: "http",
         };
         deployer.push(&push, now_ms())

@@ -65,6 +65,8 @@ struct Wal {
     dropped_newest: u64,
     /// Records found damaged and skipped.
     corrupt: u64,
+    /// Messages set aside because they can never be sent (`GET /dead-letters`).
+    dead_letters: u64,
 }
 
 /// Devices by lease state; `unknown` have not reported yet.
@@ -201,6 +203,7 @@ fn wal(state: &ApiState) -> Wal {
         dropped_oldest: stats.dropped_oldest.get(),
         dropped_newest: stats.dropped_newest.get(),
         corrupt: outbox.log().corrupt(),
+        dead_letters: outbox.log().dead_letter_count(),
     }
 }
 

@@ -6,6 +6,7 @@ mod alarms;
 mod auth;
 mod commands;
 mod components;
+mod dead_letters;
 mod devices;
 mod health;
 mod metrics;
@@ -80,6 +81,9 @@ pub fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(commands::get))
         .routes(routes!(commands::cancel))
         .routes(routes!(commands::receipt))
+        .routes(routes!(dead_letters::list))
+        .routes(routes!(dead_letters::resend))
+        .routes(routes!(dead_letters::discard))
 }
 
 /// `routes` (with the console's, or any others) on `state`, answering what no

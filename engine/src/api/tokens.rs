@@ -1,6 +1,7 @@
 //! Bearer tokens: the operator's `collector.http.adminToken` sees every tenant; a
 //! token of `tenants[].tokens` sees that tenant's devices and alarms only; a node
-//! token (`collector.http.nodeTokens`) may claim commands and report receipts.
+//! token (`collector.http.nodeTokens`) may claim commands and report receipts
+//! for its own node.
 
 use axum::http::{HeaderMap, StatusCode, header};
 
@@ -13,7 +14,8 @@ use crate::model::Scope;
 pub struct Tokens {
     admin: Option<String>,
     tenants: Vec<(String, u32)>,
-    nodes: Vec<String>,
+    /// Each node's token and its node id.
+    nodes: Vec<(String, String)>,
 }
 
 impl Tokens {
@@ -33,7 +35,12 @@ impl Tokens {
                 .collector
                 .http
                 .as_ref()
-                .map(|http| http.node_tokens.clone())
+                .map(|http| {
+                    http.node_tokens
+                        .iter()
+                        .map(|n| (n.token.clone(), n.node_id.clone()))
+                        .collect()
+                })
                 .unwrap_or_default(),
         }
     }
@@ -65,13 +72,15 @@ impl Tokens {
         scope
     }
 
-    /// Whether `given` is one of the node tokens; every one is compared in full.
-    pub fn is_node(&self, given: &str) -> bool {
-        let mut known = false;
-        for token in &self.nodes {
-            known |= same(token, given);
+    /// The node whose token `given` is; every token is compared in full.
+    pub fn node(&self, given: &str) -> Option<&str> {
+        let mut node = None;
+        for (token, node_id) in &self.nodes {
+            if same(token, given) && node.is_none() {
+                node = Some(node_id.as_str());
+            }
         }
-        known
+        node
     }
 
     /// The caller's scope, or the 401 reply.
@@ -116,8 +125,10 @@ mod tests {
         let tokens = Tokens {
             admin: Some("root".into()),
             tenants: vec![("t1".into(), 1), ("t2".into(), 2)],
-            nodes: vec!["n1".into()],
+            nodes: vec![("n1".into(), "edge-1".into())],
         };
+        assert_eq!(tokens.node("n1"), Some("edge-1"));
+        assert_eq!(tokens.node("root"), None);
         assert_eq!(tokens.scope(&headers("Bearer root")), Some(Scope::All));
         assert_eq!(tokens.scope(&headers("Bearer t2")), Some(Scope::Tenant(2)));
         assert_eq!(tokens.scope(&headers("Bearer t")), None);

@@ -5,6 +5,7 @@ mod component;
 mod demo;
 mod reload;
 mod run;
+mod sign;
 mod test;
 
 use std::path::PathBuf;
@@ -69,6 +70,20 @@ enum Command {
         #[command(subcommand)]
         action: ComponentAction,
     },
+    /// Sign a downlink message (property/set, function/invoke, config/push) the
+    /// way the gateway checks it; prints the payload to publish.
+    Sign {
+        /// A key file (one key per line; the first is used), as the gateway's
+        /// `operatorKeyFile` or a tenant's `downlinkKeyFile`.
+        #[arg(long)]
+        key_file: PathBuf,
+        /// The topic the message is published on (the signature covers it).
+        #[arg(long)]
+        topic: String,
+        /// The payload, a JSON object with a `requestId` (default: read from
+        /// stdin); `ts` is set to now unless it has one.
+        payload: Option<String>,
+    },
     /// Run the self-contained demo: a simulated meter, an in-process MQTT broker and
     /// the engine; prints every MQTT message as `TOPIC PAYLOAD`.
     Demo {
@@ -131,6 +146,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => run::run(&config, pipelines, node_id),
         Command::Demo { reports } => demo::run(reports),
         Command::Reload { config } => reload::run(&config),
+        Command::Sign {
+            key_file,
+            topic,
+            payload,
+        } => sign::run(&key_file, &topic, payload),
         Command::Component {
             action:
                 ComponentAction::Add {

@@ -17,10 +17,11 @@ use crate::collector::Fleet;
 use crate::model::Scope;
 use crate::model::{Access, CommandKind};
 use crate::model::{CommandStatus, result_code};
+use crate::mqtt::limits::{MAX_COMMAND_BYTES, MAX_NAME, MAX_REPLY_MESSAGE, check_length, clip};
 use crate::mqtt::{
     CommandRequest, CommandTarget, DeviceTopic, EXPECTED_SHAPE, Reply, ReplyStatus, request_id_of,
 };
-use crate::uplink::Uplink;
+use crate::uplink::{DownlinkGuard, Uplink};
 use crate::wal::{Message, Settled};
 
 /// Why a command was not created.
@@ -35,6 +36,9 @@ pub enum CreateError {
     },
     #[error("{0}")]
     Invalid(String),
+    /// A downlink message not let in: who sent it could not be established.
+    #[error("{0}")]
+    Unauthorized(String),
     #[error(transparent)]
     Store(#[from] CommandError),
 }
@@ -46,24 +50,41 @@ pub struct Commands {
     writes: Arc<WriteService>,
     fleet: Arc<Fleet>,
     uplink: Uplink,
+    /// Who may send commands over MQTT.
+    guard: Arc<DownlinkGuard>,
     /// This engine's node id, as it claims its own devices' commands.
     node_id: String,
     wake: Notify,
 }
 
+/// What the command service is made of.
+#[derive(Debug)]
+pub struct CommandParts {
+    pub store: Arc<CommandStore>,
+    pub writes: Arc<WriteService>,
+    pub fleet: Arc<Fleet>,
+    pub uplink: Uplink,
+    pub guard: Arc<DownlinkGuard>,
+    /// This engine's node id, as it claims its own devices' commands.
+    pub node_id: String,
+}
+
 impl Commands {
-    pub fn new(
-        store: Arc<CommandStore>,
-        writes: Arc<WriteService>,
-        fleet: Arc<Fleet>,
-        uplink: Uplink,
-        node_id: String,
-    ) -> Arc<Self> {
+    pub fn new(parts: CommandParts) -> Arc<Self> {
+        let CommandParts {
+            store,
+            writes,
+            fleet,
+            uplink,
+            guard,
+            node_id,
+        } = parts;
         Arc::new(Self {
             store,
             writes,
             fleet,
             uplink,
+            guard,
             node_id,
             wake: Notify::new(),
         })
@@ -122,6 +143,8 @@ impl Commands {
         actor: &str,
         now: i64,
     ) -> Result<Created, CreateError> {
+        request.check_bounds().map_err(CreateError::Invalid)?;
+        check_length("deviceId", device_id, MAX_NAME).map_err(CreateError::Invalid)?;
         let Some(device) = self.fleet.roster().get(device_id).cloned() else {
             return Err(CreateError::UnknownDevice(device_id.to_owned()));
         };
@@ -357,11 +380,12 @@ impl Commands {
             tracing::warn!(%topic, "a message on no command topic; ignored");
             return Ok(None);
         };
-        let refusal = match self.downlink_command(&target, payload, now) {
+        let refusal = match self.downlink_command(topic, &target, payload, now) {
             Ok(()) => return Ok(None),
             Err(CreateError::Store(error)) => return Err(error),
             Err(refusal) => refusal.to_string(),
         };
+        let refusal = clip(&refusal, MAX_REPLY_MESSAGE);
         tracing::warn!(%topic, error = %refusal, "downlink refused");
         let reply = Reply {
             request_id: request_id_of(payload),
@@ -381,13 +405,23 @@ impl Commands {
     }
 
     /// Stores the commands of a Sparkplug DCMD. A refusal is logged: a DCMD
-    /// has no reply topic, the host sees the value read back (or not).
+    /// has no reply topic, the host sees the value read back (or not). A DCMD
+    /// has no room for a signature: it is taken only from a broker the
+    /// operator trusts (`trustedBroker`, or `requireSignature: false`).
     fn on_device_command(
         &self,
         device_id: &str,
         payload: &[u8],
         now: i64,
     ) -> Result<(), CommandError> {
+        if !self.guard.takes_unsigned_sparkplug() {
+            tracing::warn!(
+                device = device_id,
+                "a DCMD refused: Sparkplug commands carry no signature, and the broker is \
+                 not trusted with them (collector.downlink.trustedBroker)"
+            );
+            return Ok(());
+        }
         let Some(device) = self.fleet.roster().get(device_id).cloned() else {
             tracing::warn!(
                 device = device_id,
@@ -423,34 +457,50 @@ impl Commands {
         Ok(())
     }
 
-    /// The command a downlink message asks for, stored.
+    /// The command a downlink message asks for, stored: once the message is
+    /// let in by who signed it, and within bounds.
     fn downlink_command(
         &self,
+        topic: &str,
         target: &CommandTarget,
         payload: &[u8],
         now: i64,
     ) -> Result<(), CreateError> {
-        let Some(device_id) = self
+        if payload.len() > MAX_COMMAND_BYTES {
+            return Err(CreateError::Invalid(format!(
+                "the payload is {} bytes; a command takes at most {MAX_COMMAND_BYTES}",
+                payload.len()
+            )));
+        }
+        let device = self
             .fleet
             .roster()
             .by_identity(&target.product_id, &target.device_num)
-            .map(|d| d.id.clone())
-        else {
+            .map(|d| (d.id.clone(), d.tenant_id));
+        // Who sent it first: nothing else is told to a stranger.
+        let admitted = self
+            .guard
+            .admit(topic, payload, device.as_ref().map(|d| d.1), now)
+            .map_err(CreateError::Unauthorized)?;
+        let Some((device_id, _)) = device else {
             return Err(CreateError::UnknownIdentity {
                 product_id: target.product_id.clone(),
                 device_num: target.device_num.clone(),
             });
         };
-        let mut request = serde_json::from_slice::<CommandRequest>(payload).map_err(|error| {
-            CreateError::Invalid(format!("the payload must be {EXPECTED_SHAPE}: {error}"))
-        })?;
+        let mut request =
+            serde_json::from_slice::<CommandRequest>(&admitted.body).map_err(|error| {
+                CreateError::Invalid(format!("the payload must be {EXPECTED_SHAPE}: {error}"))
+            })?;
         if request.request_id.is_none() {
             return Err(CreateError::Invalid(
                 "`requestId` is required on MQTT: it is what keeps a message the broker delivers again from running twice".into(),
             ));
         }
         request.function = target.kind == CommandKind::FunctionInvoke;
-        self.create(Scope::All, &device_id, &request, "mqtt", "mqtt", now)?;
+        let authority = admitted.authority;
+        let actor = authority.actor();
+        self.create(authority.scope(), &device_id, &request, "mqtt", &actor, now)?;
         Ok(())
     }
 }

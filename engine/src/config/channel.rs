@@ -9,7 +9,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::protocol::{self, Protocol};
-use super::read::{Unique, at_least, list, ranged, read_at, required_text, required_with};
+use super::read::{
+    Unique, at_least, list, ranged, read_at, required_name, required_text, required_with,
+};
 use super::tag::{self, TagConfig, TagPositions};
 use crate::model::{ByteOrder, Parity, SerialLine, Setting, SettingValue, SharedLists};
 use crate::yaml::{self, Diagnostics, Fields, Node, Pos};
@@ -121,7 +123,7 @@ pub(super) fn read(
     errors: &mut Diagnostics,
 ) -> Option<ChannelConfig> {
     let mut f = Fields::of(node, "channel", errors)?;
-    let channel_id = required_text(&mut f, "channelId", errors).map(|(id, pos)| {
+    let channel_id = required_name(&mut f, "channelId", errors).map(|(id, pos)| {
         if id.trim().is_empty() {
             errors.push(pos, "`channelId`: must not be empty");
         } else if let Some(first) = channel_ids.first(&id, pos) {

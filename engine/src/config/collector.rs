@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use super::alarms::{self, AlarmConfig};
 use super::commands::{self, CommandConfig};
+use super::downlink::{self, DownlinkConfig};
 use super::network::{self, HttpConfig, MqttConfig};
 use super::read::{at_least, choice, ranged, read_at, text};
 use super::store::{self, StoreConfig};
@@ -40,6 +41,8 @@ pub struct CollectorConfig {
     pub alarms: AlarmConfig,
     /// `commands`: downlink commands and writes.
     pub commands: CommandConfig,
+    /// `downlink`: who may send commands and configurations over MQTT.
+    pub downlink: DownlinkConfig,
     /// `store`: where the state is kept (default: redb in `wal.dir`).
     pub store: StoreConfig,
     /// `mergeGap`: largest gap of unused registers/addresses allowed between two tags
@@ -63,6 +66,7 @@ impl Default for CollectorConfig {
             lease: LeaseConfig::default(),
             alarms: AlarmConfig::default(),
             commands: CommandConfig::default(),
+            downlink: DownlinkConfig::default(),
             store: StoreConfig::default(),
             merge_gap: 16,
         }
@@ -252,6 +256,9 @@ pub(super) fn read(node: &Node, errors: &mut Diagnostics) -> CollectorConfig {
         commands: f
             .node("commands")
             .map_or_else(CommandConfig::default, |n| commands::read(n, errors)),
+        downlink: f
+            .node("downlink")
+            .map_or_else(DownlinkConfig::default, |n| downlink::read(n, errors)),
         store: f
             .node("store")
             .map_or_else(StoreConfig::default, |n| store::read(n, errors)),

@@ -9,7 +9,8 @@ use sha2::{Digest, Sha256};
 use super::TenantConfig;
 use super::channel::{self, ChannelConfig};
 use super::collector::CollectorConfig;
-use super::read::{Unique, at_least, list, read_at, required_text, text};
+use super::fence;
+use super::read::{Unique, at_least, list, read_at, required_name, text};
 use super::sparkplug::{UplinkPayload, sparkplug_id_problem};
 use super::tag::{TagConfig, TagPositions};
 use crate::model::{SerialLine, SharedLists};
@@ -130,7 +131,7 @@ pub(super) fn read_all(
         let Some(mut f) = Fields::of(item, "device", errors) else {
             continue;
         };
-        let device_id = required_text(&mut f, "deviceId", errors).map(|(id, pos)| {
+        let device_id = required_name(&mut f, "deviceId", errors).map(|(id, pos)| {
             if id.trim().is_empty() {
                 errors.push(pos, "`deviceId`: must not be empty");
             } else if let Some(first) = ids.first(&id, pos) {
@@ -191,10 +192,35 @@ pub(super) fn read_all(
         }
     }
     check_serial_lines(&devices, errors);
+    check_fences(&devices, tenants, errors);
     if matches!(collector.mqtt.payload, UplinkPayload::SparkplugB(_)) {
         check_sparkplug(&devices, errors);
     }
     devices
+}
+
+/// Every channel of a fenced tenant's device reaches inside the fence.
+fn check_fences(devices: &[DeviceConfig], tenants: &[TenantConfig], errors: &mut Diagnostics) {
+    for device in devices {
+        let Some((tenant, entries)) = tenants
+            .iter()
+            .find(|t| t.tenant_id == device.tenant_id && device.tenant_id != 0)
+            .and_then(|t| t.fence.as_ref().map(|f| (t, f)))
+        else {
+            continue;
+        };
+        for channel in &device.channels {
+            if let Some(reach) = fence::outside(entries, channel) {
+                errors.push(
+                    channel.pos,
+                    format!(
+                        "channel `{}` reaches {reach}, outside the fence of tenant {} (at {})",
+                        channel.channel_id, tenant.tenant_id, tenant.pos
+                    ),
+                );
+            }
+        }
+    }
 }
 
 /// With Sparkplug B a device id is a topic level, and each tag's metric alias
@@ -236,7 +262,7 @@ fn topic_part(
     key: &'static str,
     errors: &mut Diagnostics,
 ) -> Option<(String, Pos)> {
-    let (value, pos) = required_text(f, key, errors)?;
+    let (value, pos) = required_name(f, key, errors)?;
     if value.is_empty() {
         errors.push(pos, format!("`{key}`: must not be empty"));
     } else if value.contains(['/', '+', '#']) || value.contains(char::is_whitespace) {

@@ -28,10 +28,13 @@ mod channel;
 mod collector;
 mod commands;
 mod device;
+mod downlink;
+mod fence;
 mod network;
 mod product;
 mod protocol;
 mod read;
+mod secrets;
 mod sparkplug;
 mod store;
 mod tag;
@@ -49,9 +52,12 @@ pub use collector::{
 };
 pub use commands::CommandConfig;
 pub use device::DeviceConfig;
-pub use network::{HttpConfig, MqttConfig};
+pub use downlink::DownlinkConfig;
+pub use fence::{FenceEntry, FenceHost, FenceTarget};
+pub use network::{HttpConfig, MqttConfig, NodeToken};
 pub use product::ProductConfig;
 pub use protocol::Protocol;
+pub use secrets::{KeyFile, MIN_KEY_BYTES, read_keys};
 pub use sparkplug::{SparkplugConfig, UplinkPayload};
 pub use store::{StoreConfig, StoreKind};
 pub use tag::{TagConfig, TagPositions};
@@ -165,14 +171,18 @@ pub fn load_file(path: &Path) -> Result<GatewayConfig, Diagnostics> {
     }
 }
 
-/// Reads and checks a configuration document; `file` is the name used in diagnostics.
+/// Reads and checks a configuration document, and the key files it names (a
+/// relative path from the directory of `file`, the name used in diagnostics).
 ///
 /// # Errors
 /// A YAML syntax error, or else every problem found in the document, in line order.
 pub fn load_str(file: &str, text: &str) -> Result<GatewayConfig, Diagnostics> {
     let root = yaml::parse(file, text)?;
     let mut errors = Diagnostics::new(file);
-    let config = read_gateway(&root, &mut errors);
+    let mut config = read_gateway(&root, &mut errors);
+    // Key files are read from beside the configuration file.
+    let base = Path::new(file).parent().unwrap_or(Path::new(""));
+    secrets::load(&mut config, base, &mut errors);
     errors.into_result(config)
 }
 

@@ -3,9 +3,11 @@
 
 use std::net::SocketAddr;
 
-use super::read::{at_least, read_at, text, text_at};
+use super::read::{
+    Unique, at_least, list, ranged, read_at, required_name, required_text, text, text_at,
+};
 use super::sparkplug::{UplinkPayload, read_payload};
-use crate::yaml::{Diagnostics, Fields, Kind, Node};
+use crate::yaml::{Diagnostics, Fields, Kind, Node, Pos};
 
 /// `collector.mqtt`: the broker samples are published to.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +33,17 @@ pub struct MqttConfig {
     pub topic_prefix: String,
     /// `payload`: `json` (the default) or `sparkplug-b` (with `sparkplug`).
     pub payload: UplinkPayload,
+    /// `maxPacketKb`: the largest packet the broker takes, in KiB (1 to 262144;
+    /// default 1024). A message that would be bigger is never sent: it is set
+    /// aside as a dead letter.
+    pub max_packet_kb: u32,
+}
+
+impl MqttConfig {
+    /// `maxPacketKb` in bytes.
+    pub fn max_packet_bytes(&self) -> usize {
+        self.max_packet_kb as usize * 1024
+    }
 }
 
 impl Default for MqttConfig {
@@ -45,6 +58,7 @@ impl Default for MqttConfig {
             keep_alive_sec: 60,
             topic_prefix: String::new(),
             payload: UplinkPayload::Json,
+            max_packet_kb: 1024,
         }
     }
 }
@@ -53,15 +67,42 @@ impl Default for MqttConfig {
 const DEFAULT_MQTT_PORT: u16 = 1883;
 
 /// `collector.http`: the local HTTP API.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct HttpConfig {
     /// `listen`: the `IP:PORT` to listen on (default `127.0.0.1:8080`).
     pub listen: SocketAddr,
     /// `adminToken`: bearer token with access to everything; none when absent.
     pub admin_token: Option<String>,
-    /// `nodeTokens`: bearer tokens of nodes that claim commands and report their
-    /// receipts (`POST /commands/claim`, `POST /commands/{id}/receipt`).
-    pub node_tokens: Vec<String>,
+    /// Where `adminToken` is written.
+    pub admin_token_pos: Pos,
+    /// `nodeTokens`: the nodes that claim commands and report their receipts
+    /// (`POST /commands/claim`, `POST /commands/{id}/receipt`), each with its
+    /// bearer token: a token acts for its node only.
+    pub node_tokens: Vec<NodeToken>,
+}
+
+/// Both say the same, wherever in the file they stand.
+impl PartialEq for HttpConfig {
+    fn eq(&self, other: &Self) -> bool {
+        (self.listen, &self.admin_token, &self.node_tokens)
+            == (other.listen, &other.admin_token, &other.node_tokens)
+    }
+}
+
+/// One entry of `nodeTokens`: `{ nodeId, token }`.
+#[derive(Debug, Clone)]
+pub struct NodeToken {
+    pub node_id: String,
+    pub token: String,
+    /// Where the entry is written.
+    pub pos: Pos,
+}
+
+/// Both say the same, wherever in the file they stand.
+impl PartialEq for NodeToken {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.node_id, &self.token) == (&other.node_id, &other.token)
+    }
 }
 
 impl Default for HttpConfig {
@@ -69,6 +110,7 @@ impl Default for HttpConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             admin_token: None,
+            admin_token_pos: Pos::default(),
             node_tokens: Vec::new(),
         }
     }
@@ -120,6 +162,7 @@ pub(super) fn read_mqtt(node: &Node, errors: &mut Diagnostics) -> MqttConfig {
         None => d.topic_prefix,
     };
     let payload = read_payload(&mut f, errors);
+    let max_packet_kb = ranged(&mut f, "maxPacketKb", (1, 262_144), d.max_packet_kb, errors);
     f.finish(errors);
     MqttConfig {
         broker_host,
@@ -131,6 +174,7 @@ pub(super) fn read_mqtt(node: &Node, errors: &mut Diagnostics) -> MqttConfig {
         keep_alive_sec,
         topic_prefix,
         payload,
+        max_packet_kb,
     }
 }
 
@@ -208,17 +252,65 @@ pub(super) fn read_http(node: &Node, errors: &mut Diagnostics) -> HttpConfig {
             other => Err(format!("expected IP:PORT, found {}", other.describe())),
         })
         .unwrap_or(d.listen);
-    let admin_token = text(&mut f, "adminToken", errors);
+    let admin_token = text_at(&mut f, "adminToken", errors);
     let node_tokens = f
         .node("nodeTokens")
-        .map(|n| super::tenant::read_tokens(n, &mut super::read::Unique::default(), errors))
+        .map(|n| read_node_tokens(n, errors))
         .unwrap_or_default();
     f.finish(errors);
     HttpConfig {
         listen,
-        admin_token,
+        admin_token_pos: admin_token
+            .as_ref()
+            .map_or_else(Pos::default, |(_, pos)| *pos),
+        admin_token: admin_token.map(|(token, _)| token),
         node_tokens,
     }
+}
+
+/// `nodeTokens`: a list of `{ nodeId, token }`, node ids and tokens unique.
+fn read_node_tokens(node: &Node, errors: &mut Diagnostics) -> Vec<NodeToken> {
+    let (mut nodes, mut tokens) = (Unique::default(), Unique::default());
+    let mut read = Vec::new();
+    for item in list(node, "nodeTokens", errors) {
+        if matches!(item.kind, Kind::Str(_)) {
+            errors.push(
+                item.pos,
+                "`nodeTokens`: a node token names its node, so that it acts for that node \
+                 only: write `{ nodeId: NODE, token: TOKEN }`",
+            );
+            continue;
+        }
+        let Some(mut f) = Fields::of(item, "node token", errors) else {
+            continue;
+        };
+        let node_id = required_name(&mut f, "nodeId", errors);
+        let token = required_text(&mut f, "token", errors);
+        f.finish(errors);
+        let (Some((node_id, node_pos)), Some((token, token_pos))) = (node_id, token) else {
+            continue;
+        };
+        if let Some(first) = nodes.first(&node_id, node_pos) {
+            errors.push(
+                node_pos,
+                format!("node `{node_id}` already has a token (at {first})"),
+            );
+        }
+        if token.trim().is_empty() {
+            errors.push(token_pos, "`token`: must not be empty");
+        } else if let Some(first) = tokens.first(&token, token_pos) {
+            errors.push(
+                token_pos,
+                format!("`token`: this token is already given at {first}"),
+            );
+        }
+        read.push(NodeToken {
+            node_id,
+            token,
+            pos: item.pos,
+        });
+    }
+    read
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use crate::mqtt::limits::{MAX_NAME, MAX_TEXT, check_length};
 use crate::yaml::{self, Diagnostics, Fields, FromNode, Kind, Node, Pos};
 
 /// Names that must be unique in some scope, with where each was first written.
@@ -82,6 +83,22 @@ pub(super) fn required_text(
     required_at::<Text>(fields, key, errors).map(|(text, pos)| (text.0, pos))
 }
 
+/// A required name (`deviceId`, `productId`, `deviceNum`, `channelId`, a tag's
+/// `key`): a text of at most [`MAX_NAME`] bytes. A longer one is an error
+/// (which does not repeat it) and reads as missing.
+pub(super) fn required_name(
+    fields: &mut Fields<'_>,
+    key: &'static str,
+    errors: &mut Diagnostics,
+) -> Option<(String, Pos)> {
+    let (name, pos) = required_text(fields, key, errors)?;
+    if let Err(message) = check_length(key, &name, MAX_NAME) {
+        errors.push(pos, message);
+        return None;
+    }
+    Some((name, pos))
+}
+
 /// A string value. Like `String`, it takes an unquoted integer as its digits; unlike
 /// it, the error for a value YAML read as a boolean or a fraction says to quote it
 /// (`deviceNum: N` is `false`, `address: 00010` is the number 10.0).
@@ -97,7 +114,16 @@ impl FromNode for Text {
             Kind::Float(_) => Err("expected a string, found a number: write it in quotes \
                                    so that it is kept exactly as written"
                 .to_owned()),
-            _ => String::from_node(node).map(Text),
+            _ => {
+                let text = String::from_node(node)?;
+                if text.len() > MAX_TEXT {
+                    return Err(format!(
+                        "a text of {} bytes; at most {MAX_TEXT} are taken",
+                        text.len()
+                    ));
+                }
+                Ok(Text(text))
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! One entry of a channel's `tags`: a value in the PLC, where it lives, how to decode
 //! and scale it, and how often to read it.
 
-use super::read::{Text, Unique, choice, read_at, required_text, required_with, text};
+use super::read::{Text, Unique, choice, read_at, required_name, required_with, text};
 use crate::model::{Access, ByteOrder, DataType, ListKey, Setting, SettingValue, TagSpec};
 use crate::yaml::{self, Diagnostics, Fields, FromNode, Node, Pos};
 
@@ -84,7 +84,7 @@ pub(super) fn read(
     errors: &mut Diagnostics,
 ) -> Option<(TagConfig, TagPositions)> {
     let mut f = Fields::of(node, "tag", errors)?;
-    let key = required_text(&mut f, "key", errors).map(|(key, pos)| {
+    let key = required_name(&mut f, "key", errors).map(|(key, pos)| {
         if !is_valid_key(&key) {
             errors.push(
                 pos,

@@ -14,7 +14,9 @@
 use std::collections::HashMap;
 
 use super::alarms::{parse_clock, parse_offset, text_of};
+use super::fence::{self, FenceEntry};
 use super::read::{Text, Unique, at_least, list, ranged, required_at, required_text, text};
+use super::secrets::KeyFile;
 use crate::yaml::{Diagnostics, Fields, FromNode, Node, Pos};
 
 /// The rules component a tenant gets unless it names another.
@@ -40,6 +42,12 @@ pub struct TenantConfig {
     /// `pipeline`: the pipeline of the tenant's devices that name none (and whose
     /// product names none).
     pub pipeline: Option<String>,
+    /// `downlinkKeyFile`: the tenant's keys; a downlink message for one of its
+    /// devices signed with one of them acts for the tenant.
+    pub downlink_keys: Option<KeyFile>,
+    /// `fence`: the endpoints the tenant's devices may reach; none: wherever
+    /// the operator's file puts them, and pushes cannot move them.
+    pub fence: Option<Vec<FenceEntry>>,
     /// Where the entry starts.
     pub pos: Pos,
 }
@@ -158,6 +166,8 @@ pub(super) fn read_all(node: &Node, errors: &mut Diagnostics) -> Vec<TenantConfi
             .node("limits")
             .map_or_else(TenantLimits::default, |node| read_limits(node, errors));
         let pipeline = text(&mut fields, "pipeline", errors);
+        let downlink_keys = KeyFile::read(&mut fields, "downlinkKeyFile", errors);
+        let fence = fields.node("fence").map(|node| fence::read(node, errors));
         fields.finish(errors);
         // Kept even when `name` is wrong, so devices naming the tenant are not also
         // reported.
@@ -170,6 +180,8 @@ pub(super) fn read_all(node: &Node, errors: &mut Diagnostics) -> Vec<TenantConfi
                 recipients,
                 limits,
                 pipeline,
+                downlink_keys,
+                fence,
                 pos: item.pos,
             });
         }

@@ -14,6 +14,7 @@ mod deployer;
 mod error;
 mod push;
 mod reload;
+mod rights;
 mod shelf;
 mod status;
 
@@ -21,5 +22,6 @@ pub use deployer::Deployer;
 pub use error::DeployError;
 pub use push::{Push, PushOutcome, PushTarget, serve_pushes};
 pub use reload::{DeviceReload, ReloadReport, watch_sources};
+pub use rights::PushRights;
 pub use shelf::{COMPONENTS_DIR, Shelf};
 pub use status::ReloadStatus;

@@ -3,8 +3,10 @@
 //! `PUT /devices/{id}/config`. A push goes through the config compiler and the
 //! live apply of a file reload for that one device (P1 of `docs/commands.md`), is
 //! kept in the data directory before it takes effect (P2), wins over the file's
-//! entry until it is withdrawn (P3), and cannot move a device to another
-//! identity or tenant (P4).
+//! entry until it is withdrawn (P3), cannot move a device to another identity
+//! or tenant (P4), and widens nothing unless the operator pushes it (P5,
+//! `rights.rs`). A push over MQTT is let in by its signature first (see
+//! `uplink::DownlinkGuard`).
 
 use std::sync::Arc;
 
@@ -12,13 +14,18 @@ use serde_json::Value as Json;
 use tokio::sync::{mpsc, watch};
 
 use super::deployer::Deployer;
+use super::rights::{PushRights, widenings};
 use crate::collector::DeviceChanges;
 use crate::compile::{Pushed, PushedDevices, put_device};
 use crate::config::{self, DeviceConfig, GatewayConfig};
 use crate::model::Scope;
-use crate::mqtt::{DeviceTopic, PushProblem, PushReply, PushStatus};
+use crate::mqtt::limits::{
+    MAX_PUSH_BYTES, MAX_REPLY_MESSAGE, MAX_REPLY_PROBLEMS, MAX_REQUEST_ID, clip, echoed_request_id,
+};
+use crate::mqtt::{DeviceTopic, PushProblem, PushReply, PushStatus, request_id_of};
+use crate::store::Seen;
 use crate::sync::lock;
-use crate::uplink::{Downlink, Uplink};
+use crate::uplink::{Authority, Downlink, DownlinkGuard, Uplink};
 use crate::yaml::{self, Diagnostics, Key, Kind, Node, Paths};
 
 /// The device a push is for.
@@ -40,6 +47,8 @@ pub struct Push<'a> {
     pub payload: &'a [u8],
     /// Whose devices the pusher may change.
     pub scope: Scope,
+    /// What the pusher may change of them.
+    pub rights: PushRights,
     /// `mqtt` or `http`.
     pub origin: &'a str,
 }
@@ -78,12 +87,13 @@ impl PushOutcome {
                 ),
             ),
         };
+        let problems = bounded(problems);
         PushReply {
-            request_id: self.request_id.clone(),
+            request_id: echoed_request_id(&self.request_id),
             device_id: self.device_id.as_deref(),
             status,
             changed,
-            problems,
+            problems: &problems,
             message: &message,
             ts: now,
         }
@@ -91,7 +101,32 @@ impl PushOutcome {
     }
 }
 
-fn problem(path: &str, message: impl Into<String>) -> PushProblem {
+/// At most [`MAX_REPLY_PROBLEMS`] problems, each clipped, and a last one
+/// counting those left out: a reply stays small whatever was pushed.
+fn bounded(problems: &[PushProblem]) -> Vec<PushProblem> {
+    let mut shown: Vec<PushProblem> = problems
+        .iter()
+        .take(MAX_REPLY_PROBLEMS)
+        .map(|p| {
+            problem(
+                &clip(&p.path, MAX_REPLY_MESSAGE),
+                clip(&p.message, MAX_REPLY_MESSAGE),
+            )
+        })
+        .collect();
+    if problems.len() > MAX_REPLY_PROBLEMS {
+        shown.push(problem(
+            "$",
+            format!(
+                "and {} more problem(s)",
+                problems.len() - MAX_REPLY_PROBLEMS
+            ),
+        ));
+    }
+    shown
+}
+
+pub(super) fn problem(path: &str, message: impl Into<String>) -> PushProblem {
     PushProblem {
         path: path.to_owned(),
         message: message.into(),
@@ -160,6 +195,12 @@ impl Deployer {
         if let Some(device) = &device {
             outcome.device_id = Some(device.device_id.clone());
             problems.extend(ownership(device, existing, &running, push.scope));
+            if push.rights == PushRights::Limited {
+                let fenced = running
+                    .tenant(device.tenant_id)
+                    .is_some_and(|t| t.fence.is_some());
+                problems.extend(widenings(existing, device, fenced));
+            }
         }
         let (Some(device), true) = (device, problems.is_empty()) else {
             outcome.result = Err(problems);
@@ -290,6 +331,15 @@ fn as_problems(file: &str, paths: &Paths, found: &Diagnostics) -> Vec<PushProble
 
 /// The payload as a device entry: JSON text holding an object.
 fn parse(payload: &[u8]) -> Result<Entry, Vec<PushProblem>> {
+    if payload.len() > MAX_PUSH_BYTES {
+        return Err(vec![problem(
+            "$",
+            format!(
+                "the payload is {} bytes; a pushed configuration takes at most {MAX_PUSH_BYTES}",
+                payload.len()
+            ),
+        )]);
+    }
     let Ok(text) = std::str::from_utf8(payload) else {
         return Err(vec![problem("$", "the payload is not UTF-8 text")]);
     };
@@ -309,13 +359,21 @@ fn parse(payload: &[u8]) -> Result<Entry, Vec<PushProblem>> {
         )]);
     };
     let request_id = object.remove("requestId").unwrap_or(Json::Null);
+    // When it was signed: the downlink's, not the device's.
+    object.remove("ts");
+    if echoed_request_id(&request_id) != request_id {
+        return Err(vec![problem(
+            "$.requestId",
+            format!("a request id is a string of at most {MAX_REQUEST_ID} bytes, or a number"),
+        )]);
+    }
     let mut node = match yaml::parse("push", text) {
         Ok(node) => node,
         Err(error) => return Err(vec![problem("$", error.to_string())]),
     };
     let paths = Paths::of(&node);
     if let Kind::Map(entries) = &mut node.kind {
-        entries.retain(|(key, _)| key.name != "requestId");
+        entries.retain(|(key, _)| key.name != "requestId" && key.name != "ts");
     }
     Ok(Entry {
         node,
@@ -433,11 +491,92 @@ fn ownership(
     problems
 }
 
+impl Deployer {
+    /// Applies a push that came over MQTT on `topic`: let in by who signed it
+    /// (its rights follow), bounded, and applied once however often it comes
+    /// (a signed push handled before is answered, not applied again). Blocking.
+    fn push_downlink(
+        &self,
+        guard: &DownlinkGuard,
+        (topic, payload): (&str, &[u8]),
+        target: PushTarget,
+        now: i64,
+    ) -> PushOutcome {
+        let refused = |message: String| PushOutcome {
+            request_id: request_id_of(payload),
+            device_id: None,
+            result: Err(vec![problem("$", message)]),
+        };
+        if payload.len() > MAX_PUSH_BYTES {
+            return refused(format!(
+                "the payload is {} bytes; a pushed configuration takes at most {MAX_PUSH_BYTES}",
+                payload.len()
+            ));
+        }
+        let tenant = match &target {
+            PushTarget::Identity {
+                product_id,
+                device_num,
+            } => self.fleet.read_config(|config| {
+                config
+                    .devices
+                    .iter()
+                    .find(|d| &d.product_id == product_id && &d.device_num == device_num)
+                    .map(|d| d.tenant_id)
+            }),
+            PushTarget::Device(id) => self
+                .fleet
+                .read_config(|c| c.device(id).map(|d| d.tenant_id)),
+        };
+        let admitted = match guard.admit(topic, payload, tenant, now) {
+            Ok(admitted) => admitted,
+            Err(refusal) => return refused(refusal),
+        };
+        let request_id = admitted.request_id.clone().map_or(Json::Null, Json::from);
+        match guard.seen(topic, &admitted) {
+            Ok(Seen::New) => {}
+            Ok(Seen::Same) => {
+                // The broker's repeat, or a captured copy: handled once already.
+                return PushOutcome {
+                    request_id,
+                    device_id: None,
+                    result: Ok(DeviceChanges::default()),
+                };
+            }
+            Ok(Seen::Other) => {
+                return refused(
+                    "this requestId was used before by another push: a request id names one message"
+                        .to_owned(),
+                );
+            }
+            Err(error) => return refused(format!("cannot read the pushes handled: {error}")),
+        }
+        let authority = admitted.authority;
+        let push = Push {
+            target,
+            payload: &admitted.body,
+            scope: authority.scope(),
+            rights: if authority == Authority::Operator {
+                PushRights::Operator
+            } else {
+                PushRights::Limited
+            },
+            origin: "mqtt",
+        };
+        let outcome = self.push(&push, now);
+        if let Err(error) = guard.remember(topic, &admitted, now) {
+            // Applied all the same; a copy sent again would be applied again.
+            tracing::error!(%error, %topic, "cannot remember a handled push");
+        }
+        outcome
+    }
+}
+
 /// Applies the configuration pushes that arrive on `config/push` one at a time,
 /// answers each on `config/push/reply` and acknowledges it once the answer is
 /// durable (S2), until `shutdown`.
 pub async fn serve_pushes(
-    deployer: Arc<Deployer>,
+    (deployer, guard): (Arc<Deployer>, Arc<DownlinkGuard>),
     uplink: Uplink,
     mut pushes: mpsc::UnboundedReceiver<Downlink>,
     mut shutdown: watch::Receiver<bool>,
@@ -451,8 +590,9 @@ pub async fn serve_pushes(
             message.acknowledge();
             continue;
         };
-        let push_deployer = Arc::clone(&deployer);
-        let (payload, target) = (
+        let (push_deployer, push_guard) = (Arc::clone(&deployer), Arc::clone(&guard));
+        let (topic, payload, target) = (
+            message.topic.clone(),
             message.payload.clone(),
             PushTarget::Identity {
                 product_id: product_id.clone(),
@@ -461,13 +601,7 @@ pub async fn serve_pushes(
         );
         let now = crate::clock::now_ms();
         let applied = tokio::task::spawn_blocking(move || {
-            let push = Push {
-                target,
-                payload: &payload,
-                scope: Scope::All,
-                origin: "mqtt",
-            };
-            push_deployer.push(&push, now)
+            push_deployer.push_downlink(&push_guard, (&topic, &payload), target, now)
         })
         .await;
         let Ok(outcome) = applied else {

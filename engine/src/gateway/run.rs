@@ -19,16 +19,16 @@ use crate::api::{self, ApiState, Tokens};
 use crate::collector::{
     Collector, DeviceMetrics, Fleet, FleetBirths, Ownership, SampleSink, Services, keep_ownership,
 };
-use crate::command::{self, CommandStore, Commands, Timings, WriteService};
+use crate::command::{self, CommandParts, CommandStore, Commands, Timings, WriteService};
 use crate::compile::{Compiled, Sources};
 use crate::config::{GatewayConfig, Protocol};
 use crate::deploy::Deployer;
 use crate::lease::{Announce, EntityType, Leases, StateStore};
 use crate::model::{CommandAction, CommandStatus, Transitions};
 use crate::mqtt::{DRIVER_PRODUCT, Topics};
-use crate::store::{SeqAllocator, StateDatabase};
+use crate::store::{SeenRequests, SeqAllocator, StateDatabase};
 use crate::telemetry::Metrics;
-use crate::uplink::{Downlink, Uplink, UplinkIdentity};
+use crate::uplink::{Downlink, DownlinkGuard, DownlinkRoute, Uplink, UplinkIdentity};
 use crate::wal::Outbox;
 
 /// Where each device's and driver's state changes are announced.
@@ -55,7 +55,7 @@ fn commands(
     db: &StateDatabase,
     whitelist: Transitions<CommandStatus, CommandAction>,
     fleet: &Arc<Fleet>,
-    uplink: &Uplink,
+    (uplink, guard): (&Uplink, &Arc<DownlinkGuard>),
 ) -> Arc<Commands> {
     let c = &config.collector.commands;
     let ms = |seconds: u64| i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
@@ -74,13 +74,14 @@ fn commands(
         Arc::clone(&command_store),
         c.write_attempts,
     ));
-    Commands::new(
-        command_store,
+    Commands::new(CommandParts {
+        store: command_store,
         writes,
-        Arc::clone(fleet),
-        uplink.clone(),
-        node_id.to_owned(),
-    )
+        fleet: Arc::clone(fleet),
+        uplink: uplink.clone(),
+        guard: Arc::clone(guard),
+        node_id: node_id.to_owned(),
+    })
 }
 
 /// Hands each downlink message to whoever handles its topic: configuration pushes
@@ -144,10 +145,14 @@ fn start_engine(
     let alarms = Alarms::new(Arc::new(alarm_store), HashMap::new(), tenants);
     tasks.spawn(Arc::clone(outbox).run_committer(shutdown.clone()));
     let (downlink, downlink_messages) = mpsc::unbounded_channel();
+    let route = DownlinkRoute {
+        to: downlink,
+        node_commands: config.collector.downlink.takes_unsigned_sparkplug(),
+    };
     let (uplink, publisher) = Uplink::start(
         (&config.collector.mqtt, identity),
         Arc::clone(outbox),
-        Some(downlink),
+        Some(route),
         shutdown.clone(),
     );
     tasks.spawn(publisher);
@@ -267,12 +272,15 @@ pub async fn run(
         Arc::clone(&seq),
         shutdown.clone(),
     ));
+    // Who may send commands and configurations over MQTT.
+    let guard = Arc::new(DownlinkGuard::new(&config, Some(SeenRequests::new(&store))));
+    guard.announce();
     let commands = commands(
         (&config, &node_id),
         &db,
         whitelist.commands.clone(),
         &fleet,
-        &engine.uplink,
+        (&engine.uplink, &guard),
     );
     let alarms = Some(Arc::clone(&engine.alarms));
     let deployer = Arc::new(Deployer::new(
@@ -308,7 +316,7 @@ pub async fn run(
         shutdown.clone(),
     ));
     tasks.spawn(crate::deploy::serve_pushes(
-        Arc::clone(&deployer),
+        (Arc::clone(&deployer), guard),
         uplink.clone(),
         push_messages,
         shutdown.clone(),

@@ -9,6 +9,7 @@ mod entity;
 mod frame;
 mod sample;
 mod scope;
+mod secret;
 mod serial;
 mod shared_lists;
 mod tag;
@@ -22,6 +23,7 @@ pub use entity::{
 pub use frame::{DeviceError, FrameError, PlannedRead};
 pub use sample::{Batch, Quality, Sample, Span, Value};
 pub use scope::Scope;
+pub use secret::Secret;
 pub use serial::{Parity, SerialLine};
 pub use shared_lists::{ListKey, SharedLists};
 pub use tag::{Access, ByteOrder, ConfigIssue, DataType, Setting, SettingValue, TagSpec};

@@ -15,9 +15,11 @@
 //! commands of a host use the Sparkplug B topics and payloads instead
 //! ([`sparkplug`]); alarms, events and replies keep their JSON topics.
 
+pub mod limits;
 mod messages;
 mod report;
 mod request;
+pub mod signature;
 pub mod sparkplug;
 mod topics;
 

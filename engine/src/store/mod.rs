@@ -12,6 +12,7 @@
 //! - [`StateStore`]: the entity state (lease) table, an interface a SQL backend
 //!   can implement;
 //! - [`SeqAllocator`]: report sequence numbers that never repeat;
+//! - [`SeenRequests`]: signed downlink messages already handled;
 //! - [`Faults`]: a disk that fails on purpose, for crash-consistency tests.
 
 mod database;
@@ -22,6 +23,7 @@ mod journal;
 mod keyed;
 mod leases;
 mod postgres;
+mod seen;
 mod seq;
 mod state_database;
 
@@ -33,5 +35,6 @@ pub use journal::{Change, Entry, Index, Journal, Tables};
 pub use keyed::Keyed;
 pub use leases::{Claimed, RedbStateStore, StateStore};
 pub use postgres::{DEFAULT_POOL_SIZE, DeviceOwner, Owned, PgStateStore, Postgres};
+pub use seen::{Seen, SeenRequests};
 pub use seq::{BLOCK as SEQ_BLOCK, SeqAllocator};
 pub use state_database::StateDatabase;

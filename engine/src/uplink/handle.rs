@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::message::{Downlink, NodeEvent, Tracked};
+use super::message::{DownlinkRoute, NodeEvent, Tracked};
 use super::publisher::Publisher;
 use super::sparkplug::{BD_SEQ_FILE, Births, EdgeNode};
 use super::stats::UplinkStats;
@@ -46,7 +46,7 @@ impl Uplink {
     pub fn start(
         (config, identity): (&MqttConfig, UplinkIdentity<'_>),
         outbox: Arc<Outbox>,
-        downlink: Option<mpsc::UnboundedSender<Downlink>>,
+        downlink: Option<DownlinkRoute>,
         shutdown: watch::Receiver<bool>,
     ) -> (Self, JoinHandle<()>) {
         let (statuses, status_rx) = mpsc::unbounded_channel();

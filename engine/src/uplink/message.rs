@@ -23,6 +23,16 @@ pub(super) enum NodeEvent {
     DeviceState { device_id: String, offline: bool },
 }
 
+/// Where the downlink messages go, and whether the Sparkplug edge node takes
+/// an NCMD (which has no room for a signature: only from a trusted broker).
+#[derive(Debug, Clone)]
+pub struct DownlinkRoute {
+    pub to: mpsc::UnboundedSender<Downlink>,
+    /// Take NCMD `Node Control/Rebirth` (`collector.downlink.trustedBroker`,
+    /// or no signature required).
+    pub node_commands: bool,
+}
+
 /// A message the broker delivered to the engine (a downlink command). The broker
 /// keeps it until [`Downlink::acknowledge`] (invariant S2 of `docs/commands.md`):
 /// one dropped unacknowledged is delivered again after the next reconnect.

@@ -11,15 +11,18 @@
 //! outbox (write-ahead log) and the publisher sends them from there, releasing each
 //! on its PUBACK. Publishing never blocks a poll round.
 
+mod guard;
 mod handle;
 mod message;
 mod outbound;
 mod publisher;
+mod refusals;
 mod session;
 mod sparkplug;
 mod stats;
 
+pub use guard::{Admitted, Authority, DownlinkGuard};
 pub use handle::{Uplink, UplinkIdentity};
-pub use message::Downlink;
+pub use message::{Downlink, DownlinkRoute};
 pub use sparkplug::{BD_SEQ_FILE, Births};
 pub use stats::UplinkStats;

@@ -34,6 +34,12 @@ pub(super) enum Refused {
     /// broker accepts; offering it again would not help.
     #[error("{0}")]
     Invalid(String),
+    /// A packet bigger than the broker takes (`collector.mqtt.maxPacketKb`):
+    /// offering it again would not help either.
+    #[error(
+        "a packet of {size} bytes is bigger than the broker takes ({max} bytes, `collector.mqtt.maxPacketKb`)"
+    )]
+    TooLarge { size: usize, max: usize },
 }
 
 /// Requests waiting to be written, in order.
@@ -42,14 +48,17 @@ pub(super) struct Outbound {
     capacity: usize,
     /// Publishes the broker may leave unacknowledged at once.
     inflight: u16,
+    /// The largest packet the broker takes, in bytes.
+    max_packet: usize,
 }
 
 impl Outbound {
-    pub(super) fn new(capacity: usize, inflight: u16) -> Self {
+    pub(super) fn new(capacity: usize, inflight: u16, max_packet: usize) -> Self {
         Self {
             requests: VecDeque::new(),
             capacity,
             inflight,
+            max_packet,
         }
     }
 
@@ -66,12 +75,32 @@ impl Outbound {
                 "{topic:?} is no topic to publish on"
             )));
         }
-        let mut publish = Publish::from_bytes(topic, qos, payload.into());
+        let payload = payload.into();
+        self.fits(&topic, payload.len(), qos)?;
+        let mut publish = Publish::from_bytes(topic, qos, payload);
         publish.retain = retain;
         if self.requests.len() >= self.capacity {
             return Err(Refused::Full(publish));
         }
         self.requests.push_back(Request::Publish(publish));
+        Ok(())
+    }
+
+    /// Whether a publish of `payload_len` bytes on `topic` fits the broker's
+    /// packet limit. Checked here, not by the client: a packet the client
+    /// refuses to write ends the connection, and the next one would offer it
+    /// again.
+    ///
+    /// # Errors
+    /// [`Refused::TooLarge`] with the packet's size.
+    pub(super) fn fits(&self, topic: &str, payload_len: usize, qos: QoS) -> Result<(), Refused> {
+        let size = publish_size(topic.len(), payload_len, qos);
+        if size > self.max_packet {
+            return Err(Refused::TooLarge {
+                size,
+                max: self.max_packet,
+            });
+        }
         Ok(())
     }
 
@@ -154,13 +183,28 @@ impl Outbound {
     }
 }
 
+/// The size of an MQTT 3.1.1 PUBLISH packet: the fixed header (a byte and the
+/// remaining length, 1 to 4 bytes) and the rest (topic length, topic, packet
+/// id unless QoS 0, payload).
+fn publish_size(topic_len: usize, payload_len: usize, qos: QoS) -> usize {
+    let packet_id = if qos == QoS::AtMostOnce { 0 } else { 2 };
+    let remaining = 2 + topic_len + packet_id + payload_len;
+    let length_bytes = match remaining {
+        0..128 => 1,
+        128..16_384 => 2,
+        16_384..2_097_152 => 3,
+        _ => 4,
+    };
+    1 + length_bytes + remaining
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_full_queue_gives_the_publish_back_and_a_bad_topic_is_refused() {
-        let mut outbound = Outbound::new(1, 10);
+        let mut outbound = Outbound::new(1, 10, 1 << 20);
         outbound
             .publish("a/b".into(), QoS::AtLeastOnce, false, b"1".to_vec())
             .expect("room");
@@ -171,7 +215,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let mut roomy = Outbound::new(10, 10);
+        let mut roomy = Outbound::new(10, 10, 1 << 20);
         assert!(matches!(
             roomy.publish("a/#".into(), QoS::AtLeastOnce, false, Vec::new()),
             Err(Refused::Invalid(reason)) if reason == "\"a/#\" is no topic to publish on"
@@ -181,6 +225,17 @@ mod tests {
             Err(Refused::Invalid(_))
         ));
         roomy.subscribe("a/#", QoS::AtLeastOnce).expect("a filter");
+        let mut small = Outbound::new(10, 10, 100);
+        small
+            .publish("a/b".into(), QoS::AtLeastOnce, false, vec![0; 91])
+            .expect("a 2-byte header, then 2 + 3 + 2 + 91 bytes: 100 in all");
+        assert!(matches!(
+            small.publish("a/b".into(), QoS::AtLeastOnce, false, vec![0; 92]),
+            Err(Refused::TooLarge {
+                size: 101,
+                max: 100
+            })
+        ));
         assert!(matches!(
             outbound.ack(&Publish::new("t", QoS::AtLeastOnce, Vec::new())),
             Err(Refused::NoRoom(1))
@@ -188,8 +243,24 @@ mod tests {
     }
 
     #[test]
+    fn the_size_checked_is_the_size_the_client_writes() {
+        for payload in [0, 1, 100, 123, 124, 16_000, 16_400, 2_100_000] {
+            for qos in [QoS::AtMostOnce, QoS::AtLeastOnce] {
+                let mut publish = Publish::new("site/P1/D1/property/post", qos, vec![0; payload]);
+                // As written: a QoS 1 publish has its packet id by then.
+                publish.pkid = u16::from(qos != QoS::AtMostOnce);
+                assert_eq!(
+                    publish_size(publish.topic.len(), payload, qos),
+                    publish.size(),
+                    "{payload} bytes at {qos:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn acknowledgements_follow_the_message_qos() {
-        let mut outbound = Outbound::new(10, 10);
+        let mut outbound = Outbound::new(10, 10, 1 << 20);
         let mut message = Publish::new("t", QoS::AtMostOnce, Vec::new());
         outbound.ack(&message).expect("nothing to send");
         assert!(outbound.requests.is_empty());

@@ -12,14 +12,17 @@ use std::time::Duration;
 
 use rumqttc::{Event, EventLoop, Incoming, LastWill, MqttOptions, Outgoing, QoS};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 
-use super::message::{Ack, Downlink, NodeEvent, Tracked};
+use super::message::{Ack, Downlink, DownlinkRoute, NodeEvent, Tracked};
 use super::outbound::{Outbound, Refused};
+use super::refusals::{REFUSED_AFTER, Refusals};
 use super::session::{Inflight, Pending, Queued, Session};
 use super::sparkplug::{EdgeNode, Outgoing as NodeMessage};
 use super::stats::UplinkStats;
 use crate::clock::now_ms;
-use crate::config::MqttConfig;
+use crate::config::{BackoffConfig, MqttConfig};
+use crate::io::{Jitter, delay};
 use crate::model::EntityState;
 use crate::mqtt::{Topics, status};
 use crate::sync::lock;
@@ -27,23 +30,44 @@ use crate::wal::{Outbox, Record};
 
 /// Publishes awaiting their PUBACK at once.
 const INFLIGHT: u16 = 100;
+/// The most a Sparkplug payload grows when the edge node sets its seq (a
+/// protobuf varint field).
+const SPARKPLUG_SEQ_FIELD: usize = 11;
 /// Room kept in the window for statuses.
 const REPORT_WINDOW: usize = INFLIGHT as usize - 10;
 /// Requests queued for the connection at most.
 const QUEUE_CAPACITY: usize = 1000;
 /// How often acknowledged records are released in one batch.
 const RELEASE_EVERY: Duration = Duration::from_millis(50);
-/// Longest wait between reconnect attempts to the broker.
-const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
+/// Waits between attempts to reach the broker: from 100 ms, doubling up to
+/// 5 s, give or take a fifth. Every attempt backs off, also after a
+/// connection that came up and dropped at once (a broker that closes on a
+/// packet it refuses would otherwise be hammered).
+const RECONNECT: BackoffConfig = BackoffConfig {
+    base_ms: 100,
+    max_ms: 5000,
+    jitter: 0.2,
+};
+/// A connection up this long ends the backoff: its loss is a new outage.
+const STABLE_AFTER: Duration = Duration::from_secs(30);
+/// The largest packet the engine reads: the most MQTT allows. A downlink
+/// message above the engine's own limits is read and refused with a reply;
+/// a smaller read limit would end the connection on it, and the broker would
+/// deliver it again on every connection.
+const MAX_INCOMING_PACKET: usize = 268_435_455;
 
 pub(super) struct Publisher {
     options: MqttOptions,
     qos: QoS,
     status_topic: String,
+    /// The largest packet the broker takes (`collector.mqtt.maxPacketKb`).
+    max_packet: usize,
     outbox: Arc<Outbox>,
     stats: Arc<UplinkStats>,
     /// Where downlink messages go, and the filters subscribed for them.
     downlink: Option<(mpsc::UnboundedSender<Downlink>, Vec<String>)>,
+    /// Whether the edge node takes an NCMD (from a trusted broker only).
+    node_commands: bool,
 }
 
 /// What comes to the publisher besides the outbox: statuses, tracked messages,
@@ -62,12 +86,13 @@ impl Publisher {
         (config, client_id): (&MqttConfig, &str),
         outbox: Arc<Outbox>,
         stats: Arc<UplinkStats>,
-        downlink: Option<mpsc::UnboundedSender<Downlink>>,
+        downlink: Option<DownlinkRoute>,
         sparkplug: bool,
     ) -> Self {
         let topics = Topics::new(&config.topic_prefix);
         let status_topic = topics.collector_status(client_id);
         let mut options = MqttOptions::new(client_id, &config.broker_host, config.broker_port);
+        let max_packet = config.max_packet_bytes();
         // Invariant S1: a persistent session, so the broker keeps the downlink
         // messages that come while the engine is away (but a Sparkplug edge node
         // starts clean, as the specification requires: see docs/sparkplug.md);
@@ -78,7 +103,7 @@ impl Publisher {
             .set_manual_acks(true)
             .set_inflight(INFLIGHT)
             .set_request_channel_capacity(QUEUE_CAPACITY)
-            .set_max_packet_size(1 << 20, 1 << 20)
+            .set_max_packet_size(MAX_INCOMING_PACKET, max_packet)
             .set_last_will(LastWill::new(
                 &status_topic,
                 status(EntityState::Offline, 0),
@@ -96,9 +121,11 @@ impl Publisher {
                 QoS::AtLeastOnce
             },
             status_topic,
+            max_packet,
             outbox,
             stats,
-            downlink: downlink.map(|tx| (tx, topics.downlink_filters().to_vec())),
+            node_commands: downlink.as_ref().is_some_and(|d| d.node_commands),
+            downlink: downlink.map(|d| (d.to, topics.downlink_filters().to_vec())),
         }
     }
 
@@ -122,10 +149,13 @@ impl Publisher {
             acks,
             ack_sender,
         };
-        let mut delay = Duration::from_millis(100);
         let mut number = 0;
         // Connection attempts in a row that never came up.
         let mut failed: u32 = 0;
+        // Attempts since the last connection that stayed up.
+        let mut attempts: u32 = 0;
+        let mut jitter = Jitter::new(u64::try_from(now_ms()).unwrap_or(1));
+        let mut refusals = Refusals::default();
         loop {
             number += 1;
             let mut options = self.options.clone();
@@ -135,14 +165,16 @@ impl Publisher {
             }
             let eventloop = EventLoop::new(options, QUEUE_CAPACITY);
             let mut session = Session {
-                outbound: Outbound::new(QUEUE_CAPACITY, INFLIGHT),
+                outbound: Outbound::new(QUEUE_CAPACITY, INFLIGHT, self.max_packet),
                 number,
                 connected: false,
+                connected_at: None,
                 cursor: None,
                 held_back: false,
                 queued: VecDeque::new(),
                 inflight: HashMap::new(),
                 acked: Vec::new(),
+                set_aside: Vec::new(),
                 node: node.take(),
                 pending: VecDeque::new(),
             };
@@ -155,6 +187,9 @@ impl Publisher {
                     &mut shutdown,
                 )
                 .await;
+            if !stop {
+                self.refused(&mut session, &mut refusals);
+            }
             self.release(&mut session).await;
             node = session.node.take();
             if stop {
@@ -178,14 +213,36 @@ impl Publisher {
                     );
                 }
             }
+            let stable = session
+                .connected_at
+                .is_some_and(|at| at.elapsed() >= STABLE_AFTER);
+            attempts = if stable {
+                1
+            } else {
+                attempts.saturating_add(1)
+            };
             tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
+                _ = tokio::time::sleep(delay(&RECONNECT, attempts, jitter.sample())) => {}
                 _ = shutdown.changed() => return,
             }
-            delay = (delay * 2).min(MAX_RECONNECT_DELAY);
-            if session.connected {
-                delay = Duration::from_millis(100);
+        }
+    }
+
+    /// A connection dropped: the record it dropped on, if the broker refused it
+    /// time after time, is set aside (invariant 9 of `docs/wal.md`).
+    fn refused(&self, session: &mut Session, refusals: &mut Refusals) {
+        let Some(id) = refusals.connection_lost(session.oldest_inflight(), Instant::now()) else {
+            return;
+        };
+        match self.outbox.read_after(id.checked_sub(1), 1) {
+            Ok(mut records) if records.first().is_some_and(|r| r.id == id) => {
+                let reason = format!(
+                    "the broker closed the connection {REFUSED_AFTER} times in a row right after this message was sent, before acknowledging it: it refuses the message (too big for its packet limit, or not allowed)"
+                );
+                session.set_aside.push((records.remove(0), reason));
             }
+            Ok(_) => {}
+            Err(error) => tracing::error!(%error, "cannot read the WAL"),
         }
     }
 
@@ -278,6 +335,7 @@ impl Publisher {
         match event {
             Event::Incoming(Incoming::ConnAck(_)) => {
                 session.connected = true;
+                session.connected_at = Some(Instant::now());
                 self.stats.set_connected(true);
                 self.stats.connects.inc();
                 tracing::info!("connected to the MQTT broker");
@@ -307,7 +365,9 @@ impl Publisher {
                         session.acknowledged(&self.outbox, id);
                     }
                     Some(Queued::Record(id)) => {
-                        session.inflight.insert(pkid, Inflight::Record(id));
+                        session
+                            .inflight
+                            .insert(pkid, Inflight::Record(id, Instant::now()));
                     }
                     Some(Queued::Tracked(done)) => {
                         session.inflight.insert(pkid, Inflight::Tracked(done));
@@ -324,8 +384,15 @@ impl Publisher {
                     .as_mut()
                     .filter(|n| n.topics().node_command() == message.topic)
                 {
-                    let births = node.node_command(&message.payload);
-                    self.send_node(session, births);
+                    if self.node_commands {
+                        let births = node.node_command(&message.payload);
+                        self.send_node(session, births);
+                    } else {
+                        tracing::warn!(
+                            "an NCMD refused: Sparkplug commands carry no signature, and the \
+                             broker is not trusted with them (collector.downlink.trustedBroker)"
+                        );
+                    }
                     if let Err(refused) = session.outbound.ack(&message) {
                         tracing::warn!(%refused, "cannot acknowledge an NCMD");
                     }
@@ -444,9 +511,9 @@ impl Publisher {
                     return false;
                 }
                 Err(refused) => {
-                    // Not a publish any broker takes: a record stays in the log
-                    // and goes out on the next connection.
-                    tracing::warn!(%refused, "a publish refused");
+                    // Not a publish any broker takes (the edge node's births
+                    // and deaths; its records are checked before they get here).
+                    tracing::error!(%refused, "a publish refused");
                     self.stats.dropped.inc();
                 }
             }
@@ -495,6 +562,15 @@ impl Publisher {
     /// Queues one record; false when it could not (the record
     /// stays in the log and goes out later).
     fn send_record(&self, session: &mut Session, record: Record) -> bool {
+        if let Err(refused) = session.outbound.fits(
+            &record.message.topic,
+            record.message.payload.len(),
+            self.qos,
+        ) {
+            session.cursor = Some(record.id);
+            session.set_aside.push((record, refused.to_string()));
+            return true;
+        }
         let message = record.message;
         match session
             .outbound
@@ -521,6 +597,16 @@ impl Publisher {
     /// (the rest waits as pending).
     fn send_sparkplug(&self, session: &mut Session, record: Record) -> bool {
         session.cursor = Some(record.id);
+        // The edge node only gives the payload its seq: checked before it takes
+        // one, with room for the largest seq field.
+        if let Err(refused) = session.outbound.fits(
+            &record.message.topic,
+            record.message.payload.len() + SPARKPLUG_SEQ_FIELD,
+            self.qos,
+        ) {
+            session.set_aside.push((record, refused.to_string()));
+            return true;
+        }
         let Some(node) = &mut session.node else {
             return true;
         };
@@ -578,6 +664,15 @@ impl Publisher {
     }
 
     async fn release(&self, session: &mut Session) {
+        for (record, reason) in std::mem::take(&mut session.set_aside) {
+            let outbox = Arc::clone(&self.outbox);
+            let set_aside =
+                tokio::task::spawn_blocking(move || outbox.set_aside(record, &reason)).await;
+            if !matches!(set_aside, Ok(Ok(()))) {
+                // It stays where it was and is met again on the next connection.
+                tracing::error!("setting a message aside as a dead letter failed");
+            }
+        }
         if session.acked.is_empty() {
             return;
         }

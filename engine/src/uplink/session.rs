@@ -6,10 +6,11 @@ use std::collections::{HashMap, VecDeque};
 use bytes::Bytes;
 use rumqttc::QoS;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use super::outbound::Outbound;
 use super::sparkplug::EdgeNode;
-use crate::wal::Outbox;
+use crate::wal::{Outbox, Record};
 
 /// One connection's bookkeeping.
 pub(super) struct Session {
@@ -19,6 +20,8 @@ pub(super) struct Session {
     /// its message came in on only (packet ids are per connection).
     pub(super) number: u64,
     pub(super) connected: bool,
+    /// When the broker accepted the connection.
+    pub(super) connected_at: Option<Instant>,
     /// The last record queued.
     pub(super) cursor: Option<u64>,
     /// The last fill stopped with records left in the outbox (the window or the
@@ -32,6 +35,9 @@ pub(super) struct Session {
     pub(super) inflight: HashMap<u16, Inflight>,
     /// Acknowledged records the log holds, released in one batch.
     pub(super) acked: Vec<u64>,
+    /// Records that can never be sent, and why: set aside with the next batch
+    /// (invariant 9 of `docs/wal.md`).
+    pub(super) set_aside: Vec<(Record, String)>,
     /// The Sparkplug edge node (`payload: sparkplug-b`); it outlives the
     /// connection and moves on to the next one.
     pub(super) node: Option<EdgeNode>,
@@ -57,7 +63,8 @@ pub(super) enum Queued {
 
 /// A publish awaiting its PUBACK.
 pub(super) enum Inflight {
-    Record(u64),
+    /// A record, and when it was written to the connection.
+    Record(u64, Instant),
     Tracked(oneshot::Sender<()>),
 }
 
@@ -66,12 +73,23 @@ impl Session {
     /// settled ([`Session::acknowledged`]).
     pub(super) fn settle(&mut self, outbox: &Outbox, inflight: Inflight) {
         match inflight {
-            Inflight::Record(id) => self.acknowledged(outbox, id),
+            Inflight::Record(id, _) => self.acknowledged(outbox, id),
             Inflight::Tracked(done) => {
                 // The sender may have stopped waiting; the ack still happened.
                 let _ = done.send(());
             }
         }
+    }
+
+    /// The oldest record awaiting its PUBACK, and when it was sent.
+    pub(super) fn oldest_inflight(&self) -> Option<(u64, Instant)> {
+        self.inflight
+            .values()
+            .filter_map(|inflight| match inflight {
+                Inflight::Record(id, sent) => Some((*id, *sent)),
+                Inflight::Tracked(_) => None,
+            })
+            .min_by_key(|(id, _)| *id)
     }
 
     /// Record `id` needs no more publishing (invariant 2 of `docs/wal.md`): one

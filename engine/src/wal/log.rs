@@ -2,6 +2,7 @@
 //! disabled, a memory ring. Both keep append order and apply the overflow policy
 //! the same way.
 
+use super::dead_letter::DeadLetter;
 use super::error::WalError;
 use super::record::Record;
 use crate::config::OverflowPolicy;
@@ -49,4 +50,28 @@ pub trait MessageLog: Send + Sync + std::fmt::Debug {
 
     /// Damaged records found and skipped so far.
     fn corrupt(&self) -> u64;
+
+    /// Sets `letter` aside (invariant 9): keeps it among the dead letters and
+    /// removes its record from the log (if the log holds it), in one commit.
+    /// Beyond [`super::MAX_DEAD_LETTERS`] the oldest dead letters are dropped;
+    /// returns how many were.
+    ///
+    /// # Errors
+    /// When the commit fails: nothing changed.
+    fn set_aside(&self, letter: &DeadLetter) -> Result<u64, WalError>;
+
+    /// Every dead letter, oldest first (damaged ones skipped).
+    ///
+    /// # Errors
+    /// When they cannot be read.
+    fn dead_letters(&self) -> Result<Vec<DeadLetter>, WalError>;
+
+    /// Removes dead letter `id` and gives it back (`None`: there is none).
+    ///
+    /// # Errors
+    /// When the removal cannot be committed.
+    fn take_dead_letter(&self, id: u64) -> Result<Option<DeadLetter>, WalError>;
+
+    /// Dead letters held now.
+    fn dead_letter_count(&self) -> u64;
 }

@@ -1,9 +1,11 @@
 //! The log when the WAL is disabled: a ring in memory, `ringCapacity` messages,
-//! lost on restart. The overflow policy applies when the ring is full.
+//! lost on restart. The overflow policy applies when the ring is full. Dead
+//! letters are kept in memory too.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
+use super::dead_letter::{DeadLetter, MAX_DEAD_LETTERS};
 use super::error::WalError;
 use super::log::{Appended, MessageLog};
 use super::record::{Message, Record};
@@ -15,6 +17,7 @@ struct Ring {
     next_id: u64,
     records: VecDeque<Record>,
     bytes: u64,
+    dead: VecDeque<DeadLetter>,
 }
 
 /// A bounded in-memory log.
@@ -37,6 +40,17 @@ impl MemoryLog {
 
     fn ring(&self) -> std::sync::MutexGuard<'_, Ring> {
         lock(&self.ring)
+    }
+}
+
+impl Ring {
+    fn remove(&mut self, id: u64) {
+        // Ids are sorted in the ring: find by binary search.
+        if let Ok(index) = self.records.binary_search_by_key(&id, |r| r.id)
+            && let Some(record) = self.records.remove(index)
+        {
+            self.bytes -= size(&record.message);
+        }
     }
 }
 
@@ -86,14 +100,35 @@ impl MessageLog for MemoryLog {
     fn release(&self, ids: &[u64]) -> Result<(), WalError> {
         let mut ring = self.ring();
         for id in ids {
-            // Ids are sorted in the ring: find by binary search.
-            if let Ok(index) = ring.records.binary_search_by_key(id, |r| r.id)
-                && let Some(record) = ring.records.remove(index)
-            {
-                ring.bytes -= size(&record.message);
-            }
+            ring.remove(*id);
         }
         Ok(())
+    }
+
+    fn set_aside(&self, letter: &DeadLetter) -> Result<u64, WalError> {
+        let mut ring = self.ring();
+        ring.remove(letter.id);
+        ring.dead.push_back(letter.clone());
+        let mut dropped = 0;
+        while ring.dead.len() > MAX_DEAD_LETTERS {
+            ring.dead.pop_front();
+            dropped += 1;
+        }
+        Ok(dropped)
+    }
+
+    fn dead_letters(&self) -> Result<Vec<DeadLetter>, WalError> {
+        Ok(self.ring().dead.iter().cloned().collect())
+    }
+
+    fn take_dead_letter(&self, id: u64) -> Result<Option<DeadLetter>, WalError> {
+        let mut ring = self.ring();
+        let index = ring.dead.iter().position(|d| d.id == id);
+        Ok(index.and_then(|i| ring.dead.remove(i)))
+    }
+
+    fn dead_letter_count(&self) -> u64 {
+        self.ring().dead.len() as u64
     }
 
     fn next_id(&self) -> u64 {

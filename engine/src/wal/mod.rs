@@ -12,6 +12,7 @@
 //! backlog goes out in order per device, ahead of newer data. The numbered
 //! invariants are in `docs/wal.md`; the code cites them.
 
+mod dead_letter;
 mod error;
 mod log;
 mod memory_log;
@@ -20,6 +21,7 @@ mod record;
 mod redb_log;
 mod staging;
 
+pub use dead_letter::{DeadLetter, DeadLetterView, MAX_DEAD_LETTERS};
 pub use error::WalError;
 pub use log::{Appended, MessageLog};
 pub use memory_log::MemoryLog;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, oneshot, watch};
 
+use super::dead_letter::DeadLetter;
 use super::error::WalError;
 use super::log::MessageLog;
 use super::memory_log::MemoryLog;
@@ -38,7 +39,13 @@ impl Collector for LogMetrics {
             &ConstGauge::new(gauge(bytes)),
         )?;
         let corrupt = ("sluice_wal_corrupt", "Damaged WAL records skipped.");
-        encode_scraped(&mut encoder, corrupt, &ConstCounter::new(self.0.corrupt()))
+        encode_scraped(&mut encoder, corrupt, &ConstCounter::new(self.0.corrupt()))?;
+        let dead = (
+            "sluice_wal_dead_letters",
+            "Messages set aside because they can never be sent, awaiting the operator.",
+        );
+        let held = gauge(self.0.dead_letter_count());
+        encode_scraped(&mut encoder, dead, &ConstGauge::new(held))
     }
 }
 
@@ -52,6 +59,10 @@ pub struct OutboxStats {
     pub commit_errors: Counter,
     /// Reports the broker acknowledged before they were written.
     pub acknowledged_unwritten: Counter,
+    /// Messages set aside as dead letters (invariant 9).
+    pub dead_lettered: Counter,
+    /// Dead letters dropped to keep at most `MAX_DEAD_LETTERS`.
+    pub dead_letters_dropped: Counter,
 }
 
 /// Resolves once a pushed message is safe: acknowledged by the broker, in the
@@ -196,6 +207,16 @@ impl Outbox {
                 "New reports refused by DROP_NEWEST at the quota.",
                 &stats.dropped_newest,
             ),
+            (
+                "sluice_wal_dead_lettered",
+                "Messages set aside because they can never be sent (too big, refused by the broker).",
+                &stats.dead_lettered,
+            ),
+            (
+                "sluice_wal_dead_letters_dropped",
+                "Dead letters dropped, oldest first, to keep at most 1000.",
+                &stats.dead_letters_dropped,
+            ),
         ] {
             metrics.register(name, help, counter.clone());
         }
@@ -291,6 +312,72 @@ impl Outbox {
             Acknowledged::Gone => true,
             Acknowledged::InLog => false,
         }
+    }
+
+    /// Sets `record` aside (invariant 9): kept durably among the dead letters,
+    /// gone from the log and from memory, so it never holds up what follows.
+    ///
+    /// # Errors
+    /// When the dead letter cannot be committed: the record stays where it was.
+    pub fn set_aside(&self, record: Record, reason: &str) -> Result<(), WalError> {
+        let letter = DeadLetter {
+            id: record.id,
+            at_ms: crate::clock::now_ms(),
+            reason: reason.to_owned(),
+            message: record.message,
+        };
+        let dropped = self.log.set_aside(&letter)?;
+        // Gone from memory now; a record the committer is writing at this
+        // moment is released from the log once it is written.
+        self.staging().acknowledge(letter.id);
+        self.stats.dead_lettered.inc();
+        if dropped > 0 {
+            self.stats.dead_letters_dropped.inc_by(dropped);
+        }
+        tracing::error!(
+            id = letter.id,
+            topic = %letter.message.topic,
+            device = %letter.message.device,
+            seq = letter.message.seq,
+            bytes = letter.message.payload.len(),
+            reason,
+            "a message that cannot be sent was set aside as a dead letter (see GET /dead-letters)"
+        );
+        Ok(())
+    }
+
+    /// The dead letters, oldest first.
+    ///
+    /// # Errors
+    /// When they cannot be read.
+    pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, WalError> {
+        self.log.dead_letters()
+    }
+
+    /// Removes dead letter `id` for good; `None` when there is none.
+    ///
+    /// # Errors
+    /// When the removal cannot be committed.
+    pub fn discard_dead_letter(&self, id: u64) -> Result<Option<DeadLetter>, WalError> {
+        let taken = self.log.take_dead_letter(id)?;
+        if let Some(letter) = &taken {
+            tracing::info!(id, topic = %letter.message.topic, "a dead letter was discarded");
+        }
+        Ok(taken)
+    }
+
+    /// Sends dead letter `id` again: it leaves the dead letters and is pushed as
+    /// a new record, with the `seq` it had; `None` when there is none.
+    ///
+    /// # Errors
+    /// When the removal cannot be committed: it stays a dead letter.
+    pub fn resend_dead_letter(&self, id: u64) -> Result<Option<DeadLetter>, WalError> {
+        let taken = self.log.take_dead_letter(id)?;
+        if let Some(letter) = &taken {
+            tracing::info!(id, topic = %letter.message.topic, "a dead letter is sent again");
+            self.push(letter.message.clone());
+        }
+        Ok(taken)
     }
 
     /// Removes acknowledged records from the log (invariant 2).
@@ -444,6 +531,22 @@ mod tests {
 
         fn corrupt(&self) -> u64 {
             0
+        }
+
+        fn set_aside(&self, letter: &DeadLetter) -> Result<u64, WalError> {
+            self.inner.set_aside(letter)
+        }
+
+        fn dead_letters(&self) -> Result<Vec<DeadLetter>, WalError> {
+            self.inner.dead_letters()
+        }
+
+        fn take_dead_letter(&self, id: u64) -> Result<Option<DeadLetter>, WalError> {
+            self.inner.take_dead_letter(id)
+        }
+
+        fn dead_letter_count(&self) -> u64 {
+            self.inner.dead_letter_count()
         }
     }
 

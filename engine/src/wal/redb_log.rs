@@ -4,6 +4,7 @@ use std::sync::Mutex;
 
 use redb::{Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
+use super::dead_letter::{DeadLetter, MAX_DEAD_LETTERS};
 use super::error::WalError;
 use super::log::{Appended, MessageLog};
 use super::record::{Record, decode, encode};
@@ -13,6 +14,8 @@ use crate::sync::lock;
 
 /// Record id -> encoded record.
 const RECORDS: TableDefinition<u64, &[u8]> = TableDefinition::new("wal_records");
+/// Record id -> a message set aside (invariant 9; `dead_letter.rs`).
+const DEAD_LETTERS: TableDefinition<u64, &[u8]> = TableDefinition::new("wal_dead_letters");
 /// Format version and counters.
 const META: TableDefinition<&str, u64> = TableDefinition::new("wal_meta");
 /// The format this engine writes (invariant 6).
@@ -24,6 +27,7 @@ struct Counters {
     records: u64,
     bytes: u64,
     corrupt: u64,
+    dead_letters: u64,
 }
 
 /// The WAL in the engine's redb file.
@@ -51,6 +55,10 @@ impl RedbLog {
         {
             let mut meta = write.open_table(META).map_err(db)?;
             let records = write.open_table(RECORDS).map_err(db)?;
+            let dead = write.open_table(DEAD_LETTERS).map_err(db)?;
+            counters.dead_letters = dead.len().map_err(db)?;
+            // A dead letter keeps its record id: new records are numbered above it.
+            let last_dead = dead.last().map_err(db)?.map_or(0, |(id, _)| id.value());
             let format = meta.get("format").map_err(db)?.map(|v| v.value());
             match format {
                 None => {
@@ -69,7 +77,8 @@ impl RedbLog {
                 .get("next_id")
                 .map_err(db)?
                 .map(|v| v.value())
-                .unwrap_or(1);
+                .unwrap_or(1)
+                .max(last_dead + 1);
             for entry in records.iter().map_err(db)? {
                 let (id, value) = entry.map_err(db)?;
                 let (id, value) = (id.value(), value.value());
@@ -210,6 +219,77 @@ impl MessageLog for RedbLog {
         counters.records = records_held;
         counters.bytes = bytes;
         Ok(())
+    }
+
+    fn set_aside(&self, letter: &DeadLetter) -> Result<u64, WalError> {
+        let mut counters = self.counters();
+        let write = self.store.db().begin_write().map_err(db)?;
+        let (mut records_held, mut bytes) = (counters.records, counters.bytes);
+        let mut dropped = 0;
+        let held;
+        {
+            let mut records = write.open_table(RECORDS).map_err(db)?;
+            if let Some(value) = records.remove(letter.id).map_err(db)? {
+                bytes = bytes.saturating_sub(value.value().len() as u64);
+                records_held = records_held.saturating_sub(1);
+            }
+            let mut dead = write.open_table(DEAD_LETTERS).map_err(db)?;
+            dead.insert(letter.id, letter.encode().as_slice())
+                .map_err(db)?;
+            while dead.len().map_err(db)? > MAX_DEAD_LETTERS as u64 {
+                dead.pop_first().map_err(db)?;
+                dropped += 1;
+            }
+            held = dead.len().map_err(db)?;
+        }
+        write.commit().map_err(db)?;
+        counters.records = records_held;
+        counters.bytes = bytes;
+        counters.dead_letters = held;
+        Ok(dropped)
+    }
+
+    fn dead_letters(&self) -> Result<Vec<DeadLetter>, WalError> {
+        let read = self.store.db().begin_read().map_err(db)?;
+        let table = match read.open_table(DEAD_LETTERS) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(error) => return Err(db(error)),
+        };
+        let mut letters = Vec::new();
+        for entry in table.iter().map_err(db)? {
+            let (id, value) = entry.map_err(db)?;
+            match DeadLetter::decode(id.value(), value.value()) {
+                Ok(letter) => letters.push(letter),
+                Err(error) => {
+                    tracing::error!(id = id.value(), %error, "a damaged dead letter skipped");
+                }
+            }
+        }
+        Ok(letters)
+    }
+
+    fn take_dead_letter(&self, id: u64) -> Result<Option<DeadLetter>, WalError> {
+        let mut counters = self.counters();
+        let write = self.store.db().begin_write().map_err(db)?;
+        let taken;
+        let held;
+        {
+            let mut dead = write.open_table(DEAD_LETTERS).map_err(db)?;
+            taken = dead
+                .remove(id)
+                .map_err(db)?
+                .map(|value| DeadLetter::decode(id, value.value()));
+            held = dead.len().map_err(db)?;
+        }
+        write.commit().map_err(db)?;
+        counters.dead_letters = held;
+        // A damaged one is gone all the same: there is nothing to give back.
+        Ok(taken.and_then(Result::ok))
+    }
+
+    fn dead_letter_count(&self) -> u64 {
+        self.counters().dead_letters
     }
 
     fn next_id(&self) -> u64 {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::engine::{Engine, scratch_dir};
-use super::mqtt::{Message, Subscriber};
+use super::mqtt::{Message, OPERATOR_KEY, OPERATOR_KEY_LINE, Subscriber, write_operator_key};
 use super::peers::{Mosquitto, Peer, PyModbus, free_port};
 use super::yaml::modbus_device;
 
@@ -41,13 +41,22 @@ impl Rig {
         let device = PyModbus::start(&json!({ "hr": { "0": [0] } }));
         let broker = Mosquitto::start();
         let platform = Subscriber::connect(broker.port()).await;
+        let dir = scratch_dir(name);
+        write_operator_key(&dir);
         Self {
             device,
             broker,
             platform,
             http: free_port(),
-            dir: scratch_dir(name),
+            dir,
         }
+    }
+
+    /// Sends a downlink message signed with the operator's key.
+    pub async fn send(&self, topic: &str, payload: &Value) {
+        self.platform
+            .publish_signed(topic, payload, OPERATOR_KEY)
+            .await;
     }
 
     /// The engine's lines straight to the peers.
@@ -64,7 +73,7 @@ impl Rig {
             "collector:
   workerThreads: 2
   commands: {{ writeAttempts: {write_attempts} }}
-  mqtt: {{ brokerUrl: tcp://127.0.0.1:{broker} }}
+{OPERATOR_KEY_LINE}  mqtt: {{ brokerUrl: tcp://127.0.0.1:{broker} }}
   http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
   wal: {{ dir: ./data }}
 devices:

@@ -102,6 +102,12 @@ impl Subscriber {
             .expect("publish");
     }
 
+    /// Publishes `payload` on `topic` signed with `key`, as a platform holding
+    /// the key does (see [`signed`]).
+    pub async fn publish_signed(&self, topic: &str, payload: &serde_json::Value, key: &str) {
+        self.publish_bytes(topic, signed(topic, payload, key)).await;
+    }
+
     /// Publishes raw `payload` on `topic` with QoS 1.
     pub async fn publish_bytes(&self, topic: &str, payload: Vec<u8>) {
         self.client
@@ -154,6 +160,30 @@ impl Subscriber {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// The operator's signing key of the tests' gateways: in `operator.key` beside
+/// their configuration (see [`write_operator_key`]).
+pub const OPERATOR_KEY: &str = "operator-key-of-the-tests-0123456789abcdef";
+
+/// The line that gives a gateway [`OPERATOR_KEY`], for its `collector` section.
+pub const OPERATOR_KEY_LINE: &str = "  downlink: { operatorKeyFile: operator.key }\n";
+
+/// Writes [`OPERATOR_KEY`] to `dir/operator.key`.
+pub fn write_operator_key(dir: &std::path::Path) {
+    std::fs::write(dir.join("operator.key"), format!("{OPERATOR_KEY}\n")).expect("key file");
+}
+
+/// `payload` (a JSON object) with `ts` now unless it has one, signed with
+/// `key` for `topic`: what `sluice sign` prints.
+pub fn signed(topic: &str, payload: &serde_json::Value, key: &str) -> Vec<u8> {
+    let mut payload = payload.clone();
+    if payload.get("ts").is_none() {
+        payload["ts"] = serde_json::json!(sluice::clock::now_ms());
+    }
+    sluice::mqtt::signature::sign(key.as_bytes(), topic, &payload.to_string())
+        .expect("a JSON object")
+        .into_bytes()
 }
 
 /// `(seq, first value)` of every property report on `topic`, in arrival order.
