@@ -299,7 +299,9 @@ async fn alarms_from_samples_events_and_leases_through_the_api() {
         kept["history"].as_array().map(Vec::len),
         Some(changes.len())
     );
-    let metrics = Engine::http_get(http, "/metrics").await.expect("metrics");
+    let metrics = Engine::http_get(http, "/metrics", None)
+        .await
+        .expect("metrics");
     assert!(
         metrics.contains("sluice_alarm_audit_failures_total 0"),
         "{metrics}"

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::engine::{Engine, scratch_dir};
+use support::engine::{ADMIN_TOKEN, Engine, scratch_dir};
 use support::mqtt::Subscriber;
 use support::peers::{Mosquitto, free_port};
 use support::sim::simulator;
@@ -25,6 +25,7 @@ fn collector(mqtt: u16, http: u16, mode: &str, keep_alive: u16) -> String {
     keepAliveSec: {keep_alive}
   http:
     listen: 127.0.0.1:{http}
+    adminToken: {ADMIN_TOKEN}
   wal:
     dir: ./data
 devices:
@@ -91,7 +92,9 @@ async fn a_slow_device_is_skipped_and_never_delays_the_others_which_share_a_conn
         fast_reports >= 15,
         "the fast device kept its pace: {fast_reports} reports in 2 s"
     );
-    let metrics = Engine::http_get(http, "/metrics").await.expect("metrics");
+    let metrics = Engine::http_get(http, "/metrics", None)
+        .await
+        .expect("metrics");
     let skipped = metric(&metrics, "sluice_rounds_skipped_total{device=\"slow\"}");
     assert!(
         skipped > 0.0,
@@ -111,9 +114,12 @@ async fn a_slow_device_is_skipped_and_never_delays_the_others_which_share_a_conn
         1,
         "two devices on one host:port share one connection"
     );
-    let health: Value =
-        serde_json::from_str(&Engine::http_get(http, "/health").await.expect("health"))
-            .expect("JSON");
+    let health: Value = serde_json::from_str(
+        &Engine::http_get(http, "/health", Some(ADMIN_TOKEN))
+            .await
+            .expect("health"),
+    )
+    .expect("JSON");
     assert_eq!(health["devices"]["online"], 3, "{health}");
 }
 
@@ -251,8 +257,12 @@ async fn unanswered_heartbeats_take_an_idle_connection_offline() {
         |health: &Value, state: &str| health["connections"][state].as_u64().unwrap_or(0);
     let mut health = Value::Null;
     for _ in 0..100 {
-        health = serde_json::from_str(&Engine::http_get(http, "/health").await.expect("health"))
-            .expect("JSON");
+        health = serde_json::from_str(
+            &Engine::http_get(http, "/health", Some(ADMIN_TOKEN))
+                .await
+                .expect("health"),
+        )
+        .expect("JSON");
         if connections(&health, "ONLINE") == 1 && sim.requests() >= 3 {
             break;
         }
@@ -272,8 +282,12 @@ async fn unanswered_heartbeats_take_an_idle_connection_offline() {
     sim.set_response_delay(Duration::from_secs(30));
     let mut went_offline = false;
     for _ in 0..50 {
-        health = serde_json::from_str(&Engine::http_get(http, "/health").await.expect("health"))
-            .expect("JSON");
+        health = serde_json::from_str(
+            &Engine::http_get(http, "/health", Some(ADMIN_TOKEN))
+                .await
+                .expect("health"),
+        )
+        .expect("JSON");
         if connections(&health, "ONLINE") == 0 {
             went_offline = true;
             break;
@@ -285,7 +299,9 @@ async fn unanswered_heartbeats_take_an_idle_connection_offline() {
         went_offline,
         "two unanswered heartbeats take the link down: {health}"
     );
-    let metrics = Engine::http_get(http, "/metrics").await.expect("metrics");
+    let metrics = Engine::http_get(http, "/metrics", None)
+        .await
+        .expect("metrics");
     assert!(
         metrics.contains("state=\"RECOVERING\"} 1") || metrics.contains("state=\"OFFLINE\"} 1"),
         "{metrics}"

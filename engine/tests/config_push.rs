@@ -195,7 +195,7 @@ async fn a_push_changes_its_one_device_live_and_is_in_force_after_a_restart() {
     assert_eq!(rig.sims[0].0.accepted_connections(), 1);
     let seen = reports(&rig.platform.messages(), "P/a/property/post");
     assert_unbroken(&rig.file, &seen);
-    let metrics = Engine::http_get(rig.http, "/metrics")
+    let metrics = Engine::http_get(rig.http, "/metrics", None)
         .await
         .expect("metrics");
     assert!(
@@ -337,9 +337,12 @@ async fn a_file_edit_of_a_pushed_device_is_a_conflict_until_the_push_is_withdraw
     let conflicts = &reload["devices"]["conflicts"];
     assert_eq!(conflicts[0]["deviceId"], "b", "{reload}");
     assert_eq!(conflicts[0]["fileEdit"], "changed", "{reload}");
-    let health: Value =
-        serde_json::from_str(&Engine::http_get(rig.http, "/health").await.expect("health"))
-            .expect("json");
+    let health: Value = serde_json::from_str(
+        &Engine::http_get(rig.http, "/health", Some(ADMIN))
+            .await
+            .expect("health"),
+    )
+    .expect("json");
     assert_eq!(
         health["config"]["conflicts"][0]["deviceId"], "b",
         "{health}"
@@ -364,9 +367,12 @@ async fn a_file_edit_of_a_pushed_device_is_a_conflict_until_the_push_is_withdraw
         rig.get("/devices/b", ADMIN).await.1["configSource"]["from"],
         "file"
     );
-    let health: Value =
-        serde_json::from_str(&Engine::http_get(rig.http, "/health").await.expect("health"))
-            .expect("json");
+    let health: Value = serde_json::from_str(
+        &Engine::http_get(rig.http, "/health", Some(ADMIN))
+            .await
+            .expect("health"),
+    )
+    .expect("json");
     assert_eq!(health["config"]["conflicts"], json!([]), "{health}");
 }
 

@@ -171,7 +171,9 @@ async fn a_stage_uploaded_while_polling_takes_over_between_rounds_and_rolls_back
         seen[..switch].iter().all(|(_, v)| *v == 5.0)
             && seen[switch..].iter().all(|(_, v)| *v == 1005.0)
     );
-    let metrics = Engine::http_get(http, "/metrics").await.expect("metrics");
+    let metrics = Engine::http_get(http, "/metrics", None)
+        .await
+        .expect("metrics");
     assert!(
         metrics.contains("sluice_rounds_skipped_total{device=\"d\"} 0"),
         "{metrics}"
@@ -297,9 +299,12 @@ async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing()
         message.contains("p.yaml:4:") && message.contains("nope"),
         "{message}"
     );
-    let health: Value =
-        serde_json::from_str(&Engine::http_get(http, "/health").await.expect("health"))
-            .expect("json");
+    let health: Value = serde_json::from_str(
+        &Engine::http_get(http, "/health", Some(ADMIN))
+            .await
+            .expect("health"),
+    )
+    .expect("json");
     assert!(
         health["pipelines"]["reloadFailures"]
             .as_u64()
@@ -328,9 +333,12 @@ async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing()
     );
     assert_eq!(done["devices"]["unchanged"], 1, "{done}");
     subscriber.until_value(TOPIC, 123.4, "scaled again").await;
-    let health: Value =
-        serde_json::from_str(&Engine::http_get(http, "/health").await.expect("health"))
-            .expect("json");
+    let health: Value = serde_json::from_str(
+        &Engine::http_get(http, "/health", Some(ADMIN))
+            .await
+            .expect("health"),
+    )
+    .expect("json");
     assert!(health["pipelines"]["lastError"].is_null(), "{health}");
 }
 
@@ -444,15 +452,20 @@ devices:
         (Some(1), Some("hostile@tenant-1"))
     );
     assert_eq!(alarm["source"], "engine");
-    let health: Value =
-        serde_json::from_str(&Engine::http_get(http, "/health").await.expect("health"))
-            .expect("json");
+    let health: Value = serde_json::from_str(
+        &Engine::http_get(http, "/health", Some(ADMIN))
+            .await
+            .expect("health"),
+    )
+    .expect("json");
     assert_eq!(
         health["quarantined"],
         serde_json::json!([{ "tenant": 1, "component": "hostile" }]),
         "{health}"
     );
-    let metrics = Engine::http_get(http, "/metrics").await.expect("metrics");
+    let metrics = Engine::http_get(http, "/metrics", None)
+        .await
+        .expect("metrics");
     assert!(
         metrics.contains("sluice_component_quarantined{tenant=\"1\",component=\"hostile\"} 1"),
         "{metrics}"
@@ -507,7 +520,11 @@ async fn a_codec_version_deployed_while_polling_reconnects_its_links_and_loses_n
             .and_then(|v| v.parse().ok())
             .unwrap_or(0.0)
     };
-    let before = reconnects(&Engine::http_get(http, "/metrics").await.expect("metrics"));
+    let before = reconnects(
+        &Engine::http_get(http, "/metrics", None)
+            .await
+            .expect("metrics"),
+    );
 
     // The same codec under a new version: sessions reopened, the link reconnects.
     let (status, body) =
@@ -515,7 +532,12 @@ async fn a_codec_version_deployed_while_polling_reconnects_its_links_and_loses_n
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["kind"], "codec");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while reconnects(&Engine::http_get(http, "/metrics").await.expect("metrics")) <= before {
+    while reconnects(
+        &Engine::http_get(http, "/metrics", None)
+            .await
+            .expect("metrics"),
+    ) <= before
+    {
         assert!(
             std::time::Instant::now() < deadline,
             "the link did not reconnect"

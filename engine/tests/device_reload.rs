@@ -74,7 +74,9 @@ fn assert_unbroken(seen: &[(i64, f64)], what: &str) {
 }
 
 async fn health(http: u16) -> Value {
-    let text = Engine::http_get(http, "/health").await.expect("health");
+    let text = Engine::http_get(http, "/health", Some(ADMIN))
+        .await
+        .expect("health");
     serde_json::from_str(&text).expect("json")
 }
 
@@ -213,7 +215,9 @@ async fn devices_added_changed_and_removed_live_leave_the_others_untouched() {
     assert!(seen.len() > 20, "{seen:?}");
     assert_unbroken(&seen, "a");
     assert_unbroken(&reports(&subscriber.messages(), &topic("b")), "b");
-    let metrics = Engine::http_get(http, "/metrics").await.expect("metrics");
+    let metrics = Engine::http_get(http, "/metrics", None)
+        .await
+        .expect("metrics");
     assert!(
         metrics.contains("sluice_rounds_skipped_total{device=\"a\"} 0"),
         "{metrics}"

@@ -55,7 +55,7 @@ fn config(modbus: u16, mqtt: u16, http: u16) -> String {
 }
 
 async fn get(http: u16, path: &str) -> Value {
-    let body = Engine::http_get(http, path)
+    let body = Engine::http_get(http, path, Some("operator-secret"))
         .await
         .unwrap_or_else(|| panic!("GET {path}"));
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
@@ -233,7 +233,7 @@ async fn a_killed_device_goes_offline_within_its_lease_and_comes_back_across_a_r
     )
     .await;
     assert_eq!(status, 404);
-    let unknown = Engine::http_get(http, "/states?type=robot")
+    let unknown = Engine::http_get(http, "/states?type=robot", Some("operator-secret"))
         .await
         .expect("answer");
     assert!(unknown.contains("unknown type"), "{unknown}");

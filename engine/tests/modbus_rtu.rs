@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::engine::{Engine, scratch_dir};
+use support::engine::{ADMIN_TOKEN, Engine, scratch_dir};
 use support::mqtt::{Message, Subscriber};
 use support::peers::{Mosquitto, Peer, PyModbus, SerialPair, free_port};
 use support::registers::{RegisterTable, last_report, values_by_key};
@@ -30,6 +30,7 @@ fn config(mqtt: u16, http: u16, (base_ms, max_ms): (u32, u32), devices: &str) ->
     clientId: sluice-rtu-{http}
   http:
     listen: 127.0.0.1:{http}
+    adminToken: {ADMIN_TOKEN}
   wal:
     dir: ./data
   backoff:
@@ -298,7 +299,7 @@ async fn three_units_share_a_serial_line_and_a_dead_one_stalls_no_other() {
         values_by_key(&report).values().all(|(_, q)| q == "BAD"),
         "{report}"
     );
-    let (_, health) = Engine::request(http, "GET", "/health", None, None).await;
+    let (_, health) = Engine::request(http, "GET", "/health", Some(ADMIN_TOKEN), None).await;
     assert_eq!(health["devices"]["online"], 2, "{health}");
     assert_eq!(
         health["connections"]["ONLINE"], 1,

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::engine::{Engine, scratch_dir};
+use support::engine::{ADMIN_TOKEN, Engine, scratch_dir};
 use support::mqtt::{Message, Subscriber};
 use support::peers::{LibModbus, Mosquitto, PyModbus, free_port};
 use support::registers::{RegisterTable, last_report, values_by_key};
@@ -31,6 +31,7 @@ fn config(
     keepAliveSec: 5
   http:
     listen: 127.0.0.1:{http_port}
+    adminToken: {ADMIN_TOKEN}
   wal:
     dir: ./data
   backoff:
@@ -109,13 +110,13 @@ async fn pymodbus_registers_in_every_type_and_byte_order_arrive_decoded() {
     assert_eq!(collector_status.json()["status"], "online");
 
     // Operations: health and metrics.
-    let health = Engine::http_get(http, "/health")
+    let health = Engine::http_get(http, "/health", Some(ADMIN_TOKEN))
         .await
         .expect("health answers");
     let health: Value = serde_json::from_str(&health).expect("health is JSON");
     assert_eq!(health["devices"]["online"], 1, "{health}");
     assert_eq!(health["broker"]["connected"], true, "{health}");
-    let metrics = Engine::http_get(http, "/metrics")
+    let metrics = Engine::http_get(http, "/metrics", None)
         .await
         .expect("metrics answer");
     assert!(

@@ -388,7 +388,9 @@ async fn virtual_plc_faults_are_survived_with_reconnects_or_bad_values() {
         "a good value is always the right one: {reports:?}"
     );
     // The reset and the truncated answer each cost the connection: reconnected since.
-    let metrics = Engine::http_get(http, "/metrics").await.expect("metrics");
+    let metrics = Engine::http_get(http, "/metrics", None)
+        .await
+        .expect("metrics");
     let reconnects: f64 = metrics
         .lines()
         .find(|l| l.starts_with("sluice_connection_reconnects_total{"))

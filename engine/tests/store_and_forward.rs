@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use sluice::store::SEQ_BLOCK;
-use support::engine::{Engine, scratch_dir};
+use support::engine::{ADMIN_TOKEN, Engine, scratch_dir};
 use support::mqtt::{Message, Subscriber};
 use support::peers::{Mosquitto, Peer, free_port};
 use support::sim::simulator;
@@ -32,6 +32,7 @@ fn config(mqtt: u16, http: u16, modbus: u16, wal: &str, tags: usize, period: u64
     keepAliveSec: 5
   http:
     listen: 127.0.0.1:{http}
+    adminToken: {ADMIN_TOKEN}
   wal:
     dir: ./data
 {wal}devices:
@@ -146,7 +147,7 @@ async fn wait_complete(
 }
 
 async fn health(http: u16) -> Value {
-    let body = Engine::http_get(http, "/health")
+    let body = Engine::http_get(http, "/health", Some(ADMIN_TOKEN))
         .await
         .expect("health answers");
     serde_json::from_str(&body).expect("health is JSON")
@@ -265,7 +266,9 @@ async fn fill_quota(policy: &str) -> (BTreeMap<String, Vec<u64>>, Value, Peer) {
         full["wal"]["bytes"].as_u64().expect("bytes") <= 1 << 20,
         "the quota holds: {full}"
     );
-    let metrics = Engine::http_get(http, "/metrics").await.expect("metrics");
+    let metrics = Engine::http_get(http, "/metrics", None)
+        .await
+        .expect("metrics");
     assert!(metrics.contains("sluice_wal_dropped_"), "{metrics}");
     broker.restart();
     tokio::time::sleep(Duration::from_secs(5)).await;

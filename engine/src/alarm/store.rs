@@ -3,9 +3,12 @@
 //! invariants A1-A5). Transitions follow the whitelist read from the rules
 //! component at load, so no component runs inside a transaction.
 
+use std::collections::HashMap;
+
 use super::model::{ActionRecord, Alarm, Change as Audited, Source};
 use crate::model::{AlarmAction, AlarmState, Refused, Scope, Transitions};
 use crate::store::{Change, Index, Journal, StateDatabase, StoreError, Tables};
+use crate::sync::lock;
 use crate::telemetry::{Counter, Metrics};
 
 /// The alarm tables: id -> alarm, (state, id), and (id, seq) -> audit record.
@@ -71,8 +74,8 @@ pub struct AlarmStore {
     pub(super) journal: Journal<Alarm, ActionRecord>,
     whitelist: Transitions<AlarmState, AlarmAction>,
     audit_failures: Counter,
-    /// Changes this engine committed, for watchers (the console).
-    changes: std::sync::atomic::AtomicU64,
+    /// Changes this engine committed, by tenant, for watchers (the console).
+    changes: std::sync::Mutex<HashMap<u32, u64>>,
 }
 
 type Alarms<'t> = Change<'t, Alarm, ActionRecord>;
@@ -119,7 +122,7 @@ impl AlarmStore {
             journal: Journal::new(&db, TABLES),
             whitelist,
             audit_failures: Counter::default(),
-            changes: std::sync::atomic::AtomicU64::new(0),
+            changes: std::sync::Mutex::default(),
         }
     }
 
@@ -128,10 +131,20 @@ impl AlarmStore {
         self.audit_failures.get()
     }
 
-    /// How many changes this engine committed so far: a watcher that saw another
-    /// count reads the alarms again.
-    pub fn changes(&self) -> u64 {
-        self.changes.load(std::sync::atomic::Ordering::Acquire)
+    /// How many changes this engine committed so far to the alarms `scope`
+    /// sees: a watcher that saw another count reads them again (and learns
+    /// nothing of other tenants' alarms).
+    pub fn changes(&self, scope: Scope) -> u64 {
+        let changes = lock(&self.changes);
+        match scope {
+            Scope::All => changes.values().sum(),
+            Scope::Tenant(tenant) => changes.get(&tenant).copied().unwrap_or(0),
+        }
+    }
+
+    /// Counts a committed change of a `tenant`'s alarm.
+    fn changed(&self, tenant: u32) {
+        *lock(&self.changes).entry(tenant).or_default() += 1;
     }
 
     /// Registers `sluice_alarm_audit_failures_total`.
@@ -154,10 +167,6 @@ impl AlarmStore {
         change: impl FnOnce(&mut Alarms<'_>) -> Result<R, AlarmError>,
     ) -> Result<R, AlarmError> {
         let result = self.journal.change(change);
-        if result.is_ok() {
-            self.changes
-                .fetch_add(1, std::sync::atomic::Ordering::Release);
-        }
         if let Err(AlarmError::Store(error)) = &result {
             self.audit_failures.inc();
             tracing::error!(%error, "alarm change rolled back with its audit record");
@@ -201,7 +210,7 @@ impl AlarmStore {
     /// A storage failure; nothing is changed then.
     pub fn raise(&self, raise: &Raise, now: i64) -> Result<Raised, AlarmError> {
         let key = Alarm::active_key_of(&raise.device_id, &raise.rule_key);
-        self.write(|tables| {
+        let raised = self.write(|tables| {
             if let Some(event_id) = &raise.event_id
                 && let Some(id) =
                     tables.find(&EVENTS, (raise.device_id.as_str(), event_id.as_str()))?
@@ -250,7 +259,11 @@ impl AlarmStore {
                 alarm: Box::new(alarm),
                 previous,
             })
-        })
+        });
+        if matches!(raised, Ok(Raised::Opened { .. })) {
+            self.changed(raise.tenant_id);
+        }
+        raised
     }
 
     fn back_fill(
@@ -298,7 +311,7 @@ impl AlarmStore {
         now: i64,
     ) -> Result<Option<Alarm>, AlarmError> {
         let key = Alarm::active_key_of(device_id, rule_key);
-        self.write(|tables| {
+        let cleared = self.write(|tables| {
             let Some(id) = tables.find(&ACTIVE, key.as_str())? else {
                 return Ok(None);
             };
@@ -318,7 +331,11 @@ impl AlarmStore {
             };
             save(tables, &alarm, Some(alarm.state), entry, now)?;
             Ok(Some(alarm))
-        })
+        });
+        if let Ok(Some(alarm)) = &cleared {
+            self.changed(alarm.tenant_id);
+        }
+        cleared
     }
 
     /// Applies `action` to alarm `id` if `scope` sees it.
@@ -336,14 +353,18 @@ impl AlarmStore {
         note: Option<&str>,
         now: i64,
     ) -> Result<Alarm, AlarmError> {
-        self.write(|tables| {
+        let acted = self.write(|tables| {
             let mut alarm = tables
                 .get(id)?
                 .filter(|a| scope.sees(a.tenant_id))
                 .ok_or(AlarmError::NotFound(id))?;
             self.transition(tables, &mut alarm, action, (actor, note), now)?;
             Ok(alarm)
-        })
+        });
+        if let Ok(alarm) = &acted {
+            self.changed(alarm.tenant_id);
+        }
+        acted
     }
 }
 

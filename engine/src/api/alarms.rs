@@ -10,7 +10,6 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -18,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
+use super::body::JsonBody;
 use super::reply::{ErrorBody, Refused, Reply, error, json, ok};
 use super::state::ApiState;
 use crate::alarm::{
@@ -25,6 +25,9 @@ use crate::alarm::{
     EventError, Raised, Scope,
 };
 use crate::clock::now_ms;
+use crate::mqtt::limits::{
+    MAX_NAME, MAX_REPLY_MESSAGE, MAX_REQUEST_ID, MAX_TEXT, check_length, clip,
+};
 
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1000;
@@ -335,7 +338,11 @@ pub async fn act(
         let names: Vec<&str> = AlarmAction::BY_PEOPLE.iter().map(|a| a.as_str()).collect();
         return error(
             StatusCode::BAD_REQUEST,
-            format!("unknown action `{action}`; one of {}", names.join(", ")),
+            format!(
+                "unknown action `{}`; one of {}",
+                clip(&action, MAX_NAME),
+                names.join(", ")
+            ),
         );
     };
     // The body is optional: no body (whatever the content type) means no details.
@@ -345,13 +352,22 @@ pub async fn act(
         match serde_json::from_slice(&body) {
             Ok(body) => body,
             Err(e) => {
+                let reason = e.to_string();
                 return error(
                     StatusCode::BAD_REQUEST,
-                    format!("the body must be {{\"by\"?: string, \"note\"?: string}}: {e}"),
+                    format!(
+                        "the body must be {{\"by\"?: string, \"note\"?: string}}: {}",
+                        clip(&reason, MAX_REPLY_MESSAGE)
+                    ),
                 );
             }
         }
     };
+    let bounded = check_length("by", body.by.as_deref().unwrap_or_default(), MAX_NAME)
+        .and_then(|()| check_length("note", body.note.as_deref().unwrap_or_default(), MAX_TEXT));
+    if let Err(message) = bounded {
+        return error(StatusCode::BAD_REQUEST, message);
+    }
     let who = match scope {
         Scope::All => "admin".to_owned(),
         Scope::Tenant(tenant) => format!("tenant:{tenant}"),
@@ -430,8 +446,17 @@ struct Superseded {
 pub async fn post_event(
     State(state): State<ApiState>,
     Caller(scope): Caller,
-    Json(body): Json<EventBody>,
+    JsonBody(body): JsonBody<EventBody>,
 ) -> Reply {
+    let bounded = check_length("deviceId", &body.device_id, MAX_NAME)
+        .and_then(|()| check_length("type", &body.kind, MAX_NAME))
+        .and_then(|()| match &body.event_id {
+            Some(id) => check_length("eventId", id, MAX_REQUEST_ID),
+            None => Ok(()),
+        });
+    if let Err(message) = bounded {
+        return error(StatusCode::BAD_REQUEST, message);
+    }
     let ts = body.ts.unwrap_or_else(now_ms);
     let applied = state
         .alarms

@@ -10,7 +10,6 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -18,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Caller, NodeCaller};
+use super::body::JsonBody;
 use super::reply::{ErrorBody, Refused, Reply, error, json, ok};
 use super::state::ApiState;
 use crate::clock::now_ms;
@@ -26,7 +26,7 @@ use crate::command::{
     CreateError, Created, Receipt, ReceiptOutcome, Rejection, WriteIntent, WriteRecord,
 };
 use crate::model::Scope;
-use crate::mqtt::limits::{MAX_NAME, clip};
+use crate::mqtt::limits::{MAX_NAME, MAX_TEXT, check_length, clip};
 
 const MAX_CLAIM: usize = 100;
 const DEFAULT_LIST: usize = 100;
@@ -114,7 +114,7 @@ async fn blocking<R: Send + 'static>(
 pub async fn create(
     State(state): State<ApiState>,
     Caller(scope): Caller,
-    Json(request): Json<CommandRequest>,
+    JsonBody(request): JsonBody<CommandRequest>,
 ) -> Reply {
     let Some(device) = request.device_id.clone() else {
         return error(StatusCode::BAD_REQUEST, "`deviceId` is required");
@@ -264,7 +264,7 @@ pub struct ClaimBody {
 pub async fn claim(
     State(state): State<ApiState>,
     NodeCaller(node): NodeCaller,
-    Json(body): Json<ClaimBody>,
+    JsonBody(body): JsonBody<ClaimBody>,
 ) -> Reply {
     if let Err(refused) = same_node(&node, &body.node_id) {
         return refused.into_response();
@@ -293,10 +293,27 @@ pub async fn receipt(
     State(state): State<ApiState>,
     NodeCaller(node): NodeCaller,
     Path(id): Path<u64>,
-    Json(receipt): Json<Receipt>,
+    JsonBody(receipt): JsonBody<Receipt>,
 ) -> Reply {
     if let Err(refused) = same_node(&node, &receipt.node_id) {
         return refused.into_response();
+    }
+    let raw = |value: &Option<serde_json::Value>| value.as_ref().map_or(0, |v| v.to_string().len());
+    let bounded = check_length(
+        "message",
+        receipt.message.as_deref().unwrap_or_default(),
+        MAX_TEXT,
+    )
+    .and_then(|()| {
+        if raw(&receipt.raw_ack) + raw(&receipt.raw_result_code) > MAX_TEXT {
+            return Err(format!(
+                "`rawAck` and `rawResultCode` take at most {MAX_TEXT} bytes of JSON"
+            ));
+        }
+        Ok(())
+    });
+    if let Err(message) = bounded {
+        return error(StatusCode::BAD_REQUEST, message);
     }
     match blocking(&state.commands, move |c| c.receipt(id, &receipt, now_ms())).await {
         Ok(Ok(outcome)) => receipt_reply(outcome),

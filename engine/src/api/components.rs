@@ -92,6 +92,7 @@ struct DevicesChanged {
 fn deploy_status(e: &DeployError) -> StatusCode {
     match e {
         DeployError::Invalid(_) | DeployError::Load(_) => StatusCode::BAD_REQUEST,
+        DeployError::Taken { .. } => StatusCode::CONFLICT,
         DeployError::Breaks(_) | DeployError::Pipelines(_) | DeployError::Devices(_) => {
             StatusCode::UNPROCESSABLE_ENTITY
         }
@@ -139,6 +140,7 @@ pub struct KindQuery {
     responses(
         (status = 200, description = "Registered and active", body = ComponentView),
         (status = 400, description = "Not a valid component of its kind", body = ErrorBody),
+        (status = 409, description = "This version is registered with other bytes", body = ErrorBody),
         (status = 422, description = "It would break a pipeline or a device; the previous version stays",
             body = ErrorBody)))]
 pub async fn upload(

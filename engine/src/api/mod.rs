@@ -2,8 +2,10 @@
 //! lease states of devices and drivers, alarms and device events, commands,
 //! components, and `GET /openapi.json` describing them all.
 
+mod access;
 mod alarms;
 mod auth;
+mod body;
 mod commands;
 mod components;
 mod dead_letters;
@@ -13,45 +15,23 @@ mod metrics;
 mod openapi;
 mod reply;
 mod roster;
+mod server;
 mod state;
 mod states;
 mod tokens;
 
 use axum::Router;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub use access::{API as API_ACCESS, Access, AccessTable, AllowedHosts, Route};
 pub use alarms::EventBody;
-pub use auth::Caller;
+pub use auth::{Caller, MaybeCaller};
 pub use commands::ClaimBody;
+pub use server::{ServerLimits, serve};
 pub use state::{ApiState, Document};
 pub use states::SetState;
 pub use tokens::Tokens;
-
-/// Serves `app` on `listener` until `shutdown` turns true.
-///
-/// # Errors
-/// When serving fails (the listener broke).
-pub async fn serve(
-    listener: TcpListener,
-    app: Router,
-    mut shutdown: watch::Receiver<bool>,
-) -> std::io::Result<()> {
-    if let Ok(address) = listener.local_addr() {
-        tracing::info!(%address, "HTTP API listening");
-    }
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            while !*shutdown.borrow() {
-                if shutdown.changed().await.is_err() {
-                    break;
-                }
-            }
-        })
-        .await
-}
 
 /// Every route of the API, each described by its handler's annotation.
 pub fn routes() -> OpenApiRouter<ApiState> {
@@ -86,11 +66,19 @@ pub fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(dead_letters::discard))
 }
 
-/// `routes` (with the console's, or any others) on `state`, answering what no
-/// route serves with [`openapi::no_route`]; the description of them all is
-/// served at `/openapi.json`.
+/// `routes` (with the console's, or any others) on `state`, each behind its
+/// access class (`state.access`), answering what no route serves with
+/// [`openapi::no_route`]; the description of them all, each operation with its
+/// class, is served at `/openapi.json`.
 pub fn app(routes: OpenApiRouter<ApiState>, state: ApiState) -> Router {
-    let (router, openapi) = routes.split_for_parts();
+    let (router, mut openapi) = routes.split_for_parts();
+    openapi::classify(&mut openapi, &state.access);
     openapi::publish(&state.openapi, &openapi);
-    router.fallback(openapi::no_route).with_state(state)
+    router
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            access::authorize,
+        ))
+        .fallback(openapi::no_route)
+        .with_state(state)
 }

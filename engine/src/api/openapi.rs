@@ -6,9 +6,11 @@
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use utoipa::openapi::extensions::ExtensionsBuilder;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+use super::access::{Access, AccessTable};
 use super::reply::{Reply, error};
 use super::state::{ApiState, Document};
 
@@ -19,7 +21,9 @@ use super::state::{ApiState, Document};
         description = "Device and driver states, alarms, commands, components and the \
                        engine's health. Send `Authorization: Bearer <token>`: the admin token \
                        sees every tenant, a tenant's token its own devices and alarms, a node \
-                       token may claim commands and report receipts."
+                       token may claim commands and report receipts for its node. Each \
+                       operation's `x-sluice-access` says who may call it: `open`, `metrics`, \
+                       `token` (admin or tenant), `admin` or `node`."
     ),
     modifiers(&Bearer),
     tags(
@@ -50,6 +54,37 @@ impl Modify for Bearer {
 /// The document's info, tags and security scheme; the routes add their paths.
 pub fn base() -> utoipa::openapi::OpenApi {
     Base::openapi()
+}
+
+/// Names each operation's access class in `x-sluice-access` (`unclassified`
+/// for one nobody classified: it is refused, and the document says so).
+pub fn classify(openapi: &mut utoipa::openapi::OpenApi, access: &AccessTable) {
+    for (path, item) in openapi.paths.paths.iter_mut() {
+        let operations = [
+            ("GET", &mut item.get),
+            ("PUT", &mut item.put),
+            ("POST", &mut item.post),
+            ("DELETE", &mut item.delete),
+            ("PATCH", &mut item.patch),
+        ];
+        for (method, operation) in operations {
+            let Some(operation) = operation.as_mut() else {
+                continue;
+            };
+            let class = access
+                .get(method, path)
+                .map_or("unclassified", Access::as_str);
+            if class == "unclassified" {
+                tracing::error!(method, path, "a route no one classified for access");
+            }
+            let extensions = operation.extensions.get_or_insert_with(Default::default);
+            extensions.merge(
+                ExtensionsBuilder::new()
+                    .add("x-sluice-access", class)
+                    .build(),
+            );
+        }
+    }
 }
 
 /// Renders `openapi` once for [`document`].

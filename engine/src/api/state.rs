@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::access::{AccessTable, AllowedHosts};
 use super::tokens::Tokens;
 use crate::alarm::Alarms;
 use crate::collector::Fleet;
@@ -25,8 +26,12 @@ pub struct ApiState {
     pub deployer: Arc<crate::deploy::Deployer>,
     /// Every metric family, for `/metrics`.
     pub metrics: Arc<Metrics>,
-    /// The operator's and the tenants' tokens.
+    /// The operator's, the tenants', the nodes' and the metrics tokens.
     pub tokens: Arc<Tokens>,
+    /// Who may call each route.
+    pub access: Arc<AccessTable>,
+    /// The `Host` names the API answers to.
+    pub hosts: Arc<AllowedHosts>,
     /// The gateway's local time (`collector.alarms.utcOffset`), minutes east of UTC.
     pub utc_offset_min: i16,
     pub started: Instant,

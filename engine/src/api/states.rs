@@ -1,15 +1,17 @@
 //! Device and driver states: `GET /devices/{id}/state`, `GET /drivers/{id}/state`,
 //! `GET /states?type=&state=&parent=`, and `PUT /devices/{id}/state` for an
 //! operator's maintenance. Reads show the effective state (a row whose lease ran
-//! out reads offline before the scanner reaches it) and change nothing.
+//! out reads offline before the scanner reaches it) and change nothing; a
+//! tenant's token reads its own devices' rows and the drivers'.
 
-use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
+use super::auth::{Admin, Caller};
+use super::body::JsonBody;
 use super::reply::{ErrorBody, Reply, error, off_the_workers, ok};
 use super::state::ApiState;
 use crate::clock::now_ms;
@@ -70,13 +72,22 @@ pub struct StateList {
     states: Vec<StateView>,
 }
 
-async fn one(state: ApiState, entity_type: EntityType, id: String) -> Reply {
-    off_the_workers(move || read_one(&state, entity_type, &id)).await
+/// Whether a caller of `scope` sees `row`: its tenant's devices, every driver.
+fn sees(scope: Scope, row: &StateRow) -> bool {
+    row.entity_type == EntityType::Driver || scope.sees(row.tenant_id)
 }
 
-fn read_one(state: &ApiState, entity_type: EntityType, id: &str) -> Reply {
+async fn one(state: ApiState, scope: Scope, entity_type: EntityType, id: String) -> Reply {
+    off_the_workers(move || read_one(&state, scope, entity_type, &id)).await
+}
+
+fn read_one(state: &ApiState, scope: Scope, entity_type: EntityType, id: &str) -> Reply {
     match state.leases.store().get(entity_type, id) {
-        Ok(Some(row)) => ok(view(&row, now_ms())),
+        Ok(Some(row)) if sees(scope, &row) => ok(view(&row, now_ms())),
+        Ok(Some(_)) => error(
+            StatusCode::NOT_FOUND,
+            format!("no {} `{id}` of this tenant", entity_type.as_str()),
+        ),
         Ok(None) => error(
             StatusCode::NOT_FOUND,
             format!("no {} `{id}` has reported yet", entity_type.as_str()),
@@ -85,22 +96,31 @@ fn read_one(state: &ApiState, entity_type: EntityType, id: &str) -> Reply {
     }
 }
 
-#[utoipa::path(get, path = "/devices/{id}/state", tag = "states",
+#[utoipa::path(get, path = "/devices/{id}/state", tag = "states", security(("bearer" = [])),
     params(("id" = String, Path, description = "Device id")),
     responses(
         (status = 200, body = StateView),
-        (status = 404, description = "It has not reported yet", body = ErrorBody)))]
-pub async fn device(State(state): State<ApiState>, Path(id): Path<String>) -> Reply {
-    one(state, EntityType::Device, id).await
+        (status = 404, description = "It has not reported yet (or is another tenant's)",
+            body = ErrorBody)))]
+pub async fn device(
+    State(state): State<ApiState>,
+    Caller(scope): Caller,
+    Path(id): Path<String>,
+) -> Reply {
+    one(state, scope, EntityType::Device, id).await
 }
 
-#[utoipa::path(get, path = "/drivers/{id}/state", tag = "states",
+#[utoipa::path(get, path = "/drivers/{id}/state", tag = "states", security(("bearer" = [])),
     params(("id" = String, Path, description = "Driver (codec) name")),
     responses(
         (status = 200, body = StateView),
         (status = 404, description = "It has not reported yet", body = ErrorBody)))]
-pub async fn driver(State(state): State<ApiState>, Path(id): Path<String>) -> Reply {
-    one(state, EntityType::Driver, id).await
+pub async fn driver(
+    State(state): State<ApiState>,
+    Caller(scope): Caller,
+    Path(id): Path<String>,
+) -> Reply {
+    one(state, scope, EntityType::Driver, id).await
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -116,11 +136,15 @@ pub struct ListQuery {
     parent: Option<String>,
 }
 
-#[utoipa::path(get, path = "/states", tag = "states", params(ListQuery),
+#[utoipa::path(get, path = "/states", tag = "states", security(("bearer" = [])), params(ListQuery),
     responses(
-        (status = 200, body = StateList),
+        (status = 200, description = "The rows the caller sees", body = StateList),
         (status = 400, description = "An unknown type or state", body = ErrorBody)))]
-pub async fn list(State(state): State<ApiState>, Query(query): Query<ListQuery>) -> Reply {
+pub async fn list(
+    State(state): State<ApiState>,
+    Caller(scope): Caller,
+    Query(query): Query<ListQuery>,
+) -> Reply {
     let entity_type = match query
         .entity_type
         .as_deref()
@@ -159,6 +183,7 @@ pub async fn list(State(state): State<ApiState>, Query(query): Query<ListQuery>)
             Ok(rows) => {
                 let states = rows
                     .iter()
+                    .filter(|r| sees(scope, r))
                     .filter(|r| wanted.is_none_or(|w| r.effective_state(now) == w))
                     .map(|r| view(r, now))
                     .collect();
@@ -177,25 +202,22 @@ pub struct SetState {
 }
 
 /// `PUT /devices/{id}/state {"state":"maintain"|"online"}`: an operator puts a device
-/// into maintenance and back. Needs `Authorization: Bearer <adminToken>` when one is
-/// configured (a tenant's token is not enough).
+/// into maintenance and back (the admin token; a tenant's is not enough).
 #[utoipa::path(put, path = "/devices/{id}/state", tag = "states", security(("bearer" = [])),
     params(("id" = String, Path, description = "Device id")),
     request_body = SetState,
     responses(
         (status = 200, description = "The row in its new state", body = StateView),
         (status = 400, description = "Not `maintain` or `online`", body = ErrorBody),
-        (status = 401, description = "Not the admin token", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 403, description = "Not the admin token", body = ErrorBody),
         (status = 404, description = "It has not reported yet", body = ErrorBody)))]
 pub async fn set_device(
     State(state): State<ApiState>,
+    _admin: Admin,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    Json(body): Json<SetState>,
+    JsonBody(body): JsonBody<SetState>,
 ) -> Reply {
-    if state.tokens.has_admin() && state.tokens.scope(&headers) != Some(Scope::All) {
-        return error(StatusCode::UNAUTHORIZED, "an admin token is required");
-    }
     let target = match EntityState::parse(&body.state) {
         Some(s @ (EntityState::Maintain | EntityState::Online)) => s,
         _ => {

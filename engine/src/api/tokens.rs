@@ -1,11 +1,12 @@
-//! Bearer tokens: the operator's `collector.http.adminToken` sees every tenant; a
-//! token of `tenants[].tokens` sees that tenant's devices and alarms only; a node
-//! token (`collector.http.nodeTokens`) may claim commands and report receipts
-//! for its own node.
+//! Bearer tokens: the operator's admin token sees every tenant; a token of
+//! `tenants[].tokens` sees that tenant's devices and alarms only; a node token
+//! (`collector.http.nodeTokens`) may claim commands and report receipts for
+//! its own node; the metrics token (`collector.http.metricsToken`) may read
+//! `/metrics`. Every comparison runs over every token in full, so timing tells
+//! nothing of them.
 
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 
-use super::reply::{Refused, error};
 use crate::config::GatewayConfig;
 use crate::model::Scope;
 
@@ -16,25 +17,37 @@ pub struct Tokens {
     tenants: Vec<(String, u32)>,
     /// Each node's token and its node id.
     nodes: Vec<(String, String)>,
+    metrics: Option<String>,
+}
+
+/// Who a request's bearer token says the caller is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bearer {
+    /// No `Authorization: Bearer` header.
+    None,
+    /// A token nobody has.
+    Unknown,
+    /// The admin's (every tenant) or a tenant's.
+    Scoped(Scope),
+    /// A node's, for this node.
+    Node(String),
+    /// The metrics token.
+    Metrics,
 }
 
 impl Tokens {
-    pub fn of(config: &GatewayConfig) -> Self {
+    /// The tokens of `config`, with `admin` as the admin token (the configured
+    /// one, or the one the engine made for its data directory).
+    pub fn of(config: &GatewayConfig, admin: Option<String>) -> Self {
+        let http = config.collector.http.as_ref();
         Self {
-            admin: config
-                .collector
-                .http
-                .as_ref()
-                .and_then(|http| http.admin_token.clone()),
+            admin,
             tenants: config
                 .tenants
                 .iter()
                 .flat_map(|t| t.tokens.iter().map(|token| (token.clone(), t.tenant_id)))
                 .collect(),
-            nodes: config
-                .collector
-                .http
-                .as_ref()
+            nodes: http
                 .map(|http| {
                     http.node_tokens
                         .iter()
@@ -42,61 +55,56 @@ impl Tokens {
                         .collect()
                 })
                 .unwrap_or_default(),
+            metrics: http.and_then(|http| http.metrics_token.clone()),
         }
     }
 
-    pub fn has_admin(&self) -> bool {
-        self.admin.is_some()
+    /// Whether `/metrics` needs a token.
+    pub fn guards_metrics(&self) -> bool {
+        self.metrics.is_some()
     }
 
-    /// Whose token the request carries, if a known one.
-    pub fn scope(&self, headers: &HeaderMap) -> Option<Scope> {
-        let given = headers
-            .get(header::AUTHORIZATION)?
+    /// Who the request's bearer is.
+    pub fn bearer(&self, headers: &HeaderMap) -> Bearer {
+        let Some(value) = headers.get(header::AUTHORIZATION) else {
+            return Bearer::None;
+        };
+        let Some(given) = value
             .to_str()
-            .ok()?
-            .strip_prefix("Bearer ")?
-            .trim();
-        // Every token is compared, each in full, so timing tells nothing.
-        let mut scope = None;
-        if let Some(admin) = &self.admin
-            && same(admin, given)
-        {
-            scope = Some(Scope::All);
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+        else {
+            return Bearer::Unknown;
+        };
+        // Every token is compared, each in full; the first match counts.
+        let mut found = None;
+        let mut keep = |matched: bool, who: Bearer| {
+            if matched && found.is_none() {
+                found = Some(who);
+            }
+        };
+        if let Some(admin) = &self.admin {
+            keep(same(admin, given), Bearer::Scoped(Scope::All));
         }
         for (token, tenant) in &self.tenants {
-            if same(token, given) && scope.is_none() {
-                scope = Some(Scope::Tenant(*tenant));
-            }
+            keep(same(token, given), Bearer::Scoped(Scope::Tenant(*tenant)));
         }
-        scope
+        for (token, node) in &self.nodes {
+            keep(same(token, given), Bearer::Node(node.clone()));
+        }
+        if let Some(metrics) = &self.metrics {
+            keep(same(metrics, given), Bearer::Metrics);
+        }
+        found.unwrap_or(Bearer::Unknown)
     }
 
-    /// The node whose token `given` is; every token is compared in full.
-    pub fn node(&self, given: &str) -> Option<&str> {
-        let mut node = None;
-        for (token, node_id) in &self.nodes {
-            if same(token, given) && node.is_none() {
-                node = Some(node_id.as_str());
-            }
+    /// The scope of the request's admin or tenant token, if it carries one.
+    pub fn scope(&self, headers: &HeaderMap) -> Option<Scope> {
+        match self.bearer(headers) {
+            Bearer::Scoped(scope) => Some(scope),
+            _ => None,
         }
-        node
-    }
-
-    /// The caller's scope, or the 401 reply.
-    ///
-    /// # Errors
-    /// No `Authorization: Bearer` header, or a token nobody has.
-    pub fn require(&self, headers: &HeaderMap) -> Result<Scope, Refused> {
-        if headers.get(header::AUTHORIZATION).is_none() {
-            return Err(error(
-                StatusCode::UNAUTHORIZED,
-                "missing `Authorization: Bearer <token>`",
-            )
-            .into());
-        }
-        self.scope(headers)
-            .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "unknown token").into())
     }
 }
 
@@ -121,19 +129,23 @@ mod tests {
     }
 
     #[test]
-    fn admin_and_tenant_tokens() {
+    fn each_token_says_who_the_caller_is() {
         let tokens = Tokens {
             admin: Some("root".into()),
             tenants: vec![("t1".into(), 1), ("t2".into(), 2)],
             nodes: vec![("n1".into(), "edge-1".into())],
+            metrics: Some("m".into()),
         };
-        assert_eq!(tokens.node("n1"), Some("edge-1"));
-        assert_eq!(tokens.node("root"), None);
-        assert_eq!(tokens.scope(&headers("Bearer root")), Some(Scope::All));
-        assert_eq!(tokens.scope(&headers("Bearer t2")), Some(Scope::Tenant(2)));
-        assert_eq!(tokens.scope(&headers("Bearer t")), None);
-        assert_eq!(tokens.scope(&headers("Bearer roo")), None);
-        assert_eq!(tokens.scope(&headers("Basic root")), None);
-        assert!(tokens.require(&HeaderMap::new()).is_err());
+        let who = |value: &str| tokens.bearer(&headers(value));
+        assert_eq!(who("Bearer root"), Bearer::Scoped(Scope::All));
+        assert_eq!(who("Bearer t2"), Bearer::Scoped(Scope::Tenant(2)));
+        assert_eq!(who("Bearer n1"), Bearer::Node("edge-1".into()));
+        assert_eq!(who("Bearer m"), Bearer::Metrics);
+        assert_eq!(who("Bearer t"), Bearer::Unknown);
+        assert_eq!(who("Bearer roo"), Bearer::Unknown);
+        assert_eq!(who("Basic root"), Bearer::Unknown);
+        assert_eq!(tokens.bearer(&HeaderMap::new()), Bearer::None);
+        assert_eq!(tokens.scope(&headers("Bearer t1")), Some(Scope::Tenant(1)));
+        assert_eq!(tokens.scope(&headers("Bearer n1")), None);
     }
 }

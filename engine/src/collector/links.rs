@@ -45,6 +45,9 @@ impl Endpoint {
 #[derive(Debug, Clone)]
 pub struct LinkInfo {
     pub endpoint: Endpoint,
+    /// `DEVICE/CHANNEL` of the first channel using it: how metrics name it
+    /// (without its address, which `/metrics` never shows).
+    pub name: String,
     pub settings: LinkSettings,
     pub link: Arc<AsyncMutex<Link>>,
 }
@@ -52,11 +55,6 @@ pub struct LinkInfo {
 impl LinkInfo {
     pub fn protocol(&self) -> &'static str {
         self.endpoint.protocol().name()
-    }
-
-    /// `HOST:PORT`, for reporting.
-    pub fn address(&self) -> String {
-        self.settings.address()
     }
 }
 

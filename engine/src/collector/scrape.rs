@@ -10,18 +10,19 @@ use crate::telemetry::{
     Collector, DescriptorEncoder, DeviceLabel, EncodeLabelSet, counters, encode_scraped, gauges,
 };
 
-/// A connection, by what it speaks and where it goes.
+/// A connection, by what it speaks and the first channel that uses it (never
+/// by its address: `/metrics` may be open to anyone).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LinkLabel {
     protocol: &'static str,
-    address: String,
+    connection: String,
 }
 
 /// A connection in one of its states.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LinkStateLabel {
     protocol: &'static str,
-    address: String,
+    connection: String,
     state: &'static str,
 }
 
@@ -53,16 +54,22 @@ impl Collector for FleetState {
             let Ok(link) = info.link.try_lock() else {
                 continue;
             };
-            let (protocol, address) = (info.protocol(), info.address());
+            let (protocol, connection) = (info.protocol(), info.name.clone());
             for state in LinkState::ALL {
                 let label = LinkStateLabel {
                     protocol,
-                    address: address.clone(),
+                    connection: connection.clone(),
                     state: state.as_str(),
                 };
                 states.push((label, i64::from(link.state() == state)));
             }
-            reconnects.push((LinkLabel { protocol, address }, link.reconnects()));
+            reconnects.push((
+                LinkLabel {
+                    protocol,
+                    connection,
+                },
+                link.reconnects(),
+            ));
         }
         let help = (
             "sluice_connection_state",

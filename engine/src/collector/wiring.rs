@@ -202,11 +202,12 @@ impl<'a> Wiring<'a> {
             .reusable
             .remove(&endpoint)
             .filter(|info| info.settings == settings);
-        let info = reused.unwrap_or_else(|| {
+        let mut info = reused.unwrap_or_else(|| {
             let seed = self.links_made * 0x9E37_79B9 + u64::from(channel.port);
             self.links_made += 1;
             LinkInfo {
                 endpoint: endpoint.clone(),
+                name: String::new(),
                 settings: settings.clone(),
                 link: Arc::new(AsyncMutex::new(Link::new(
                     settings,
@@ -215,6 +216,7 @@ impl<'a> Wiring<'a> {
                 ))),
             }
         });
+        info.name = format!("{}/{}", device.device_id, channel.channel_id);
         let link = Arc::clone(&info.link);
         self.links.insert(endpoint, self.link_infos.len());
         self.link_infos.push(info);

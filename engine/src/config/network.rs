@@ -71,7 +71,9 @@ const DEFAULT_MQTT_PORT: u16 = 1883;
 pub struct HttpConfig {
     /// `listen`: the `IP:PORT` to listen on (default `127.0.0.1:8080`).
     pub listen: SocketAddr,
-    /// `adminToken`: bearer token with access to everything; none when absent.
+    /// `adminToken`: bearer token with access to everything. Without one the
+    /// engine makes one at its first start and keeps it in the data directory
+    /// (`admin-token`, readable by its own user only).
     pub admin_token: Option<String>,
     /// Where `adminToken` is written.
     pub admin_token_pos: Pos,
@@ -79,13 +81,40 @@ pub struct HttpConfig {
     /// (`POST /commands/claim`, `POST /commands/{id}/receipt`), each with its
     /// bearer token: a token acts for its node only.
     pub node_tokens: Vec<NodeToken>,
+    /// `metricsToken`: when set, `/metrics` needs it (or the admin token).
+    pub metrics_token: Option<String>,
+    /// Where `metricsToken` is written.
+    pub metrics_token_pos: Pos,
+    /// `allowedHosts`: host names the API answers to besides any IP address
+    /// and `localhost` (a `Host` it does not know is refused: DNS rebinding).
+    pub allowed_hosts: Vec<String>,
+    /// `maxConnections`: connections served at once; more are closed at once
+    /// (1 to 65536, default 256).
+    pub max_connections: u32,
+    /// `headerTimeoutMs`: time a client has to send a request's headers
+    /// (100 to 600000, default 10000).
+    pub header_timeout_ms: u64,
+    /// `idleTimeoutMs`: a connection that moves no byte either way this long is
+    /// closed, a half-sent body included (1000 to 3600000, default 30000).
+    pub idle_timeout_ms: u64,
 }
 
 /// Both say the same, wherever in the file they stand.
 impl PartialEq for HttpConfig {
     fn eq(&self, other: &Self) -> bool {
-        (self.listen, &self.admin_token, &self.node_tokens)
-            == (other.listen, &other.admin_token, &other.node_tokens)
+        let limits = |h: &HttpConfig| (h.max_connections, h.header_timeout_ms, h.idle_timeout_ms);
+        (
+            self.listen,
+            &self.admin_token,
+            &self.node_tokens,
+            &self.metrics_token,
+        ) == (
+            other.listen,
+            &other.admin_token,
+            &other.node_tokens,
+            &other.metrics_token,
+        ) && self.allowed_hosts == other.allowed_hosts
+            && limits(self) == limits(other)
     }
 }
 
@@ -112,6 +141,12 @@ impl Default for HttpConfig {
             admin_token: None,
             admin_token_pos: Pos::default(),
             node_tokens: Vec::new(),
+            metrics_token: None,
+            metrics_token_pos: Pos::default(),
+            allowed_hosts: Vec::new(),
+            max_connections: 256,
+            header_timeout_ms: 10_000,
+            idle_timeout_ms: 30_000,
         }
     }
 }
@@ -257,6 +292,32 @@ pub(super) fn read_http(node: &Node, errors: &mut Diagnostics) -> HttpConfig {
         .node("nodeTokens")
         .map(|n| read_node_tokens(n, errors))
         .unwrap_or_default();
+    let metrics_token = text_at(&mut f, "metricsToken", errors);
+    let allowed_hosts = f
+        .node("allowedHosts")
+        .map(|n| read_hosts(n, errors))
+        .unwrap_or_default();
+    let max_connections = ranged(
+        &mut f,
+        "maxConnections",
+        (1, 65_536),
+        d.max_connections,
+        errors,
+    );
+    let header_timeout_ms = ranged(
+        &mut f,
+        "headerTimeoutMs",
+        (100, 600_000),
+        d.header_timeout_ms,
+        errors,
+    );
+    let idle_timeout_ms = ranged(
+        &mut f,
+        "idleTimeoutMs",
+        (1000, 3_600_000),
+        d.idle_timeout_ms,
+        errors,
+    );
     f.finish(errors);
     HttpConfig {
         listen,
@@ -265,7 +326,37 @@ pub(super) fn read_http(node: &Node, errors: &mut Diagnostics) -> HttpConfig {
             .map_or_else(Pos::default, |(_, pos)| *pos),
         admin_token: admin_token.map(|(token, _)| token),
         node_tokens,
+        metrics_token_pos: metrics_token
+            .as_ref()
+            .map_or_else(Pos::default, |(_, pos)| *pos),
+        metrics_token: metrics_token.map(|(token, _)| token),
+        allowed_hosts,
+        max_connections,
+        header_timeout_ms,
+        idle_timeout_ms,
     }
+}
+
+/// `allowedHosts`: host names (no port, no wildcard).
+fn read_hosts(node: &Node, errors: &mut Diagnostics) -> Vec<String> {
+    let mut hosts = Vec::new();
+    for item in list(node, "allowedHosts", errors) {
+        match &item.kind {
+            Kind::Str(name)
+                if !name.is_empty()
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.') =>
+            {
+                hosts.push(name.clone());
+            }
+            _ => errors.push(
+                item.pos,
+                "`allowedHosts`: a host name (letters, digits, `-` and `.`; no port)",
+            ),
+        }
+    }
+    hosts
 }
 
 /// `nodeTokens`: a list of `{ nodeId, token }`, node ids and tokens unique.

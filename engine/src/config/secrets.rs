@@ -127,9 +127,9 @@ fn distinct_keys(config: &GatewayConfig, errors: &mut Diagnostics) {
     }
 }
 
-/// The admin token, the tenants' tokens and the node tokens are all different
-/// (tenants' tokens among themselves, and node tokens among themselves, are
-/// checked where they are read).
+/// The admin token, the tenants' tokens, the node tokens and the metrics token
+/// are all different (tenants' tokens among themselves, and node tokens among
+/// themselves, are checked where they are read).
 fn distinct_tokens(config: &GatewayConfig, errors: &mut Diagnostics) {
     let Some(http) = &config.collector.http else {
         return;
@@ -163,6 +163,17 @@ fn distinct_tokens(config: &GatewayConfig, errors: &mut Diagnostics) {
                     "the token of node `{}` is also a token of tenant {tenant}",
                     node.node_id
                 ),
+            );
+        }
+    }
+    if let Some(metrics) = &http.metrics_token {
+        let taken = http.admin_token.as_ref() == Some(metrics)
+            || tenant_of(metrics).is_some()
+            || http.node_tokens.iter().any(|n| n.token == *metrics);
+        if taken {
+            errors.push(
+                http.metrics_token_pos,
+                "`metricsToken` is also another token: it may only read /metrics, so it must be its own",
             );
         }
     }

@@ -9,7 +9,17 @@ mod stream;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::ApiState;
+use crate::api::{Access, ApiState, Route};
+
+/// Who may call the console's routes: its page to anyone (it shows nothing
+/// without a token), its stream to the admin's or a tenant's token.
+pub const ACCESS: &[Route] = &[
+    ("GET", "/", Access::Open),
+    ("GET", "/console.js", Access::Open),
+    ("GET", "/console.css", Access::Open),
+    ("GET", "/favicon.svg", Access::Open),
+    ("GET", "/console/stream", Access::Token),
+];
 
 /// The console's routes: the page, its assets and its stream.
 pub fn routes() -> OpenApiRouter<ApiState> {

@@ -129,7 +129,7 @@ impl Watcher {
         if Instant::now() >= self.next_states {
             self.next_states = Instant::now() + STATES_EVERY;
             self.look_at_states().await;
-            let changes = self.state.alarms.store().changes();
+            let changes = self.state.alarms.store().changes(self.scope);
             if self.alarm_changes.is_some_and(|seen| seen != changes) {
                 self.queue
                     .push_back(event("alarms", &json!({ "changes": changes })));

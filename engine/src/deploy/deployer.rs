@@ -11,7 +11,7 @@ use crate::collector::{Fleet, swap_codec, swap_pipelines};
 use crate::compile::{self, Compiled, Conflict, Loaded, Pools, Sources};
 use crate::model::Whitelist;
 use crate::pipeline::PipelineSet;
-use crate::runtime::{ComponentInfo, ComponentKind, Registry};
+use crate::runtime::{ComponentInfo, ComponentKind, Registry, content_hash};
 use crate::sync::lock;
 use crate::yaml::Diagnostics;
 
@@ -82,6 +82,21 @@ impl Deployer {
         check_word("name", name)?;
         check_word("version", version)?;
         let _one = lock(&self.busy);
+        // A version names one content for good: the same bytes again just
+        // make it active, other bytes are refused.
+        if let Some(known) = self
+            .registry
+            .list()
+            .into_iter()
+            .find(|c| c.name == name && c.version == version)
+            && known.hash != content_hash(bytes)
+        {
+            return Err(DeployError::Taken {
+                name: name.to_owned(),
+                version: version.to_owned(),
+                hash: known.hash,
+            });
+        }
         let previous = self.active_version(name);
         let loaded = self.registry.install(kind, name, version, bytes)?;
         if let Err(problems) = self.rebuild(kind, name) {

@@ -8,6 +8,16 @@ use crate::yaml::Diagnostics;
 pub enum DeployError {
     #[error("{0}")]
     Invalid(String),
+    /// The version is registered already, with other bytes: versions never change.
+    #[error(
+        "{name} {version} is registered already with other bytes (sha256 {hash}): a version never \
+         changes once uploaded; upload these bytes as a new version"
+    )]
+    Taken {
+        name: String,
+        version: String,
+        hash: String,
+    },
     #[error(transparent)]
     Load(#[from] LoadError),
     #[error("the new version breaks a pipeline, so the previous one stays active:\n{0}")]

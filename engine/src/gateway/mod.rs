@@ -2,11 +2,13 @@
 //! built-in ones and those deployed into its data directory), and everything
 //! `sluice run` starts, wired together.
 
+mod admin_token;
 mod compile;
 mod identity;
 mod run;
 mod state;
 mod systemd;
 
+pub use admin_token::ADMIN_TOKEN_FILE;
 pub use compile::{Prepared, Purpose, Refusal, compile, registry};
 pub use run::run;

@@ -11,11 +11,12 @@ use anyhow::Context;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use super::admin_token::admin_token;
 use super::compile::Prepared;
 use super::state;
 use super::{identity, systemd};
 use crate::alarm::{self, AlarmStore, Alarms, Delivery};
-use crate::api::{self, ApiState, Tokens};
+use crate::api::{self, AccessTable, AllowedHosts, ApiState, ServerLimits, Tokens};
 use crate::collector::{
     Collector, DeviceMetrics, Fleet, FleetBirths, Ownership, SampleSink, Services, keep_ownership,
 };
@@ -339,7 +340,9 @@ pub async fn run(
             commands,
             deployer,
             metrics,
-            tokens: Arc::new(Tokens::of(&config)),
+            tokens: Arc::new(Tokens::of(&config, admin_token(&config)?)),
+            access: Arc::new(AccessTable::of(&[api::API_ACCESS, crate::console::ACCESS])),
+            hosts: Arc::new(AllowedHosts::new(&http.allowed_hosts)),
             utc_offset_min: config.collector.alarms.utc_offset_min,
             started: Instant::now(),
             openapi: api::Document::default(),
@@ -349,7 +352,12 @@ pub async fn run(
             .await
             .with_context(|| format!("cannot listen on {}", http.listen))?;
         let app = api::app(api::routes().merge(crate::console::routes()), state);
-        tasks.spawn(api::serve(listener, app, shutdown.clone()));
+        let limits = ServerLimits {
+            max_connections: http.max_connections as usize,
+            header_timeout: Duration::from_millis(http.header_timeout_ms),
+            idle_timeout: Duration::from_millis(http.idle_timeout_ms),
+        };
+        tasks.spawn(api::serve(listener, app, limits, shutdown.clone()));
     }
     crate::memory::release_after_build();
     systemd::notify("READY=1");

@@ -24,7 +24,7 @@ use super::LoadError;
 const WASM_MAGIC: &[u8] = b"\0asm";
 
 /// SHA-256 of `bytes` as lowercase hex.
-pub(super) fn content_hash(bytes: &[u8]) -> String {
+pub fn content_hash(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     let mut hex = String::with_capacity(64);
     for byte in digest {

@@ -33,6 +33,7 @@ mod sandbox;
 mod stage;
 pub mod threads;
 
+pub use artifact::content_hash;
 pub use builtin::{BUILTIN, BUILTIN_VERSION, Builtin};
 pub use codec::{CodecPool, CodecSession};
 pub use component::LoadedComponent;

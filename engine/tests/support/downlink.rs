@@ -104,7 +104,7 @@ devices:
     pub async fn until_connected(&self, connected: bool) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let health = Engine::http_get(self.http, "/health").await;
+            let health = Engine::http_get(self.http, "/health", Some(ADMIN)).await;
             let now = health
                 .and_then(|h| serde_json::from_str::<Value>(&h).ok())
                 .and_then(|h| h["broker"]["connected"].as_bool());

@@ -4,6 +4,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The admin token the tests' gateways that need one name in their
+/// `collector.http.adminToken`.
+pub const ADMIN_TOKEN: &str = "admin-token";
+
 /// A running `sluice run`, killed on drop; its log goes to a file kept for messages.
 pub struct Engine {
     child: Child,
@@ -163,14 +167,19 @@ impl Engine {
         )
     }
 
-    /// Waits (bounded) for a GET on the engine's HTTP API to answer.
-    pub async fn http_get(port: u16, path: &str) -> Option<String> {
+    /// Waits (bounded) for a GET on the engine's HTTP API to answer, with
+    /// `token` as the bearer if given.
+    pub async fn http_get(port: u16, path: &str, token: Option<&str>) -> Option<String> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
-                let request =
-                    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+                let request = format!(
+                    "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{auth}\r\n"
+                );
                 if stream.write_all(request.as_bytes()).await.is_ok() {
                     let mut response = String::new();
                     if stream.read_to_string(&mut response).await.is_ok() {

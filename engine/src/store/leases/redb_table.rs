@@ -60,8 +60,10 @@ impl RedbStateStore {
         change: impl FnOnce(&mut Tables<'_>, &mut Staged<'_>) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
         let _writer = lock(&self.writer);
+        // Held until the new names are known too: a reader that saw the
+        // committed rows before would find their parents' numbers unnamed.
+        let mut known = write(&self.parents);
         let (result, added) = {
-            let known = read(&self.parents);
             let mut staged = Staged::new(&known);
             let result = self.store.transaction(|tx| {
                 let mut tables = Tables::open(tx)?;
@@ -71,9 +73,7 @@ impl RedbStateStore {
             })?;
             (result, staged.added)
         };
-        if !added.is_empty() {
-            write(&self.parents).extend(added);
-        }
+        known.extend(added);
         Ok(result)
     }
 
