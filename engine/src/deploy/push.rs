@@ -14,7 +14,7 @@ use serde_json::Value as Json;
 use tokio::sync::{mpsc, watch};
 
 use super::deployer::Deployer;
-use super::rights::{PushRights, widenings};
+use super::rights::{PushRights, creation_refused, widenings};
 use crate::collector::DeviceChanges;
 use crate::compile::{Pushed, PushedDevices, put_device};
 use crate::config::{self, DeviceConfig, GatewayConfig};
@@ -184,6 +184,9 @@ impl Deployer {
         let existing = existing.filter(|d| push.scope.sees(d.tenant_id));
         outcome.device_id = existing.map(|d| d.device_id.clone());
         let (entry, mut problems) = with_identity(entry, &push.target, existing);
+        if push.rights == PushRights::Limited && existing.is_none() {
+            problems.push(creation_refused());
+        }
         let file = format!("pushed configuration of {}", describe(&push.target));
         let device = match config::read_device(&file, &entry.node, &running) {
             Ok(device) => Some(device),
@@ -195,11 +198,11 @@ impl Deployer {
         if let Some(device) = &device {
             outcome.device_id = Some(device.device_id.clone());
             problems.extend(ownership(device, existing, &running, push.scope));
-            if push.rights == PushRights::Limited {
+            if let (PushRights::Limited, Some(before)) = (push.rights, existing) {
                 let fenced = running
                     .tenant(device.tenant_id)
                     .is_some_and(|t| t.fence.is_some());
-                problems.extend(widenings(existing, device, fenced));
+                problems.extend(widenings(before, device, fenced));
             }
         }
         let (Some(device), true) = (device, problems.is_empty()) else {
@@ -415,6 +418,25 @@ fn with_identity(
     let Kind::Map(entries) = &mut entry.node.kind else {
         return (entry, problems);
     };
+    // A device keeps its tenant: a push that leaves `tenantId` out means it
+    // (one that names another is refused by `ownership`).
+    if let Some(device) = existing
+        && !entries.iter().any(|(k, _)| k.name == "tenantId")
+    {
+        entries.push((
+            Key {
+                pos,
+                name: "tenantId".to_owned(),
+            },
+            Node {
+                pos,
+                kind: Kind::Int(i64::from(device.tenant_id)),
+            },
+        ));
+        if let Some(object) = entry.json.as_object_mut() {
+            object.insert("tenantId".to_owned(), Json::from(device.tenant_id));
+        }
+    }
     for (key, value) in wanted {
         match entries.iter().find(|(k, _)| k.name == key) {
             Some((k, node)) if node.kind != Kind::Str(value.clone()) => problems.push(problem(

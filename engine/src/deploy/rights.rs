@@ -24,19 +24,21 @@ pub enum PushRights {
 /// operator's to change.
 const ENDPOINT_SETTINGS: [&str; 1] = ["unitId"];
 
+/// Why a limited push may not create a device.
+pub(super) fn creation_refused() -> PushProblem {
+    problem(
+        "$.deviceId",
+        "only the operator creates a device (the admin token, or the operator's key)",
+    )
+}
+
 /// The changes from `before` to `after` a limited push may not make. `fenced`:
 /// the device's tenant has a fence (a channel may then move inside it).
 pub(super) fn widenings(
-    before: Option<&DeviceConfig>,
+    before: &DeviceConfig,
     after: &DeviceConfig,
     fenced: bool,
 ) -> Vec<PushProblem> {
-    let Some(before) = before else {
-        return vec![problem(
-            "$.deviceId",
-            "only the operator creates a device (the admin token, or the operator's key)",
-        )];
-    };
     let mut problems = Vec::new();
     for (i, channel) in after.channels.iter().enumerate() {
         let at = format!("$.channels[{i}]");
@@ -198,7 +200,7 @@ mod tests {
             "          - { key: temp, address: '40001', dataType: INT16, factor: 0.01, periodMs: 200, deadband: 1 }\n          - { key: sp, address: '40002', dataType: INT16, access: RW, min: 10, max: 90, readback: true }\n",
         );
         assert_eq!(
-            paths(&widenings(Some(&before), &after, false)),
+            paths(&widenings(&before, &after, false)),
             Vec::<&str>::new()
         );
         let read_only = device(
@@ -206,7 +208,7 @@ mod tests {
             "          - { key: sp, address: '40002', dataType: INT16 }\n",
         );
         assert!(
-            widenings(Some(&before), &read_only, false).is_empty(),
+            widenings(&before, &read_only, false).is_empty(),
             "a tag removed, one made read-only"
         );
     }
@@ -219,7 +221,7 @@ mod tests {
             "          - { key: temp, address: '40001', dataType: INT16, factor: 0.1, access: RW }\n          - { key: sp, address: '40003', dataType: INT32, access: RW, factor: 2, max: 1000 }\n          - { key: new, address: '40009', dataType: INT16 }\n",
         );
         assert_eq!(
-            paths(&widenings(Some(&before), &after, false)),
+            paths(&widenings(&before, &after, false)),
             [
                 "$.channels[0]",
                 "$.channels[0].byteOrder",
@@ -235,11 +237,7 @@ mod tests {
         );
         // Inside a fence a channel may move; the rest stays refused.
         let moved = device("        host: 10.0.1.6\n        unitId: 2\n", TAGS);
-        assert!(widenings(Some(&before), &moved, true).is_empty());
-        assert_eq!(
-            paths(&widenings(Some(&before), &moved, false)),
-            ["$.channels[0]"]
-        );
-        assert_eq!(paths(&widenings(None, &before, true)), ["$.deviceId"]);
+        assert!(widenings(&before, &moved, true).is_empty());
+        assert_eq!(paths(&widenings(&before, &moved, false)), ["$.channels[0]"]);
     }
 }

@@ -175,6 +175,7 @@ impl Publisher {
                 inflight: HashMap::new(),
                 acked: Vec::new(),
                 set_aside: Vec::new(),
+                refusals: std::mem::take(&mut refusals),
                 node: node.take(),
                 pending: VecDeque::new(),
             };
@@ -188,10 +189,11 @@ impl Publisher {
                 )
                 .await;
             if !stop {
-                self.refused(&mut session, &mut refusals);
+                self.refused(&mut session);
             }
             self.release(&mut session).await;
             node = session.node.take();
+            refusals = std::mem::take(&mut session.refusals);
             if stop {
                 return;
             }
@@ -230,8 +232,9 @@ impl Publisher {
 
     /// A connection dropped: the record it dropped on, if the broker refused it
     /// time after time, is set aside (invariant 9 of `docs/wal.md`).
-    fn refused(&self, session: &mut Session, refusals: &mut Refusals) {
-        let Some(id) = refusals.connection_lost(session.oldest_inflight(), Instant::now()) else {
+    fn refused(&self, session: &mut Session) {
+        let oldest = session.oldest_inflight();
+        let Some(id) = session.refusals.connection_lost(oldest, Instant::now()) else {
             return;
         };
         match self.outbox.read_after(id.checked_sub(1), 1) {
@@ -530,12 +533,13 @@ impl Publisher {
         if !self.flush(session) {
             return;
         }
+        let window = session.refusals.window(REPORT_WINDOW);
         loop {
             let used = session.queued.len() + session.inflight.len();
-            if used >= REPORT_WINDOW {
+            if used >= window {
                 return;
             }
-            let records = match self.outbox.read_after(session.cursor, REPORT_WINDOW - used) {
+            let records = match self.outbox.read_after(session.cursor, window - used) {
                 Ok(records) => records,
                 Err(error) => {
                     tracing::error!(%error, "cannot read the WAL");

@@ -1,11 +1,15 @@
 //! Records the broker refuses by closing the connection (invariant 9 of
 //! `docs/wal.md`). MQTT 3.1.1 gives a broker no way to refuse one publish but
 //! to disconnect (mosquitto does so for a packet above its `max_packet_size`);
-//! the next connection would offer the same record first again, forever. A
-//! record that was the oldest one awaiting its PUBACK when the connection
-//! dropped, shortly after it was sent, [`REFUSED_AFTER`] connections in a row,
-//! is taken for refused and set aside. A record the broker acknowledges is
-//! never sent again, so it cannot be the oldest one at a later drop.
+//! the next connection would offer the same record first again, forever.
+//!
+//! A connection that drops shortly after a record was sent, before its PUBACK,
+//! makes the oldest such record a suspect. While there is a suspect the
+//! publisher sends one record at a time ([`Refusals::window`]), so the next
+//! drop names the record it happened on exactly: one that was the only record
+//! in flight when [`REFUSED_AFTER`] connections in a row dropped on it is taken
+//! for refused and set aside. A suspect the broker acknowledges is cleared and
+//! the full window comes back; a record acknowledged is never sent again.
 
 use std::time::Duration;
 
@@ -49,6 +53,19 @@ impl Refusals {
         self.suspect = Some((id, drops));
         None
     }
+
+    /// Record `id` was acknowledged: no longer a suspect if it was one.
+    pub(super) fn acknowledged(&mut self, id: u64) {
+        if self.suspect.is_some_and(|(suspect, _)| suspect == id) {
+            self.suspect = None;
+        }
+    }
+
+    /// How many records may await their PUBACK at once: one while a record is
+    /// suspected, else `full`.
+    pub(super) fn window(&self, full: usize) -> usize {
+        if self.suspect.is_some() { 1 } else { full }
+    }
 }
 
 #[cfg(test)]
@@ -68,6 +85,19 @@ mod tests {
         );
         // It starts afresh after a verdict.
         assert_eq!(refusals.connection_lost(Some((7, at(400))), at(410)), None);
+    }
+
+    #[test]
+    fn a_suspect_narrows_the_window_until_it_is_acknowledged() {
+        let start = Instant::now();
+        let mut refusals = Refusals::default();
+        assert_eq!(refusals.window(90), 90);
+        refusals.connection_lost(Some((7, start)), start);
+        assert_eq!(refusals.window(90), 1);
+        refusals.acknowledged(8);
+        assert_eq!(refusals.window(90), 1, "another record");
+        refusals.acknowledged(7);
+        assert_eq!(refusals.window(90), 90);
     }
 
     #[test]

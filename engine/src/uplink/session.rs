@@ -9,6 +9,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::outbound::Outbound;
+use super::refusals::Refusals;
 use super::sparkplug::EdgeNode;
 use crate::wal::{Outbox, Record};
 
@@ -38,6 +39,9 @@ pub(super) struct Session {
     /// Records that can never be sent, and why: set aside with the next batch
     /// (invariant 9 of `docs/wal.md`).
     pub(super) set_aside: Vec<(Record, String)>,
+    /// The record the broker may be refusing; it outlives the connection and
+    /// moves on to the next one.
+    pub(super) refusals: Refusals,
     /// The Sparkplug edge node (`payload: sparkplug-b`); it outlives the
     /// connection and moves on to the next one.
     pub(super) node: Option<EdgeNode>,
@@ -73,7 +77,10 @@ impl Session {
     /// settled ([`Session::acknowledged`]).
     pub(super) fn settle(&mut self, outbox: &Outbox, inflight: Inflight) {
         match inflight {
-            Inflight::Record(id, _) => self.acknowledged(outbox, id),
+            Inflight::Record(id, _) => {
+                self.refusals.acknowledged(id);
+                self.acknowledged(outbox, id);
+            }
             Inflight::Tracked(done) => {
                 // The sender may have stopped waiting; the ack still happened.
                 let _ = done.send(());

@@ -51,7 +51,8 @@ impl Subscriber {
         let mut options = MqttOptions::new(id, "127.0.0.1", port);
         options.set_keep_alive(Duration::from_secs(5));
         options.set_clean_session(clean);
-        options.set_max_packet_size(1 << 20, 1 << 20);
+        // Large enough for the oversized messages the security tests send.
+        options.set_max_packet_size(16 << 20, 16 << 20);
         let (client, mut eventloop) = AsyncClient::new(options, 1000);
         let publisher = client.clone();
         let messages = Arc::new(Mutex::new(Vec::new()));

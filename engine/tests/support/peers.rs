@@ -583,6 +583,12 @@ pub struct Mosquitto;
 impl Mosquitto {
     /// Starts a broker on a free port.
     pub fn start() -> Peer {
+        Self::start_with("")
+    }
+
+    /// Starts a broker on a free port with more lines of configuration
+    /// (`max_packet_size 2048\n`, say).
+    pub fn start_with(extra: &str) -> Peer {
         let port = free_port();
         let dir = scratch_dir("mosquitto", port);
         let data = dir.join("data");
@@ -596,7 +602,8 @@ impl Mosquitto {
              persistence_location {}/\n\
              user root\n\
              max_queued_messages 100000\n\
-             log_dest stderr\n",
+             log_dest stderr\n\
+             {extra}",
             data.display()
         );
         let config_path = dir.join("mosquitto.conf");

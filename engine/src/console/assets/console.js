@@ -132,6 +132,7 @@ async function start() {
   document.getElementById("nav").hidden = false;
   document.getElementById("signout").hidden = false;
   document.getElementById("nav-components").hidden = !admin;
+  document.getElementById("nav-health").hidden = !admin;
   document.getElementById("who").textContent = admin ? "admin" : "tenant";
   startStream(null);
   refreshPending();
@@ -608,9 +609,10 @@ function reloadText(r) {
 // ---- health ----------------------------------------------------------------------
 
 async function healthView() {
-  const answer = await api("GET", "/health");
+  const [answer, dead] = await Promise.all([api("GET", "/health"), api("GET", "/dead-letters")]);
   if (!answer.ok) return [h("p", { class: "error", text: errorText(answer) })];
   const b = answer.body;
+  if (!b.broker) return [h("p", { class: "muted", text: "The engine's health is the admin's to see." })];
   const card = (title, pairs, id) => h("div", { class: "card", id }, h("h2", { text: title }), fields(pairs));
   const failures = Object.entries(b.alarmRuleFailures);
   healthTimer = setTimeout(() => { if (location.hash.startsWith("#health")) route(); }, 2000);
@@ -622,7 +624,8 @@ async function healthView() {
         ["Last error", b.broker.lastError]], "health-broker"),
       card("WAL", [["Records waiting", b.wal.records], ["Bytes", b.wal.bytes], ["In memory", b.wal.ring],
         ["Commits", b.wal.commits], ["Commit errors", b.wal.commitErrors],
-        ["Dropped (oldest / newest)", `${b.wal.droppedOldest} / ${b.wal.droppedNewest}`]], "health-wal"),
+        ["Dropped (oldest / newest)", `${b.wal.droppedOldest} / ${b.wal.droppedNewest}`],
+        ["Dead letters", b.wal.deadLetters]], "health-wal"),
       card("Devices", Object.entries(b.devices), "health-devices"),
       card("Reloads", [["Pipelines", reloadText(b.pipelines)], ["Device configuration", reloadText(b.config)]],
         "health-reloads"),
@@ -631,7 +634,29 @@ async function healthView() {
         ["Quarantined components", b.quarantined.length
           ? b.quarantined.map((q) => `tenant ${q.tenant}: ${q.component}`).join(", ") : "none"],
         ["Audit failures", b.auditFailures]], "health-failures")),
+    dead.ok && dead.body.deadLetters.length ? deadLetters(dead.body.deadLetters) : null,
   ];
+}
+
+/// Messages the broker can never take, each to send again or remove.
+function deadLetters(letters) {
+  const act = (method, path) => async () => {
+    clearTimeout(healthTimer);
+    const answer = await api(method, path);
+    if (!answer.ok) alert(errorText(answer));
+    await route();
+  };
+  const rows = letters.map((d) => h("tr", { "data-dead-letter": d.id },
+    h("td", { text: time(d.at) }), h("td", { text: d.topic }), h("td", { text: d.seq }),
+    h("td", { text: `${d.bytes} B` }), h("td", { class: "muted", text: d.reason }),
+    h("td", {},
+      h("button", { type: "button", class: "secondary", text: "Send again",
+        onclick: act("POST", `/dead-letters/${d.id}/resend`) }),
+      h("button", { type: "button", class: "secondary", text: "Remove",
+        onclick: act("DELETE", `/dead-letters/${d.id}`) }))));
+  return h("section", { id: "dead-letters" },
+    h("h2", { text: "Dead letters: messages the broker can never take" }),
+    table(["Set aside", "Topic", "Seq", "Size", "Why", ""], rows));
 }
 
 // ---- routing ---------------------------------------------------------------------
