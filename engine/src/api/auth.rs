@@ -1,14 +1,111 @@
-//! Who a request comes from, as [`super::access::authorize`] let it in before
-//! its handler runs: handlers take it as an extractor.
+//! Who a request comes from: [`authorize`] lets it in by its route's access
+//! class before its handler runs, and handlers take the caller as an extractor.
 
-use axum::extract::FromRequestParts;
-use axum::http::StatusCode;
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 
-use super::access::Authorized;
+use super::access::Access;
 use super::reply::{Refused, error};
 use super::state::ApiState;
+use super::tokens::Bearer;
 use crate::model::Scope;
+
+/// The caller a request was let in as, for the handler: set by [`authorize`].
+#[derive(Debug, Clone)]
+pub enum Authorized {
+    /// No token, or one that the route did not need.
+    Anyone,
+    /// The admin's or a tenant's token.
+    Scoped(Scope),
+    /// A node's token, for this node.
+    Node(String),
+}
+
+/// Checks the request's `Host` and token against the route's class before
+/// anything else of it is read; lets it on with [`Authorized`] in its
+/// extensions, or answers 421, 401, 403 (or 500 for a route nobody classified).
+pub async fn authorize(
+    State(state): State<ApiState>,
+    matched: Option<MatchedPath>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if let Err(refused) = state.hosts.check(request.headers()) {
+        return refused.into_response();
+    }
+    let path = matched.as_ref().map_or("", MatchedPath::as_str);
+    let Some(access) = state.access.get(request.method().as_str(), path) else {
+        let methods = state.access.methods(path);
+        if !methods.is_empty() {
+            // A method the path does not take: answered as the router would.
+            let mut refused = error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("`{path}` takes {}", methods.join(", ")),
+            );
+            if let Ok(allow) = methods.join(", ").parse() {
+                refused.headers_mut().insert(header::ALLOW, allow);
+            }
+            return refused;
+        }
+        tracing::error!(method = %request.method(), path, "a route no one classified is refused");
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "this route is not classified for access; it is refused",
+        );
+    };
+    let bearer = state.tokens.bearer(request.headers());
+    let authorized = match admit(access, &bearer, state.tokens.guards_metrics()) {
+        Ok(authorized) => authorized,
+        Err((status, message)) => return error(status, message),
+    };
+    request.extensions_mut().insert(authorized);
+    next.run(request).await
+}
+
+/// Who the bearer is let in as on a route of class `access`, or the refusal;
+/// `metrics_guarded`: a metrics token is configured.
+fn admit(
+    access: Access,
+    bearer: &Bearer,
+    metrics_guarded: bool,
+) -> Result<Authorized, (StatusCode, &'static str)> {
+    const MISSING: &str = "missing `Authorization: Bearer <token>`";
+    const UNKNOWN: &str = "unknown token";
+    match (access, bearer) {
+        (Access::Open, Bearer::Scoped(scope)) => Ok(Authorized::Scoped(*scope)),
+        (Access::Open, _) => Ok(Authorized::Anyone),
+        (Access::Metrics, Bearer::Metrics | Bearer::Scoped(Scope::All)) => Ok(Authorized::Anyone),
+        (Access::Metrics, _) if !metrics_guarded => Ok(Authorized::Anyone),
+        (Access::Metrics, Bearer::None) => Err((StatusCode::UNAUTHORIZED, MISSING)),
+        (Access::Metrics, _) => Err((
+            StatusCode::UNAUTHORIZED,
+            "not the metrics token (`collector.http.metricsToken`) or the admin token",
+        )),
+        (Access::Token | Access::Admin | Access::Node, Bearer::None) => {
+            Err((StatusCode::UNAUTHORIZED, MISSING))
+        }
+        (Access::Token | Access::Admin | Access::Node, Bearer::Unknown) => {
+            Err((StatusCode::UNAUTHORIZED, UNKNOWN))
+        }
+        (Access::Token, Bearer::Scoped(scope)) => Ok(Authorized::Scoped(*scope)),
+        (Access::Admin, Bearer::Scoped(Scope::All)) => Ok(Authorized::Scoped(Scope::All)),
+        (Access::Admin, Bearer::Scoped(Scope::Tenant(_))) => {
+            Err((StatusCode::FORBIDDEN, "this needs the admin token"))
+        }
+        (Access::Node, Bearer::Node(node)) => Ok(Authorized::Node(node.clone())),
+        (Access::Node, _) => Err((
+            StatusCode::UNAUTHORIZED,
+            "not a node token (`collector.http.nodeTokens`)",
+        )),
+        (Access::Token | Access::Admin, Bearer::Node(_) | Bearer::Metrics) => Err((
+            StatusCode::UNAUTHORIZED,
+            "a node or metrics token is not the admin's or a tenant's",
+        )),
+    }
+}
 
 fn authorized(parts: &Parts) -> Option<&Authorized> {
     parts.extensions.get::<Authorized>()
@@ -91,5 +188,58 @@ impl FromRequestParts<ApiState> for NodeCaller {
             )
             .into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_class_lets_in_whom_it_should() {
+        let tenant = Bearer::Scoped(Scope::Tenant(1));
+        let admin = Bearer::Scoped(Scope::All);
+        let node = Bearer::Node("edge".into());
+        let status = |access, bearer: &Bearer, guarded| {
+            admit(access, bearer, guarded).map(drop).map_err(|e| e.0)
+        };
+        assert_eq!(status(Access::Open, &Bearer::None, true), Ok(()));
+        assert_eq!(status(Access::Metrics, &Bearer::None, false), Ok(()));
+        assert_eq!(
+            status(Access::Metrics, &Bearer::None, true),
+            Err(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(
+            status(Access::Metrics, &tenant, true),
+            Err(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(status(Access::Metrics, &Bearer::Metrics, true), Ok(()));
+        assert_eq!(status(Access::Metrics, &admin, true), Ok(()));
+        assert_eq!(status(Access::Token, &tenant, false), Ok(()));
+        assert_eq!(
+            status(Access::Token, &Bearer::None, false),
+            Err(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(
+            status(Access::Token, &Bearer::Unknown, false),
+            Err(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(
+            status(Access::Admin, &tenant, false),
+            Err(StatusCode::FORBIDDEN)
+        );
+        assert_eq!(status(Access::Admin, &admin, false), Ok(()));
+        assert!(matches!(
+            admit(Access::Node, &node, false),
+            Ok(Authorized::Node(n)) if n == "edge"
+        ));
+        assert_eq!(
+            status(Access::Node, &admin, false),
+            Err(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(
+            status(Access::Token, &node, false),
+            Err(StatusCode::UNAUTHORIZED)
+        );
     }
 }

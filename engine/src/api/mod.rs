@@ -77,7 +77,7 @@ pub fn app(routes: OpenApiRouter<ApiState>, state: ApiState) -> Router {
     router
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            access::authorize,
+            auth::authorize,
         ))
         .fallback(openapi::no_route)
         .with_state(state)

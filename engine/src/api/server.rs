@@ -1,4 +1,4 @@
-//! The HTTP server: connections accepted up to a cap (the rest are closed at
+//! The HTTP server (SEC-7 of `docs/security.md`): connections accepted up to a cap (the rest are closed at
 //! once, so a flood of sockets never takes the file descriptors the engine
 //! needs), a deadline for a request's headers, and an idle deadline: a
 //! connection that moves no byte either way for that long is closed, a

@@ -13,8 +13,8 @@
 //!     trustedBroker: false                # default; true takes Sparkplug DCMD and NCMD
 //! ```
 
+use super::keyfile::KeyFile;
 use super::read::{ranged, read_at};
-use super::secrets::KeyFile;
 use crate::yaml::{Diagnostics, Fields, Node};
 
 /// `collector.downlink`.

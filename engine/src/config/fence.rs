@@ -1,4 +1,5 @@
-//! A tenant's `fence`: the endpoints its devices may reach. Every channel of
+//! A tenant's `fence` (SEC-6 of `docs/security.md`): the endpoints its devices
+//! may reach. Every channel of
 //! every device of a fenced tenant, whether from the file, an HTTP push or an
 //! MQTT push, must fit one entry; the config compiler refuses one that does
 //! not, so the gateway never becomes a tenant's way into the rest of the plant

@@ -30,6 +30,7 @@ mod commands;
 mod device;
 mod downlink;
 mod fence;
+mod keyfile;
 mod network;
 mod product;
 mod protocol;
@@ -54,10 +55,10 @@ pub use commands::CommandConfig;
 pub use device::DeviceConfig;
 pub use downlink::DownlinkConfig;
 pub use fence::{FenceEntry, FenceHost, FenceTarget};
+pub use keyfile::{KeyFile, MIN_KEY_BYTES, read_keys};
 pub use network::{HttpConfig, MqttConfig, NodeToken};
 pub use product::ProductConfig;
 pub use protocol::Protocol;
-pub use secrets::{KeyFile, MIN_KEY_BYTES, read_keys};
 pub use sparkplug::{SparkplugConfig, UplinkPayload};
 pub use store::{StoreConfig, StoreKind};
 pub use tag::{TagConfig, TagPositions};
@@ -182,7 +183,11 @@ pub fn load_str(file: &str, text: &str) -> Result<GatewayConfig, Diagnostics> {
     let mut config = read_gateway(&root, &mut errors);
     // Key files are read from beside the configuration file.
     let base = Path::new(file).parent().unwrap_or(Path::new(""));
-    secrets::load(&mut config, base, &mut errors);
+    secrets::load(
+        (&mut config.collector, &mut config.tenants),
+        base,
+        &mut errors,
+    );
     errors.into_result(config)
 }
 

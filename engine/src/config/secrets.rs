@@ -1,116 +1,51 @@
-//! The configuration's secrets: files of signing keys and the API's tokens.
+//! The configuration's secrets read and checked together: the key files read
+//! (see `keyfile.rs`), and the tokens and keys compared.
 //!
-//! A key file (`collector.downlink.operatorKeyFile`, a tenant's
-//! `downlinkKeyFile`) holds one key per line, blank lines and `#` comments
-//! ignored, each at least [`MIN_KEY_BYTES`] long. Several lines let a key be
-//! rotated: a message signed with any of them verifies. A relative path is
-//! taken from the configuration file's directory. The keys themselves never
-//! appear in a diagnostic or a log.
-//!
-//! One secret must not stand for two parties: the admin token, the tenants'
-//! tokens and the node tokens are all different, and so are the operator's and
-//! the tenants' keys (a tenant holding the operator's secret would have the
-//! operator's rights).
+//! One secret must not stand for two parties (SEC-8 of `docs/security.md`):
+//! the admin token, the tenants' tokens, the node tokens and the metrics token
+//! are all different, and so are the operator's and the tenants' keys (a
+//! tenant holding the operator's secret would have the operator's rights).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::GatewayConfig;
-use super::read::text_at;
-use crate::model::Secret;
-use crate::yaml::{Diagnostics, Fields, Pos};
+use super::collector::CollectorConfig;
+use super::tenant::TenantConfig;
+use crate::yaml::Diagnostics;
 
-/// The shortest key accepted, in bytes (`openssl rand -hex 32` makes 64).
-pub const MIN_KEY_BYTES: usize = 16;
-
-/// A key file named in the configuration, and the keys read from it.
-#[derive(Debug, Clone)]
-pub struct KeyFile {
-    /// The path as written.
-    pub path: PathBuf,
-    /// Where it is written.
-    pub pos: Pos,
-    /// Its keys, once read (see [`KeyFile::load`]).
-    pub keys: Vec<Secret>,
-}
-
-/// Both name the same file with the same keys, wherever in the file they stand.
-impl PartialEq for KeyFile {
-    fn eq(&self, other: &Self) -> bool {
-        (&self.path, &self.keys) == (&other.path, &other.keys)
-    }
-}
-
-impl KeyFile {
-    /// The key file named under `key`, if any (its keys are read later).
-    pub(super) fn read(
-        fields: &mut Fields<'_>,
-        key: &'static str,
-        errors: &mut Diagnostics,
-    ) -> Option<Self> {
-        let (path, pos) = text_at(fields, key, errors)?;
-        if path.trim().is_empty() {
-            errors.push(pos, format!("`{key}`: must not be empty"));
-            return None;
-        }
-        Some(Self {
-            path: PathBuf::from(path),
-            pos,
-            keys: Vec::new(),
-        })
-    }
-
-    /// Reads the keys, the path taken from `base` when relative.
-    pub(super) fn load(&mut self, base: &Path, errors: &mut Diagnostics) {
-        match read_keys(&base.join(&self.path)) {
-            Ok(keys) => self.keys = keys,
-            Err(message) => errors.push(self.pos, message),
-        }
-    }
-}
-
-/// The keys of the key file at `path`.
-///
-/// # Errors
-/// A file that cannot be read, holds no key or a key too short to sign with;
-/// the message names the file, never a key.
-pub fn read_keys(path: &Path) -> Result<Vec<Secret>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| format!("cannot read the key file {}: {error}", path.display()))?;
-    parse(&text).map_err(|message| format!("{}: {message}", path.display()))
-}
-
-/// Reads every key file of `config` (relative paths from `base`) and checks
-/// that no secret stands for two parties.
-pub(super) fn load(config: &mut GatewayConfig, base: &Path, errors: &mut Diagnostics) {
-    let files = config.collector.downlink.operator_keys.iter_mut().chain(
-        config
-            .tenants
-            .iter_mut()
-            .filter_map(|t| t.downlink_keys.as_mut()),
-    );
+/// Reads every key file of the `collector` and `tenants` sections (relative
+/// paths from `base`) and checks that no secret stands for two parties.
+pub(super) fn load(
+    (collector, tenants): (&mut CollectorConfig, &mut [TenantConfig]),
+    base: &Path,
+    errors: &mut Diagnostics,
+) {
+    let files = collector
+        .downlink
+        .operator_keys
+        .iter_mut()
+        .chain(tenants.iter_mut().filter_map(|t| t.downlink_keys.as_mut()));
     for file in files {
         file.load(base, errors);
     }
-    distinct_keys(config, errors);
-    distinct_tokens(config, errors);
+    distinct_keys(collector, tenants, errors);
+    distinct_tokens(collector, tenants, errors);
 }
 
 /// The operator's and each tenant's keys are all different.
-fn distinct_keys(config: &GatewayConfig, errors: &mut Diagnostics) {
+fn distinct_keys(collector: &CollectorConfig, tenants: &[TenantConfig], errors: &mut Diagnostics) {
     let mut owners: HashMap<&str, String> = HashMap::new();
-    let operator = config
-        .collector
+    let operator = collector
         .downlink
         .operator_keys
         .iter()
         .map(|f| ("the operator".to_owned(), f));
-    let tenants = config.tenants.iter().filter_map(|t| {
+    let tenant_keys = tenants.iter().filter_map(|t| {
         t.downlink_keys
             .as_ref()
             .map(|f| (format!("tenant {}", t.tenant_id), f))
     });
-    for (owner, file) in operator.chain(tenants) {
+    for (owner, file) in operator.chain(tenant_keys) {
         for key in &file.keys {
             match owners.get(key.expose()) {
                 Some(first) if *first != owner => errors.push(
@@ -130,13 +65,16 @@ fn distinct_keys(config: &GatewayConfig, errors: &mut Diagnostics) {
 /// The admin token, the tenants' tokens, the node tokens and the metrics token
 /// are all different (tenants' tokens among themselves, and node tokens among
 /// themselves, are checked where they are read).
-fn distinct_tokens(config: &GatewayConfig, errors: &mut Diagnostics) {
-    let Some(http) = &config.collector.http else {
+fn distinct_tokens(
+    collector: &CollectorConfig,
+    tenants: &[TenantConfig],
+    errors: &mut Diagnostics,
+) {
+    let Some(http) = &collector.http else {
         return;
     };
     let tenant_of = |token: &str| {
-        config
-            .tenants
+        tenants
             .iter()
             .find(|t| t.tokens.iter().any(|own| own == token))
             .map(|t| t.tenant_id)
@@ -179,47 +117,62 @@ fn distinct_tokens(config: &GatewayConfig, errors: &mut Diagnostics) {
     }
 }
 
-/// The keys of a key file's text.
-fn parse(text: &str) -> Result<Vec<Secret>, String> {
-    let mut keys = Vec::new();
-    for (number, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        if line.len() < MIN_KEY_BYTES {
-            return Err(format!(
-                "the key on line {} is {} bytes long; a key needs at least {MIN_KEY_BYTES} \
-                 (make one with `openssl rand -hex 32`)",
-                number + 1,
-                line.len()
-            ));
-        }
-        keys.push(Secret::new(line));
-    }
-    if keys.is_empty() {
-        return Err("holds no key (one per line; `#` starts a comment)".to_owned());
-    }
-    Ok(keys)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::config::load_str;
 
     #[test]
-    fn keys_are_lines_and_short_ones_are_refused_without_being_shown() {
-        let keys = parse("# rotated 2026-12\n0123456789abcdef0123\n\n  fedcba9876543210fedc  \n")
-            .expect("two keys");
-        assert_eq!(
-            keys.iter().map(Secret::expose).collect::<Vec<_>>(),
-            ["0123456789abcdef0123", "fedcba9876543210fedc"]
-        );
-        let short = parse("0123456789abcdef0123\nshort-secret\n").expect_err("too short");
+    fn a_token_or_a_key_standing_for_two_parties_is_refused() {
+        let tokens = "collector:\n  http: { adminToken: shared, nodeTokens: [{ nodeId: edge, token: node }], metricsToken: node }\ntenants:\n  - { tenantId: 1, name: t, tokens: [shared] }\n";
+        let errors = load_str("gw.yaml", tokens)
+            .expect_err("clashes")
+            .to_string();
         assert!(
-            short.contains("line 2") && !short.contains("short-secret"),
-            "{short}"
+            errors.contains("gw.yaml:2:23: `adminToken` is also a token of tenant 1"),
+            "{errors}"
         );
-        assert!(parse("# nothing\n\n").is_err());
+        assert!(
+            errors.contains("`metricsToken` is also another token"),
+            "{errors}"
+        );
+        assert!(!errors.contains("shared"), "no secret is shown: {errors}");
+
+        let dir = std::env::temp_dir().join(format!("sluice-secrets-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("a.key"), "the-one-key-0123456789\n").expect("key");
+        std::fs::write(
+            dir.join("b.key"),
+            "another-key-0123456789\nthe-one-key-0123456789\n",
+        )
+        .expect("key");
+        let file = dir.join("gw.yaml");
+        let keys = "collector:\n  downlink: { operatorKeyFile: a.key }\ntenants:\n  - { tenantId: 1, name: t, downlinkKeyFile: b.key }\n  - { tenantId: 2, name: u, downlinkKeyFile: missing.key }\n";
+        let errors = load_str(&file.display().to_string(), keys)
+            .expect_err("shared key")
+            .to_string();
+        assert!(errors.contains("also the operator's"), "{errors}");
+        assert!(errors.contains("cannot read the key file"), "{errors}");
+        assert!(!errors.contains("the-one-key"), "no key is shown: {errors}");
+        std::fs::remove_file(dir.join("b.key")).expect("remove");
+        std::fs::write(dir.join("b.key"), "another-key-0123456789\n").expect("key");
+        let config = load_str(
+            &file.display().to_string(),
+            &keys.replace("missing.key", "c.key"),
+        );
+        assert!(config.is_err(), "c.key is missing too");
+        std::fs::write(dir.join("c.key"), "a-third-key-0123456789\n").expect("key");
+        let config = load_str(
+            &file.display().to_string(),
+            &keys.replace("missing.key", "c.key"),
+        )
+        .expect("three parties, three keys");
+        assert_eq!(
+            config.tenants[1]
+                .downlink_keys
+                .as_ref()
+                .map(|f| f.keys.len()),
+            Some(1)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -15,8 +15,8 @@ use std::collections::HashMap;
 
 use super::alarms::{parse_clock, parse_offset, text_of};
 use super::fence::{self, FenceEntry};
+use super::keyfile::KeyFile;
 use super::read::{Text, Unique, at_least, list, ranged, required_at, required_text, text};
-use super::secrets::KeyFile;
 use crate::yaml::{Diagnostics, Fields, FromNode, Node, Pos};
 
 /// The rules component a tenant gets unless it names another.

@@ -108,14 +108,14 @@ fn bounded(problems: &[PushProblem]) -> Vec<PushProblem> {
         .iter()
         .take(MAX_REPLY_PROBLEMS)
         .map(|p| {
-            problem(
+            PushProblem::new(
                 &clip(&p.path, MAX_REPLY_MESSAGE),
                 clip(&p.message, MAX_REPLY_MESSAGE),
             )
         })
         .collect();
     if problems.len() > MAX_REPLY_PROBLEMS {
-        shown.push(problem(
+        shown.push(PushProblem::new(
             "$",
             format!(
                 "and {} more problem(s)",
@@ -124,13 +124,6 @@ fn bounded(problems: &[PushProblem]) -> Vec<PushProblem> {
         ));
     }
     shown
-}
-
-pub(super) fn problem(path: &str, message: impl Into<String>) -> PushProblem {
-    PushProblem {
-        path: path.to_owned(),
-        message: message.into(),
-    }
 }
 
 /// A push's document as the device reader takes it: the payload's mapping with
@@ -167,7 +160,7 @@ impl Deployer {
                 .is_some_and(|d| !push.scope.sees(d.tenant_id))
         {
             let message = format!("no device `{id}` of this tenant");
-            outcome.result = Err(vec![problem("$.deviceId", message)]);
+            outcome.result = Err(vec![PushProblem::new("$.deviceId", message)]);
             return outcome;
         }
         let existing = match &push.target {
@@ -324,9 +317,9 @@ fn as_problems(file: &str, paths: &Paths, found: &Diagnostics) -> Vec<PushProble
         .iter()
         .map(|d| {
             if &*d.file == file {
-                problem(paths.at(d.pos), d.message.clone())
+                PushProblem::new(paths.at(d.pos), d.message.clone())
             } else {
-                problem("$", format!("{}:{}: {}", d.file, d.pos, d.message))
+                PushProblem::new("$", format!("{}:{}: {}", d.file, d.pos, d.message))
             }
         })
         .collect()
@@ -335,7 +328,7 @@ fn as_problems(file: &str, paths: &Paths, found: &Diagnostics) -> Vec<PushProble
 /// The payload as a device entry: JSON text holding an object.
 fn parse(payload: &[u8]) -> Result<Entry, Vec<PushProblem>> {
     if payload.len() > MAX_PUSH_BYTES {
-        return Err(vec![problem(
+        return Err(vec![PushProblem::new(
             "$",
             format!(
                 "the payload is {} bytes; a pushed configuration takes at most {MAX_PUSH_BYTES}",
@@ -344,19 +337,19 @@ fn parse(payload: &[u8]) -> Result<Entry, Vec<PushProblem>> {
         )]);
     }
     let Ok(text) = std::str::from_utf8(payload) else {
-        return Err(vec![problem("$", "the payload is not UTF-8 text")]);
+        return Err(vec![PushProblem::new("$", "the payload is not UTF-8 text")]);
     };
     let mut json = match serde_json::from_str::<Json>(text) {
         Ok(json) => json,
         Err(error) => {
-            return Err(vec![problem(
+            return Err(vec![PushProblem::new(
                 "$",
                 format!("the payload is not JSON: {error}"),
             )]);
         }
     };
     let Some(object) = json.as_object_mut() else {
-        return Err(vec![problem(
+        return Err(vec![PushProblem::new(
             "$",
             "expected a device's configuration: a JSON object",
         )]);
@@ -365,14 +358,14 @@ fn parse(payload: &[u8]) -> Result<Entry, Vec<PushProblem>> {
     // When it was signed: the downlink's, not the device's.
     object.remove("ts");
     if echoed_request_id(&request_id) != request_id {
-        return Err(vec![problem(
+        return Err(vec![PushProblem::new(
             "$.requestId",
             format!("a request id is a string of at most {MAX_REQUEST_ID} bytes, or a number"),
         )]);
     }
     let mut node = match yaml::parse("push", text) {
         Ok(node) => node,
-        Err(error) => return Err(vec![problem("$", error.to_string())]),
+        Err(error) => return Err(vec![PushProblem::new("$", error.to_string())]),
     };
     let paths = Paths::of(&node);
     if let Kind::Map(entries) = &mut node.kind {
@@ -439,10 +432,12 @@ fn with_identity(
     }
     for (key, value) in wanted {
         match entries.iter().find(|(k, _)| k.name == key) {
-            Some((k, node)) if node.kind != Kind::Str(value.clone()) => problems.push(problem(
-                entry.paths.at(k.pos),
-                format!("`{key}` is `{value}` for this device: a push cannot change it"),
-            )),
+            Some((k, node)) if node.kind != Kind::Str(value.clone()) => {
+                problems.push(PushProblem::new(
+                    entry.paths.at(k.pos),
+                    format!("`{key}` is `{value}` for this device: a push cannot change it"),
+                ))
+            }
             Some(_) => {}
             None => {
                 entries.push((
@@ -474,7 +469,7 @@ fn ownership(
 ) -> Vec<PushProblem> {
     let mut problems = Vec::new();
     match existing {
-        Some(before) if device.tenant_id != before.tenant_id => problems.push(problem(
+        Some(before) if device.tenant_id != before.tenant_id => problems.push(PushProblem::new(
             "$.tenantId",
             format!(
                 "the device belongs to tenant {}: a push cannot move it to another",
@@ -484,13 +479,13 @@ fn ownership(
         Some(_) => {}
         None => {
             if !scope.sees(device.tenant_id) {
-                problems.push(problem(
+                problems.push(PushProblem::new(
                     "$.tenantId",
                     "a tenant pushes only devices of its own",
                 ));
             }
             if running.device(&device.device_id).is_some() {
-                problems.push(problem(
+                problems.push(PushProblem::new(
                     "$.deviceId",
                     format!("deviceId `{}` is taken by another device", device.device_id),
                 ));
@@ -500,7 +495,7 @@ fn ownership(
                 .iter()
                 .any(|d| d.product_id == device.product_id && d.device_num == device.device_num)
             {
-                problems.push(problem(
+                problems.push(PushProblem::new(
                     "$.deviceNum",
                     format!(
                         "productId `{}` with deviceNum `{}` is another device",
@@ -527,7 +522,7 @@ impl Deployer {
         let refused = |message: String| PushOutcome {
             request_id: request_id_of(payload),
             device_id: None,
-            result: Err(vec![problem("$", message)]),
+            result: Err(vec![PushProblem::new("$", message)]),
         };
         if payload.len() > MAX_PUSH_BYTES {
             return refused(format!(

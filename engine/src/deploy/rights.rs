@@ -1,4 +1,4 @@
-//! What a push may change (P5 of `docs/commands.md`). The operator (the admin
+//! What a push may change (P5 of `docs/commands.md`, SEC-5 of `docs/security.md`). The operator (the admin
 //! token, the operator's signing key) may push anything the file could say. A
 //! tenant (its token or key), and an unsigned push from a trusted broker, may
 //! only tune what the operator allowed: never create a device, add a channel
@@ -6,7 +6,6 @@
 //! a tag lives; a channel moves only inside its tenant's fence. Each refusal is
 //! a problem at the JSON path of the field.
 
-use super::push::problem;
 use crate::config::{ChannelConfig, DeviceConfig, TagConfig};
 use crate::model::{Access, SettingValue};
 use crate::mqtt::PushProblem;
@@ -26,7 +25,7 @@ const ENDPOINT_SETTINGS: [&str; 1] = ["unitId"];
 
 /// Why a limited push may not create a device.
 pub(super) fn creation_refused() -> PushProblem {
-    problem(
+    PushProblem::new(
         "$.deviceId",
         "only the operator creates a device (the admin token, or the operator's key)",
     )
@@ -47,7 +46,7 @@ pub(super) fn widenings(
             .iter()
             .find(|c| c.channel_id == channel.channel_id)
         else {
-            problems.push(problem(
+            problems.push(PushProblem::new(
                 &format!("{at}.channelId"),
                 format!(
                     "only the operator adds a channel (`{}` is new)",
@@ -61,7 +60,7 @@ pub(super) fn widenings(
             let at = format!("{at}.tags[{j}]");
             match old.tags.iter().find(|t| t.spec.key == tag.spec.key) {
                 Some(old_tag) => tag_widenings(old_tag, tag, &at, &mut problems),
-                None => problems.push(problem(
+                None => problems.push(PushProblem::new(
                     &format!("{at}.key"),
                     format!(
                         "only the operator adds a tag (`{}` is new here)",
@@ -81,7 +80,7 @@ fn channel_widenings(
     problems: &mut Vec<PushProblem>,
 ) {
     if new.protocol != old.protocol {
-        problems.push(problem(
+        problems.push(PushProblem::new(
             &format!("{at}.protocol"),
             "only the operator changes a channel's protocol",
         ));
@@ -91,7 +90,7 @@ fn channel_widenings(
         || new.serial != old.serial
         || endpoint_settings(new) != endpoint_settings(old);
     if moved && !fenced {
-        problems.push(problem(
+        problems.push(PushProblem::new(
             at,
             "only the operator moves a channel (host, port, serial line, unit id): the \
              tenant has no fence to move it within",
@@ -103,7 +102,7 @@ fn channel_widenings(
         .filter(|key| new.setting(key) != old.setting(key))
         .collect();
     if let Some(key) = changed.first() {
-        problems.push(problem(
+        problems.push(PushProblem::new(
             &format!("{at}.{key}"),
             format!("only the operator changes `{key}` of a channel"),
         ));
@@ -132,7 +131,7 @@ fn writable(access: Access) -> bool {
 fn tag_widenings(old: &TagConfig, new: &TagConfig, at: &str, problems: &mut Vec<PushProblem>) {
     let (o, n) = (&old.spec, &new.spec);
     let mut refuse = |field: &str, what: &str| {
-        problems.push(problem(
+        problems.push(PushProblem::new(
             &format!("{at}.{field}"),
             format!("only the operator {what}"),
         ));

@@ -1,14 +1,12 @@
-//! The admin token of a gateway configured without one: made at its first
+//! The admin token of a gateway configured without one (SEC-8 of
+//! `docs/security.md`): made at its first
 //! start, kept in the data directory (`admin-token`, readable and writable by
 //! the engine's own user only) and used again at every start, so the API and
 //! the console are never open to anyone who asks. The log says where it is.
 
-use std::io::{Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use anyhow::Context;
-
+use super::kept::{kept, random_hex};
 use crate::config::GatewayConfig;
 
 /// The file of the data directory that keeps a made admin token.
@@ -27,52 +25,27 @@ pub(super) fn admin_token(config: &GatewayConfig) -> anyhow::Result<Option<Strin
         return Ok(Some(token.clone()));
     }
     let path = Path::new(&config.collector.wal.dir).join(ADMIN_TOKEN_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(kept) if !kept.trim().is_empty() => {
-            tracing::info!(file = %path.display(), "no collector.http.adminToken: the admin token is the one kept in the data directory");
-            return Ok(Some(kept.trim().to_owned()));
-        }
-        Ok(_) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => {
-            return Err(error).with_context(|| format!("cannot read {}", path.display()));
-        }
+    // 256 random bits.
+    let (token, made) = kept(&path, || random_hex(32))?;
+    if made {
+        tracing::warn!(
+            file = %path.display(),
+            "no collector.http.adminToken: made an admin token and kept it in the data \
+             directory (readable by this user only); the API and the console need it"
+        );
+    } else {
+        tracing::info!(
+            file = %path.display(),
+            "no collector.http.adminToken: the admin token is the one kept in the data directory"
+        );
     }
-    let token = random_token()?;
-    let partial = path.with_extension("partial");
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&partial)
-        .and_then(|mut file| {
-            // An older file of the same name may have other rights.
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-            file.write_all(format!("{token}\n").as_bytes())?;
-            file.sync_all()
-        })
-        .and_then(|()| std::fs::rename(&partial, &path));
-    written.with_context(|| format!("cannot keep the admin token in {}", path.display()))?;
-    tracing::warn!(
-        file = %path.display(),
-        "no collector.http.adminToken: made an admin token and kept it in the data directory \
-         (readable by this user only); the API and the console need it"
-    );
     Ok(Some(token))
-}
-
-/// 256 random bits, in hex.
-fn random_token() -> anyhow::Result<String> {
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut random| random.read_exact(&mut bytes))
-        .context("cannot read /dev/urandom for an admin token")?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     #[test]

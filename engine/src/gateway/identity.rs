@@ -7,11 +7,9 @@
 //! downlink messages sent while it is away, under this id); engines sharing a
 //! database append their node id, so that one configuration serves them all.
 
-use std::io::Read;
 use std::path::Path;
 
-use anyhow::Context;
-
+use super::kept::{kept, random_hex};
 use crate::config::{GatewayConfig, StoreKind, UplinkPayload};
 
 /// The file of the data directory that keeps a made-up client id.
@@ -66,30 +64,10 @@ fn own_client_id(config: &GatewayConfig) -> anyhow::Result<String> {
     if let Some(configured) = &config.collector.mqtt.client_id {
         return Ok(configured.clone());
     }
-    let dir = Path::new(&config.collector.wal.dir);
-    let path = dir.join(CLIENT_ID_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(kept) if !kept.trim().is_empty() => return Ok(kept.trim().to_owned()),
-        Ok(_) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => {
-            return Err(error).with_context(|| format!("cannot read {}", path.display()));
-        }
+    let path = Path::new(&config.collector.wal.dir).join(CLIENT_ID_FILE);
+    let (id, made) = kept(&path, || Ok(format!("sluice-{}", random_hex(6)?)))?;
+    if made {
+        tracing::info!(client_id = %id, "made up an MQTT client id for this data directory");
     }
-    let made_up = format!("sluice-{}", random_hex()?);
-    let partial = dir.join(format!("{CLIENT_ID_FILE}.partial"));
-    std::fs::write(&partial, &made_up)
-        .and_then(|()| std::fs::rename(&partial, &path))
-        .with_context(|| format!("cannot keep the client id in {}", path.display()))?;
-    tracing::info!(client_id = %made_up, "made up an MQTT client id for this data directory");
-    Ok(made_up)
-}
-
-/// Twelve random hex digits: unique enough that no two engines meet on a broker.
-fn random_hex() -> anyhow::Result<String> {
-    let mut bytes = [0u8; 6];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut random| random.read_exact(&mut bytes))
-        .context("cannot read /dev/urandom for a client id")?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(id)
 }

@@ -5,6 +5,7 @@
 mod admin_token;
 mod compile;
 mod identity;
+mod kept;
 mod run;
 mod state;
 mod systemd;

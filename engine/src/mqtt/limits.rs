@@ -1,7 +1,8 @@
 //! Bounds on what the engine takes from outside (downlink messages, the API's
-//! bodies) and on what it echoes back: each field is checked before anything
-//! is stored, and a reply never carries more of the input than these allow, so
-//! no message can grow a reply past what the broker takes.
+//! bodies) and on what it echoes back (SEC-1 of `docs/security.md`): each field
+//! is checked before anything is stored, and a reply never carries more of the
+//! input than these allow, so no message can grow a reply past what the broker
+//! takes.
 
 use std::borrow::Cow;
 

@@ -106,6 +106,15 @@ pub struct PushProblem {
     pub message: String,
 }
 
+impl PushProblem {
+    pub fn new(path: &str, message: impl Into<String>) -> Self {
+        Self {
+            path: path.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
 /// A reply on `config/push/reply`.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]

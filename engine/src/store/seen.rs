@@ -1,5 +1,5 @@
-//! Signed downlink messages already handled, by topic and `requestId`, with a
-//! digest of what they said: a message the broker delivers again is known, and
+//! Signed downlink messages already handled (SEC-4 of `docs/security.md`), by
+//! topic and `requestId`, with a digest of what they said: a message the broker delivers again is known, and
 //! a captured one sent again is not applied a second time. Kept in the
 //! engine's own redb file (each engine applies what it receives) until its
 //! signature would be too old to accept anyway.

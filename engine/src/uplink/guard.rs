@@ -1,4 +1,5 @@
-//! Who a downlink message comes from, checked before anything of it is used:
+//! Who a downlink message comes from (SEC-3 and SEC-4 of `docs/security.md`),
+//! checked before anything of it is used:
 //! its signature (see [`crate::mqtt::signature`]) made with the operator's key
 //! or with a key of the tenant whose device the topic names, over the topic and
 //! the payload, with a `ts` inside the window. Unsigned messages are refused
