@@ -1022,6 +1022,19 @@ async fn a_gateway_without_an_admin_token_makes_one_for_its_operator_only() {
         (200, Some("maintain")),
         "{row}"
     );
+    // `sluice reload` finds the kept token by itself.
+    let reload = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["reload", "--config"])
+        .arg(&rig.file)
+        .current_dir(&rig.dir)
+        .output()
+        .expect("sluice reload runs");
+    assert!(
+        reload.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&reload.stdout),
+        String::from_utf8_lossy(&reload.stderr)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

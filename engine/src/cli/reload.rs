@@ -1,6 +1,7 @@
 //! `sluice reload --config FILE`: asks the gateway running with that
-//! configuration (over its HTTP API, with its admin token) to read its pipeline
-//! files and device configuration again now, and prints what it did.
+//! configuration (over its HTTP API, with its admin token: the configured one,
+//! else the one it made in its data directory) to read its pipeline files and
+//! device configuration again now, and prints what it did.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use sluice::config;
+use sluice::gateway::ADMIN_TOKEN_FILE;
 
 /// Longest wait for the gateway's answer (a reload compiles pipelines).
 const ANSWER_WITHIN: Duration = Duration::from_secs(120);
@@ -24,11 +26,19 @@ pub fn run(config_path: &Path) -> anyhow::Result<ExitCode> {
             config_path.display()
         );
     };
-    let Some(token) = &http.admin_token else {
-        anyhow::bail!(
-            "{}: `collector.http.adminToken` is needed to ask for a reload",
-            config_path.display()
-        );
+    // The configured admin token, else the one the gateway made and kept.
+    let kept = Path::new(&config.collector.wal.dir).join(ADMIN_TOKEN_FILE);
+    let token = match &http.admin_token {
+        Some(token) => token.clone(),
+        None => std::fs::read_to_string(&kept)
+            .map(|token| token.trim().to_owned())
+            .with_context(|| {
+                format!(
+                    "{}: no `collector.http.adminToken`, and the one the gateway makes cannot be read from {}",
+                    config_path.display(),
+                    kept.display()
+                )
+            })?,
     };
     let mut stream = TcpStream::connect_timeout(&http.listen, Duration::from_secs(5))
         .with_context(|| format!("no gateway answers on {}", http.listen))?;
