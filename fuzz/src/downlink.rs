@@ -1,11 +1,17 @@
 //! What the platform sends down: `property/set` and `function/invoke` payloads
 //! (JSON requests), Sparkplug B DCMD and NCMD payloads, and `config/push`
-//! device entries. Byte 0 picks the kind, the rest is the payload.
+//! device entries. Byte 0 picks the kind, the rest is the payload; every
+//! payload is also taken apart as a signed message and put to the downlink's
+//! guard, as each one is before anything else reads it.
 
 use serde_json::Value as Json;
 use sluice::command::values::to_raw;
+use sluice::config::KeyFile;
+use sluice::model::Secret;
 use sluice::model::{Access, ByteOrder, DataType, Setting, SettingValue, TagSpec, Value};
+use sluice::mqtt::signature;
 use sluice::mqtt::{CommandRequest, request_id_of};
+use sluice::uplink::DownlinkGuard;
 
 use crate::documents::check_refusal;
 
@@ -135,10 +141,41 @@ fn config_push(payload: &[u8]) {
     }
 }
 
+/// The signature split off and checked: what is left is the signed body; the
+/// guard (an operator's and a tenant's key) lets it in or says why not, and
+/// never for a key that did not sign it.
+fn signed(payload: &[u8]) {
+    const TOPIC: &str = "P/D1/property/set";
+    match signature::split(payload) {
+        Ok(Some(signed)) => {
+            assert!(signed.body.ends_with(b"}") && signed.body.len() < payload.len());
+            assert!(!signature::verify(
+                b"a key nobody signs with",
+                TOPIC,
+                &signed
+            ));
+        }
+        Ok(None) => {}
+        Err(error) => assert!(!error.to_string().is_empty()),
+    }
+    let mut config = sluice::config::GatewayConfig::default();
+    config.collector.downlink.operator_keys = Some(KeyFile {
+        path: "operator.key".into(),
+        pos: sluice::yaml::Pos::default(),
+        keys: vec![Secret::new("the-operator-key-0123456789")],
+    });
+    let guard = DownlinkGuard::new(&config, None);
+    match guard.admit(TOPIC, payload, Some(1), 1_800_000_000_000) {
+        Ok(admitted) => panic!("let in without its key: {:?}", admitted.authority),
+        Err(reason) => assert!(!reason.is_empty() && reason.len() < 1024, "{reason}"),
+    }
+}
+
 pub fn payload(data: &[u8]) {
     let Some((&kind, payload)) = data.split_first() else {
         return;
     };
+    signed(payload);
     let tags = tags();
     match kind % 4 {
         0 => request(payload, &tags),
