@@ -664,70 +664,50 @@ async fn a_tenant_creates_nothing_and_reaches_no_host_outside_its_fence() {
             }]
         })
     };
-    let problems = |reply: &Value| reply["problems"].to_string();
+    // A push of `body` for device `id` with `token`: its status, and its
+    // problems as text.
+    let push = |id: &str, token: &'static str, body: Value| {
+        let path = format!("/devices/{id}/config");
+        let http = rig.http;
+        async move {
+            let (status, reply) =
+                Engine::request(http, "PUT", &path, Some(token), Some(&body)).await;
+            (status, reply["problems"].to_string())
+        }
+    };
 
     // The finding: a new device at the other tenant's PLC.
     let mut evil = device(rig.other.port(), 1);
     evil["productId"] = json!("P");
     evil["deviceNum"] = json!("evil");
-    let (status, reply) = rig
-        .call("PUT", "/devices/evil/config", Some(TENANT_1), Some(&evil))
-        .await;
-    assert_eq!(status, 422, "{reply}");
+    let (status, problems) = push("evil", TENANT_1, evil).await;
+    assert_eq!(status, 422, "{problems}");
     assert!(
-        problems(&reply).contains("only the operator creates a device"),
-        "{reply}"
+        problems.contains("only the operator creates a device"),
+        "{problems}"
     );
     assert!(
-        problems(&reply).contains("outside the fence of tenant 1"),
-        "{reply}"
+        problems.contains("outside the fence of tenant 1"),
+        "{problems}"
     );
     // Its own device moved to another port: outside its fence.
-    let (status, reply) = rig
-        .call(
-            "PUT",
-            "/devices/plc/config",
-            Some(TENANT_1),
-            Some(&device(trap_port, 1)),
-        )
-        .await;
-    assert_eq!(status, 422, "{reply}");
+    let (status, problems) = push("plc", TENANT_1, device(trap_port, 1)).await;
+    assert_eq!(status, 422, "{problems}");
     assert!(
-        problems(&reply).contains(&format!("127.0.0.1:{trap_port}")),
-        "{reply}"
+        problems.contains(&format!("127.0.0.1:{trap_port}")),
+        "{problems}"
     );
     // Tenant 2 has no fence: its devices stay where the operator put them.
-    let (status, reply) = rig
-        .call(
-            "PUT",
-            "/devices/other/config",
-            Some(TENANT_2),
-            Some(&device(trap_port, 2)),
-        )
-        .await;
-    assert_eq!(status, 422, "{reply}");
-    assert!(problems(&reply).contains("no fence"), "{reply}");
+    let (status, problems) = push("other", TENANT_2, device(trap_port, 2)).await;
+    assert_eq!(status, 422, "{problems}");
+    assert!(problems.contains("no fence"), "{problems}");
     // Not even the operator may put tenant 1's device outside its fence.
-    let (status, reply) = rig
-        .call(
-            "PUT",
-            "/devices/plc/config",
-            Some(ADMIN),
-            Some(&device(trap_port, 1)),
-        )
-        .await;
-    assert_eq!(status, 422, "{reply}");
-    assert!(problems(&reply).contains("outside the fence"), "{reply}");
+    let (status, problems) = push("plc", ADMIN, device(trap_port, 1)).await;
+    assert_eq!(status, 422, "{problems}");
+    assert!(problems.contains("outside the fence"), "{problems}");
     // Inside it, the tenant may tune its device.
-    let (status, reply) = rig
-        .call(
-            "PUT",
-            "/devices/plc/config",
-            Some(TENANT_1),
-            Some(&device(rig.plc.port(), 1)),
-        )
-        .await;
-    assert_eq!(status, 200, "{reply}");
+    let (status, problems) = push("plc", TENANT_1, device(rig.plc.port(), 1)).await;
+    assert_eq!(status, 200, "{problems}");
 
     let connected = tokio::time::timeout(Duration::from_secs(2), trap.accept()).await;
     assert!(
