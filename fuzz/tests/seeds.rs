@@ -8,7 +8,7 @@
 //! configuration and pipelines and messages built with the engine's own types.
 //! Run on purpose only: it rewrites `corpus/`.
 
-#[path = "../../engine/tests/support/peers.rs"]
+#[path = "../../engine/tests/it/support/peers.rs"]
 #[allow(dead_code)]
 mod peers;
 

@@ -2,7 +2,7 @@
 //! static, stripped musl binary with the default components embedded, its
 //! SHA-256, and a Debian package (`packaging/`: the binary in `/usr/bin`, the
 //! example config in `/etc/sluice/`, the systemd unit), all in `target/packages/`.
-//! `--check` then runs `engine/tests/dist.rs` on them: each binary against a
+//! `--check` then runs `engine/tests/it/dist.rs` on them: each binary against a
 //! Modbus peer and Mosquitto (the aarch64 one under `qemu-aarch64-static`), each
 //! package installed into an empty root, its unit verified; and the engine's
 //! tests of what differs between C libraries, built for musl.
@@ -97,7 +97,7 @@ pub fn dist(root: &Path, check: bool) -> Result<(), String> {
     let dir = out.display().to_string();
     test_engine(
         root,
-        &["--test", "dist", "--", "--ignored", "--nocapture"],
+        &["--test", "it", "--", "dist::", "--ignored", "--nocapture"],
         &[("SLUICE_DIST", &dir)],
     )?;
     // What the C library decides, tested against musl's: its wrappers differ

@@ -3,7 +3,7 @@
 //! embedded MQTT broker with a counting drain.
 #![allow(dead_code)]
 
-#[path = "../../tests/support/yaml.rs"]
+#[path = "../../tests/it/support/yaml.rs"]
 pub mod yaml;
 
 use std::collections::HashMap;

@@ -1,0 +1,308 @@
+//! The alarm API of a running engine: a pymodbus device whose value crosses a
+//! pipeline threshold, device events posted by two tenants, delivery to
+//! Mosquitto, a lease alarm when the device dies, and persistence across a
+//! restart.
+
+use std::time::{Duration, Instant};
+
+use crate::support::engine::{Engine, scratch_dir};
+use crate::support::mqtt::Subscriber;
+use crate::support::peers::{Mosquitto, PyModbus, free_port};
+use crate::support::yaml::{BOILER_PIPELINE, HOMES_TOKEN, PLANT_TOKEN, two_tenants};
+use serde_json::{Value, json};
+
+const ADMIN: &str = "operator-secret";
+const PLANT: &str = PLANT_TOKEN;
+const HOMES: &str = HOMES_TOKEN;
+
+fn config(modbus: u16, mqtt: u16, http: u16, nobody: u16) -> String {
+    let collector = format!(
+        "collector:
+  workerThreads: 2
+  perDeviceTimeoutMs: 500
+  mqtt:
+    brokerUrl: tcp://127.0.0.1:{mqtt}
+    clientId: alarms-{http}
+    topicPrefix: site
+  http:
+    listen: 127.0.0.1:{http}
+    adminToken: {ADMIN}
+  wal:
+    dir: ./data
+  backoff:
+    baseMs: 100
+    maxMs: 300
+  lease:
+    scanIntervalMs: 300
+  alarms:
+    escalateAfterSec: 3600
+"
+    );
+    two_tenants(
+        &collector,
+        (modbus, nobody),
+        "    stateTimeout: 2\n",
+        "          - { key: temp, address: '40001', dataType: UINT16, periodMs: 200 }\n",
+    )
+}
+
+async fn call(
+    http: u16,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
+    Engine::request(http, method, path, token, body.as_ref()).await
+}
+
+async fn get(http: u16, path: &str, token: &str) -> Value {
+    let (status, body) = call(http, "GET", path, Some(token), None).await;
+    assert_eq!(status, 200, "GET {path}: {body}");
+    body
+}
+
+/// Polls `GET path` (as `token`) until `done` holds for the body.
+async fn wait_get(
+    http: u16,
+    path: &str,
+    token: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (status, body) = call(http, "GET", path, Some(token), None).await;
+        if status == 200 && done(&body) {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: last answer {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn with_rule<'a>(body: &'a Value, rule: &str) -> Option<&'a Value> {
+    body["alarms"]
+        .as_array()?
+        .iter()
+        .find(|a| a["ruleKey"] == rule)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alarms_from_samples_events_and_leases_through_the_api() {
+    let mut modbus = PyModbus::start(&json!({ "hr": { "0": [95], "1": [0] } }));
+    let broker = Mosquitto::start();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let dir = scratch_dir("alarm-api");
+    let pipelines = dir.join("pipelines");
+    std::fs::create_dir_all(&pipelines).expect("pipelines dir");
+    std::fs::write(pipelines.join("with-alarms.yaml"), BOILER_PIPELINE).expect("pipeline");
+    let text = config(modbus.port(), broker.port(), http, free_port());
+    let mut engine = Engine::start_with_pipelines(&dir, &text, &pipelines);
+
+    // A sample above the threshold raises an alarm, delivered to the broker and
+    // PUSHED once acknowledged.
+    let hot = wait_get(
+        http,
+        "/alarms?ruleKey=BOILER_HOT",
+        ADMIN,
+        "the threshold alarm, pushed",
+        |b| with_rule(b, "BOILER_HOT").is_some_and(|a| a["state"] == "PUSHED"),
+    )
+    .await;
+    let hot = with_rule(&hot, "BOILER_HOT").expect("alarm").clone();
+    assert_eq!(
+        (hot["deviceId"].as_str(), hot["tenantId"].as_u64()),
+        (Some("boiler"), Some(1))
+    );
+    assert_eq!(hot["source"], "rule");
+    let hot_id = hot["id"].as_u64().expect("id");
+    subscriber
+        .wait_until(
+            Duration::from_secs(5),
+            "the alarm on the alarm topic",
+            |m| {
+                m.iter()
+                    .any(|m| m.topic == "site/alarm/post" && m.json()["alarm"]["id"] == hot_id)
+            },
+        )
+        .await;
+
+    // Tokens: none or a wrong one is 401; another tenant's alarm is 404.
+    assert_eq!(call(http, "GET", "/alarms", None, None).await.0, 401);
+    assert_eq!(
+        call(http, "GET", "/alarms", Some("guess"), None).await.0,
+        401
+    );
+    let path = format!("/alarms/{hot_id}");
+    assert_eq!(call(http, "GET", &path, Some(HOMES), None).await.0, 404);
+    assert_eq!(
+        call(http, "POST", &format!("{path}/confirm"), Some(HOMES), None)
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        call(http, "GET", &format!("{path}/chain"), Some(HOMES), None)
+            .await
+            .0,
+        404
+    );
+    assert!(
+        get(http, "/alarms", HOMES).await["alarms"]
+            .as_array()
+            .expect("list")
+            .is_empty()
+    );
+    assert_eq!(get(http, &path, PLANT).await["id"], hot_id);
+
+    // Device events: tenant 2 posts for its own device only.
+    let sos = json!({ "deviceId": "flat-7", "type": "SOS", "eventId": "ev-1" });
+    assert_eq!(
+        call(http, "POST", "/events", Some(PLANT), Some(sos.clone()))
+            .await
+            .0,
+        404
+    );
+    let (status, posted) = call(http, "POST", "/events", Some(HOMES), Some(sos.clone())).await;
+    assert_eq!(status, 200, "{posted}");
+    assert_eq!(posted["results"][0]["result"], "opened");
+    let sos_id = posted["results"][0]["alarm"]["id"].as_u64().expect("id");
+    let (_, again) = call(http, "POST", "/events", Some(HOMES), Some(sos)).await;
+    assert_eq!(
+        again["results"][0],
+        json!({ "result": "duplicate", "alarmId": sos_id })
+    );
+    let coffee = json!({ "deviceId": "flat-7", "type": "COFFEE" });
+    assert_eq!(
+        call(http, "POST", "/events", Some(HOMES), Some(coffee))
+            .await
+            .0,
+        422
+    );
+
+    // A transition outside the whitelist is refused with what is allowed.
+    let sos_path = format!("/alarms/{sos_id}");
+    let (status, refused) = call(
+        http,
+        "POST",
+        &format!("{sos_path}/close"),
+        Some(HOMES),
+        None,
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["allowed"], json!(["confirm", "handle", "false"]));
+    let (status, _) = call(
+        http,
+        "POST",
+        &format!("{sos_path}/escalate"),
+        Some(HOMES),
+        None,
+    )
+    .await;
+    assert_eq!(status, 400, "engine actions are not for people");
+    let by = json!({ "by": "warden", "note": "on my way" });
+    let (status, confirmed) = call(
+        http,
+        "POST",
+        &format!("{sos_path}/confirm"),
+        Some(HOMES),
+        Some(by),
+    )
+    .await;
+    assert_eq!(status, 200, "{confirmed}");
+    assert_eq!(confirmed["state"], "CONFIRMED");
+    assert_eq!(confirmed["confirmedBy"], "tenant:2/warden");
+    let actions = get(http, &format!("{sos_path}/actions"), HOMES).await;
+    assert_eq!(actions["actions"], json!(["handle", "false"]));
+    let detail = get(http, &sos_path, HOMES).await;
+    let history = detail["history"].as_array().expect("history");
+    let last = history.last().expect("an entry");
+    assert_eq!(
+        (last["action"].as_str(), last["note"].as_str()),
+        (Some("confirm"), Some("on my way"))
+    );
+
+    // A second SOS opens a new alarm; the confirmed one keeps its state, so the
+    // new alarm's chain holds only itself.
+    let sos2 = json!({ "deviceId": "flat-7", "type": "SOS", "eventId": "ev-2" });
+    let (_, posted) = call(http, "POST", "/events", Some(HOMES), Some(sos2)).await;
+    let sos2_id = posted["results"][0]["alarm"]["id"].as_u64().expect("id");
+    assert_eq!(
+        posted["results"][0]["previous"],
+        json!({ "id": sos_id, "state": "CONFIRMED" })
+    );
+    let chain = get(http, &format!("/alarms/{sos2_id}/chain"), HOMES).await;
+    assert_eq!(chain["alarms"].as_array().map(Vec::len), Some(1));
+    // A power-on clears nothing of an SOS.
+    let power = json!({ "deviceId": "flat-7", "type": "POWER_ON" });
+    let (_, cleared) = call(http, "POST", "/events", Some(HOMES), Some(power)).await;
+    assert!(
+        cleared["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .all(|r| r["result"] == "nothing to clear")
+    );
+    assert!(get(http, &format!("/alarms/{sos2_id}"), HOMES).await["clearedAt"].is_null());
+    let stats = get(http, "/alarms/stats", HOMES).await;
+    assert_eq!(stats["pending"], 2);
+    assert_eq!(stats["today"]["raised"], 2);
+
+    // The device dies: its lease runs out and the lease event raises DEVICE_OFFLINE.
+    modbus.kill();
+    let offline = wait_get(
+        http,
+        "/alarms?deviceId=boiler",
+        PLANT,
+        "the offline alarm",
+        |b| with_rule(b, "DEVICE_OFFLINE").is_some(),
+    )
+    .await;
+    assert_eq!(
+        with_rule(&offline, "DEVICE_OFFLINE").expect("alarm")["source"],
+        "lease"
+    );
+    let health = get(http, "/health", ADMIN).await;
+    assert_eq!(health["auditFailures"], 0);
+
+    // A restart keeps every alarm, its state and its history (which also records
+    // the release of its key to the second SOS).
+    let before = get(http, &sos_path, HOMES).await;
+    let changes: Vec<&str> = before["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .filter_map(|r| r["change"].as_str())
+        .collect();
+    // (a push may come before the confirm, depending on the delivery timer)
+    assert_eq!(changes.first(), Some(&"raise"));
+    assert_eq!(changes.last(), Some(&"release"));
+    engine.kill();
+    let engine = Engine::start_with_pipelines(&dir, &text, &pipelines);
+    let kept = wait_get(
+        http,
+        &sos_path,
+        HOMES,
+        "the confirmed alarm after a restart",
+        |b| b["state"] == "CONFIRMED",
+    )
+    .await;
+    assert_eq!(
+        kept["history"].as_array().map(Vec::len),
+        Some(changes.len())
+    );
+    let metrics = Engine::http_get(http, "/metrics", None)
+        .await
+        .expect("metrics");
+    assert!(
+        metrics.contains("sluice_alarm_audit_failures_total 0"),
+        "{metrics}"
+    );
+    drop(engine);
+}

@@ -1,0 +1,307 @@
+//! Collector behaviour with the built-in simulator as the device (in this test
+//! process) and mosquitto as the broker: scheduling under a slow device, shared
+//! connections, report modes, sequence numbers across a crash, the Last Will.
+
+use std::time::Duration;
+
+use crate::support::engine::{ADMIN_TOKEN, Engine, scratch_dir};
+use crate::support::mqtt::Subscriber;
+use crate::support::peers::{Mosquitto, free_port};
+use crate::support::sim::simulator;
+use crate::support::yaml::modbus_device;
+use serde_json::Value;
+
+fn collector(mqtt: u16, http: u16, mode: &str, keep_alive: u16) -> String {
+    format!(
+        "collector:
+  workerThreads: 2
+  perDeviceTimeoutMs: 2000
+  reportMode: {mode}
+  mqtt:
+    brokerUrl: tcp://127.0.0.1:{mqtt}
+    clientId: behaviour-{http}
+    keepAliveSec: {keep_alive}
+  http:
+    listen: 127.0.0.1:{http}
+    adminToken: {ADMIN_TOKEN}
+  wal:
+    dir: ./data
+devices:
+"
+    )
+}
+
+fn device(id: &str, port: u16, unit: u8, tags: &str) -> String {
+    let channel = format!("        unitId: {unit}\n        readTimeoutMs: 1500\n");
+    modbus_device(id, port, &channel, tags)
+}
+
+/// The value of a Prometheus sample line `name{labels} value`.
+fn metric(metrics: &str, line_start: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no metric {line_start} in:\n{metrics}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_device_is_skipped_and_never_delays_the_others_which_share_a_connection() {
+    let (_slow_sim, slow) = simulator(100, Duration::from_millis(300)).await;
+    let (fast_sim, fast) = simulator(100, Duration::ZERO).await;
+    let broker = Mosquitto::start();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let mut config = collector(broker.port(), http, "BATCH", 5);
+    config.push_str(&device(
+        "slow",
+        slow.local_addr().port(),
+        1,
+        "          - { key: a, address: '40001', dataType: UINT16, periodMs: 100 }\n          - { key: b, address: '40002', dataType: UINT16, periodMs: 150 }\n",
+    ));
+    for (id, unit) in [("fast1", 1), ("fast2", 2)] {
+        config.push_str(&device(
+            id,
+            fast.local_addr().port(),
+            unit,
+            "          - { key: a, address: '40001', dataType: UINT16, periodMs: 100 }\n",
+        ));
+    }
+    let dir = scratch_dir("slow-device");
+    let mut engine = Engine::start(&dir, &config);
+    subscriber
+        .wait_until(Duration::from_secs(15), "reports from every device", |m| {
+            [
+                "P/slow/property/post",
+                "P/fast1/property/post",
+                "P/fast2/property/post",
+            ]
+            .iter()
+            .all(|t| m.iter().any(|m| m.topic == *t))
+        })
+        .await;
+    let start = subscriber.on("P/fast1/property/post").len();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    engine.assert_running();
+    // Two seconds at 100 ms, next round from completion: about 20 reports.
+    let fast_reports = subscriber.on("P/fast1/property/post").len() - start;
+    assert!(
+        fast_reports >= 15,
+        "the fast device kept its pace: {fast_reports} reports in 2 s"
+    );
+    let metrics = Engine::http_get(http, "/metrics", None)
+        .await
+        .expect("metrics");
+    let skipped = metric(&metrics, "sluice_rounds_skipped_total{device=\"slow\"}");
+    assert!(
+        skipped > 0.0,
+        "the slow device's 150 ms job finds it busy:\n{metrics}"
+    );
+    assert_eq!(
+        metric(&metrics, "sluice_rounds_skipped_total{device=\"fast1\"}"),
+        0.0
+    );
+    assert_eq!(
+        metric(&metrics, "sluice_seq_reservations_total"),
+        1.0,
+        "the start reserved every device's first sequence numbers in one write"
+    );
+    assert_eq!(
+        fast_sim.open_connections(),
+        1,
+        "two devices on one host:port share one connection"
+    );
+    let health: Value = serde_json::from_str(
+        &Engine::http_get(http, "/health", Some(ADMIN_TOKEN))
+            .await
+            .expect("health"),
+    )
+    .expect("JSON");
+    assert_eq!(health["devices"]["online"], 3, "{health}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_modes_sequence_numbers_across_a_crash_and_the_last_will() {
+    let (sim, handle) = simulator(100, Duration::ZERO).await;
+    sim.set_holding(0, &[10, 20, 30]);
+    let port = handle.local_addr().port();
+    let broker = Mosquitto::start();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let tags = "          - { key: a, address: '40001', dataType: UINT16, periodMs: 100 }\n          - { key: b, address: '40002', dataType: UINT16, periodMs: 100 }\n          - { key: c, address: '40003', dataType: UINT16, periodMs: 100 }\n";
+
+    // ON_CHANGE: after the first report only the changed value is published.
+    let dir = scratch_dir("on-change");
+    let http = free_port();
+    let mut config = collector(broker.port(), http, "ON_CHANGE", 1);
+    config.push_str(&device("changes", port, 1, tags));
+    let mut engine = Engine::start(&dir, &config);
+    let topic = "P/changes/property/post";
+    subscriber
+        .wait_until(Duration::from_secs(15), "the first report", |m| {
+            m.iter().any(|m| m.topic == topic)
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        subscriber.on(topic).len(),
+        1,
+        "nothing changed, nothing published"
+    );
+    sim.set_holding(1, &[21]);
+    let reports = subscriber
+        .wait_until(Duration::from_secs(5), "the change", |m| {
+            m.iter().filter(|m| m.topic == topic).count() >= 2
+        })
+        .await;
+    let change = reports
+        .iter()
+        .rev()
+        .find(|m| m.topic == topic)
+        .expect("report")
+        .json();
+    assert_eq!(
+        change["values"].as_array().expect("values").len(),
+        1,
+        "{change}"
+    );
+    assert_eq!(change["values"][0]["key"], "b");
+    assert_eq!(change["values"][0]["value"], 21);
+
+    // A crash (SIGKILL): the broker publishes the Last Will within the keep-alive,
+    // and after a restart sequence numbers continue above every one published.
+    let before: Vec<Value> = subscriber.on(topic).iter().map(|m| m.json()).collect();
+    let before_kill = before
+        .iter()
+        .map(|r| r["seq"].as_u64().expect("seq"))
+        .max()
+        .expect("seqs");
+    engine.kill();
+    let will_topic = format!("collector/behaviour-{http}/status/post");
+    subscriber
+        .wait_until(Duration::from_secs(10), "the Last Will", |m| {
+            m.iter()
+                .any(|m| m.topic == will_topic && m.json()["status"] == "offline")
+        })
+        .await;
+    let mut config = collector(broker.port(), http, "SINGLE", 1);
+    config.push_str(&device("changes", port, 1, tags));
+    let _engine = Engine::start(&dir, &config);
+    let seen = subscriber.on(topic).len();
+    let reports = subscriber
+        .wait_until(Duration::from_secs(15), "reports after the restart", |m| {
+            m.iter().filter(|m| m.topic == topic).count() >= seen + 6
+        })
+        .await;
+    // Records whose PUBACK was not yet released on disk may be published again
+    // (at-least-once); they carry their old seq and payload, so consumers drop them.
+    let after: Vec<Value> = reports
+        .iter()
+        .filter(|m| m.topic == topic)
+        .skip(seen)
+        .map(|m| m.json())
+        .collect();
+    let (replayed, new): (Vec<&Value>, Vec<&Value>) = after
+        .iter()
+        .partition(|r| r["seq"].as_u64().is_some_and(|s| s <= before_kill));
+    for replay in &replayed {
+        assert!(
+            before.contains(replay),
+            "a replay is an exact duplicate: {replay}"
+        );
+    }
+    let seqs: Vec<u64> = new
+        .iter()
+        .map(|r| r["seq"].as_u64().expect("seq"))
+        .collect();
+    assert!(seqs.len() >= 5, "{after:?}");
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    // SINGLE: one value per report.
+    assert!(
+        new.iter()
+            .all(|r| r["values"].as_array().map(Vec::len) == Some(1)),
+        "{new:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unanswered_heartbeats_take_an_idle_connection_offline() {
+    let (sim, handle) = simulator(100, Duration::ZERO).await;
+    let broker = Mosquitto::start();
+    let http = free_port();
+    // One slow-period tag: the first round connects, then the link is idle and
+    // only heartbeats (every 200 ms, two failures allowed) talk to the device.
+    let mut config = collector(broker.port(), http, "BATCH", 5)
+        .replace("devices:\n", "  heartbeatFailures: 2\ndevices:\n");
+    config.push_str(&format!(
+        "  - deviceId: quiet
+    productId: P
+    deviceNum: quiet
+    channels:
+      - channelId: main
+        protocol: modbus-tcp
+        host: 127.0.0.1
+        port: {}
+        readTimeoutMs: 300
+        heartbeatMs: 200
+        tags:
+          - {{ key: a, address: '40001', dataType: UINT16, periodMs: 60000 }}
+",
+        handle.local_addr().port()
+    ));
+    let dir = scratch_dir("heartbeat");
+    let mut engine = Engine::start(&dir, &config);
+    let connections =
+        |health: &Value, state: &str| health["connections"][state].as_u64().unwrap_or(0);
+    let mut health = Value::Null;
+    for _ in 0..100 {
+        health = serde_json::from_str(
+            &Engine::http_get(http, "/health", Some(ADMIN_TOKEN))
+                .await
+                .expect("health"),
+        )
+        .expect("JSON");
+        if connections(&health, "ONLINE") == 1 && sim.requests() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        connections(&health, "ONLINE"),
+        1,
+        "connected by the first round: {health}"
+    );
+    assert!(
+        sim.requests() >= 3,
+        "heartbeats reach the idle device: {} requests",
+        sim.requests()
+    );
+    // The device stops answering (the socket stays open, as with a PLC that lost power).
+    sim.set_response_delay(Duration::from_secs(30));
+    let mut went_offline = false;
+    for _ in 0..50 {
+        health = serde_json::from_str(
+            &Engine::http_get(http, "/health", Some(ADMIN_TOKEN))
+                .await
+                .expect("health"),
+        )
+        .expect("JSON");
+        if connections(&health, "ONLINE") == 0 {
+            went_offline = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    engine.assert_running();
+    assert!(
+        went_offline,
+        "two unanswered heartbeats take the link down: {health}"
+    );
+    let metrics = Engine::http_get(http, "/metrics", None)
+        .await
+        .expect("metrics");
+    assert!(
+        metrics.contains("state=\"RECOVERING\"} 1") || metrics.contains("state=\"OFFLINE\"} 1"),
+        "{metrics}"
+    );
+}

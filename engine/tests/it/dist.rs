@@ -1,0 +1,260 @@
+//! The gateway builds of `cargo xtask dist --check` (ignored otherwise: they
+//! need `target/packages`, named by `SLUICE_DIST`): each static binary runs the
+//! demo and a gateway against pymodbus and Mosquitto (the aarch64 one under
+//! `qemu-aarch64-static`) and prints its size and its cold start to the first
+//! publish; each Debian package installs into an empty root with its files
+//! where the README says, its example config passes `sluice check`, and its
+//! unit passes `systemd-analyze verify` (beside the units of this machine's
+//! systemd, which an empty root lacks).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::engine::scratch_dir;
+use crate::support::mqtt::Subscriber;
+use crate::support::peers::{Mosquitto, PyModbus};
+use crate::support::yaml::modbus_device;
+use serde_json::json;
+
+/// A build: its target, its Debian architecture, and what runs it here.
+struct Build {
+    triple: &'static str,
+    debian: &'static str,
+    runner: Option<&'static str>,
+}
+
+const BUILDS: [Build; 2] = [
+    Build {
+        triple: "x86_64-unknown-linux-musl",
+        debian: "amd64",
+        runner: None,
+    },
+    Build {
+        triple: "aarch64-unknown-linux-musl",
+        debian: "arm64",
+        runner: Some("qemu-aarch64-static"),
+    },
+];
+
+fn dist() -> PathBuf {
+    PathBuf::from(
+        std::env::var_os("SLUICE_DIST")
+            .expect("SLUICE_DIST names target/packages: run `cargo xtask dist --check`"),
+    )
+}
+
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+impl Build {
+    fn binary(&self) -> PathBuf {
+        dist().join(format!("sluice-{}-{}", version(), self.triple))
+    }
+
+    fn package(&self) -> PathBuf {
+        dist().join(format!("sluice_{}_{}.deb", version(), self.debian))
+    }
+
+    fn command(&self) -> Command {
+        match self.runner {
+            Some(runner) => {
+                let mut command = Command::new(runner);
+                command.arg(self.binary());
+                command
+            }
+            None => Command::new(self.binary()),
+        }
+    }
+}
+
+/// Runs `command` to its end within `limit`; its output.
+fn finish(mut command: Command, limit: Duration) -> std::process::Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{command:?} did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn config(modbus: u16, mqtt: u16) -> String {
+    let device = modbus_device(
+        "meter",
+        modbus,
+        "        readTimeoutMs: 1000\n",
+        "          - { key: volts, address: '40001', dataType: UINT16, factor: 0.1, periodMs: 500 }\n",
+    );
+    format!(
+        "collector:
+  workerThreads: 2
+  mqtt:
+    brokerUrl: tcp://127.0.0.1:{mqtt}
+    clientId: dist-{mqtt}
+  wal:
+    dir: ./data
+devices:
+{device}"
+    )
+}
+
+/// Where the meter of [`config`] reports.
+const TOPIC: &str = "P/meter/property/post";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the dist build: cargo xtask dist --check"]
+async fn each_static_binary_runs_the_demo_and_a_gateway() {
+    let modbus = PyModbus::start(&json!({ "hr": { "0": [2305] } }));
+    let broker = Mosquitto::start();
+    for build in &BUILDS {
+        let size = std::fs::metadata(build.binary()).expect("the binary").len();
+        let mut demo = build.command();
+        demo.args(["demo", "--reports", "2"]);
+        let output = finish(demo, Duration::from_secs(600));
+        let printed = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && printed.matches("/property/post ").count() >= 2,
+            "{}: the demo printed {printed}\n{}",
+            build.triple,
+            String::from_utf8_lossy(&output.stderr)
+        );
+
+        let host = Subscriber::connect(broker.port()).await;
+        let dir = scratch_dir(&format!("dist-{}", build.debian));
+        let file = dir.join("gateway.yaml");
+        std::fs::write(&file, config(modbus.port(), broker.port())).expect("config");
+        let log = std::fs::File::create(dir.join("engine.log")).expect("log");
+        let started = Instant::now();
+        let mut gateway = build.command();
+        let mut child = gateway
+            .args(["run", "--config"])
+            .arg(&file)
+            .current_dir(&dir)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("the gateway starts");
+        let messages = host
+            .wait_until(Duration::from_secs(300), "the first report", |m| {
+                m.iter().any(|m| m.topic == TOPIC)
+            })
+            .await;
+        let first = started.elapsed();
+        let _ = child.kill();
+        let _ = child.wait();
+        let report = messages
+            .iter()
+            .find(|m| m.topic == TOPIC)
+            .expect("a report")
+            .json();
+        assert_eq!(report["values"][0]["value"], json!(230.5), "{report}");
+        eprintln!(
+            "dist: {} {:.1} MB, cold start to the first publish {:.2} s{}",
+            build.triple,
+            size as f64 / 1e6,
+            first.as_secs_f64(),
+            build
+                .runner
+                .map_or(String::new(), |r| format!(" (under {r})")),
+        );
+    }
+}
+
+/// Installs `package` into a new empty root; the root.
+fn install(package: &Path, name: &str) -> PathBuf {
+    let root = scratch_dir(name);
+    let admin = root.join("var/lib/dpkg");
+    std::fs::create_dir_all(admin.join("info")).expect("dpkg dirs");
+    std::fs::create_dir_all(admin.join("updates")).expect("dpkg dirs");
+    std::fs::write(admin.join("status"), "").expect("dpkg status");
+    let output = Command::new("dpkg")
+        .arg(format!("--root={}", root.display()))
+        .args([
+            "--force-script-chrootless",
+            "--force-architecture",
+            "--force-not-root",
+            "--log=/dev/null",
+            "-i",
+        ])
+        .arg(package)
+        .output()
+        .expect("dpkg runs");
+    assert!(
+        output.status.success(),
+        "dpkg -i {}: {}",
+        package.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    root
+}
+
+#[test]
+#[ignore = "needs the dist build: cargo xtask dist --check"]
+fn each_package_installs_with_its_files_where_the_readme_says() {
+    for build in &BUILDS {
+        let root = install(&build.package(), &format!("deb-{}", build.debian));
+        for file in [
+            "usr/bin/sluice",
+            "etc/sluice/sluice.yaml",
+            "usr/lib/systemd/system/sluice.service",
+            "usr/share/doc/sluice/README.md",
+        ] {
+            assert!(root.join(file).is_file(), "{}: /{file}", build.debian);
+        }
+        let status = Command::new("dpkg")
+            .arg(format!("--root={}", root.display()))
+            .args(["-s", "sluice"])
+            .output()
+            .expect("dpkg -s");
+        let status = String::from_utf8_lossy(&status.stdout);
+        assert!(status.contains("Status: install ok installed"), "{status}");
+        assert!(
+            status.contains(&format!("Architecture: {}", build.debian)),
+            "{status}"
+        );
+        let conffiles = String::from_utf8_lossy(
+            &std::fs::read(root.join("var/lib/dpkg/info/sluice.conffiles")).expect("conffiles"),
+        )
+        .into_owned();
+        assert!(conffiles.contains("/etc/sluice/sluice.yaml"), "{conffiles}");
+
+        // The unit's ExecStartPre: the example config passes `sluice check`.
+        let mut check = build.command();
+        check.arg("check").arg(root.join("etc/sluice/sluice.yaml"));
+        let checked = finish(check, Duration::from_secs(600));
+        assert!(
+            checked.status.success(),
+            "{}: sluice check of the example config: {}",
+            build.debian,
+            String::from_utf8_lossy(&checked.stderr)
+        );
+
+        // The units a systemd system has (targets, sockets), beside the package's.
+        let copied = Command::new("cp")
+            .args(["-rn", "/usr/lib/systemd/system/."])
+            .arg(root.join("usr/lib/systemd/system"))
+            .status()
+            .expect("cp runs");
+        assert!(copied.success(), "the host's units copied");
+        let verified = Command::new("systemd-analyze")
+            .arg(format!("--root={}", root.display()))
+            .args(["verify", "--man=no", "sluice.service"])
+            .output()
+            .expect("systemd-analyze runs");
+        let said = String::from_utf8_lossy(&verified.stderr);
+        assert!(
+            verified.status.success() && !said.contains("sluice.service"),
+            "{}: systemd-analyze verify: {said}",
+            build.debian
+        );
+    }
+}

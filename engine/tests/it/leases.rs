@@ -1,0 +1,237 @@
+//! Lease-based state with real processes: a pymodbus device killed and brought
+//! back, the engine restarted in between, the state API and maintenance.
+
+use std::time::Duration;
+
+use crate::support::engine::{Engine, scratch_dir};
+use crate::support::mqtt::{Message, Subscriber};
+use crate::support::peers::{Mosquitto, PyModbus, free_port};
+use serde_json::{Value, json};
+
+/// The engine's config; with `SLUICE_TEST_POSTGRES` set (as `cargo xtask test`
+/// does for its second run of the store tests) its state is on PostgreSQL.
+fn config(modbus: u16, mqtt: u16, http: u16) -> String {
+    let store = match crate::common::TestDatabase::new(&format!("leases-{http}")) {
+        crate::common::TestDatabase::Postgres(url) => {
+            format!("  store: {{kind: postgres, url: '{url}'}}\n")
+        }
+        crate::common::TestDatabase::Redb(_) => String::new(),
+    };
+    format!(
+        "collector:
+  workerThreads: 2
+  perDeviceTimeoutMs: 500
+  mqtt:
+    brokerUrl: tcp://127.0.0.1:{mqtt}
+    clientId: leases-{http}
+  http:
+    listen: 127.0.0.1:{http}
+    adminToken: operator-secret
+  wal:
+    dir: ./data
+  backoff:
+    baseMs: 100
+    maxMs: 300
+  lease:
+    scanIntervalMs: 500
+{store}devices:
+  - deviceId: meter
+    productId: P
+    deviceNum: M1
+    stateTimeout: 2
+    channels:
+      - channelId: main
+        protocol: modbus-tcp
+        host: 127.0.0.1
+        port: {modbus}
+        readTimeoutMs: 300
+        tags:
+          - {{ key: a, address: '40001', dataType: UINT16, periodMs: 200 }}
+"
+    )
+}
+
+async fn get(http: u16, path: &str) -> Value {
+    let body = Engine::http_get(http, path, Some("operator-secret"))
+        .await
+        .unwrap_or_else(|| panic!("GET {path}"));
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+}
+
+/// Sends a PUT with a JSON body; returns the status code and body.
+async fn put(http: u16, path: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
+    Engine::request(http, "PUT", path, token, Some(body)).await
+}
+
+/// The device's online events, each transition once: after a crash the WAL
+/// delivers at least once, so an event whose acknowledgement was not yet on disk
+/// arrives again, byte for byte.
+fn distinct_online_events(messages: &[Message]) -> usize {
+    let mut payloads: Vec<&[u8]> = messages
+        .iter()
+        .filter(|m| m.topic == "P/M1/event/post/device-online")
+        .map(|m| m.payload.as_slice())
+        .collect();
+    payloads.sort_unstable();
+    payloads.dedup();
+    payloads.len()
+}
+
+async fn wait_state(http: u16, want: &str, within: Duration) -> Value {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let state = get(http, "/devices/meter/state").await;
+        if state["state"] == want {
+            return state;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not {want} within {within:?}: {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_device_goes_offline_within_its_lease_and_comes_back_across_a_restart() {
+    let map = json!({ "hr": { "0": [7] } });
+    let mut modbus = PyModbus::start(&map);
+    let port = modbus.port();
+    let broker = Mosquitto::start();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let dir = scratch_dir("leases");
+    let text = config(port, broker.port(), http);
+    let mut engine = Engine::start(&dir, &text);
+
+    let online = wait_state(http, "online", Duration::from_secs(15)).await;
+    assert_eq!(online["timeoutSeconds"], 2);
+    assert_eq!(online["timeoutSource"], "device");
+    assert_eq!(online["parent"], "modbus_tcp");
+    assert!(online["leaseVersion"].as_u64().expect("version") >= 1);
+    assert!(
+        online["expireTime"].as_i64().expect("expire")
+            > online["lastHeartbeat"].as_i64().expect("heartbeat")
+    );
+    subscriber
+        .wait_until(Duration::from_secs(5), "the online event", |m| {
+            m.iter().any(|m| m.topic == "P/M1/event/post/device-online")
+        })
+        .await;
+
+    // The device dies: offline within its lease (2 s) plus one scan tick (0.5 s),
+    // with a retained status and a device-offline event.
+    modbus.kill();
+    let killed = std::time::Instant::now();
+    let offline = wait_state(http, "offline", Duration::from_secs(10)).await;
+    assert!(
+        killed.elapsed() < Duration::from_millis(2500 + 1500),
+        "took {:?}",
+        killed.elapsed()
+    );
+    assert_eq!(offline["lastState"], "online");
+    let messages = subscriber
+        .wait_until(Duration::from_secs(5), "offline status and event", |m| {
+            m.iter()
+                .any(|m| m.topic == "P/M1/event/post/device-offline")
+                && m.iter()
+                    .any(|m| m.topic == "P/M1/status/post" && m.json()["status"] == "offline")
+        })
+        .await;
+    let event = messages
+        .iter()
+        .find(|m| m.topic == "P/M1/event/post/device-offline")
+        .expect("event")
+        .json();
+    assert_eq!(
+        (event["id"].clone(), event["lastState"].clone()),
+        (json!("meter"), json!("online"))
+    );
+    let listed = get(http, "/states?type=device&state=offline").await;
+    assert_eq!(
+        listed["states"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+
+    // The engine restarts while the device is down: still offline, no spurious flap.
+    engine.kill();
+    let mut engine = Engine::start(&dir, &text);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    engine.assert_running();
+    let after_restart = get(http, "/devices/meter/state").await;
+    assert_eq!(after_restart["state"], "offline", "{after_restart}");
+    let onlines = distinct_online_events(&subscriber.on("P/M1/event/post/device-online"));
+    assert_eq!(onlines, 1, "no online event while the device is down");
+
+    // The device comes back: online again, with its event.
+    let _modbus = PyModbus::restart_on(port, &map);
+    wait_state(http, "online", Duration::from_secs(15)).await;
+    subscriber
+        .wait_until(Duration::from_secs(5), "the second online event", |m| {
+            distinct_online_events(m) >= 2
+        })
+        .await;
+    let driver = get(http, "/drivers/modbus_tcp/state").await;
+    assert_eq!(
+        driver["state"], "online",
+        "the driver heartbeats itself: {driver}"
+    );
+    assert_eq!(driver["timeoutSeconds"], 45);
+
+    // An operator puts the device into maintenance and back; a token is required.
+    let (status, _) = put(
+        http,
+        "/devices/meter/state",
+        None,
+        &json!({"state": "maintain"}),
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, body) = put(
+        http,
+        "/devices/meter/state",
+        Some("operator-secret"),
+        &json!({"state": "maintain"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["state"].clone()),
+        (200, json!("maintain")),
+        "{body}"
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        get(http, "/devices/meter/state").await["state"],
+        "maintain",
+        "heartbeats keep maintenance"
+    );
+    let (status, _) = put(
+        http,
+        "/devices/meter/state",
+        Some("operator-secret"),
+        &json!({"state": "fault"}),
+    )
+    .await;
+    assert_eq!(status, 400);
+    let (status, body) = put(
+        http,
+        "/devices/meter/state",
+        Some("operator-secret"),
+        &json!({"state": "online"}),
+    )
+    .await;
+    assert_eq!((status, body["state"].clone()), (200, json!("online")));
+    let (status, _) = put(
+        http,
+        "/devices/nobody/state",
+        Some("operator-secret"),
+        &json!({"state": "online"}),
+    )
+    .await;
+    assert_eq!(status, 404);
+    let unknown = Engine::http_get(http, "/states?type=robot", Some("operator-secret"))
+        .await
+        .expect("answer");
+    assert!(unknown.contains("unknown type"), "{unknown}");
+}

@@ -1,0 +1,191 @@
+//! The `sluice` binary as a process under test.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The admin token the tests' gateways that need one name in their
+/// `collector.http.adminToken`.
+pub const ADMIN_TOKEN: &str = "admin-token";
+
+/// A running `sluice run`, killed on drop; its log goes to a file kept for messages.
+pub struct Engine {
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let dir = std::env::temp_dir().join(format!("sluice-it-{name}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+impl Engine {
+    /// Writes `config` (YAML) into `dir` and runs `sluice run` on it.
+    pub fn start(dir: &PathBuf, config: &str) -> Self {
+        let config_path = dir.join("devices.yaml");
+        std::fs::write(&config_path, config).expect("write config");
+        Self::start_with(dir, &config_path)
+    }
+
+    /// Writes `config` into `dir` and runs `sluice run` with the pipeline files of
+    /// `pipelines` (a directory).
+    pub fn start_with_pipelines(dir: &PathBuf, config: &str, pipelines: &std::path::Path) -> Self {
+        let config_path = dir.join("devices.yaml");
+        std::fs::write(&config_path, config).expect("write config");
+        Self::spawn(
+            dir,
+            &config_path,
+            &[std::ffi::OsStr::new("--pipelines"), pipelines.as_os_str()],
+        )
+    }
+
+    /// Runs `sluice run` on an existing config file.
+    pub fn start_with(dir: &PathBuf, config_path: &PathBuf) -> Self {
+        Self::spawn(dir, config_path, &[])
+    }
+
+    /// Runs `sluice run` on an existing config file with more arguments.
+    pub fn start_with_args(dir: &PathBuf, config_path: &PathBuf, args: &[&str]) -> Self {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+        Self::spawn(dir, config_path, &args)
+    }
+
+    fn spawn(dir: &PathBuf, config_path: &PathBuf, extra: &[&std::ffi::OsStr]) -> Self {
+        let log = dir.join(format!(
+            "engine-{}.log",
+            Instant::now().elapsed().as_nanos()
+        ));
+        let log = if log.exists() {
+            dir.join("engine-2.log")
+        } else {
+            log
+        };
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", "--config"])
+            .arg(config_path)
+            .args(extra)
+            .env("RUST_LOG", "info,sluice=debug")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .current_dir(dir)
+            .spawn()
+            .expect("sluice starts");
+        Self { child, log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The engine's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGKILL, no chance to clean up.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Fails the test if the engine exited.
+    pub fn assert_running(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("sluice exited with {status}; log:\n{}", self.log());
+        }
+    }
+
+    /// Open file descriptors of the engine process.
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+
+    /// Sends one request to the engine's HTTP API (bearer `token`, JSON `body`),
+    /// waiting up to 10 s for it to listen; returns the status code and the JSON
+    /// body (`null` when it is not JSON).
+    pub async fn request(
+        port: u16,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        // The engine may still be starting: retry the connection, bounded.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut stream = loop {
+            match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                Ok(stream) => break stream,
+                Err(e) if Instant::now() >= deadline => panic!("connect to {port}: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        };
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("read");
+        let status = response
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("status");
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        (
+            status,
+            serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+        )
+    }
+
+    /// Waits (bounded) for a GET on the engine's HTTP API to answer, with
+    /// `token` as the bearer if given.
+    pub async fn http_get(port: u16, path: &str, token: Option<&str>) -> Option<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                let request = format!(
+                    "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{auth}\r\n"
+                );
+                if stream.write_all(request.as_bytes()).await.is_ok() {
+                    let mut response = String::new();
+                    if stream.read_to_string(&mut response).await.is_ok() {
+                        return response
+                            .split_once("\r\n\r\n")
+                            .map(|(_, body)| body.to_owned());
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+}

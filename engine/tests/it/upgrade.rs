@@ -1,0 +1,182 @@
+//! Upgrades. `fixtures/upgrade-0.1.0/sluice.redb` is a data directory's
+//! database written by release 0.1.0 (before files carried a state format):
+//! a gateway polling one meter with its broker down, stopped with its reports
+//! in the WAL. This engine reads it: the reports go out first, numbering goes
+//! on after them, the file is stamped with the state format. A file stamped
+//! with a newer state format is refused with a message and left byte for byte
+//! as it was.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::engine::{Engine, scratch_dir};
+use crate::support::mqtt::Subscriber;
+use crate::support::peers::{Mosquitto, PyModbus, free_port, project_root};
+use redb::ReadableDatabase;
+use serde_json::json;
+use sluice::store::{FORMAT_KEY, STATE_FORMAT, STATE_META};
+
+const TOPIC: &str = "P/M1/property/post";
+
+/// A data directory holding the 0.1.0 database; the test's scratch dir.
+fn previous_release(name: &str) -> PathBuf {
+    let dir = scratch_dir(name);
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).expect("data dir");
+    std::fs::copy(
+        project_root().join("engine/tests/fixtures/upgrade-0.1.0/sluice.redb"),
+        data.join("sluice.redb"),
+    )
+    .expect("the fixture");
+    dir
+}
+
+/// The configuration the fixture was written with, its peers moved.
+fn config(modbus: u16, mqtt: u16) -> String {
+    format!(
+        "collector:
+  workerThreads: 2
+  mqtt:
+    brokerUrl: tcp://127.0.0.1:{mqtt}
+    clientId: upgrade-fixture
+  wal:
+    dir: ./data
+devices:
+  - deviceId: meter
+    productId: P
+    deviceNum: M1
+    channels:
+      - channelId: main
+        protocol: modbus-tcp
+        host: 127.0.0.1
+        port: {modbus}
+        readTimeoutMs: 1000
+        tags:
+          - {{ key: volts, address: '40001', dataType: UINT16, factor: 0.1, periodMs: 500 }}
+          - {{ key: state, address: '40002', dataType: UINT16, periodMs: 500 }}
+"
+    )
+}
+
+fn format_of(file: &Path) -> Option<u64> {
+    let db = redb::Database::create(file).expect("the database opens");
+    let read = db.begin_read().expect("read");
+    let table = read.open_table(STATE_META).ok()?;
+    table.get(FORMAT_KEY).expect("get").map(|v| v.value())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_previous_release_wal_and_state_are_read() {
+    let started_ms = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis(),
+    )
+    .expect("ms");
+    let dir = previous_release("upgrade-read");
+    let modbus = PyModbus::start(&json!({ "hr": { "0": [2400, 1] } }));
+    let broker = Mosquitto::start();
+    let host = Subscriber::connect(broker.port()).await;
+    let mut engine = Engine::start(&dir, &config(modbus.port(), broker.port()));
+    let messages = host
+        .wait_until(
+            Duration::from_secs(20),
+            "the old reports and new ones",
+            |m| {
+                m.iter()
+                    .filter(|m| m.topic == TOPIC)
+                    .any(|m| m.json()["timestamp"].as_i64() >= Some(started_ms))
+            },
+        )
+        .await;
+    let reports: Vec<serde_json::Value> = messages
+        .iter()
+        .filter(|m| m.topic == TOPIC)
+        .map(|m| m.json())
+        .collect();
+    let old: Vec<&serde_json::Value> = reports
+        .iter()
+        .filter(|r| r["timestamp"].as_i64() < Some(started_ms))
+        .collect();
+    assert!(old.len() >= 3, "the WAL's reports: {reports:?}");
+    let seqs: Vec<u64> = old
+        .iter()
+        .map(|r| r["seq"].as_u64().expect("seq"))
+        .collect();
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as u64).collect::<Vec<_>>(),
+        "in order, none lost"
+    );
+    assert_eq!(old[0]["values"][0]["value"], json!(230.5), "{}", old[0]);
+    let new = reports
+        .iter()
+        .find(|r| r["timestamp"].as_i64() >= Some(started_ms))
+        .expect("a new report");
+    assert_eq!(
+        new["seq"].as_u64(),
+        Some(seqs.len() as u64 + 1),
+        "numbering goes on after the old reports"
+    );
+    assert_eq!(new["values"][0]["value"], json!(240.0));
+    engine.kill();
+    assert_eq!(
+        format_of(&dir.join("data/sluice.redb")),
+        Some(STATE_FORMAT),
+        "stamped"
+    );
+}
+
+#[test]
+fn a_newer_state_format_is_refused_and_left_untouched() {
+    let dir = previous_release("upgrade-newer");
+    let file = dir.join("data/sluice.redb");
+    {
+        let db = redb::Database::create(&file).expect("the database opens");
+        let write = db.begin_write().expect("write");
+        write
+            .open_table(STATE_META)
+            .expect("table")
+            .insert(FORMAT_KEY, STATE_FORMAT + 1)
+            .expect("insert");
+        write.commit().expect("commit");
+    }
+    let before = std::fs::read(&file).expect("the file");
+    std::fs::write(dir.join("gateway.yaml"), config(free_port(), free_port())).expect("config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "--config", "gateway.yaml"])
+        .current_dir(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().expect("wait").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "sluice kept running on a newer format"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().expect("output");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "the database schema is at version {}, newer than this engine knows ({STATE_FORMAT}): upgrade the engine",
+            STATE_FORMAT + 1
+        )),
+        "{said}"
+    );
+    assert_eq!(std::fs::read(&file).expect("the file"), before, "untouched");
+    assert!(
+        !dir.join("data").read_dir().expect("data").any(|e| e
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .contains("damaged")),
+        "not set aside"
+    );
+}
