@@ -72,23 +72,12 @@ fn assert_unbroken(seen: &[(i64, f64)], what: &str) {
 }
 
 async fn health(http: u16) -> Value {
-    let text = Engine::http_get(http, "/health", Some(ADMIN))
-        .await
-        .expect("health");
-    serde_json::from_str(&text).expect("json")
+    Engine::health(http, ADMIN).await
 }
 
 /// Polls `/health` (bounded) until `done` holds.
 async fn until_health(http: u16, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let status = health(http).await;
-        if done(&status) {
-            return status;
-        }
-        assert!(std::time::Instant::now() < deadline, "{what}: {status}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    Engine::until_health(http, ADMIN, (what, Duration::from_secs(5)), done).await
 }
 
 async fn serve(value: u16) -> (Simulator, SimHandle) {

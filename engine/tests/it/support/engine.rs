@@ -162,6 +162,33 @@ impl Engine {
         )
     }
 
+    /// The engine's whole `/health` (the admin's `token`), waiting (bounded) for
+    /// it to answer.
+    pub async fn health(port: u16, token: &str) -> serde_json::Value {
+        let text = Self::http_get(port, "/health", Some(token))
+            .await
+            .expect("health answers");
+        serde_json::from_str(&text).expect("health is JSON")
+    }
+
+    /// Polls `/health` until `done` holds, for at most `within`.
+    pub async fn until_health(
+        port: u16,
+        token: &str,
+        (what, within): (&str, Duration),
+        done: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let health = Self::health(port, token).await;
+            if done(&health) {
+                return health;
+            }
+            assert!(Instant::now() < deadline, "{what}: {health}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Waits (bounded) for a GET on the engine's HTTP API to answer, with
     /// `token` as the bearer if given.
     pub async fn http_get(port: u16, path: &str, token: Option<&str>) -> Option<String> {
