@@ -20,9 +20,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const DEVICES: usize = 30;
-/// The default ownership lease (10 s) plus one renewal tick (a third of it),
-/// with the first round after the takeover: the failover the docs promise.
-const FAILOVER: Duration = Duration::from_secs(15);
+/// The ownership lease of these engines (`ownershipLeaseMs`, 4 s, the default's
+/// 10 s scaled down with the devices' `stateTimeout`) plus one renewal tick (a
+/// third of it), with the first round after the takeover and a margin: the
+/// failover the docs promise.
+const FAILOVER: Duration = Duration::from_secs(7);
 /// Requests for one device from two engines closer than this count as the
 /// device being polled by both at once (each polls it every 200 ms).
 const TOGETHER: Duration = Duration::from_millis(300);
@@ -205,6 +207,7 @@ fn config(url: &str, mqtt: u16, http: u16, ports: &[u16]) -> String {
   store:
     kind: postgres
     url: '{url}'
+    ownershipLeaseMs: 4000
 devices:
 "
     );
@@ -213,7 +216,7 @@ devices:
             "  - deviceId: {id}
     productId: P
     deviceNum: {id}
-    stateTimeout: 5
+    stateTimeout: 2
     channels:
       - channelId: main
         protocol: modbus-tcp
