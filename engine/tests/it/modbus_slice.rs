@@ -160,6 +160,7 @@ async fn libmodbus_values_and_a_killed_peer_reconnects_without_leaking() {
         "  - deviceId: plc-1
     productId: P2
     deviceNum: D2
+    stateTimeout: 1
     channels:
       - channelId: main
         protocol: modbus-tcp
