@@ -1034,8 +1034,8 @@ async fn the_console_stream_tells_a_tenant_of_its_own_alarms_only() {
     let mut one = Stream::open(rig.http, TENANT_1).await;
     let mut two = Stream::open(rig.http, TENANT_2).await;
     // The first events carry what is known; then tenant 1's setpoint goes high.
-    one.read_for(Duration::from_millis(1500)).await;
-    two.read_for(Duration::from_millis(1500)).await;
+    let first = Duration::from_millis(1200);
+    tokio::join!(one.read_for(first), two.read_for(first));
     let (status, command) = rig
         .call(
             "POST",
@@ -1054,7 +1054,9 @@ async fn the_console_stream_tells_a_tenant_of_its_own_alarms_only() {
         );
         one.read_for(Duration::from_millis(500)).await;
     }
-    two.read_for(Duration::from_millis(2500)).await;
+    // The console looks at alarms every second: a tenant told of another's
+    // change would be told within that.
+    two.read_for(Duration::from_millis(1500)).await;
     assert!(
         !two.text.contains("event: alarms"),
         "tenant 2 was told: {}",
