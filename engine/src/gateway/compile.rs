@@ -12,6 +12,12 @@ use crate::yaml::Diagnostics;
 /// Sub-directory of the data directory holding precompiled components.
 const COMPONENT_CACHE: &str = "component-cache";
 
+/// The environment variable that puts the compiled components' cache in
+/// another directory than the data directory's `component-cache` (one that
+/// several engines of one user share, say: each artifact is named by its
+/// content and the compiler's settings, and written whole).
+pub const COMPONENT_CACHE_VAR: &str = "SLUICE_COMPONENT_CACHE";
+
 /// What a compile is for: `sluice check` leaves the data directory as it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
@@ -39,8 +45,11 @@ pub fn registry(
     purpose: Purpose,
 ) -> Result<(Arc<Registry>, Shelf), LoadError> {
     let data_dir = &config.collector.wal.dir;
+    let cache_dir = std::env::var_os(COMPONENT_CACHE_VAR)
+        .filter(|dir| !dir.is_empty())
+        .map_or_else(|| data_dir.join(COMPONENT_CACHE), std::path::PathBuf::from);
     let runtime = Runtime::new(RuntimeConfig {
-        cache_dir: (purpose == Purpose::Run).then(|| data_dir.join(COMPONENT_CACHE)),
+        cache_dir: (purpose == Purpose::Run).then_some(cache_dir),
         ..RuntimeConfig::default()
     })?;
     let registry = Arc::new(Registry::with_builtins(runtime)?);

@@ -11,5 +11,5 @@ mod state;
 mod systemd;
 
 pub use admin_token::ADMIN_TOKEN_FILE;
-pub use compile::{Prepared, Purpose, Refusal, compile, registry};
+pub use compile::{COMPONENT_CACHE_VAR, Prepared, Purpose, Refusal, compile, registry};
 pub use run::run;

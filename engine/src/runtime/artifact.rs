@@ -13,6 +13,7 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
@@ -111,8 +112,14 @@ fn store_cached(artifact: &[u8], path: &Path) {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        // Write beside, then rename: a reader never sees a half-written artifact.
-        let partial = path.with_extension("partial");
+        // Write beside, then rename: a reader never sees a half-written artifact
+        // (and engines sharing the directory never write into one another's).
+        static WRITES: AtomicU64 = AtomicU64::new(0);
+        let partial = path.with_extension(format!(
+            "partial-{}-{}",
+            std::process::id(),
+            WRITES.fetch_add(1, Ordering::Relaxed)
+        ));
         std::fs::write(&partial, artifact)?;
         std::fs::rename(&partial, path)
     })();

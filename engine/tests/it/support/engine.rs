@@ -21,6 +21,13 @@ impl Drop for Engine {
     }
 }
 
+/// The compiled components' cache the tests' engines share, kept across runs
+/// in the build's own scratch space (artifacts are named by their content and
+/// the compiler's settings, so a changed component never meets a stale one).
+fn component_cache() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
+}
+
 /// A fresh scratch directory for one test.
 pub fn scratch_dir(name: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now()
@@ -79,6 +86,9 @@ impl Engine {
             .arg(config_path)
             .args(extra)
             .env("RUST_LOG", "info,sluice=debug")
+            // Every engine of the run shares the compiled components: each
+            // compiles the built-in ones once, not once per test.
+            .env(sluice::gateway::COMPONENT_CACHE_VAR, component_cache())
             .stdout(Stdio::null())
             .stderr(file)
             .current_dir(dir)
