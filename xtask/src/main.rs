@@ -163,8 +163,10 @@ fn check_layers(root: &Path, show: bool) -> Result<(), String> {
                 }
             }
             println!(
-                "layers: {} modules, no cycle, none names a higher layer",
-                graph.edges.len()
+                "layers: {} modules ({} directory modules at any depth), no cycle, \
+                 none names a higher layer",
+                graph.edges.len(),
+                graph.directories
             );
             Ok(())
         }

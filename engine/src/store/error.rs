@@ -101,3 +101,16 @@ database_errors!(
     redb::CommitError,
     redb::SetDurabilityError
 );
+
+/// A PostgreSQL error as a store error.
+pub(in crate::store) fn pg(error: tokio_postgres::Error) -> StoreError {
+    match error.as_db_error() {
+        Some(db) => StoreError::Postgres(Shared::message(&format!(
+            "{} ({}){}",
+            db.message(),
+            db.code().code(),
+            db.detail().map(|d| format!(": {d}")).unwrap_or_default()
+        ))),
+        None => StoreError::Postgres(Shared::new(error)),
+    }
+}

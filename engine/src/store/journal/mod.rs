@@ -10,70 +10,22 @@
 //! interface either way.
 
 mod redb;
+mod schema;
 
 use std::borrow::Borrow;
 use std::fmt;
 use std::marker::PhantomData;
 
-use ::redb::{Key, TableDefinition};
+use ::redb::Key;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use self::redb::{RedbChange, RedbJournal};
+pub(in crate::store) use self::schema::key_bytes;
+pub use self::schema::{Entry, Index, Tables};
 use super::error::StoreError;
 use super::postgres::{Op, Postgres, Reply, Transaction};
 use super::state_database::StateDatabase;
-
-/// A record with a lifecycle.
-pub trait Entry: Serialize + DeserializeOwned {
-    /// What it is, for messages.
-    const KIND: &'static str;
-    fn id(&self) -> u64;
-    /// The name of its state, as the state index keeps it.
-    fn state(&self) -> &'static str;
-}
-
-/// The names of a record kind's three tables.
-#[derive(Debug, Clone, Copy)]
-pub struct Tables {
-    /// id -> record (JSON); on PostgreSQL, the kind of its rows.
-    pub records: &'static str,
-    /// (state, id) -> (): the records in each state.
-    pub by_state: &'static str,
-    /// (id, seq) -> history row (JSON).
-    pub history: &'static str,
-}
-
-/// A table from a key to a record id.
-pub struct Index<K: Key + 'static> {
-    table: TableDefinition<'static, K, u64>,
-    name: &'static str,
-}
-
-impl<K: Key + 'static> Index<K> {
-    pub const fn new(name: &'static str) -> Self {
-        Self {
-            table: TableDefinition::new(name),
-            name,
-        }
-    }
-
-    fn name(&self) -> &'static str {
-        self.name
-    }
-}
-
-/// A key as PostgreSQL keeps it: redb's encoding of it, so both stores order
-/// and compare keys the same way.
-pub(super) fn key_bytes<'k, K: Key + 'static>(key: impl Borrow<K::SelfType<'k>>) -> Vec<u8> {
-    K::as_bytes(key.borrow()).as_ref().to_vec()
-}
-
-impl<K: Key + 'static> fmt::Debug for Index<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Index").field(&self.name()).finish()
-    }
-}
 
 fn text_of<T: Serialize>(what: &'static str, value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|source| StoreError::Encode { what, source })

@@ -9,7 +9,7 @@ use redb::{Key, ReadableDatabase, ReadableTable, Table, TableDefinition, TableEr
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{Entry, Index, Tables};
+use super::schema::{Entry, Index, Tables};
 use crate::store::database::Store;
 use crate::store::error::StoreError;
 

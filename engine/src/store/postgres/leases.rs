@@ -5,9 +5,10 @@
 
 use tokio_postgres::Row;
 
-use super::{Postgres, pg};
+use super::Postgres;
 use crate::model::{EntityState, EntityType, Renewal, StateFilter, StateRow, Transition};
 use crate::store::StoreError;
+use crate::store::error::pg;
 use crate::store::leases::{
     Claimed, StateStore, coalesced, filed_at, renewed_state, source_code, source_of, state_code,
     state_of,

@@ -22,7 +22,7 @@ pub use leases::PgStateStore;
 pub use owners::{DeviceOwner, Owned};
 pub(crate) use records::{Op, Reply, Transaction};
 
-use super::error::{Shared, StoreError};
+use super::error::{Shared, StoreError, pg};
 
 /// Connections a store keeps open at most, unless told otherwise.
 pub const DEFAULT_POOL_SIZE: usize = 8;
@@ -142,18 +142,5 @@ impl Postgres {
             Ok(error) => Err(error),
             Err(_) => Ok(()),
         }
-    }
-}
-
-/// A PostgreSQL error as a store error.
-pub(crate) fn pg(error: tokio_postgres::Error) -> StoreError {
-    match error.as_db_error() {
-        Some(db) => StoreError::Postgres(Shared::message(&format!(
-            "{} ({}){}",
-            db.message(),
-            db.code().code(),
-            db.detail().map(|d| format!(": {d}")).unwrap_or_default()
-        ))),
-        None => StoreError::Postgres(Shared::new(error)),
     }
 }

@@ -5,8 +5,9 @@
 //! device. Every time is the server's clock, so engines on machines whose
 //! clocks disagree still agree on who owns what.
 
-use super::{Postgres, pg};
+use super::Postgres;
 use crate::store::StoreError;
+use crate::store::error::pg;
 
 /// The server's time in ms since the epoch.
 const NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";

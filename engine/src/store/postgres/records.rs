@@ -14,9 +14,10 @@
 
 use tokio::sync::mpsc;
 
-use super::{Postgres, pg};
+use super::Postgres;
 use crate::store::StoreError;
 use crate::store::error::Shared;
+use crate::store::error::pg;
 
 /// A step of a change.
 #[derive(Debug)]

@@ -2,8 +2,8 @@
 //! order, under an advisory lock so that engines starting together do not race
 //! (docs/state.md, S1).
 
-use super::pg;
 use crate::store::StoreError;
+use crate::store::error::pg;
 
 /// The migrations, in order: migration `n` is `MIGRATIONS[n - 1]`.
 const MIGRATIONS: &[&str] = &[
