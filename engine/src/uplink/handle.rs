@@ -2,10 +2,12 @@
 
 use std::sync::Arc;
 
+use rumqttc::QoS;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::message::{DownlinkRoute, NodeEvent, Tracked};
+use super::connection::Route;
+use super::message::{DownlinkRoute, Input, NodeEvent};
 use super::publisher::Publisher;
 use super::sparkplug::{BD_SEQ_FILE, Births, EdgeNode};
 use super::stats::UplinkStats;
@@ -19,9 +21,7 @@ use crate::wal::{Message, Outbox, Settled};
 #[derive(Debug, Clone)]
 pub struct Uplink {
     outbox: Arc<Outbox>,
-    statuses: mpsc::UnboundedSender<(String, Vec<u8>)>,
-    tracked: mpsc::UnboundedSender<Tracked>,
-    node_events: mpsc::UnboundedSender<NodeEvent>,
+    publisher: mpsc::UnboundedSender<Input>,
     topics: Topics,
     /// With `payload: sparkplug-b`: the edge node's topics.
     sparkplug: Option<SparkplugTopics>,
@@ -49,9 +49,7 @@ impl Uplink {
         downlink: Option<DownlinkRoute>,
         shutdown: watch::Receiver<bool>,
     ) -> (Self, JoinHandle<()>) {
-        let (statuses, status_rx) = mpsc::unbounded_channel();
-        let (tracked, tracked_rx) = mpsc::unbounded_channel();
-        let (node_events, node_rx) = mpsc::unbounded_channel();
+        let (publisher, inputs) = mpsc::unbounded_channel();
         let stats = Arc::<UplinkStats>::default();
         let sparkplug = match &config.payload {
             UplinkPayload::Json => None,
@@ -64,21 +62,26 @@ impl Uplink {
             .map(|topics| EdgeNode::new(topics, identity.data_dir.join(BD_SEQ_FILE)));
         let uplink = Self {
             outbox: Arc::clone(&outbox),
-            statuses,
-            tracked,
-            node_events,
+            publisher: publisher.clone(),
             topics: Topics::new(&config.topic_prefix),
             sparkplug,
             stats: Arc::clone(&stats),
         };
-        let publisher = Publisher::new(
-            (config, identity.client_id),
+        let route = Route {
             outbox,
             stats,
-            downlink,
-            node.is_some(),
+            qos: if config.qos == 0 {
+                QoS::AtMostOnce
+            } else {
+                QoS::AtLeastOnce
+            },
+        };
+        let task = Publisher::new(config, identity.client_id, route, downlink, node.is_some()).run(
+            (publisher, inputs),
+            node,
+            shutdown,
         );
-        let task = tokio::spawn(publisher.run((status_rx, node_rx), tracked_rx, node, shutdown));
+        let task = tokio::spawn(task);
         (uplink, task)
     }
 
@@ -91,17 +94,17 @@ impl Uplink {
     /// publishes no births and no data.
     pub fn set_births(&self, births: Arc<dyn Births>) {
         // The publisher only stops at shutdown.
-        let _ = self.node_events.send(NodeEvent::Births(births));
+        let _ = self.publisher.send(Input::Node(NodeEvent::Births(births)));
     }
 
     /// A device's lease state changed: with Sparkplug B a DDEATH (offline) or
     /// a DBIRTH (back); nothing with JSON (the retained status says it).
     pub fn device_state(&self, device_id: &str, offline: bool) {
         if self.sparkplug.is_some() {
-            let _ = self.node_events.send(NodeEvent::DeviceState {
+            let _ = self.publisher.send(Input::Node(NodeEvent::DeviceState {
                 device_id: device_id.to_owned(),
                 offline,
-            });
+            }));
         }
     }
 
@@ -124,7 +127,7 @@ impl Uplink {
     pub fn publish_tracked(&self, topic: String, payload: Vec<u8>) -> oneshot::Receiver<()> {
         let (done, acked) = oneshot::channel();
         // A publisher that stopped drops `done`, which the receiver sees.
-        let _ = self.tracked.send((topic, payload, done));
+        let _ = self.publisher.send(Input::Tracked(topic, payload, done));
         acked
     }
 
@@ -147,7 +150,7 @@ impl Uplink {
     pub fn status(&self, topic: String, payload: Vec<u8>) {
         if self.sparkplug.is_none() {
             // The publisher only stops at shutdown, when statuses no longer matter.
-            let _ = self.statuses.send((topic, payload));
+            let _ = self.publisher.send(Input::Status(topic, payload));
         }
     }
 }

@@ -7,12 +7,19 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::sparkplug::Births;
 
-/// A message whose PUBACK someone waits for: topic, payload, whom to tell.
-pub(super) type Tracked = (String, Vec<u8>, oneshot::Sender<()>);
-
-/// An acknowledgement for the publisher to send: the connection the message came
-/// in on, and the message.
-pub(super) type Ack = (u64, Publish);
+/// What the rest of the engine hands the publisher, in the order it was sent.
+#[derive(Debug)]
+pub(super) enum Input {
+    /// A retained status: topic and payload.
+    Status(String, Vec<u8>),
+    /// A message whose PUBACK someone waits for: topic, payload, whom to tell.
+    Tracked(String, Vec<u8>, oneshot::Sender<()>),
+    /// For the Sparkplug edge node only.
+    Node(NodeEvent),
+    /// A downlink message handled: acknowledge it on `connection`, the one it
+    /// came in on.
+    Ack { connection: u64, message: Publish },
+}
 
 /// What the Sparkplug edge node learns from the rest of the engine.
 #[derive(Debug)]
@@ -40,15 +47,25 @@ pub struct DownlinkRoute {
 pub struct Downlink {
     pub topic: String,
     pub payload: Vec<u8>,
-    ack: Option<(mpsc::UnboundedSender<Ack>, Ack)>,
+    ack: Option<(mpsc::UnboundedSender<Input>, Input)>,
 }
 
 impl Downlink {
-    pub(super) fn new(connection: u64, publish: Publish, acks: mpsc::UnboundedSender<Ack>) -> Self {
+    pub(super) fn new(
+        connection: u64,
+        message: Publish,
+        publisher: mpsc::UnboundedSender<Input>,
+    ) -> Self {
         Self {
-            topic: publish.topic.clone(),
-            payload: publish.payload.to_vec(),
-            ack: Some((acks, (connection, publish))),
+            topic: message.topic.clone(),
+            payload: message.payload.to_vec(),
+            ack: Some((
+                publisher,
+                Input::Ack {
+                    connection,
+                    message,
+                },
+            )),
         }
     }
 
@@ -56,9 +73,9 @@ impl Downlink {
     /// again. Sent on the connection it came in on, or not at all (the broker
     /// delivers it again on the next one).
     pub fn acknowledge(self) {
-        if let Some((acks, ack)) = self.ack {
+        if let Some((publisher, ack)) = self.ack {
             // The publisher only stops at shutdown; then the broker keeps it.
-            let _ = acks.send(ack);
+            let _ = publisher.send(ack);
         }
     }
 }

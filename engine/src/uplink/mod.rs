@@ -11,15 +11,16 @@
 //! outbox (write-ahead log) and the publisher sends them from there, releasing each
 //! on its PUBACK. Publishing never blocks a poll round.
 
+mod connection;
 mod guard;
 mod handle;
 mod message;
 mod outbound;
 mod publisher;
 mod refusals;
-mod session;
 mod sparkplug;
 mod stats;
+mod wire;
 
 pub use guard::{Admitted, Authority, DownlinkGuard};
 pub use handle::{Uplink, UplinkIdentity};

@@ -1,24 +1,18 @@
-//! What the publisher sends the broker, written to the connection in one go.
+//! What the publisher sends the broker, queued as it handles an event (every
+//! record a fill takes from the outbox, a status, an acknowledgement) and
+//! written to the connection in one go ([`super::wire::Wire::write`]). Through
+//! the client's request channel each publish cost a channel hand-off, a turn
+//! of the event loop, a timer and a write of its own.
 //!
-//! The publisher's bookkeeping queues requests here as it handles an event
-//! (every record a fill takes from the outbox, a status, an acknowledgement);
-//! [`Outbound::write`] then encodes them all into the connection's buffer and
-//! flushes once. Through the client's request channel each publish cost a
-//! channel hand-off, a turn of the event loop, a timer and a write of its own.
-//!
-//! The event loop's state still numbers the publishes and reports each as an
-//! outgoing event, in the order queued here, so the publisher maps packet ids
-//! to what they carry as before. Like the event loop, the writer holds QoS 1
-//! publishes back while the broker has the most unacknowledged publishes it may
-//! have, or while a packet id collides; they go out after the next PUBACK.
+//! Requests are checked here, before they are queued: a topic no broker takes,
+//! a packet above the broker's limit. A packet the client refuses to write
+//! would end the connection, and the next one would offer it again.
 
 use std::collections::VecDeque;
-use std::time::Duration;
 
 use bytes::Bytes;
 use rumqttc::{
-    ConnectionError, Disconnect, EventLoop, PubAck, PubRec, Publish, QoS, Request, Subscribe,
-    valid_filter, valid_topic,
+    Disconnect, PubAck, PubRec, Publish, QoS, Request, Subscribe, valid_filter, valid_topic,
 };
 
 /// Why a request was not queued.
@@ -46,18 +40,15 @@ pub(super) enum Refused {
 pub(super) struct Outbound {
     requests: VecDeque<Request>,
     capacity: usize,
-    /// Publishes the broker may leave unacknowledged at once.
-    inflight: u16,
     /// The largest packet the broker takes, in bytes.
     max_packet: usize,
 }
 
 impl Outbound {
-    pub(super) fn new(capacity: usize, inflight: u16, max_packet: usize) -> Self {
+    pub(super) fn new(capacity: usize, max_packet: usize) -> Self {
         Self {
             requests: VecDeque::new(),
             capacity,
-            inflight,
             max_packet,
         }
     }
@@ -137,49 +128,20 @@ impl Outbound {
         Ok(())
     }
 
-    /// Writes what is queued to the connection, in order, and flushes once;
-    /// nothing while the connection is not up yet. A QoS 1 publish that finds
-    /// the broker's window full (or its packet id taken) stops the writing
-    /// there: it and what follows wait for the next call.
-    ///
-    /// # Errors
-    /// The connection failed, or did not take the bytes within the client's
-    /// network timeout (as for the event loop's own writes).
-    pub(super) async fn write(&mut self, eventloop: &mut EventLoop) -> Result<(), ConnectionError> {
-        if self.requests.is_empty() {
-            return Ok(());
+    /// The next request to write, in order: none when nothing is queued, or
+    /// when the next is a QoS 1 publish and the broker's window is not open
+    /// (it waits for a PUBACK to make room).
+    pub(super) fn next(&mut self, window_open: bool) -> Option<Request> {
+        let acknowledged =
+            matches!(self.requests.front()?, Request::Publish(p) if p.qos != QoS::AtMostOnce);
+        if acknowledged && !window_open {
+            return None;
         }
-        let limit = Duration::from_secs(eventloop.network_options().connection_timeout());
-        let Some(network) = eventloop.network.as_mut() else {
-            return Ok(());
-        };
-        let state = &mut eventloop.state;
-        let written = async {
-            let mut wrote = false;
-            while let Some(request) = self.requests.front() {
-                let acknowledged =
-                    matches!(request, Request::Publish(p) if p.qos != QoS::AtMostOnce);
-                if acknowledged && (state.inflight() >= self.inflight || state.collision.is_some())
-                {
-                    break;
-                }
-                let Some(request) = self.requests.pop_front() else {
-                    break;
-                };
-                if let Some(packet) = state.handle_outgoing_packet(request)? {
-                    network.write(packet).await?;
-                    wrote = true;
-                }
-            }
-            if wrote {
-                network.flush().await?;
-            }
-            Ok::<(), ConnectionError>(())
-        };
-        match tokio::time::timeout(limit, written).await {
-            Ok(result) => result,
-            Err(_) => Err(ConnectionError::FlushTimeout),
-        }
+        self.requests.pop_front()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.requests.is_empty()
     }
 }
 
@@ -204,7 +166,7 @@ mod tests {
 
     #[test]
     fn a_full_queue_gives_the_publish_back_and_a_bad_topic_is_refused() {
-        let mut outbound = Outbound::new(1, 10, 1 << 20);
+        let mut outbound = Outbound::new(1, 1 << 20);
         outbound
             .publish("a/b".into(), QoS::AtLeastOnce, false, b"1".to_vec())
             .expect("room");
@@ -215,7 +177,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let mut roomy = Outbound::new(10, 10, 1 << 20);
+        let mut roomy = Outbound::new(10, 1 << 20);
         assert!(matches!(
             roomy.publish("a/#".into(), QoS::AtLeastOnce, false, Vec::new()),
             Err(Refused::Invalid(reason)) if reason == "\"a/#\" is no topic to publish on"
@@ -225,7 +187,7 @@ mod tests {
             Err(Refused::Invalid(_))
         ));
         roomy.subscribe("a/#", QoS::AtLeastOnce).expect("a filter");
-        let mut small = Outbound::new(10, 10, 100);
+        let mut small = Outbound::new(10, 100);
         small
             .publish("a/b".into(), QoS::AtLeastOnce, false, vec![0; 91])
             .expect("a 2-byte header, then 2 + 3 + 2 + 91 bytes: 100 in all");
@@ -260,7 +222,7 @@ mod tests {
 
     #[test]
     fn acknowledgements_follow_the_message_qos() {
-        let mut outbound = Outbound::new(10, 10, 1 << 20);
+        let mut outbound = Outbound::new(10, 1 << 20);
         let mut message = Publish::new("t", QoS::AtMostOnce, Vec::new());
         outbound.ack(&message).expect("nothing to send");
         assert!(outbound.requests.is_empty());

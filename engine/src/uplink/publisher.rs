@@ -1,40 +1,35 @@
-//! The publisher: owns the MQTT connection, publishes the outbox's records in log
-//! order as they are pushed, maps each PUBACK back to its record and releases it.
+//! The publisher: the task that owns the MQTT connection. It connects, backs
+//! off and reconnects; per connection it turns what happens (the client's
+//! events, records pushed to the outbox, what the rest of the engine hands it,
+//! a shutdown) into calls on the connection's state machine
+//! ([`super::connection::Connection`]) and writes what that queued
+//! ([`super::wire::Wire`]).
 //!
-//! Each connection gets a fresh event loop, so the client never
-//! retransmits on its own: after a reconnect the publisher starts again from the
-//! oldest record in the log (invariant 3 of `docs/wal.md`), which resends exactly
-//! what was not acknowledged, in order, before newer records.
+//! Each connection gets a fresh event loop, so the client never retransmits
+//! on its own: after a reconnect the connection starts again from the oldest
+//! record in the log (invariant 3 of `docs/wal.md`), which resends exactly what
+//! was not acknowledged, in order, before newer records.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::time::Duration;
 
-use rumqttc::{Event, EventLoop, Incoming, LastWill, MqttOptions, Outgoing, QoS};
-use tokio::sync::{mpsc, oneshot, watch};
+use bytes::Bytes;
+use rumqttc::{Event, Incoming, LastWill, MqttOptions, Outgoing, Publish, QoS};
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::message::{Ack, Downlink, DownlinkRoute, NodeEvent, Tracked};
-use super::outbound::{Outbound, Refused};
-use super::refusals::{REFUSED_AFTER, Refusals};
-use super::session::{Inflight, Pending, Queued, Session};
-use super::sparkplug::{EdgeNode, Outgoing as NodeMessage};
-use super::stats::UplinkStats;
+use super::connection::{Carried, Connection, Ended, INFLIGHT, Route};
+use super::message::{Downlink, DownlinkRoute, Input, NodeEvent};
+use super::outbound::Outbound;
+use super::sparkplug::EdgeNode;
+use super::wire::Wire;
 use crate::clock::now_ms;
 use crate::config::{BackoffConfig, MqttConfig};
 use crate::io::{Jitter, delay};
 use crate::model::EntityState;
 use crate::mqtt::{Topics, status};
 use crate::sync::lock;
-use crate::wal::{Outbox, Record};
 
-/// Publishes awaiting their PUBACK at once.
-const INFLIGHT: u16 = 100;
-/// The most a Sparkplug payload grows when the edge node sets its seq (a
-/// protobuf varint field).
-const SPARKPLUG_SEQ_FIELD: usize = 11;
-/// Room kept in the window for statuses.
-const REPORT_WINDOW: usize = INFLIGHT as usize - 10;
 /// Requests queued for the connection at most.
 const QUEUE_CAPACITY: usize = 1000;
 /// How often acknowledged records are released in one batch.
@@ -58,34 +53,42 @@ const MAX_INCOMING_PACKET: usize = 268_435_455;
 
 pub(super) struct Publisher {
     options: MqttOptions,
-    qos: QoS,
     status_topic: String,
     /// The largest packet the broker takes (`collector.mqtt.maxPacketKb`).
     max_packet: usize,
-    outbox: Arc<Outbox>,
-    stats: Arc<UplinkStats>,
+    route: Route,
     /// Where downlink messages go, and the filters subscribed for them.
     downlink: Option<(mpsc::UnboundedSender<Downlink>, Vec<String>)>,
     /// Whether the edge node takes an NCMD (from a trusted broker only).
     node_commands: bool,
 }
 
-/// What comes to the publisher besides the outbox: statuses, tracked messages,
-/// and the acknowledgements of downlink messages from those who handled them.
-struct Inbox {
-    statuses: mpsc::UnboundedReceiver<(String, Vec<u8>)>,
-    /// For the Sparkplug edge node only.
-    node_events: mpsc::UnboundedReceiver<NodeEvent>,
-    tracked: mpsc::UnboundedReceiver<Tracked>,
-    acks: mpsc::UnboundedReceiver<Ack>,
-    ack_sender: mpsc::UnboundedSender<Ack>,
+/// What the publisher keeps across connections besides the connection's own
+/// carry-over.
+struct Between {
+    /// What the rest of the engine hands the publisher.
+    inputs: mpsc::UnboundedReceiver<Input>,
+    /// Its own sender, for downlink messages to be acknowledged through.
+    to_self: mpsc::UnboundedSender<Input>,
+    /// The latest status per topic that came while no connection was up, sent
+    /// on the next one.
+    latest: HashMap<String, Vec<u8>>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// How a connection's loop ended.
+enum Outcome {
+    Dropped,
+    ShutDown,
 }
 
 impl Publisher {
+    /// A publisher for `config`, as `client_id`; `sparkplug` when the payload
+    /// is Sparkplug B (the session is clean then).
     pub(super) fn new(
-        (config, client_id): (&MqttConfig, &str),
-        outbox: Arc<Outbox>,
-        stats: Arc<UplinkStats>,
+        config: &MqttConfig,
+        client_id: &str,
+        route: Route,
         downlink: Option<DownlinkRoute>,
         sparkplug: bool,
     ) -> Self {
@@ -115,109 +118,68 @@ impl Publisher {
         }
         Self {
             options,
-            qos: if config.qos == 0 {
-                QoS::AtMostOnce
-            } else {
-                QoS::AtLeastOnce
-            },
             status_topic,
             max_packet,
-            outbox,
-            stats,
+            route,
             node_commands: downlink.as_ref().is_some_and(|d| d.node_commands),
             downlink: downlink.map(|d| (d.to, topics.downlink_filters().to_vec())),
         }
     }
 
+    /// Runs until `shutdown`: `inputs` is the receiver of `to_self`'s channel,
+    /// `node` the Sparkplug edge node (`payload: sparkplug-b`).
     pub(super) async fn run(
         self,
-        (statuses, node_events): (
-            mpsc::UnboundedReceiver<(String, Vec<u8>)>,
-            mpsc::UnboundedReceiver<NodeEvent>,
-        ),
-        tracked: mpsc::UnboundedReceiver<Tracked>,
-        mut node: Option<EdgeNode>,
-        mut shutdown: watch::Receiver<bool>,
+        (to_self, inputs): (mpsc::UnboundedSender<Input>, mpsc::UnboundedReceiver<Input>),
+        node: Option<EdgeNode>,
+        shutdown: watch::Receiver<bool>,
     ) {
-        // Latest status per topic, sent on (re)connect.
-        let mut latest: HashMap<String, Vec<u8>> = HashMap::new();
-        let (ack_sender, acks) = mpsc::unbounded_channel();
-        let mut inbox = Inbox {
-            statuses,
-            node_events,
-            tracked,
-            acks,
-            ack_sender,
+        let mut between = Between {
+            inputs,
+            to_self,
+            latest: HashMap::new(),
+            shutdown,
         };
-        let mut number = 0;
+        let mut carried = Carried {
+            node,
+            ..Carried::default()
+        };
         // Connection attempts in a row that never came up.
         let mut failed: u32 = 0;
         // Attempts since the last connection that stayed up.
         let mut attempts: u32 = 0;
         let mut jitter = Jitter::new(u64::try_from(now_ms()).unwrap_or(1));
-        let mut refusals = Refusals::default();
-        loop {
-            number += 1;
+        for number in 1.. {
             let mut options = self.options.clone();
-            if let Some(node) = &mut node {
+            if let Some(node) = &mut carried.node {
                 // P1: every connection has the next bdSeq, in its will and NBIRTH.
                 options.set_last_will(node.connecting());
             }
-            let eventloop = EventLoop::new(options, QUEUE_CAPACITY);
-            let mut session = Session {
-                outbound: Outbound::new(QUEUE_CAPACITY, INFLIGHT, self.max_packet),
-                number,
-                connected: false,
-                connected_at: None,
-                cursor: None,
-                held_back: false,
-                queued: VecDeque::new(),
-                inflight: HashMap::new(),
-                acked: Vec::new(),
-                set_aside: Vec::new(),
-                refusals: std::mem::take(&mut refusals),
-                node: node.take(),
-                pending: VecDeque::new(),
-            };
-            let stop = self
-                .connection(
-                    &mut session,
-                    eventloop,
-                    &mut inbox,
-                    &mut latest,
-                    &mut shutdown,
-                )
-                .await;
-            if !stop {
-                self.refused(&mut session);
+            let outbound = Outbound::new(QUEUE_CAPACITY, self.max_packet);
+            let mut connection = Connection::new(number, outbound, self.route.clone(), carried);
+            let mut wire = Wire::new(options, QUEUE_CAPACITY);
+            let outcome = self.drive(&mut connection, &mut wire, &mut between).await;
+            if let Outcome::ShutDown = outcome {
+                self.goodbye(&mut connection, &mut wire).await;
             }
-            self.release(&mut session).await;
-            node = session.node.take();
-            refusals = std::mem::take(&mut session.refusals);
-            if stop {
+            let dropped = matches!(outcome, Outcome::Dropped);
+            let Ended {
+                carried: next,
+                release,
+                came_up,
+            } = connection.end(dropped, Instant::now());
+            release.apply(&self.route.outbox).await;
+            carried = next;
+            if !dropped {
                 return;
             }
-            if session.connected {
+            if came_up.is_some() {
                 failed = 0;
             } else {
                 failed = failed.saturating_add(1);
-                // A connection that was up logs its loss; attempts that never came
-                // up would otherwise go unnoticed at the default level. Logged at
-                // the 1st, 2nd, 4th, 8th... failure in a row: bounded, and a broker
-                // that stays away is seen to.
-                if failed.is_power_of_two() {
-                    let (host, port) = self.options.broker_address();
-                    tracing::warn!(
-                        error = %lock(&self.stats.last_error),
-                        broker = %format!("{host}:{port}"),
-                        attempts = failed,
-                        "cannot reach the MQTT broker; retrying (reports wait in the outbox)"
-                    );
-                }
+                self.unreachable(failed);
             }
-            let stable = session
-                .connected_at
-                .is_some_and(|at| at.elapsed() >= STABLE_AFTER);
+            let stable = came_up.is_some_and(|at| at.elapsed() >= STABLE_AFTER);
             attempts = if stable {
                 1
             } else {
@@ -225,88 +187,63 @@ impl Publisher {
             };
             tokio::select! {
                 _ = tokio::time::sleep(delay(&RECONNECT, attempts, jitter.sample())) => {}
-                _ = shutdown.changed() => return,
+                _ = between.shutdown.changed() => return,
             }
         }
     }
 
-    /// A connection dropped: the record it dropped on, if the broker refused it
-    /// time after time, is set aside (invariant 9 of `docs/wal.md`).
-    fn refused(&self, session: &mut Session) {
-        let oldest = session.oldest_inflight();
-        let Some(id) = session.refusals.connection_lost(oldest, Instant::now()) else {
-            return;
-        };
-        match self.outbox.read_after(id.checked_sub(1), 1) {
-            Ok(mut records) if records.first().is_some_and(|r| r.id == id) => {
-                let reason = format!(
-                    "the broker closed the connection {REFUSED_AFTER} times in a row right after this message was sent, before acknowledging it: it refuses the message (too big for its packet limit, or not allowed)"
-                );
-                session.set_aside.push((records.remove(0), reason));
-            }
-            Ok(_) => {}
-            Err(error) => tracing::error!(%error, "cannot read the WAL"),
+    /// Logs attempts in a row that never came up. A connection that was up logs
+    /// its loss; these would otherwise go unnoticed at the default level. At the
+    /// 1st, 2nd, 4th, 8th... failure in a row: bounded, and a broker that stays
+    /// away is seen to.
+    fn unreachable(&self, failed: u32) {
+        if failed.is_power_of_two() {
+            let (host, port) = self.options.broker_address();
+            tracing::warn!(
+                error = %lock(&self.route.stats.last_error),
+                broker = %format!("{host}:{port}"),
+                attempts = failed,
+                "cannot reach the MQTT broker; retrying (reports wait in the outbox)"
+            );
         }
     }
 
-    /// Drives one connection until it fails (false) or shutdown (true).
-    async fn connection(
+    /// Drives one connection until it drops or the engine shuts down.
+    async fn drive(
         &self,
-        session: &mut Session,
-        mut eventloop: EventLoop,
-        inbox: &mut Inbox,
-        latest: &mut HashMap<String, Vec<u8>>,
-        shutdown: &mut watch::Receiver<bool>,
-    ) -> bool {
-        let mut pushed = self.outbox.subscribe();
+        connection: &mut Connection,
+        wire: &mut Wire,
+        between: &mut Between,
+    ) -> Outcome {
+        let mut pushed = self.route.outbox.subscribe();
         let mut release = tokio::time::interval(RELEASE_EVERY);
-        let mut devices_changed = session.node.as_ref().and_then(EdgeNode::changes);
+        let mut devices_changed = connection.node().and_then(|node| node.changes());
         loop {
             tokio::select! {
-                event = eventloop.poll() => match event {
-                    Ok(event) => self.on_event(session, event, inbox, latest),
+                event = wire.poll() => match event {
+                    Ok(event) => self.on_event(connection, event, between),
                     Err(error) => {
                         self.lost(&error);
-                        return false;
+                        return Outcome::Dropped;
                     }
                 },
-                _ = pushed.changed() => self.fill(session),
-                Some((topic, payload)) = inbox.statuses.recv() => {
-                    if session.connected {
-                        self.send_status(session, topic, payload);
-                    } else {
-                        latest.insert(topic, payload);
-                    }
-                }
-                Some(event) = inbox.node_events.recv() => {
-                    self.on_node_event(session, event);
+                _ = pushed.changed() => connection.fill(),
+                Some(input) = between.inputs.recv() => {
+                    self.on_input(connection, input, &mut between.latest);
                     if devices_changed.is_none() {
-                        devices_changed = session.node.as_ref().and_then(EdgeNode::changes);
+                        devices_changed = connection.node().and_then(|node| node.changes());
                     }
                 }
                 () = changed(&mut devices_changed) => {
-                    if let Some(node) = &mut session.node {
+                    if let Some(node) = connection.node() {
                         let births = node.rebirth_devices();
-                        self.send_node(session, births);
+                        connection.queue_node(births);
                     }
                 }
-                Some((topic, payload, done)) = inbox.tracked.recv() => {
-                    self.send_tracked(session, topic, payload, done);
-                }
-                Some((number, message)) = inbox.acks.recv() => {
-                    // Invariant S2: an acknowledgement of an earlier connection is
-                    // not sent; the broker delivers that message again.
-                    if number == session.number
-                        && let Err(refused) = session.outbound.ack(&message)
-                    {
-                        tracing::warn!(%refused, topic = %message.topic, "cannot acknowledge a downlink message; the broker delivers it again");
-                    }
-                }
-                _ = release.tick() => self.release(session).await,
-                changed = shutdown.changed() => {
-                    if changed.is_err() || *shutdown.borrow() {
-                        self.goodbye(session, eventloop).await;
-                        return true;
+                _ = release.tick() => connection.take_release().apply(&self.route.outbox).await,
+                changed = between.shutdown.changed() => {
+                    if changed.is_err() || *between.shutdown.borrow() {
+                        return Outcome::ShutDown;
                     }
                 }
             }
@@ -315,426 +252,209 @@ impl Publisher {
             // written, the rest of the packets one read brought): handled here,
             // in this turn, not one turn of the loop above each.
             loop {
-                if let Err(error) = session.outbound.write(&mut eventloop).await {
+                if let Err(error) = wire.write(connection.outbound()).await {
                     self.lost(&error);
-                    return false;
+                    return Outcome::Dropped;
                 }
-                let Some(event) = eventloop.state.events.pop_front() else {
+                let Some(event) = wire.next_event() else {
                     break;
                 };
-                self.on_event(session, event, inbox, latest);
+                self.on_event(connection, event, between);
             }
         }
     }
 
     /// Handles one event of the connection.
-    fn on_event(
-        &self,
-        session: &mut Session,
-        event: Event,
-        inbox: &Inbox,
-        latest: &mut HashMap<String, Vec<u8>>,
-    ) {
+    fn on_event(&self, connection: &mut Connection, event: Event, between: &mut Between) {
         match event {
             Event::Incoming(Incoming::ConnAck(_)) => {
-                session.connected = true;
-                session.connected_at = Some(Instant::now());
-                self.stats.set_connected(true);
-                self.stats.connects.inc();
+                connection.up(Instant::now());
+                self.route.stats.set_connected(true);
+                self.route.stats.connects.inc();
                 tracing::info!("connected to the MQTT broker");
                 // Subscribe on every connection: a broker that lost the
                 // session (or never had it) gets the subscriptions again.
-                self.subscribe(session);
-                if let Some(node) = &mut session.node {
+                self.subscribe(connection);
+                if let Some(node) = connection.node() {
                     let births = node.birth();
-                    self.send_node(session, births);
+                    connection.queue_node(births);
                 } else {
-                    self.send_status(
-                        session,
+                    connection.queue_status(
                         self.status_topic.clone(),
                         status(EntityState::Online, now_ms()),
                     );
-                    for (topic, payload) in latest.drain() {
-                        self.send_status(session, topic, payload);
+                    for (topic, payload) in between.latest.drain() {
+                        connection.queue_status(topic, payload);
                     }
                 }
-                // Invariant 3: every connection starts from the oldest record.
-                session.cursor = None;
-                self.fill(session);
+                connection.fill();
             }
-            Event::Outgoing(Outgoing::Publish(pkid)) => {
-                match session.queued.pop_front() {
-                    Some(Queued::Record(id)) if self.qos == QoS::AtMostOnce => {
-                        session.acknowledged(&self.outbox, id);
-                    }
-                    Some(Queued::Record(id)) => {
-                        session
-                            .inflight
-                            .insert(pkid, Inflight::Record(id, Instant::now()));
-                    }
-                    Some(Queued::Tracked(done)) => {
-                        session.inflight.insert(pkid, Inflight::Tracked(done));
-                    }
-                    Some(Queued::Status) | None => {}
-                }
-                if !session.pending.is_empty() {
-                    self.fill(session);
-                }
-            }
+            Event::Outgoing(Outgoing::Publish(pkid)) => connection.published(pkid, Instant::now()),
             Event::Incoming(Incoming::Publish(message)) => {
-                if let Some(node) = session
-                    .node
-                    .as_mut()
-                    .filter(|n| n.topics().node_command() == message.topic)
-                {
-                    if self.node_commands {
-                        let births = node.node_command(&message.payload);
-                        self.send_node(session, births);
-                    } else {
-                        tracing::warn!(
-                            "an NCMD refused: Sparkplug commands carry no signature, and the \
-                             broker is not trusted with them (collector.downlink.trustedBroker)"
-                        );
-                    }
-                    if let Err(refused) = session.outbound.ack(&message) {
-                        tracing::warn!(%refused, "cannot acknowledge an NCMD");
-                    }
-                } else if let Some((downlink, _)) = &self.downlink {
-                    // The receiver lives as long as the engine.
-                    let _ = downlink.send(Downlink::new(
-                        session.number,
-                        message,
-                        inbox.ack_sender.clone(),
-                    ));
-                } else if let Err(refused) = session.outbound.ack(&message) {
-                    tracing::warn!(%refused, "cannot acknowledge a message nobody handles");
-                }
+                self.on_message(connection, message, &between.to_self);
             }
             Event::Incoming(Incoming::PubAck(ack)) => {
-                self.stats.acknowledged();
-                // Invariant 2: a record is released only after its PUBACK.
-                if let Some(inflight) = session.inflight.remove(&ack.pkid) {
-                    session.settle(&self.outbox, inflight);
-                }
-                if session.held_back {
-                    self.fill(session);
-                }
+                self.route.stats.acknowledged();
+                connection.puback(ack.pkid);
             }
             _ => {}
         }
     }
 
+    /// A message the broker delivered: the edge node's command, or a downlink
+    /// message handed on (acknowledged once handled, through `to_self`).
+    fn on_message(
+        &self,
+        connection: &mut Connection,
+        message: Publish,
+        to_self: &mpsc::UnboundedSender<Input>,
+    ) {
+        let node_command = connection
+            .node()
+            .is_some_and(|node| node.topics().node_command() == message.topic);
+        if node_command {
+            if self.node_commands {
+                if let Some(node) = connection.node() {
+                    let births = node.node_command(&message.payload);
+                    connection.queue_node(births);
+                }
+            } else {
+                tracing::warn!(
+                    "an NCMD refused: Sparkplug commands carry no signature, and the \
+                     broker is not trusted with them (collector.downlink.trustedBroker)"
+                );
+            }
+            if let Err(refused) = connection.outbound().ack(&message) {
+                tracing::warn!(%refused, "cannot acknowledge an NCMD");
+            }
+        } else if let Some((downlink, _)) = &self.downlink {
+            // The receiver lives as long as the engine.
+            let _ = downlink.send(Downlink::new(connection.number(), message, to_self.clone()));
+        } else if let Err(refused) = connection.outbound().ack(&message) {
+            tracing::warn!(%refused, "cannot acknowledge a message nobody handles");
+        }
+    }
+
+    /// What the rest of the engine handed the publisher.
+    fn on_input(
+        &self,
+        connection: &mut Connection,
+        input: Input,
+        latest: &mut HashMap<String, Vec<u8>>,
+    ) {
+        match input {
+            Input::Status(topic, payload) if connection.is_up() => {
+                connection.queue_status(topic, payload);
+            }
+            Input::Status(topic, payload) => {
+                latest.insert(topic, payload);
+            }
+            Input::Tracked(topic, payload, done) => connection.queue_tracked(topic, payload, done),
+            Input::Node(event) => on_node_event(connection, event),
+            Input::Ack {
+                connection: number,
+                message,
+            } => {
+                // Invariant S2: an acknowledgement of an earlier connection is
+                // not sent; the broker delivers that message again.
+                if number == connection.number()
+                    && let Err(refused) = connection.outbound().ack(&message)
+                {
+                    tracing::warn!(%refused, topic = %message.topic, "cannot acknowledge a downlink message; the broker delivers it again");
+                }
+            }
+        }
+    }
+
     /// The connection failed: counted, and logged once per outage.
     fn lost(&self, error: &rumqttc::ConnectionError) {
-        if self.stats.set_connected(false) {
+        if self.route.stats.set_connected(false) {
             tracing::warn!(%error, "lost the MQTT broker");
         }
-        *lock(&self.stats.last_error) = error.to_string();
+        *lock(&self.route.stats.last_error) = error.to_string();
     }
 
     /// Subscribes to the downlink, and the edge node to its commands.
-    fn subscribe(&self, session: &mut Session) {
+    fn subscribe(&self, connection: &mut Connection) {
         let own = self
             .downlink
             .iter()
             .flat_map(|(_, filters)| filters.iter().cloned());
-        let node = session.node.iter().flat_map(|node| {
+        let node = connection.node().map(|node| {
             let topics = node.topics();
             [topics.node_command(), topics.device_commands()]
         });
-        for filter in own.chain(node) {
-            if let Err(refused) = session.outbound.subscribe(&filter, QoS::AtLeastOnce) {
+        let filters: Vec<String> = own.chain(node.into_iter().flatten()).collect();
+        for filter in filters {
+            if let Err(refused) = connection.outbound().subscribe(&filter, QoS::AtLeastOnce) {
                 tracing::warn!(%refused, %filter, "cannot subscribe to the downlink");
             }
         }
     }
 
-    /// What the collector tells the edge node: its devices, a lease change.
-    fn on_node_event(&self, session: &mut Session, event: NodeEvent) {
-        let Some(node) = &mut session.node else {
-            return;
-        };
-        match event {
-            NodeEvent::Births(births) => {
-                node.set_births(births);
-                if session.connected && !node.is_born() {
-                    let births = node.birth();
-                    self.send_node(session, births);
-                    self.fill(session);
-                }
-            }
-            NodeEvent::DeviceState { device_id, offline } => {
-                let messages = node.device_state(&device_id, offline);
-                self.send_node(session, messages);
-            }
-        }
-    }
-
-    /// Queues the edge node's messages behind what is pending, and flushes.
-    fn send_node(&self, session: &mut Session, messages: Vec<NodeMessage>) {
-        session
-            .pending
-            .extend(messages.into_iter().map(|m| Pending {
-                queued: Queued::Status,
-                topic: m.topic,
-                qos: m.qos,
-                payload: m.payload.into(),
-            }));
-        self.flush(session);
-    }
-
-    /// Queues pending publishes for the connection, in order, while there is
-    /// room; true when none is left. One that finds the queue full stays first:
-    /// its seq is set, so it goes out as it is, before anything later.
-    fn flush(&self, session: &mut Session) -> bool {
-        while let Some(Pending {
-            queued,
-            topic,
-            qos,
-            payload,
-        }) = session.pending.pop_front()
-        {
-            match session.outbound.publish(topic, qos, false, payload) {
-                Ok(()) => {
-                    if matches!(queued, Queued::Record(_)) {
-                        self.stats.published.inc();
-                        if qos == QoS::AtLeastOnce {
-                            self.stats.queued();
-                        }
-                    }
-                    session.queued.push_back(queued);
-                }
-                Err(Refused::Full(publish)) => {
-                    session.pending.push_front(Pending {
-                        queued,
-                        topic: publish.topic,
-                        qos,
-                        payload: publish.payload,
-                    });
-                    return false;
-                }
-                Err(refused) => {
-                    // Not a publish any broker takes (the edge node's births
-                    // and deaths; its records are checked before they get here).
-                    tracing::error!(%refused, "a publish refused");
-                    self.stats.dropped.inc();
-                }
-            }
-        }
-        true
-    }
-
-    /// Queues records after the cursor while the window has room.
-    fn fill(&self, session: &mut Session) {
-        if !session.connected || session.node.as_ref().is_some_and(|n| !n.is_born()) {
+    /// Publishes the offline status (or the edge node's NDEATH) and disconnects
+    /// cleanly, so the broker does not send the Last Will; waits up to 2 s for
+    /// what is in flight to be acknowledged.
+    async fn goodbye(&self, connection: &mut Connection, wire: &mut Wire) {
+        if !connection.is_up() {
             return;
         }
-        session.held_back = true;
-        if !self.flush(session) {
-            return;
-        }
-        let window = session.refusals.window(REPORT_WINDOW);
-        loop {
-            let used = session.queued.len() + session.inflight.len();
-            if used >= window {
-                return;
-            }
-            let records = match self.outbox.read_after(session.cursor, window - used) {
-                Ok(records) => records,
-                Err(error) => {
-                    tracing::error!(%error, "cannot read the WAL");
-                    return;
-                }
-            };
-            if records.is_empty() {
-                session.held_back = false;
-                return;
-            }
-            for record in records {
-                let sent = if session.node.is_some() {
-                    self.send_sparkplug(session, record)
-                } else {
-                    self.send_record(session, record)
-                };
-                if !sent {
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Queues one record; false when it could not (the record
-    /// stays in the log and goes out later).
-    fn send_record(&self, session: &mut Session, record: Record) -> bool {
-        if let Err(refused) = session.outbound.fits(
-            &record.message.topic,
-            record.message.payload.len(),
-            self.qos,
-        ) {
-            session.cursor = Some(record.id);
-            session.set_aside.push((record, refused.to_string()));
-            return true;
-        }
-        let message = record.message;
-        match session
-            .outbound
-            .publish(message.topic, self.qos, message.retain, message.payload)
-        {
-            Ok(()) => {
-                session.queued.push_back(Queued::Record(record.id));
-                session.cursor = Some(record.id);
-                self.stats.published.inc();
-                if self.qos == QoS::AtLeastOnce {
-                    self.stats.queued();
-                }
-                true
-            }
-            Err(_) => {
-                self.stats.dropped.inc();
-                false
-            }
-        }
-    }
-
-    /// Hands one record to the edge node, which sets its seq and may birth its
-    /// device first, then queues it; false when the queue is full
-    /// (the rest waits as pending).
-    fn send_sparkplug(&self, session: &mut Session, record: Record) -> bool {
-        session.cursor = Some(record.id);
-        // The edge node only gives the payload its seq: checked before it takes
-        // one, with room for the largest seq field.
-        if let Err(refused) = session.outbound.fits(
-            &record.message.topic,
-            record.message.payload.len() + SPARKPLUG_SEQ_FIELD,
-            self.qos,
-        ) {
-            session.set_aside.push((record, refused.to_string()));
-            return true;
-        }
-        let Some(node) = &mut session.node else {
-            return true;
-        };
-        let Some((births, message)) = node.record(record.message) else {
-            session.acknowledged(&self.outbox, record.id);
-            return true;
-        };
-        session.pending.extend(births.into_iter().map(|m| Pending {
-            queued: Queued::Status,
-            topic: m.topic,
-            qos: m.qos,
-            payload: m.payload.into(),
-        }));
-        session.pending.push_back(Pending {
-            queued: Queued::Record(record.id),
-            topic: message.topic,
-            qos: self.qos,
-            payload: message.payload,
-        });
-        self.flush(session)
-    }
-
-    fn send_status(&self, session: &mut Session, topic: String, payload: Vec<u8>) {
-        if session
-            .outbound
-            .publish(topic, QoS::AtLeastOnce, true, payload)
-            .is_ok()
-        {
-            session.queued.push_back(Queued::Status);
-        }
-    }
-
-    /// Publishes a tracked message with QoS 1; while disconnected (or when the
-    /// queue is full) `done` is dropped at once, which tells the sender
-    /// it was not delivered.
-    fn send_tracked(
-        &self,
-        session: &mut Session,
-        topic: String,
-        payload: Vec<u8>,
-        done: oneshot::Sender<()>,
-    ) {
-        if !session.connected {
-            return;
-        }
-        if session
-            .outbound
-            .publish(topic, QoS::AtLeastOnce, false, payload)
-            .is_ok()
-        {
-            session.queued.push_back(Queued::Tracked(done));
-            self.stats.published.inc();
-            self.stats.queued();
-        }
-    }
-
-    async fn release(&self, session: &mut Session) {
-        for (record, reason) in std::mem::take(&mut session.set_aside) {
-            let outbox = Arc::clone(&self.outbox);
-            let set_aside =
-                tokio::task::spawn_blocking(move || outbox.set_aside(record, &reason)).await;
-            if !matches!(set_aside, Ok(Ok(()))) {
-                // It stays where it was and is met again on the next connection.
-                tracing::error!("setting a message aside as a dead letter failed");
-            }
-        }
-        if session.acked.is_empty() {
-            return;
-        }
-        let ids = std::mem::take(&mut session.acked);
-        let outbox = Arc::clone(&self.outbox);
-        let released = tokio::task::spawn_blocking(move || outbox.release(&ids)).await;
-        if !matches!(released, Ok(Ok(()))) {
-            // The records stay in the log and are published again later (duplicates
-            // are allowed: consumers drop them by seq).
-            tracing::error!("releasing acknowledged WAL records failed");
-        }
-    }
-
-    /// Publishes the offline status and disconnects cleanly, so the broker does not
-    /// send the Last Will.
-    async fn goodbye(&self, session: &mut Session, mut eventloop: EventLoop) {
-        if !session.connected {
-            return;
-        }
-        match &session.node {
+        let (last_words, said) = match connection.node() {
             Some(node) => {
                 let death = node.death();
-                if session
-                    .outbound
-                    .publish(death.topic, death.qos, false, death.payload)
-                    .is_ok()
-                {
-                    tracing::info!("sent the NDEATH before disconnecting");
-                }
+                let words = (death.topic, death.qos, false, Bytes::from(death.payload));
+                (words, "sent the NDEATH before disconnecting")
             }
             None => {
-                let _ = session.outbound.publish(
-                    self.status_topic.clone(),
-                    QoS::AtLeastOnce,
-                    true,
-                    status(EntityState::Offline, now_ms()),
-                );
+                let offline = Bytes::from(status(EntityState::Offline, now_ms()));
+                let words = (self.status_topic.clone(), QoS::AtLeastOnce, true, offline);
+                (words, "sent the offline status before disconnecting")
             }
+        };
+        let (topic, qos, retain, payload) = last_words;
+        match connection.outbound().publish(topic, qos, retain, payload) {
+            Ok(()) => tracing::info!("{said}"),
+            Err(refused) => tracing::warn!(%refused, "no last words before disconnecting"),
         }
-        let _ = session.outbound.disconnect();
-        if session.outbound.write(&mut eventloop).await.is_err() {
+        let _ = connection.outbound().disconnect();
+        if wire.write(connection.outbound()).await.is_err() {
             return;
         }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-        while tokio::time::Instant::now() < deadline {
-            match tokio::time::timeout_at(deadline, eventloop.poll()).await {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            match tokio::time::timeout_at(deadline, wire.poll()).await {
                 Ok(Ok(Event::Incoming(Incoming::PubAck(ack)))) => {
-                    if let Some(inflight) = session.inflight.remove(&ack.pkid) {
-                        session.settle(&self.outbox, inflight);
-                    }
+                    connection.settle(ack.pkid);
                     // A full window held the last words back; this PUBACK made room.
-                    if session.outbound.write(&mut eventloop).await.is_err() {
+                    if wire.write(connection.outbound()).await.is_err() {
                         break;
                     }
                 }
                 Ok(Ok(Event::Outgoing(Outgoing::Disconnect))) | Ok(Err(_)) | Err(_) => break,
                 Ok(Ok(_)) => {}
             }
+        }
+    }
+}
+
+/// What the collector tells the edge node: its devices, a lease change.
+fn on_node_event(connection: &mut Connection, event: NodeEvent) {
+    let is_up = connection.is_up();
+    let Some(node) = connection.node() else {
+        return;
+    };
+    match event {
+        NodeEvent::Births(births) => {
+            node.set_births(births);
+            if is_up && !node.is_born() {
+                let births = node.birth();
+                connection.queue_node(births);
+                connection.fill();
+            }
+        }
+        NodeEvent::DeviceState { device_id, offline } => {
+            let messages = node.device_state(&device_id, offline);
+            connection.queue_node(messages);
         }
     }
 }
