@@ -15,7 +15,7 @@
 //! - [`store`]: the redb database (sequence numbers, ...);
 //! - [`lease`]: lease-based online/offline state of drivers and devices;
 //! - [`clock`]: wall-clock timestamps;
-//! - [`broker`]: an in-process MQTT broker for the demo and benchmarks;
+//! - [`broker`]: an in-process MQTT broker for the demo and benchmarks (feature `demo`);
 //! - [`api`]: the HTTP API (health, metrics);
 //! - [`console`]: the operator console (a page over the API, a stream of live changes);
 //! - [`telemetry`]: the metric families every module registers, for `/metrics`;
@@ -27,12 +27,14 @@
 //! - [`runtime`]: the sandboxed component runtime (the only user of wasmtime);
 //! - [`deploy`]: components uploaded into a running engine, kept in the data directory;
 //! - [`pipeline`]: declarative pipelines of stage components;
-//! - [`sim`]: a fast built-in Modbus TCP device simulator (demo, benchmarks, tests);
+//! - [`sim`]: a fast built-in Modbus TCP device simulator (demo, benchmarks, tests;
+//!   feature `demo`);
 //! - [`mqtt`]: the MQTT contract: every topic and payload, as types;
 //! - [`watchdog`]: every tenant's component pools, and alarms for quarantined ones.
 
 pub mod alarm;
 pub mod api;
+#[cfg(feature = "demo")]
 pub mod broker;
 pub mod clock;
 pub mod collector;
@@ -50,6 +52,7 @@ pub mod mqtt;
 pub mod pipeline;
 pub mod runtime;
 pub mod scheduler;
+#[cfg(feature = "demo")]
 pub mod sim;
 pub mod store;
 pub mod sync;

@@ -1,5 +1,6 @@
 //! `cargo xtask dist [--check]`: the gateway builds. For x86_64 and aarch64: a
-//! static, stripped musl binary with the default components embedded, its
+//! static, stripped musl binary with the default components embedded (and
+//! without the demo: no default features), its
 //! SHA-256, and a Debian package (`packaging/`: the binary in `/usr/bin`, the
 //! example config in `/etc/sluice/`, the systemd unit), all in `target/packages/`.
 //! `--check` then runs `engine/tests/it/dist.rs` on them: each binary against a
@@ -64,6 +65,7 @@ pub fn dist(root: &Path, check: bool) -> Result<(), String> {
                 "dist",
                 "-p",
                 "sluice",
+                "--no-default-features",
                 "--target",
                 arch.triple,
             ],

@@ -2,6 +2,7 @@
 
 mod check;
 mod component;
+#[cfg(feature = "demo")]
 mod demo;
 mod reload;
 mod run;
@@ -144,7 +145,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             pipelines,
             node_id,
         } => run::run(&config, pipelines, node_id),
-        Command::Demo { reports } => demo::run(reports),
+        Command::Demo { reports } => demo(reports),
         Command::Reload { config } => reload::run(&config),
         Command::Sign {
             key_file,
@@ -162,4 +163,18 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 },
         } => component::add(&file, &name, &version, &kind, &config),
     }
+}
+
+#[cfg(feature = "demo")]
+fn demo(reports: Option<u64>) -> anyhow::Result<ExitCode> {
+    demo::run(reports)
+}
+
+/// Gateway builds leave the demo out.
+#[cfg(not(feature = "demo"))]
+fn demo(_reports: Option<u64>) -> anyhow::Result<ExitCode> {
+    anyhow::bail!(
+        "this build has no demo (a gateway build, without the `demo` feature): run it from a \
+         checkout with `cargo run --release -- demo`"
+    )
 }

@@ -93,7 +93,8 @@ impl Wire {
     }
 }
 
-#[cfg(test)]
+// On the embedded broker, which only the `demo` feature has.
+#[cfg(all(test, feature = "demo"))]
 mod tests {
     use std::net::{Ipv4Addr, TcpListener};
 

@@ -1,8 +1,8 @@
 //! The gateway builds of `cargo xtask dist --check` (ignored otherwise: they
-//! need `target/packages`, named by `SLUICE_DIST`): each static binary runs the
-//! demo and a gateway against pymodbus and Mosquitto (the aarch64 one under
-//! `qemu-aarch64-static`) and prints its size and its cold start to the first
-//! publish; each Debian package installs into an empty root with its files
+//! need `target/packages`, named by `SLUICE_DIST`): each static binary runs a
+//! gateway against pymodbus and Mosquitto (the aarch64 one under
+//! `qemu-aarch64-static`), refuses the demo it leaves out, and prints its size
+//! and its cold start to the first publish; each Debian package installs into an empty root with its files
 //! where the README says, its example config passes `sluice check`, and its
 //! unit passes `systemd-analyze verify` (beside the units of this machine's
 //! systemd, which an empty root lacks).
@@ -112,20 +112,20 @@ const TOPIC: &str = "P/meter/property/post";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the dist build: cargo xtask dist --check"]
-async fn each_static_binary_runs_the_demo_and_a_gateway() {
+async fn each_static_binary_runs_a_gateway_and_has_no_demo() {
     let modbus = PyModbus::start(&json!({ "hr": { "0": [2305] } }));
     let broker = Mosquitto::start();
     for build in &BUILDS {
         let size = std::fs::metadata(build.binary()).expect("the binary").len();
+        // A gateway build has no demo, and says so.
         let mut demo = build.command();
         demo.args(["demo", "--reports", "2"]);
-        let output = finish(demo, Duration::from_secs(600));
-        let printed = String::from_utf8_lossy(&output.stdout);
+        let output = finish(demo, Duration::from_secs(60));
+        let said = String::from_utf8_lossy(&output.stderr);
         assert!(
-            output.status.success() && printed.matches("/property/post ").count() >= 2,
-            "{}: the demo printed {printed}\n{}",
-            build.triple,
-            String::from_utf8_lossy(&output.stderr)
+            !output.status.success() && said.contains("this build has no demo"),
+            "{}: {said}",
+            build.triple
         );
 
         let host = Subscriber::connect(broker.port()).await;
