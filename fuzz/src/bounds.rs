@@ -1,4 +1,4 @@
-//! What one input may allocate: a counting allocator over the system's.
+//! What one input may allocate (FUZZ-3): a counting allocator over the system's.
 //!
 //! The process's global allocator counts, per thread, the bytes live and their
 //! peak; [`measure`] reports both for a closure. A reader that trusts a length

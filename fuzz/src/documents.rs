@@ -10,7 +10,8 @@ fn text(data: &[u8]) -> Option<&str> {
     std::str::from_utf8(data).ok()
 }
 
-/// A document refused with at least one problem, each saying what is wrong.
+/// A document refused with at least one problem, each saying what is wrong
+/// (FUZZ-5).
 pub(crate) fn check_refusal(what: &str, errors: &Diagnostics) {
     assert!(!errors.is_empty(), "{what} refused without a problem");
     for item in errors.items() {

@@ -5,7 +5,7 @@
 //! input), the Modbus TCP codec against tokio-modbus on the same bytes, the
 //! configuration and pipeline readers, the WAL record decoder, the downlink
 //! payloads and the HTTP request bodies. A target panics when a reader breaks
-//! an invariant: it panics itself, refuses without saying why, accepts what it
+//! an invariant (FUZZ-1 to FUZZ-7 of `docs/fuzzing.md`): it panics itself (FUZZ-1), refuses without saying why, accepts what it
 //! must not, or allocates more than its [`Budget`] for the input's size.
 //!
 //! Two drivers run them: libFuzzer (`cargo xtask fuzz`, the `fuzz` binary,
@@ -123,7 +123,7 @@ impl Target {
     }
 
     /// [`Target::run`] twice: the second run may keep nothing allocated (the
-    /// first may fill caches that live as long as the process).
+    /// first may fill caches that live as long as the process; FUZZ-4).
     ///
     /// # Panics
     /// When the reader breaks an invariant or keeps memory per input.

@@ -2,7 +2,8 @@
 //!
 //! One input asks the same thing of both: a read of `q` coils, discrete inputs,
 //! holding or input registers from address `a`, or a write of one coil or
-//! register. Both must encode the same request (all but the transaction id),
+//! register. Both must encode the same request (all but the transaction id;
+//! FUZZ-7),
 //! then agree on the answer: accepted with the same registers or bits, refused
 //! with the same exception code, or refused.
 //!

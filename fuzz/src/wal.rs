@@ -1,5 +1,6 @@
-//! The WAL record decoder (docs/wal.md, invariant 5): a damaged record is
-//! refused, never misread; a record that decodes encodes back to its bytes.
+//! The WAL record decoder (WAL-5 of docs/wal.md): a damaged record is
+//! refused, never misread; a record that decodes encodes back to its bytes
+//! (FUZZ-7).
 
 use sluice::wal::{decode, encode};
 

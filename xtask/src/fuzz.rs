@@ -165,6 +165,7 @@ fn run_target(
         .env("SLUICE_FUZZ_TARGET", target)
         .args(limit)
         .args([
+            // FUZZ-2: an input that runs longer is a hang.
             "-timeout=10",
             "-rss_limit_mb=2048",
             "-print_final_stats=1",

@@ -3,8 +3,11 @@
 //! and, inside every directory module at any depth, which of its parts names
 //! which (`super::x`, `crate::module::x`, `child::x` in a module root; a nested
 //! directory counts as one part of its parent). Fails on a module naming a module
-//! of a higher layer, on any cycle between top-level modules, on any cycle between
-//! the parts of one directory module, and on a module missing from [`LAYERS`].
+//! of a higher layer (a lower layer owns the interface a higher one fills in,
+//! ARCH-2), on the runtime naming a domain module (ARCH-1), on any cycle between
+//! top-level modules, on any cycle between the parts of one directory module (its
+//! `mod.rs` declares and re-exports, ARCH-4), and on a module missing from
+//! [`LAYERS`].
 //!
 //! Test code is left out: inline `#[cfg(test)]` items and files declared as
 //! `#[cfg(test)] mod name;`. The layers are described in `docs/architecture.md`.
@@ -13,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 mod cycles;
-mod lexer;
+pub(crate) mod lexer;
 mod scan;
 mod tree;
 
@@ -47,7 +50,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("tools", &["cli", "sim", "broker"]),
 ];
 
-/// Modules the wasm runtime must never name: it knows components, not the domain.
+/// Modules the wasm runtime must never name: it knows components, not the domain
+/// (ARCH-1).
 const RUNTIME_MUST_NOT_NAME: &[&str] = &[
     "alarm",
     "command",

@@ -3,9 +3,11 @@
 //! - `test`: everything a fresh machine needs (wasm target, protocol peers), then every
 //!   test (the README's test command), and the alarm, command and lease tests a second
 //!   time on a PostgreSQL server of their own;
-//! - `lint`: the engine's layers (see `layers`), `cargo fmt --check` and
-//!   `cargo clippy -D warnings` on both workspaces;
+//! - `lint`: the engine's layers (see `layers`), the invariants' IDs (see
+//!   `invariants`), `cargo fmt --check` and `cargo clippy -D warnings` on both
+//!   workspaces;
 //! - `layers`: the import graph of the engine's top-level modules, checked;
+//! - `invariants`: the design notes' invariant IDs against their citations;
 //! - `ci`: `lint` then `test`, as `.ci/run` does;
 //! - `dist [--check]`: the gateway binaries and packages (see `dist`);
 //! - `fuzz [TARGET...] [--time S] [--runs N] [--merge] [--seed]`: the fuzz
@@ -14,6 +16,7 @@
 
 mod dist;
 mod fuzz;
+mod invariants;
 mod layers;
 
 use std::path::{Path, PathBuf};
@@ -29,11 +32,12 @@ fn main() -> ExitCode {
         "lint" => lint(&root),
         "ci" => lint(&root).and_then(|()| test(&root)),
         "layers" => check_layers(&root, true),
+        "invariants" => check_invariants(&root),
         "dist" => dist::dist(&root, std::env::args().nth(2).as_deref() == Some("--check")),
         "fuzz" => fuzz::fuzz(&root, &std::env::args().skip(2).collect::<Vec<_>>()),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test | lint | layers | ci | dist [--check] | fuzz [TARGET...] [--time S] [--runs N] [--merge] [--seed]>"
+                "usage: cargo xtask <test | lint | layers | invariants | ci | dist [--check] | fuzz [TARGET...] [--time S] [--runs N] [--merge] [--seed]>"
             );
             return ExitCode::from(2);
         }
@@ -179,8 +183,31 @@ fn check_layers(root: &Path, show: bool) -> Result<(), String> {
     }
 }
 
+/// Checks that every invariant the design notes define has one ID, cited by the
+/// code, and that every ID cited is defined.
+fn check_invariants(root: &Path) -> Result<(), String> {
+    println!("==> invariants of docs/*.md");
+    match invariants::check(root) {
+        Ok(summary) => {
+            println!(
+                "invariants: {} defined in {} documents, {} citations ({} in code), \
+                 all defined and all cited",
+                summary.defined, summary.notes, summary.citations, summary.in_code
+            );
+            Ok(())
+        }
+        Err(problems) => {
+            for problem in &problems {
+                eprintln!("invariants: {problem}");
+            }
+            Err(format!("{} invariant problem(s)", problems.len()))
+        }
+    }
+}
+
 fn lint(root: &Path) -> Result<(), String> {
     check_layers(root, false)?;
+    check_invariants(root)?;
     ensure_wasm_target(root)?;
     let components = root.join("components");
     run(root, "cargo", &["fmt", "--all", "--", "--check"])?;
@@ -205,6 +232,21 @@ fn lint(root: &Path) -> Result<(), String> {
             "--workspace",
             "--locked",
             "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+    // The gateway build (`cargo xtask dist`): without the demo.
+    run(
+        root,
+        "cargo",
+        &[
+            "clippy",
+            "--locked",
+            "-p",
+            "sluice",
+            "--no-default-features",
             "--",
             "-D",
             "warnings",

@@ -1,6 +1,6 @@
 //! The engine's own alarm transitions, on a timer:
 //! - NEW alarms are published to the alarm topic and become PUSHED only once the
-//!   broker acknowledged them (A6); a NEW alarm whose tenant's recipients are all
+//!   broker acknowledged them (ALARM-6); a NEW alarm whose tenant's recipients are all
 //!   in quiet hours becomes DELAYED instead, and NEW again when they end;
 //! - CONFIRMED alarms not handled within `escalateAfterSec` become ESCALATED (and
 //!   the escalation is published).

@@ -103,7 +103,7 @@ impl AlarmStore {
 
     /// The chain of alarm `id`: a superseded alarm alone (with what replaced it);
     /// any other alarm with the unattended alarms it replaced, followed back along
-    /// `supersededBy` (A5: the chain stops at an alarm a person attended).
+    /// `supersededBy` (ALARM-5: the chain stops at an alarm a person attended).
     ///
     /// # Errors
     /// A storage failure.

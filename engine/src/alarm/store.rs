@@ -1,6 +1,6 @@
 //! Alarms in the engine's store. Every change is one transaction of the alarm
 //! journal, with its audit record: both or neither (see `docs/alarms.md`,
-//! invariants A1-A5). Transitions follow the whitelist read from the rules
+//! ALARM-1 to ALARM-5). Transitions follow the whitelist read from the rules
 //! component at load, so no component runs inside a transaction.
 
 use std::collections::HashMap;
@@ -17,7 +17,7 @@ const TABLES: Tables = Tables {
     by_state: "alarm_by_state",
     history: "alarm_action",
 };
-/// `deviceId:ruleKey` -> the open alarm of that key (A1: at most one).
+/// `deviceId:ruleKey` -> the open alarm of that key (ALARM-1: at most one).
 pub(super) const ACTIVE: Index<&str> = Index::new("alarm_active");
 /// (deviceId, eventId) -> the alarm that event raised: a repeated post is no new alarm.
 const EVENTS: Index<(&str, &str)> = Index::new("alarm_event");
@@ -64,7 +64,7 @@ pub enum Raised {
     },
     /// The event id was seen before: the alarm it raised then.
     Duplicate(u64),
-    /// A lasting condition that is still open and not cleared: its alarm.
+    /// A lasting condition that is still open and not cleared: its alarm (ALARM-7).
     Ongoing(u64),
 }
 
@@ -202,7 +202,7 @@ impl AlarmStore {
     }
 
     /// Opens an alarm for `raise`. The alarm holding the key before is handled in
-    /// this order (A3): its key is released, the new alarm inserted and given the
+    /// this order (ALARM-3): its key is released, the new alarm inserted and given the
     /// key, then the old one back-filled: unattended -> SUPERSEDED with
     /// `supersededBy`; attended -> state kept; terminal -> untouched.
     ///
@@ -226,6 +226,7 @@ impl AlarmStore {
                 && old.source == raise.source
                 && old.cleared_at.is_none()
             {
+                // ALARM-7: the same level condition, not a new alarm.
                 return Ok(Raised::Ongoing(old.id));
             }
             // 1. Release the key.
@@ -296,7 +297,7 @@ impl AlarmStore {
         Ok(old)
     }
 
-    /// Marks the open alarm of `deviceId:ruleKey` as cleared (A4: the state never
+    /// Marks the open alarm of `deviceId:ruleKey` as cleared (ALARM-4: the state never
     /// changes). `None` when no alarm of that key is open; an alarm cleared before
     /// keeps its first clear.
     ///

@@ -4,9 +4,9 @@
 //! - `GET /commands?deviceId&status&limit`: the newest commands
 //! - `GET /commands/{id}`: the command, its history and its write record
 //! - `POST /commands/{id}/cancel`
-//! - `POST /commands/claim` `{nodeId, max}` (I-18; node token)
+//! - `POST /commands/claim` `{nodeId, max}` (CMD-C1; node token)
 //! - `POST /commands/{id}/receipt` `{nodeId, claimGeneration, result, resultCode,
-//!   rawResultCode, rawAck, message?}` (I-05; node token)
+//!   rawResultCode, rawAck, message?}` (CMD-C2; node token)
 
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! Messages set aside because they can never be sent (invariant 9 of
+//! Messages set aside because they can never be sent (WAL-9 of
 //! `docs/wal.md`), for the operator (admin token):
 //! - `GET /dead-letters`: each one's topic, device, seq, size, why and when;
 //! - `POST /dead-letters/{id}/resend`: send it again (after the broker's limit

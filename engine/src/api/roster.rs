@@ -1,7 +1,7 @@
 //! `GET /devices`: every configured device with its state (and since when this
 //! engine saw it change) and the engine that
 //! polls it (the owner of its ownership lease when engines share a database;
-//! docs/state.md, S7).
+//! docs/state.md, STATE-S7).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -47,7 +47,7 @@ pub struct Channel {
 
 /// A unit on a shared line that stopped answering is asked again only after a
 /// backoff, so the line's time goes to the units that answer: a dead unit costs
-/// the others one timeout per backoff, not one per round.
+/// the others one timeout per backoff, not one per round (LINE-3).
 #[derive(Debug, Default)]
 struct UnitSilence {
     /// Rounds in a row that timed out.

@@ -108,7 +108,7 @@ impl Fleet {
         &self.services
     }
 
-    /// Whether this engine may poll `device` now (S7 of docs/state.md).
+    /// Whether this engine may poll `device` now (STATE-S7 of docs/state.md).
     pub fn owns(&self, device: &str) -> bool {
         self.services.ownership.owns(device)
     }
@@ -155,7 +155,7 @@ impl Fleet {
 
     /// Starts a reload to the device configuration `new` (read from `file`):
     /// devices whose configuration did not change are kept running untouched
-    /// (their connections, sessions and rounds); the others are to be compiled and
+    /// (RELOAD-1: their connections, sessions and rounds); the others are to be compiled and
     /// handed to [`ReloadPlan::apply`]. Only `devices` and `products` apply live;
     /// `collector` and `tenants` are reported as needing a restart. One reload at
     /// a time: the plan holds the fleet until it is applied or dropped.
@@ -247,6 +247,8 @@ impl Fleet {
         }
         for id in &changes.changed {
             if let (Some(old), Some(new)) = (previous.get(id), roster.get(id)) {
+                // RELOAD-3: the new build inherits the old one's lock, so the two
+                // never poll at once.
                 let _ = self.plans.send(PlanChange::Replace(old.key, new.plan()));
             }
         }
@@ -255,6 +257,8 @@ impl Fleet {
                 let _ = self.plans.send(PlanChange::Add(device.plan()));
             }
         }
+        // RELOAD-4: a removed device is announced offline and its late heartbeats
+        // are dropped.
         for id in &changes.removed {
             if let Err(error) = leases.retire(EntityType::Device, id, EntityState::Offline) {
                 tracing::error!(device = %id, %error, "cannot mark a removed device offline");
@@ -312,7 +316,7 @@ impl ReloadPlan<'_> {
             self.applied.links_made,
         );
         // Kept first, so their links are in place before any device is wired: a
-        // rebuilt device on the same endpoint shares them.
+        // rebuilt device on the same endpoint shares them (RELOAD-5).
         let kept: Vec<_> = self
             .previous
             .devices()

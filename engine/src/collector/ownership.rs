@@ -1,6 +1,6 @@
 //! Which devices this engine polls. Alone on its redb file it owns them all;
 //! sharing PostgreSQL with other engines, it owns the devices whose ownership
-//! lease it holds (docs/state.md, S7). Rounds, heartbeats and command claims
+//! lease it holds (docs/state.md, STATE-S7). Rounds, heartbeats and command claims
 //! ask [`Ownership::owns`] before they touch a device.
 //!
 //! The engine counts a lease from before it asked for it and stops a round's

@@ -35,7 +35,7 @@ struct DeviceRounds {
 impl Rounds for DeviceRounds {
     fn run(&self, device: u64, tags: Arc<[u32]>) -> RoundFuture {
         // A device removed since it was planned has nothing left to do.
-        // So has a device another engine owns (S7 of docs/state.md).
+        // So has a device another engine owns (STATE-S7 of docs/state.md).
         let Some(device) = self
             .fleet
             .roster()

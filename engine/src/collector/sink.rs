@@ -5,7 +5,8 @@
 use crate::compile::DeviceRules;
 use crate::model::Sample;
 
-/// Whoever listens to the devices' rounds.
+/// Whoever listens to the devices' rounds: the collector owns it, the alarm
+/// service above fills it in (ARCH-2).
 pub trait SampleSink: Send + Sync + std::fmt::Debug {
     /// One round's processed samples of build `build` of device `device_id`. Runs
     /// on the round's task: it must not wait for storage.

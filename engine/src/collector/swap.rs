@@ -1,7 +1,7 @@
 //! New component versions put in place while the engine runs: every device holds
 //! its pipeline and each channel its codec session behind a [`Swappable`], takes
 //! it once per round, and so sees a new one from its next round on, never in the
-//! middle of one. What is swapped in was compiled for the running configuration
+//! middle of one (COMP-5). What is swapped in was compiled for the running configuration
 //! as a whole beforehand, so a swap cannot fail half-way.
 //!
 //! [`Swappable`]: crate::sync::Swappable

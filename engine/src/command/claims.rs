@@ -1,5 +1,5 @@
-//! The node protocol on commands: claims (I-18), receipts with the four guards
-//! (I-05), and the timers that take back expired claims and end stale commands.
+//! The node protocol on commands: claims (CMD-C1), receipts with the four guards
+//! (CMD-C2), and the timers that take back expired claims and end stale commands.
 
 use super::model::{Command, Delivery, Receipt, ReceiptOutcome, Rejection};
 use super::store::{CommandError, CommandStore, Commands, Swept, command};
@@ -23,7 +23,7 @@ const TIMED: [CommandStatus; 3] = [
 ];
 
 impl CommandStore {
-    /// Claims (I-18) up to `max` PENDING commands that are due, oldest first, for
+    /// Claims (CMD-C1) up to `max` PENDING commands that are due, oldest first, for
     /// `node_id`: each gets a lease, the next claim generation and the node.
     /// `devices` limits the claim to the devices it accepts.
     ///
@@ -74,9 +74,9 @@ impl CommandStore {
     }
 
     /// Puts the claims `node_id` still holds back in the queue, generation kept
-    /// (invariant W4 of `docs/commands.md`): the node is this engine, started
+    /// (CMD-W4 of `docs/commands.md`): the node is this engine, started
     /// again, and nothing of it executes them any more. They are claimed anew at
-    /// once, and a write they had begun is settled, never made again (W2).
+    /// once, and a write they had begun is settled, never made again (CMD-W2).
     ///
     /// # Errors
     /// A storage failure; nothing is released then.
@@ -107,7 +107,7 @@ impl CommandStore {
         })
     }
 
-    /// Applies a receipt (I-05) if its four guards hold: the command, the claim
+    /// Applies a receipt (CMD-C2) if its four guards hold: the command, the claim
     /// generation, the node, and a status of CLAIMED or SENT. A receipt without a
     /// generation is rejected; one for a claim with no recorded node is rejected
     /// (NODE_UNKNOWN); one of an older generation is a duplicate; one of the
@@ -186,7 +186,7 @@ impl CommandStore {
             ReceiptResult::Acked if receipt.result_code == Some(result_code::SUCCESS) => {
                 (CommandAction::Ack, None)
             }
-            // The device answered and said no: that is a failure, not an ACKED.
+            // The device answered and said no: that is a failure, not an ACKED (CMD-C4).
             ReceiptResult::Acked => (
                 CommandAction::Fail,
                 Some(format!(
@@ -233,7 +233,7 @@ impl CommandStore {
 
     /// Where a receipt takes the command (the counters and times it sets included).
     /// The timers at `now`: leases that ran out go back to the queue (generation
-    /// kept, `reclaimCount` + 1); SENT commands past `timeoutAt` fail; anything
+    /// kept, CMD-C3; `reclaimCount` + 1); SENT commands past `timeoutAt` fail; anything
     /// not done past `expireAt` times out.
     ///
     /// # Errors

@@ -1,6 +1,6 @@
 //! The writes that execute commands, in the command store: an intent committed
-//! before the device sees anything (invariant W1 of `docs/commands.md`), and the
-//! outcome stored with the command's receipt in one transaction (W3).
+//! before the device sees anything (CMD-W1 of `docs/commands.md`), and the
+//! outcome stored with the command's receipt in one transaction (CMD-W3).
 
 use super::claims::Finality;
 use super::model::{Receipt, ReceiptOutcome};
@@ -34,7 +34,7 @@ impl CommandStore {
         self.intents.get((tenant_id, request_id))
     }
 
-    /// Commits `intent` before its write goes to the device (W1).
+    /// Commits `intent` before its write goes to the device (CMD-W1).
     ///
     /// # Errors
     /// A storage failure: then the write must not be made.
@@ -45,7 +45,7 @@ impl CommandStore {
     }
 
     /// Stores the outcome of command `id`'s write, removes its intent and applies
-    /// the receipt for it, in one transaction (W3): the record is kept even when
+    /// the receipt for it, in one transaction (CMD-W3): the record is kept even when
     /// the receipt is stale (the device was written all the same), so another
     /// claim gets this outcome instead of writing again. An outcome that must not
     /// be tried again ([`WriteRecord::is_settled_failure`]) ends the command.

@@ -87,7 +87,7 @@ impl Entry for Command {
     }
 }
 
-/// A receipt (I-05) as a node reports it.
+/// A receipt (CMD-C2) as a node reports it.
 #[derive(Debug, Clone, PartialEq, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Receipt {

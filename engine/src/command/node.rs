@@ -63,7 +63,7 @@ pub async fn run(
 }
 
 /// Stores the command a downlink message carries (or queues its refusal), then
-/// acknowledges the message once that is durable (invariant S2). One at a time,
+/// acknowledges the message once that is durable (CMD-S2). One at a time,
 /// so acknowledgements go out in the order the messages came.
 async fn handle_downlink(commands: &Arc<Commands>, message: Downlink) {
     let (topic, payload) = (message.topic.clone(), message.payload.clone());
@@ -156,7 +156,7 @@ pub fn reclaim_alarm(command: &Command, now: i64) -> Raise {
     }
 }
 
-/// Writes one claimed command and stores the outcome with its receipt (W3).
+/// Writes one claimed command and stores the outcome with its receipt (CMD-W3).
 async fn execute(commands: Arc<Commands>, command: Command) {
     let request = WriteRequest {
         command_id: command.id,

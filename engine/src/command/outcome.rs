@@ -43,14 +43,14 @@ pub enum WriteStatus {
     /// sent.
     Failed,
     /// The write may have reached the device and whether it did cannot be told:
-    /// never sent again (invariants W2, W3 of `docs/commands.md`).
+    /// never sent again (CMD-W2, CMD-W3 of `docs/commands.md`).
     Unknown,
     /// The same request id is being written right now.
     InFlight,
 }
 
 /// What the engine was about to write, committed before the device sees it
-/// (invariant W1). One without a record is in doubt.
+/// (CMD-W1). One without a record is in doubt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WriteIntent {
@@ -121,7 +121,7 @@ impl WriteRecord {
     }
 
     /// Whether the command it executed is done with, whatever its delivery: an
-    /// outcome another attempt could make worse (W2, W3).
+    /// outcome another attempt could make worse (CMD-W2, CMD-W3).
     pub fn is_settled_failure(&self) -> bool {
         self.status == WriteStatus::Unknown
     }

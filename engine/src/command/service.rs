@@ -277,7 +277,7 @@ impl Commands {
 
     /// Publishes the command's outcome on its reply topic, through the outbox
     /// (durable, like reports), and records once it is safely there that the
-    /// reply is no longer due (invariant S3). A command of a device no longer
+    /// reply is no longer due (CMD-S3). A command of a device no longer
     /// configured has no reply topic: nothing is published.
     pub fn reply(self: &Arc<Self>, command: &Command) {
         let Some(target) = self.fleet.roster().get(&command.device_id).cloned() else {
@@ -315,7 +315,7 @@ impl Commands {
     }
 
     /// What a stop left behind: the claims this engine's node held go back to
-    /// the queue (W4), and the replies not yet safely in the outbox go out (S3).
+    /// the queue (CMD-W4), and the replies not yet safely in the outbox go out (CMD-S3).
     pub fn after_restart(self: &Arc<Self>, now: i64) {
         match self.store.release_claims_of(&self.node_id, now) {
             Ok(released) if !released.is_empty() => {
@@ -330,7 +330,7 @@ impl Commands {
     }
 
     /// Publishes the replies that a stop cut off before they were safely in the
-    /// outbox (invariant S3).
+    /// outbox (CMD-S3).
     fn resend_due_replies(self: &Arc<Self>) {
         match self.store.replies_due() {
             Ok(due) => {
@@ -352,7 +352,7 @@ impl Commands {
         })
     }
 
-    /// Turns a downlink message into a command (invariant S2: it may be
+    /// Turns a downlink message into a command (CMD-S2: it may be
     /// acknowledged once this returns, after what it returns has settled). A
     /// message that cannot become one is answered on its reply topic with status
     /// `REJECTED`; the answer is what there is to wait for. A message the broker

@@ -1,7 +1,7 @@
 //! Commands in the engine's store. Every change is one transaction of the
 //! command journal with its history record; claims, receipts and the timers
 //! ([`super::claims`]) are guarded so that two nodes (or a late receipt) never
-//! both move one command (`docs/commands.md`, invariants C1-C5).
+//! both move one command (`docs/commands.md`, CMD-C1 to CMD-C5).
 
 use std::collections::HashSet;
 
@@ -20,7 +20,7 @@ const TABLES: Tables = Tables {
 /// (tenant, requestId) -> id: a repeated request is the same command.
 const REQUESTS: Index<(u32, &str)> = Index::new("command_request");
 /// id -> id: final commands whose reply is not yet safely in the outbox
-/// (invariant S3 of `docs/commands.md`).
+/// (CMD-S3 of `docs/commands.md`).
 const REPLY_DUE: Index<u64> = Index::new("command_reply_due");
 
 /// Durations and limits of the command machine.
@@ -215,7 +215,7 @@ impl CommandStore {
         command.updated_at = now;
         if to.is_final() {
             command.finished_at = Some(now);
-            // Invariant S3: the reply is due from the same transaction on.
+            // CMD-S3: the reply is due from the same transaction on.
             tables.link(&REPLY_DUE, command.id, command.id)?;
         }
         if to != CommandStatus::Claimed {

@@ -6,14 +6,14 @@
 //! - checked before anything is sent: the tag exists and is writable (W or RW),
 //!   the value has the tag's type, lies in its `min`..`max`, and fits its data
 //!   type once scaled back to the device's raw value;
-//! - announced before it is sent: its intent is committed first (invariant W1
+//! - announced before it is sent: its intent is committed first (CMD-W1
 //!   of `docs/commands.md`), and an intent found without an outcome is settled
-//!   by reading the tag back, never by writing again (W2);
+//!   by reading the tag back, never by writing again (CMD-W2);
 //! - serialised with polling on the device's connection (the link's lock);
 //! - tried again only when nothing reached the device, or when the device
 //!   confirmed it and holds another value (read back, `readback: true`); a write
 //!   that may have reached the device unconfirmed is settled like an intent in
-//!   doubt (W3); never retried on a device's refusal;
+//!   doubt (CMD-W3); never retried on a device's refusal;
 //! - audited: who, when, which tag, value before, value after, result.
 
 use std::collections::HashSet;
@@ -106,7 +106,7 @@ impl WriteService {
     }
 
     /// Makes one write, or returns the outcome of the earlier one with its id, or
-    /// settles the one whose intent is in doubt (W2). The outcome is not stored
+    /// settles the one whose intent is in doubt (CMD-W2). The outcome is not stored
     /// here: [`CommandStore::finish_write`] stores it with the receipt.
     pub async fn write(&self, request: &WriteRequest) -> Written {
         let (tenant, id) = (request.tenant_id, request.request_id.clone());
@@ -231,7 +231,7 @@ impl WriteService {
                     continue;
                 }
                 Err(TagIoError::Lost(message)) => {
-                    // W3: it may have been carried out; read, do not write again.
+                    // CMD-W3: it may have been carried out; read, do not write again.
                     let why = format!("the write was sent but {message}");
                     return self.settle(device, (tag, spec), record, wanted, &why).await;
                 }
@@ -297,7 +297,7 @@ impl WriteService {
     }
 
     /// Settles an intent found without an outcome: the engine stopped between
-    /// committing it and storing how the write ended (W2).
+    /// committing it and storing how the write ended (CMD-W2).
     async fn settle_intent(&self, request: &WriteRequest, intent: &WriteIntent) -> WriteRecord {
         let mut record = WriteRecord::of(request);
         record.raw = Some(intent.raw.clone());

@@ -1,5 +1,5 @@
-//! The one config compiler: the files, then every component's view of them, into
-//! a gateway ready to run, or into every problem found.
+//! The one config compiler (ARCH-3): the files, then every component's view of
+//! them, into a gateway ready to run, or into every problem found.
 
 use std::collections::HashMap;
 

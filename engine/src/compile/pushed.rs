@@ -1,7 +1,7 @@
 //! Device configurations pushed by the platform (`config/push`), kept in the data
 //! directory (`<wal.dir>/pushed/`, one JSON file per device, written via rename)
 //! and laid over the configuration file's devices at every start and reload
-//! (invariants P1-P4 of `docs/commands.md`).
+//! (CMD-P1 to CMD-P4 of `docs/commands.md`).
 
 use std::path::{Path, PathBuf};
 
@@ -53,7 +53,7 @@ pub enum FileEdit {
 }
 
 /// A pushed device whose file entry was edited after the push: the pushed
-/// configuration stays in force (P3).
+/// configuration stays in force (CMD-P3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Conflict {
@@ -93,7 +93,7 @@ impl PushedDevices {
         self.dir.join(format!("{name}.json"))
     }
 
-    /// Keeps `device` (JSON) as pushed, replacing an earlier push of it (P2).
+    /// Keeps `device` (JSON) as pushed, replacing an earlier push of it (CMD-P2).
     ///
     /// # Errors
     /// The directory or the file cannot be written.
@@ -122,7 +122,7 @@ impl PushedDevices {
     }
 
     /// Lays the pushed devices over `file_config`: each replaces the file's entry
-    /// with its `deviceId`, or is added after the file's devices (P3).
+    /// with its `deviceId`, or is added after the file's devices (CMD-P3).
     ///
     /// # Errors
     /// Every problem of a kept file, at its position in that file.

@@ -29,7 +29,8 @@ pub struct Deployer {
     /// The files they and the devices come from.
     pub(super) sources: Sources,
     pub(super) shelf: Shelf,
-    /// One deployment or reload at a time: each one sees the previous one done.
+    /// One deployment or reload at a time: each one sees the previous one done
+    /// (RELOAD-6).
     pub(super) busy: Mutex<()>,
     /// How reloads of the pipeline files, and of the device configuration, went.
     pub(super) status: Mutex<(ReloadStatus, ReloadStatus)>,
@@ -103,6 +104,7 @@ impl Deployer {
             self.restore_previous(name, previous);
             return Err(DeployError::Breaks(problems));
         }
+        // On disk before the deployment is answered (COMP-7).
         self.shelf.keep(kind, name, version, bytes, loaded.hash())?;
         tracing::info!(
             component = name,
@@ -161,7 +163,7 @@ impl Deployer {
     /// Puts the new active version of `name` to use: stages in every pipeline,
     /// a codec in every channel that speaks it (those links reconnect), rules in
     /// every tenant sandbox that runs it. The running configuration is compiled
-    /// again with it first; nothing is swapped unless all of it compiles.
+    /// again with it first; nothing is swapped unless all of it compiles (COMP-6).
     fn rebuild(&self, kind: ComponentKind, name: &str) -> Result<usize, Diagnostics> {
         let mut compiled = self.compile_running(None)?;
         let roster = self.fleet.roster();

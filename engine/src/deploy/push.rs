@@ -1,10 +1,10 @@
 //! Device configurations pushed by the platform: a device's `devices` entry as
 //! JSON, on `{prefix}/{productId}/{deviceNum}/config/push` or with
 //! `PUT /devices/{id}/config`. A push goes through the config compiler and the
-//! live apply of a file reload for that one device (P1 of `docs/commands.md`), is
-//! kept in the data directory before it takes effect (P2), wins over the file's
-//! entry until it is withdrawn (P3), cannot move a device to another identity
-//! or tenant (P4), and widens nothing unless the operator pushes it (P5,
+//! live apply of a file reload for that one device (CMD-P1 of `docs/commands.md`), is
+//! kept in the data directory before it takes effect (CMD-P2), wins over the file's
+//! entry until it is withdrawn (CMD-P3), cannot move a device to another identity
+//! or tenant (CMD-P4), and widens nothing unless the operator pushes it (CMD-P5,
 //! `rights.rs`). A push over MQTT is let in by its signature first (see
 //! `uplink::DownlinkGuard`).
 
@@ -137,7 +137,7 @@ struct Entry {
 
 impl Deployer {
     /// Applies a pushed configuration of one device, or refuses it with every
-    /// problem and changes nothing (P1). Blocking: compiles and rebuilds.
+    /// problem and changes nothing (CMD-P1). Blocking: compiles and rebuilds.
     pub fn push(&self, push: &Push<'_>, now: i64) -> PushOutcome {
         let _one = lock(&self.busy);
         let running = self.fleet.config();
@@ -173,7 +173,7 @@ impl Deployer {
                 .find(|d| &d.product_id == product_id && &d.device_num == device_num),
             PushTarget::Device(id) => running.device(id),
         };
-        // P4: another tenant's device is none of the pusher's business.
+        // CMD-P4: another tenant's device is none of the pusher's business.
         let existing = existing.filter(|d| push.scope.sees(d.tenant_id));
         outcome.device_id = existing.map(|d| d.device_id.clone());
         let (entry, mut problems) = with_identity(entry, &push.target, existing);
@@ -212,7 +212,7 @@ impl Deployer {
         let kept = PushedDevices::of(&running);
         let mut config = running.clone();
         put_device(&mut config, device);
-        // P2: kept before it takes effect; one that cannot be kept changes nothing.
+        // CMD-P2: kept before it takes effect; one that cannot be kept changes nothing.
         let commit = || {
             kept.keep(&pushed, &entry.json).map_err(|error| {
                 let mut problems = Diagnostics::new(&file);
@@ -379,7 +379,7 @@ fn parse(payload: &[u8]) -> Result<Entry, Vec<PushProblem>> {
     })
 }
 
-/// Fills in the identity the target gives (P4: a push cannot change it), and
+/// Fills in the identity the target gives (CMD-P4: a push cannot change it), and
 /// the problems of a payload that names another.
 fn with_identity(
     mut entry: Entry,
@@ -459,7 +459,7 @@ fn with_identity(
     (entry, problems)
 }
 
-/// P4: a push keeps a device with its tenant, and a tenant pushes only its own
+/// CMD-P4: a push keeps a device with its tenant, and a tenant pushes only its own
 /// devices; a new device takes a free deviceId and identity.
 fn ownership(
     device: &DeviceConfig,
@@ -591,7 +591,7 @@ impl Deployer {
 
 /// Applies the configuration pushes that arrive on `config/push` one at a time,
 /// answers each on `config/push/reply` and acknowledges it once the answer is
-/// durable (S2), until `shutdown`.
+/// durable (CMD-S2), until `shutdown`.
 pub async fn serve_pushes(
     (deployer, guard): (Arc<Deployer>, Arc<DownlinkGuard>),
     uplink: Uplink,

@@ -1,7 +1,7 @@
 //! Reloads while the engine runs: the pipeline files (every device's pipeline
 //! rebuilt, swapped in at its next round) and the device configuration (devices
 //! added, changed and removed; the others untouched). Both are checked whole
-//! first; a refused reload changes nothing and says why. The files are watched,
+//! first; a refused reload changes nothing and says why (RELOAD-2). The files are watched,
 //! and `POST /reload` reloads both at once.
 
 use std::path::{Path, PathBuf};
@@ -125,7 +125,7 @@ impl Deployer {
     }
 
     /// Reads the device configuration file again, lays the pushed devices over it
-    /// (P3 of `docs/commands.md`), and applies what changed in its `devices` and
+    /// (CMD-P3 of `docs/commands.md`), and applies what changed in its `devices` and
     /// `products`: the changed and new devices are compiled (with the running
     /// pipelines) and put in place with the others untouched. Blocking.
     ///

@@ -1,4 +1,4 @@
-//! What a push may change (P5 of `docs/commands.md`, SEC-5 of `docs/security.md`). The operator (the admin
+//! What a push may change (CMD-P5 of `docs/commands.md`, SEC-5 of `docs/security.md`). The operator (the admin
 //! token, the operator's signing key) may push anything the file could say. A
 //! tenant (its token or key), and an unsigned push from a trusted broker, may
 //! only tune what the operator allowed: never create a device, add a channel

@@ -2,7 +2,7 @@
 //! database: the owner of the devices it polls, the node of its command claims
 //! (`--node-id`, else `SLUICE_NODE_ID`, else `collector.commands.nodeId`, else
 //! the host name). Its MQTT client id is the configured one, or one made up the
-//! first time the engine runs on a data directory and kept there (invariant S1
+//! first time the engine runs on a data directory and kept there (CMD-S1
 //! of `docs/commands.md`: the broker keeps the engine's session, and the
 //! downlink messages sent while it is away, under this id); engines sharing a
 //! database append their node id, so that one configuration serves them all.

@@ -75,7 +75,7 @@ fn open_state(config: &GatewayConfig, shared: Option<&Postgres>) -> Result<State
     })
 }
 
-/// Opens the state, setting a damaged file aside and starting afresh (invariant 5
+/// Opens the state, setting a damaged file aside and starting afresh (WAL-5
 /// of `docs/wal.md`: a damaged file never stops the gateway; it is kept aside).
 ///
 /// # Errors

@@ -5,7 +5,8 @@
 
 use crate::model::FrameError;
 
-/// The framing side of a codec, as the link uses it. Every call answers with the
+/// The framing side of a codec, as the link uses it: `io` owns it, the runtime
+/// fills it in (ARCH-2). Every call answers with the
 /// codec's own verdict inside a [`Framer::Failure`]: the outer error is a codec
 /// call that failed (a component that trapped or ran out of budget), the inner one
 /// what the codec said of the bytes.

@@ -85,10 +85,10 @@ pub struct LinkSettings {
     /// Failed connection attempts in a row after which the link is FAILED.
     pub failed_after: u32,
     /// For a line (Modbus RTU, on a serial port or tunnelled), the silence that
-    /// separates frames: each request waits for it, and an answer that timed out
-    /// or was malformed leaves the line to be drained until it falls silent (the
-    /// connection stays; the next unit on the line is not made to wait for a
-    /// reconnect). `None` for a stream protocol, whose broken answer drops the
+    /// separates frames: each request waits for it (LINE-1), and an answer that
+    /// timed out or was malformed leaves the line to be drained until it falls
+    /// silent (LINE-2: the connection stays; the next unit on the line is not made
+    /// to wait for a reconnect). `None` for a stream protocol, whose broken answer drops the
     /// connection.
     pub line: Option<Duration>,
     /// For a serial line: how the port is driven (the link opens the port, not
@@ -367,7 +367,7 @@ impl Link {
 
     /// [`Link::request`] waiting at most `within` for the answer: the read
     /// timeout of the channel asking, when devices with timeouts of their own
-    /// share the link (units on one line).
+    /// share the link (units on one line, LINE-1).
     ///
     /// # Errors
     /// As for [`Link::request`].
@@ -385,7 +385,7 @@ impl Link {
         if let Err(error) = &result {
             if self.settings.line.is_some() && resyncs_line(error) {
                 // The answer was lost or broken: drain the line before the next
-                // request, and keep it.
+                // request, and keep it (LINE-2).
                 self.stale = true;
                 self.last_error = error.to_string();
             } else if drops_connection(error) {

@@ -1,6 +1,6 @@
 //! Heartbeats waiting for the renewer, and when it should write them.
 //!
-//! Every write of heartbeats is one durable transaction (invariant 1 of
+//! Every write of heartbeats is one durable transaction (STATE-1 of
 //! docs/state.md), whatever its size: at ten a second it was a tenth of a small
 //! gateway's CPU. A heartbeat that would change its entity's state as this engine
 //! last saw it (a device coming back, a fault) is written after [`GATHER`]; one

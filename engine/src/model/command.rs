@@ -125,7 +125,7 @@ impl fmt::Display for CommandAction {
     }
 }
 
-/// The `result` of a receipt (I-05).
+/// The `result` of a receipt (CMD-C2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ReceiptResult {

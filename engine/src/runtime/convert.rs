@@ -1,5 +1,6 @@
-//! Moves data between the engine's types and the generated WIT types. Batches cross
-//! as columns of primitives (one copy each), built from and into the engine's rows.
+//! Moves data between the engine's types and the generated WIT types, which never
+//! leave the runtime (ARCH-1). Batches cross as columns of primitives (one copy
+//! each), built from and into the engine's rows.
 
 use std::sync::Arc;
 

@@ -137,7 +137,8 @@ impl Runtime {
             detail: format!("{e:#}"),
         };
         let mut linker = Linker::<Sandbox>::new(&self.engine);
-        // No capability is granted: whatever a component imports traps when called.
+        // No capability is granted: whatever a component imports traps when called
+        // (COMP-1).
         linker
             .define_unknown_imports_as_traps(&component)
             .map_err(wrong_world)?;

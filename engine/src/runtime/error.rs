@@ -38,7 +38,8 @@ pub enum Limit {
 }
 
 /// A call into a component failed. Only that call fails: the instance is rebuilt
-/// for the next one and every other instance carries on.
+/// for the next one and every other instance carries on. Each names the component,
+/// the function and, for a limit, the limit with its amount (COMP-3).
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum CallError {

@@ -3,7 +3,7 @@
 //! A pool holds `instances` stores, each with one instance of the component; a
 //! [`Binding`] is one resource (a device's processor or codec session) pinned to one
 //! store. When a call fails the store is discarded; bindings notice the new
-//! generation and recreate their resource on their next call.
+//! generation and recreate their resource on their next call (COMP-2).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -58,7 +58,8 @@ world!(
 );
 
 /// Calls failing in a row take a pool out of service for a while: a component
-/// that keeps trapping or looping stops costing its tenant a full budget per call.
+/// that keeps trapping or looping stops costing its tenant a full budget per call
+/// (COMP-8).
 #[derive(Debug)]
 pub(super) struct Quarantine {
     after: u32,

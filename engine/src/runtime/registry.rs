@@ -2,8 +2,8 @@
 //!
 //! A new version is compiled and checked against its world before the registry's
 //! lock is taken; only a component that passed replaces the active one, in one
-//! step. Users of a component pick up the active version at their next round
-//! boundary, never in the middle of one.
+//! step (COMP-4). Users of a component pick up the active version at their next
+//! round boundary, never in the middle of one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};

@@ -8,7 +8,7 @@
 //! it ran waited for its time slice; under `SCHED_IDLE` the engine's threads take
 //! the core from it the moment they wake, so one tenant's heavy or looping code
 //! takes only CPU the engine leaves idle (docs/components.md, "Where component
-//! calls run", rule 3). A call still gets a whole core while nothing else wants it.
+//! calls run"). A call still gets a whole core while nothing else wants it.
 
 use std::sync::OnceLock;
 

@@ -1,10 +1,10 @@
 //! The state format: the layout of the redb file's tables an engine writes
-//! (invariant 8 of `docs/wal.md`).
+//! (WAL-8 of `docs/wal.md`).
 //! Every engine stamps the file it opens with its format. A file stamped with
 //! none was written by an earlier version: it is read, each store moving what
 //! an earlier layout kept (the leases' `migrate.rs`), and stamped. A file
 //! stamped with a newer format is refused with a message, before anything is
-//! written to it (the WAL's own records carry a format too: invariant 6 of
+//! written to it (the WAL's own records carry a format too: WAL-6 of
 //! `docs/wal.md`).
 
 use std::path::Path;

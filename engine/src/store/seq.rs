@@ -1,5 +1,5 @@
 //! Per-device report sequence numbers that only ever go up, across restarts and
-//! crashes (invariant 4 of `docs/wal.md`).
+//! crashes (WAL-4 of `docs/wal.md`).
 //!
 //! Numbers are reserved in blocks: before handing out a number above the
 //! durable ceiling, the allocator raises the ceiling by a block in one
@@ -13,7 +13,7 @@
 //!
 //! With the state shared on PostgreSQL, blocks are reserved there: a device
 //! that moves to another engine continues above every block any engine took for
-//! it, so its numbers never repeat across engines (S8 of `docs/state.md`);
+//! it, so its numbers never repeat across engines (STATE-S8 of `docs/state.md`);
 //! reports still in a dead engine's WAL keep the numbers they were given.
 
 use std::collections::HashMap;
@@ -32,7 +32,7 @@ use crate::telemetry::Metrics;
 const CEILINGS: TableDefinition<&str, u64> = TableDefinition::new("seq_ceilings");
 /// Device id -> last sequence number committed to the WAL, as engines that
 /// wrote a report's number with the report kept it; moved into [`CEILINGS`]
-/// when the allocator opens (invariant 8 of `docs/wal.md`).
+/// when the allocator opens (WAL-8 of `docs/wal.md`).
 const LAST_COMMITTED: TableDefinition<&str, u64> = TableDefinition::new("seq_last_committed");
 /// Numbers reserved per durable write.
 pub const BLOCK: u64 = 1000;

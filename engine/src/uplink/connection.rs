@@ -5,9 +5,8 @@
 //! [`Connection::published`], [`Connection::puback`]) and writes what it
 //! queued; the bookkeeping lives here alone.
 //!
-//! Every connection starts from the oldest record in the outbox (invariant 3
-//! of `docs/wal.md`); a record leaves the log only after its PUBACK
-//! (invariant 2), in a batch the publisher releases ([`Connection::take_release`]).
+//! Every connection starts from the oldest record in the outbox (WAL-3); a
+//! record leaves the log only after its PUBACK (WAL-2), in a batch the publisher releases ([`Connection::take_release`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -52,8 +51,7 @@ pub(super) struct Carried {
 /// Writes to the log a connection leaves for the publisher to do.
 #[derive(Default)]
 pub(super) struct Release {
-    /// Records that can never be sent, and why: set aside (invariant 9 of
-    /// `docs/wal.md`).
+    /// Records that can never be sent, and why: set aside (WAL-9).
     pub(super) set_aside: Vec<(Record, String)>,
     /// Acknowledged records the log holds.
     pub(super) acked: Vec<u64>,
@@ -155,7 +153,7 @@ impl Connection {
     }
 
     /// The broker accepted the connection at `now`: it starts from the oldest
-    /// record (invariant 3 of `docs/wal.md`) once the publisher fills it.
+    /// record (WAL-3) once the publisher fills it.
     pub(super) fn up(&mut self, now: Instant) {
         self.came_up = Some(now);
         self.cursor = None;
@@ -188,7 +186,7 @@ impl Connection {
     }
 
     /// The PUBACK of packet `pkid` came: a tracked sender is told now, a record
-    /// acknowledged (invariant 2 of `docs/wal.md`). Nothing new is queued.
+    /// acknowledged (WAL-2). Nothing new is queued.
     pub(super) fn settle(&mut self, pkid: u16) {
         match self.inflight.remove(&pkid) {
             Some(Inflight::Record(id, _)) => {
@@ -404,7 +402,7 @@ impl Connection {
 
     /// The connection ended at `now`; `dropped` when it failed (not a
     /// shutdown). The record it dropped on, if the broker refused it time
-    /// after time, is set aside (invariant 9 of `docs/wal.md`).
+    /// after time, is set aside (WAL-9).
     pub(super) fn end(mut self, dropped: bool, now: Instant) -> Ended {
         if dropped {
             self.refused(now);

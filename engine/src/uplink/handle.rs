@@ -132,7 +132,7 @@ impl Uplink {
     }
 
     /// Queues a report: published at once, and kept in the log until the broker
-    /// acknowledges it (invariant 1).
+    /// acknowledges it (WAL-1).
     pub fn report(&self, message: Message) {
         self.outbox.push(message);
     }

@@ -41,7 +41,7 @@ pub struct DownlinkRoute {
 }
 
 /// A message the broker delivered to the engine (a downlink command). The broker
-/// keeps it until [`Downlink::acknowledge`] (invariant S2 of `docs/commands.md`):
+/// keeps it until [`Downlink::acknowledge`] (CMD-S2 of `docs/commands.md`):
 /// one dropped unacknowledged is delivered again after the next reconnect.
 #[derive(Debug)]
 pub struct Downlink {

@@ -7,7 +7,7 @@
 //!
 //! Each connection gets a fresh event loop, so the client never retransmits
 //! on its own: after a reconnect the connection starts again from the oldest
-//! record in the log (invariant 3 of `docs/wal.md`), which resends exactly what
+//! record in the log (WAL-3), which resends exactly what
 //! was not acknowledged, in order, before newer records.
 
 use std::collections::HashMap;
@@ -96,10 +96,10 @@ impl Publisher {
         let status_topic = topics.collector_status(client_id);
         let mut options = MqttOptions::new(client_id, &config.broker_host, config.broker_port);
         let max_packet = config.max_packet_bytes();
-        // Invariant S1: a persistent session, so the broker keeps the downlink
+        // CMD-S1: a persistent session, so the broker keeps the downlink
         // messages that come while the engine is away (but a Sparkplug edge node
         // starts clean, as the specification requires: see docs/sparkplug.md);
-        // S2: they are acknowledged by hand, once handled.
+        // CMD-S2: they are acknowledged by hand, once handled.
         options
             .set_keep_alive(Duration::from_secs(u64::from(config.keep_alive_sec.max(1))))
             .set_clean_session(sparkplug)
@@ -152,7 +152,7 @@ impl Publisher {
         for number in 1.. {
             let mut options = self.options.clone();
             if let Some(node) = &mut carried.node {
-                // P1: every connection has the next bdSeq, in its will and NBIRTH.
+                // SPB-1: every connection has the next bdSeq, in its will and NBIRTH.
                 options.set_last_will(node.connecting());
             }
             let outbound = Outbound::new(QUEUE_CAPACITY, self.max_packet);
@@ -355,7 +355,7 @@ impl Publisher {
                 connection: number,
                 message,
             } => {
-                // Invariant S2: an acknowledgement of an earlier connection is
+                // CMD-S2: an acknowledgement of an earlier connection is
                 // not sent; the broker delivers that message again.
                 if number == connection.number()
                     && let Err(refused) = connection.outbound().ack(&message)

@@ -1,4 +1,4 @@
-//! Records the broker refuses by closing the connection (invariant 9 of
+//! Records the broker refuses by closing the connection (WAL-9 of
 //! `docs/wal.md`). MQTT 3.1.1 gives a broker no way to refuse one publish but
 //! to disconnect (mosquitto does so for a packet above its `max_packet_size`);
 //! the next connection would offer the same record first again, forever.

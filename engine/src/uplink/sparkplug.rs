@@ -1,7 +1,7 @@
 //! The edge node's side of a Sparkplug B session: bdSeq and its Last Will,
 //! births before data, one `seq` across the node's messages, deaths, rebirth
 //! on request. It decides what to publish; the publisher publishes it.
-//! Invariants P1-P4 of `docs/sparkplug.md`.
+//! Invariants SPB-1 to SPB-4 of `docs/sparkplug.md`.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -77,7 +77,7 @@ impl EdgeNode {
         &self.topics
     }
 
-    /// A new connection: the next bdSeq (P1), kept, and the Last Will carrying it.
+    /// A new connection: the next bdSeq (SPB-1), kept, and the Last Will carrying it.
     pub(super) fn connecting(&mut self) -> LastWill {
         self.bd_seq = self.bd_seq.wrapping_add(1);
         if let Err(error) = std::fs::write(&self.bd_seq_file, self.bd_seq.to_string()) {
@@ -115,7 +115,7 @@ impl EdgeNode {
     }
 
     /// NBIRTH (seq 0), then a DBIRTH for every device, and a DDEATH for each
-    /// whose lease is offline (P3). Nothing until the collector is known.
+    /// whose lease is offline (SPB-3). Nothing until the collector is known.
     pub(super) fn birth(&mut self) -> Vec<Outgoing> {
         let Some(births) = self.births.clone() else {
             return Vec::new();
@@ -215,10 +215,10 @@ impl EdgeNode {
     }
 
     /// A WAL record as this connection publishes it: device data gets its seq,
-    /// and is marked historical when made before this connection's births (P4);
-    /// a device without a DBIRTH on this connection gets one first (P3).
+    /// and is marked historical when made before this connection's births (SPB-4);
+    /// a device without a DBIRTH on this connection gets one first (SPB-3).
     /// `None`: data of a device after its DDEATH that carries no value, which
-    /// is released unpublished (P5).
+    /// is released unpublished (SPB-5).
     pub(super) fn record(&mut self, mut message: Message) -> Option<(Vec<Outgoing>, Message)> {
         let mut before = Vec::new();
         if !self.topics.is_device_data(&message.topic) {

@@ -1,4 +1,4 @@
-//! Messages set aside because they can never be sent (invariant 9 of
+//! Messages set aside because they can never be sent (WAL-9 of
 //! `docs/wal.md`, SEC-2 of `docs/security.md`): bigger than the broker's packet limit, or refused by the
 //! broker time after time. They leave the log so that they never hold up what
 //! follows, and wait here, counted, until the operator removes them or sends

@@ -51,7 +51,7 @@ pub trait MessageLog: Send + Sync + std::fmt::Debug {
     /// Damaged records found and skipped so far.
     fn corrupt(&self) -> u64;
 
-    /// Sets `letter` aside (invariant 9): keeps it among the dead letters and
+    /// Sets `letter` aside (WAL-9): keeps it among the dead letters and
     /// removes its record from the log (if the log holds it), in one commit.
     /// Beyond [`super::MAX_DEAD_LETTERS`] the oldest dead letters are dropped;
     /// returns how many were.

@@ -59,7 +59,7 @@ pub struct OutboxStats {
     pub commit_errors: Counter,
     /// Reports the broker acknowledged before they were written.
     pub acknowledged_unwritten: Counter,
-    /// Messages set aside as dead letters (invariant 9).
+    /// Messages set aside as dead letters (WAL-9).
     pub dead_lettered: Counter,
     /// Dead letters dropped to keep at most `MAX_DEAD_LETTERS`.
     pub dead_letters_dropped: Counter,
@@ -248,7 +248,7 @@ impl Outbox {
             let pushed = staging.push(message, settled, now, (self.capacity, self.policy));
             (pushed, was_empty)
         };
-        // Invariant 7: only a full staging area drops, and every drop is counted.
+        // WAL-7: only a full staging area drops, and every drop is counted.
         let dropped = match pushed {
             Pushed::Kept => None,
             Pushed::DroppedOldest => Some(&self.stats.dropped_oldest),
@@ -314,7 +314,7 @@ impl Outbox {
         }
     }
 
-    /// Sets `record` aside (invariant 9): kept durably among the dead letters,
+    /// Sets `record` aside (WAL-9): kept durably among the dead letters,
     /// gone from the log and from memory, so it never holds up what follows.
     ///
     /// # Errors
@@ -380,7 +380,7 @@ impl Outbox {
         Ok(taken)
     }
 
-    /// Removes acknowledged records from the log (invariant 2).
+    /// Removes acknowledged records from the log (WAL-2).
     ///
     /// # Errors
     /// When the removal cannot be committed.

@@ -4,7 +4,7 @@
 //! crc32 (u32 LE, over everything after it) | seq (u64 LE) | retain (u8)
 //! | device length (u16 LE) | device id | topic length (u16 LE) | topic | payload
 //! ```
-//! The checksum lets a reader tell a damaged record from a good one (invariant 5 of
+//! The checksum lets a reader tell a damaged record from a good one (WAL-5 of
 //! `docs/wal.md`): a damaged record is skipped and counted, never published.
 
 use bytes::Bytes;

@@ -14,11 +14,11 @@ use crate::sync::lock;
 
 /// Record id -> encoded record.
 const RECORDS: TableDefinition<u64, &[u8]> = TableDefinition::new("wal_records");
-/// Record id -> a message set aside (invariant 9; `dead_letter.rs`).
+/// Record id -> a message set aside (WAL-9; `dead_letter.rs`).
 const DEAD_LETTERS: TableDefinition<u64, &[u8]> = TableDefinition::new("wal_dead_letters");
 /// Format version and counters.
 const META: TableDefinition<&str, u64> = TableDefinition::new("wal_meta");
-/// The format this engine writes (invariant 6).
+/// The format this engine writes (WAL-6).
 pub const FORMAT_VERSION: u64 = 1;
 
 #[derive(Debug, Default)]
@@ -128,7 +128,7 @@ impl MessageLog for RedbLog {
                 next_id = next_id.max(id + 1);
                 let encoded = encode(&message);
                 let size = encoded.len() as u64;
-                // Invariant 7: the policy applies only when the quota is reached.
+                // WAL-7: the policy applies only when the quota is reached.
                 if bytes + size > self.quota_bytes && policy == OverflowPolicy::DropOldest {
                     while bytes + size > self.quota_bytes {
                         let Some((_, value)) = records.pop_first().map_err(db)? else {

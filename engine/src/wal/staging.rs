@@ -1,7 +1,7 @@
 //! Reports between their push and either their PUBACK or their commit.
 //!
 //! A pushed report gets its log id at once and can be published from here at
-//! once (invariant 1 of `docs/wal.md`). The committer writes to the log only
+//! once (WAL-1 of `docs/wal.md`). The committer writes to the log only
 //! the reports still unacknowledged one hold after their push; one the broker
 //! acknowledged before that is never written at all. Ids are consecutive from
 //! the front entry on, so an id finds its entry by subtraction.
@@ -108,7 +108,7 @@ impl Staging {
         self.entries.front().map_or(self.next_id, |e| e.id)
     }
 
-    /// Takes `message` under the overflow policy (invariant 7: only a full
+    /// Takes `message` under the overflow policy (WAL-7: only a full
     /// staging area drops, and the caller counts every drop).
     pub(super) fn push(
         &mut self,

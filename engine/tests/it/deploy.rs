@@ -235,7 +235,7 @@ async fn a_stage_uploaded_while_polling_takes_over_between_rounds_and_rolls_back
         .await;
     let after = reports(&subscriber.messages()[before..], TOPIC);
     // A record released before the kill may go out again (releases are not
-    // waited for on disk; docs/wal.md, invariant 3): the same report, same seq.
+    // waited for on disk; WAL-3 of docs/wal.md): the same report, same seq.
     let (again, new): (Vec<_>, Vec<_>) = after.iter().partition(|(seq, _)| *seq <= last_seq);
     assert!(
         again.iter().all(|report| earlier.contains(report)),

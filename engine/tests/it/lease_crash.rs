@@ -1,4 +1,4 @@
-//! The lease table survives SIGKILL in the middle of a batch exactly (L1, L3):
+//! The lease table survives SIGKILL in the middle of a batch exactly (STATE-1, STATE-3):
 //! a worker process renews and expires leases on a clock of its own, printing
 //! each operation once it returned; it is killed at a moment of its own choosing;
 //! then every row must be what a reference model says after the operations the

@@ -2,8 +2,8 @@
 //! of seconds while polling goes on, the engine is killed with SIGKILL during the
 //! outage and during the replay, the WAL quota runs out, the WAL file is damaged.
 //! Every report durably appended must reach the platform, in order per device.
-//! A crash may skip the rest of a device's block of sequence numbers (invariant
-//! 4 of `docs/wal.md`), and nothing else.
+//! A crash may skip the rest of a device's block of sequence numbers (WAL-4 of
+//! `docs/wal.md`), and nothing else.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

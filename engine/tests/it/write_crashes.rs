@@ -1,7 +1,7 @@
 //! SIGKILL of the engine at each point of the write path, against a real Modbus
 //! peer (pymodbus) behind a proxy that stalls the write, and real Mosquitto: the
 //! device is never written twice, and the command ends in the documented state
-//! (`docs/commands.md`, invariants W1-W4).
+//! (`docs/commands.md`, CMD-W1 to CMD-W4).
 //!
 //! - after the intent is stored, before the device got the write: the proxy
 //!   swallows the request; after the restart the tag reads the old value, so the

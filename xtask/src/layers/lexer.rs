@@ -1,5 +1,6 @@
 //! Just enough of a Rust lexer to find paths: identifiers, `::` and punctuation,
-//! with comments, string, byte-string and char literals and lifetimes dropped.
+//! with comments, string, byte-string and char literals and lifetimes dropped; and
+//! the comments alone, for the invariant check (`crate::invariants`).
 
 /// One token of a source file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +51,68 @@ pub fn tokens(text: &str) -> Vec<Token> {
             out.push(Token::Punct(c));
             i += 1;
         }
+    }
+    out
+}
+
+/// A comment of a source file: the line it starts on (from 1) and its text, without
+/// the `//`, `///` or `//!` before it, or the `/*` and `*/` around it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comment {
+    pub line: usize,
+    pub text: String,
+}
+
+/// The comments of `text`, in order; what looks like one inside a literal is not.
+pub fn comments(text: &str) -> Vec<Comment> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut line = 1;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        let end = if c == '/' && next == Some('/') {
+            let mut end = i;
+            while end < chars.len() && chars[end] != '\n' {
+                end += 1;
+            }
+            let body = &chars[i + 2..end];
+            let body = match body.first() {
+                Some('/' | '!') => &body[1..],
+                _ => body,
+            };
+            out.push(Comment {
+                line,
+                text: body.iter().collect(),
+            });
+            end
+        } else if c == '/' && next == Some('*') {
+            let end = block_comment(&chars, i);
+            let inner = chars.get(i + 2..end.saturating_sub(2)).unwrap_or_default();
+            out.push(Comment {
+                line,
+                text: inner.iter().collect(),
+            });
+            end
+        } else if c == '"' {
+            string(&chars, i + 1)
+        } else if (c == 'r' || c == 'b') && raw_or_byte_string(&chars, i).is_some() {
+            raw_or_byte_string(&chars, i).unwrap_or(chars.len())
+        } else if c == '\'' {
+            quote(&chars, i)
+        } else if c.is_alphanumeric() || c == '_' {
+            let mut end = i;
+            while end < chars.len() && (chars[end].is_alphanumeric() || chars[end] == '_') {
+                end += 1;
+            }
+            end
+        } else {
+            i + 1
+        };
+        let end = end.min(chars.len());
+        line += chars[i..end].iter().filter(|&&c| c == '\n').count();
+        i = end;
     }
     out
 }
@@ -165,6 +228,23 @@ mod tests {
                 "a /* b /* c */ d */ e // f\n g \"h \\\" i\" r#\"j \"# k b\"l\" m 'n' '\\'' o<'p> q"
             ),
             ["a", "e", "g", "k", "m", "o", "q"]
+        );
+    }
+
+    #[test]
+    fn comments_are_found_outside_literals() {
+        let found = comments(
+            "a // one\n/// two\n//! three\nlet s = \"// no\"; 'x'; r#\"/* no */\"#;\n/* four\n five */ b",
+        );
+        let texts: Vec<(usize, &str)> = found.iter().map(|c| (c.line, c.text.as_str())).collect();
+        assert_eq!(
+            texts,
+            [
+                (1, " one"),
+                (2, " two"),
+                (3, " three"),
+                (5, " four\n five ")
+            ]
         );
     }
 

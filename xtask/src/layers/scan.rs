@@ -233,22 +233,36 @@ fn reexport(tokens: &[Token], i: usize, source: &mut Source) -> Option<usize> {
     Some(end + 1)
 }
 
-/// Skips a `#[cfg(test)]` item at `i`: returns the index after it. A test module
-/// declared as a file is recorded so that file is left out.
+/// Skips a `#[cfg(test)]` (or `#[cfg(all(test, ...))]`) item at `i`: returns
+/// the index after it. A test module declared as a file is recorded so that
+/// file is left out.
 fn test_item(tokens: &[Token], i: usize, source: &mut Source) -> Option<usize> {
-    let attribute = [
+    let cfg = [
         Token::Punct('#'),
         Token::Punct('['),
         Token::Ident("cfg".to_owned()),
         Token::Punct('('),
-        Token::Ident("test".to_owned()),
-        Token::Punct(')'),
-        Token::Punct(']'),
     ];
-    if tokens.get(i..i + attribute.len()) != Some(&attribute[..]) {
+    if tokens.get(i..i + cfg.len()) != Some(&cfg[..]) {
         return None;
     }
-    let mut j = i + attribute.len();
+    let test = Token::Ident("test".to_owned());
+    let condition = &tokens[i + cfg.len()..];
+    let test_only = match condition {
+        [first, Token::Punct(')'), ..] => *first == test,
+        [
+            Token::Ident(all),
+            Token::Punct('('),
+            first,
+            Token::Punct(','),
+            ..,
+        ] => all == "all" && *first == test,
+        _ => false,
+    };
+    if !test_only {
+        return None;
+    }
+    let mut j = close(tokens, i + 1, '[', ']')?;
     // Further attributes of the same item.
     while tokens.get(j) == Some(&Token::Punct('#')) && tokens.get(j + 1) == Some(&Token::Punct('['))
     {
@@ -339,7 +353,7 @@ mod tests {
     #[test]
     fn test_code_comments_and_strings_are_left_out() {
         let s = source(
-            "// crate::a\n/* crate::b */\nconst S: &str = \"crate::c\";\n#[cfg(test)]\nmod tests { use crate::d; }\n#[cfg(test)]\nmod more;\nfn f<'a>(x: &'a str) -> char { 'x' }\nuse crate::e;",
+            "// crate::a\n/* crate::b */\nconst S: &str = \"crate::c\";\n#[cfg(test)]\nmod tests { use crate::d; }\n#[cfg(all(test, feature = \"x\"))]\nmod more;\nfn f<'a>(x: &'a str) -> char { 'x' }\nuse crate::e;",
             true,
         );
         assert_eq!(joined(&s.crate_refs), ["e"]);

@@ -29,7 +29,7 @@ fn tpkt(payload_len: usize) -> Vec<u8> {
 }
 
 /// The COTP connection request: source reference 1, class 0, TPDU size 1024
-/// (parameter C0), calling TSAP (C1) and called TSAP (C2).
+/// (parameter `0xC0`), calling TSAP (`0xC1`) and called TSAP (`0xC2`).
 pub fn connection_request(local_tsap: u16, remote_tsap: u16) -> Vec<u8> {
     let [l0, l1] = local_tsap.to_be_bytes();
     let [r0, r1] = remote_tsap.to_be_bytes();

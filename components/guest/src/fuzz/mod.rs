@@ -4,7 +4,7 @@
 //! writes. The answers it feeds back come from a seed corpus of valid ones, made
 //! by the codec's simulated device (a [`Peer`]) for the frames the session
 //! sent, and mutated by a deterministic generator ([`Rng`]). Every call is
-//! checked against the invariants all codecs keep:
+//! checked against the invariants all codecs keep (FUZZ-6 of `docs/fuzzing.md`):
 //!
 //! - no call panics;
 //! - `frame-length` refuses, or gives a length from `header-len` to [`MAX_FRAME`];

@@ -108,7 +108,7 @@ impl MetricType {
 
 /// A metric's alias: a hash of the device and the tag key, the same on every
 /// start and reload, so a record written to the WAL before a restart still
-/// names its metric (invariant P2 of `docs/sparkplug.md`). 53 bits, so that a
+/// names its metric (SPB-2 of `docs/sparkplug.md`). 53 bits, so that a
 /// JavaScript number holds it exactly.
 pub fn alias(device_id: &str, key: &str) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;

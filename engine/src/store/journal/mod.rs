@@ -1,12 +1,12 @@
 //! Records with a lifecycle (alarms, commands): each kept by id as JSON, indexed by
 //! its state, with a history row (audit record) per change. [`Change::save`] is
 //! the only way to store a record, and it writes the record and its history row
-//! in the same transaction: both or neither (invariant A2 of `docs/alarms.md`,
-//! C1 of `docs/commands.md`). Lookups from a key to a record id ([`Index`]: an
+//! in the same transaction: both or neither (ALARM-2 of `docs/alarms.md`,
+//! CMD-C1 of `docs/commands.md`). Lookups from a key to a record id ([`Index`]: an
 //! alarm's active key, a command's request id) change in the same transactions.
 //!
 //! The tables live in the engine's redb file, or in a PostgreSQL database
-//! shared by several engines (docs/state.md, S4-S6); the features see the same
+//! shared by several engines (docs/state.md, STATE-S4 to STATE-S6); the features see the same
 //! interface either way.
 
 mod redb;
@@ -294,7 +294,7 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
     }
 
     /// Record `id` if it is still in `state` and no other transaction holds it
-    /// (on PostgreSQL it is then held by this one until it ends, S5): how
+    /// (on PostgreSQL it is then held by this one until it ends, STATE-S5): how
     /// claims and sweeps take what a scan found, so engines scanning at once
     /// each take different records and never wait for each other.
     ///

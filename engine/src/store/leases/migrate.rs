@@ -1,4 +1,4 @@
-//! Rows of earlier versions moved into the numbered row table at open (L4):
+//! Rows of earlier versions moved into the numbered row table at open (STATE-4):
 //! the JSON table of the first versions, and the table keyed by entity (with
 //! its expiry index and scanner rows) of the versions before numbered rows.
 

@@ -23,9 +23,10 @@ pub struct Claimed {
     pub more: bool,
 }
 
-/// Storage of entity states and leases.
+/// Storage of entity states and leases, implemented on redb and on PostgreSQL
+/// (ARCH-2).
 pub trait StateStore: Send + Sync + std::fmt::Debug {
-    /// Applies heartbeats in one durable transaction (L1); returns the state
+    /// Applies heartbeats in one durable transaction (STATE-1); returns the state
     /// changes they made. Several heartbeats of one entity in a batch count as
     /// its last one.
     ///
@@ -47,7 +48,7 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
 
     /// Claims up to `batch` live rows whose lease ran out at `now`, oldest first,
     /// re-checking each (lease version, expiry, live state) before setting it
-    /// offline with a renewed (offline) lease (L3).
+    /// offline with a renewed (offline) lease (STATE-3).
     ///
     /// # Errors
     /// A storage failure; nothing of the batch is applied.
@@ -87,7 +88,7 @@ pub(crate) fn renewed_state(
     (state, last_state)
 }
 
-/// Where the expiry index files a row (L2): nowhere when it is not live; where
+/// Where the expiry index files a row (STATE-2): nowhere when it is not live; where
 /// it was filed if that is not after its new expiry; else at its expiry.
 pub(crate) fn filed_at(state: EntityState, filed: Option<i64>, expire_time: i64) -> Option<i64> {
     match filed {

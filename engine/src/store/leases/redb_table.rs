@@ -1,8 +1,8 @@
 //! The lease table in the engine's redb file: fixed-size binary rows numbered
 //! in the order entities first report, found through a lookup index on the
-//! key's checksum (L6); an expiry index rewritten only when a lease gets
-//! shorter or the scanner passes it (L2); the rows the scanner changed kept
-//! apart until their next write (L5); parent names numbered once, and
+//! key's checksum (STATE-6); an expiry index rewritten only when a lease gets
+//! shorter or the scanner passes it (STATE-2); the rows the scanner changed kept
+//! apart until their next write (STATE-5); parent names numbered once, and
 //! free-form details stored beside the rows that have any.
 
 use std::sync::{Mutex, RwLock};
@@ -282,7 +282,7 @@ impl StateStore for RedbStateStore {
                 let Some(old) = tables.entry(slot, &mut key)? else {
                     continue;
                 };
-                // The second check (L3): the row must still be filed where the
+                // The second check (STATE-3): the row must still be filed where the
                 // index saw it, live, and out of lease.
                 if old.filed_at != filed_at || !old.state.is_live() {
                     continue;
@@ -394,7 +394,7 @@ fn open_read<K: redb::Key + 'static, V: redb::Value + 'static>(
     }
 }
 
-/// The scanner's rows (L5), read-only; `None` while it holds none.
+/// The scanner's rows (STATE-5), read-only; `None` while it holds none.
 fn open_recent(
     snapshot: &redb::ReadTransaction,
 ) -> Result<Option<redb::ReadOnlyTable<u32, &'static RowBytes>>, StoreError> {

@@ -1,5 +1,5 @@
 //! The binary form of a lease row in redb, and the keys of its lookup and
-//! expiry indexes (docs/state.md, L1-L3, L6).
+//! expiry indexes (docs/state.md, STATE-1 to STATE-3, STATE-6).
 //!
 //! A row's fixed part is [`ROW_BYTES`] bytes, little-endian; the stored row
 //! adds the entity's lease key after it:
@@ -42,7 +42,7 @@ pub(super) struct Lease {
     pub last_heartbeat: i64,
     pub expire_time: i64,
     pub lease_version: u64,
-    /// The expiry the index files this row under (L2): at or before
+    /// The expiry the index files this row under (STATE-2): at or before
     /// `expire_time` while the row is live.
     pub filed_at: i64,
     pub details_crc: u32,
@@ -175,7 +175,7 @@ pub(super) fn entity_of(key: &[u8]) -> Option<(EntityType, String)> {
     Some((entity_type, String::from_utf8(id.to_vec()).ok()?))
 }
 
-/// A stored row: the fixed part, then the lease key (L6).
+/// A stored row: the fixed part, then the lease key (STATE-6).
 pub(super) fn slot_row(lease: &Lease, key: &[u8]) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(ROW_BYTES + key.len());
     bytes.extend_from_slice(&lease.encode());
@@ -193,7 +193,7 @@ pub(super) fn split_slot_row(bytes: &[u8]) -> Result<(&RowBytes, &[u8]), BadRow>
         .ok_or(BadRow("length"))
 }
 
-/// A key of the lookup index (L6): the CRC-32 of the lease key in the high
+/// A key of the lookup index (STATE-6): the CRC-32 of the lease key in the high
 /// half, the row's number in the low half (an integer, so that comparing two
 /// is one instruction).
 pub(super) type LookupKey = u64;

@@ -1,5 +1,5 @@
 //! The lease tables of the engine's redb file, and what one write transaction
-//! does with them (docs/state.md, L2, L5, L6).
+//! does with them (docs/state.md, STATE-2, STATE-5, STATE-6).
 
 use std::ops::Bound;
 
@@ -13,20 +13,20 @@ use super::row::{
 };
 use crate::store::error::StoreError;
 
-/// Row number -> the row's fixed part and its lease key (L6). Numbers are given
+/// Row number -> the row's fixed part and its lease key (STATE-6). Numbers are given
 /// in the order entities first report, so periodic heartbeats rewrite runs of
 /// neighbouring rows.
 pub(super) const ROWS: TableDefinition<u32, &[u8]> = TableDefinition::new("entity_lease_row");
 /// Row number -> the fixed part of a row the scanner changed since it was last
-/// written (L5): a claim writes a few pages of this small table instead of a
+/// written (STATE-5): a claim writes a few pages of this small table instead of a
 /// page of [`ROWS`] per row; the row's next write, or a renewal batch's fold,
 /// moves it back.
 pub(super) const RECENT: TableDefinition<u32, &RowBytes> =
     TableDefinition::new("entity_lease_row_recent");
-/// Lookup index: (CRC-32 of the lease key, row number) for every row (L6).
+/// Lookup index: (CRC-32 of the lease key, row number) for every row (STATE-6).
 pub(super) const LOOKUP: TableDefinition<LookupKey, ()> =
     TableDefinition::new("entity_lease_lookup");
-/// Expiry index: (filed time, row number) for every live row (L2).
+/// Expiry index: (filed time, row number) for every live row (STATE-2).
 pub(super) const DUE: TableDefinition<&DueKey, ()> = TableDefinition::new("entity_lease_expiry");
 /// Lease key -> details (JSON), for the rows whose details are not empty.
 pub(super) const DETAILS: TableDefinition<&[u8], &[u8]> =
@@ -34,7 +34,7 @@ pub(super) const DETAILS: TableDefinition<&[u8], &[u8]> =
 /// Rows of [`RECENT`] each renewal batch moves back to [`ROWS`].
 pub(super) const FOLD_PER_BATCH: usize = 2_000;
 
-/// The number and stored fixed part of the row of `key` (L6): the lookup
+/// The number and stored fixed part of the row of `key` (STATE-6): the lookup
 /// index's candidates for the key's checksum, checked against the key each
 /// row holds.
 ///
@@ -59,7 +59,7 @@ pub(super) fn find_row(
 }
 
 /// The lease of row `slot`, whose stored fixed part is `fixed`: the scanner's
-/// version when it changed the row (L5).
+/// version when it changed the row (STATE-5).
 ///
 /// # Errors
 /// A storage failure, or bytes that are not a row.
@@ -172,7 +172,7 @@ impl<'t> Tables<'t> {
         current_lease((!self.recent_empty).then_some(&self.recent), slot, fixed)
     }
 
-    /// Keeps the scanner's change of row `slot` apart (L5).
+    /// Keeps the scanner's change of row `slot` apart (STATE-5).
     pub fn put_recent(&mut self, slot: u32, lease: &Lease) -> Result<(), StoreError> {
         self.recent.insert(slot, &lease.encode())?;
         self.recent_empty = false;
@@ -205,7 +205,7 @@ impl<'t> Tables<'t> {
     }
 
     /// Writes `lease` as row `slot` of `key`, which held `old`: files it in the
-    /// expiry index when it is live and not filed early enough (L2), keeps its
+    /// expiry index when it is live and not filed early enough (STATE-2), keeps its
     /// details beside it (`None`: as the lease says they are).
     pub fn put(
         &mut self,
@@ -258,7 +258,7 @@ impl<'t> Tables<'t> {
     /// Sets where `lease` is filed, returning the expiry index entry to add,
     /// and stores its details. An entry the row leaves behind (filed later, or
     /// the row no longer live) stays in the index until its time comes, when
-    /// the claim finds the row filed elsewhere and drops it (L2, L3): removing
+    /// the claim finds the row filed elsewhere and drops it (STATE-2, STATE-3): removing
     /// it would rewrite a page of the index for every shortened lease.
     fn settle(
         &mut self,

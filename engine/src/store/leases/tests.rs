@@ -181,7 +181,7 @@ fn rows_of_the_json_table_move_into_the_binary_one() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// Rows in the scanner's table (L5).
+/// Rows in the scanner's table (STATE-5).
 fn recent_rows(store: &Store) -> u64 {
     use redb::ReadableTableMetadata;
     match store.read_table(super::tables::RECENT).expect("read") {
@@ -190,7 +190,7 @@ fn recent_rows(store: &Store) -> u64 {
     }
 }
 
-/// The lease keys of the row table, in number order (L6).
+/// The lease keys of the row table, in number order (STATE-6).
 fn numbered(store: &Store) -> Vec<Vec<u8>> {
     use redb::ReadableTable;
     let table = store
@@ -274,7 +274,7 @@ fn rows_are_numbered_in_the_order_entities_first_report() {
 
 #[test]
 fn entities_whose_keys_share_a_checksum_are_kept_apart() {
-    // Two ids whose lease keys have the same CRC-32 (L6).
+    // Two ids whose lease keys have the same CRC-32 (STATE-6).
     let (one, other) = ("m-75be4d1e", "m-4baa5d72");
     assert_eq!(
         crc32fast::hash(&entity_key(EntityType::Device, one)),

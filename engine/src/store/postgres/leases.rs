@@ -1,7 +1,7 @@
 //! The lease table on PostgreSQL: heartbeats batched through `unnest` in one
 //! transaction, and the seed's claim (`FOR UPDATE SKIP LOCKED`, then an update
 //! that re-checks each row) so that engines sharing the table never expire a
-//! row twice (docs/state.md, S2-S3).
+//! row twice (docs/state.md, STATE-S2, STATE-S3).
 
 use tokio_postgres::Row;
 
@@ -100,7 +100,7 @@ const CLAIM: &str = concat!(
 );
 
 /// An operator's change: the state before as readers saw it goes to
-/// `last_state_flag`; the row is filed or unfiled as its new state needs (L2).
+/// `last_state_flag`; the row is filed or unfiled as its new state needs (STATE-2).
 const SET_STATE: &str = concat!(
     "UPDATE sluice_entity_state
     SET last_state_flag = CASE

@@ -1,4 +1,4 @@
-//! Engines sharing the devices of one configuration (docs/state.md, S7, S8):
+//! Engines sharing the devices of one configuration (docs/state.md, STATE-S7, STATE-S8):
 //! each engine renews a lease of its own and the ownership leases of its share
 //! of the devices, takes unowned and lapsed devices up to its share, and lets
 //! the ones above its share lapse; report numbers are reserved in blocks per

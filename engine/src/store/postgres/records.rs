@@ -1,7 +1,7 @@
 //! Records with a lifecycle (alarms, commands), their history rows, the
 //! indexes onto them and values by key (write intents and records), on
 //! PostgreSQL: the tables behind [`crate::store::Journal`] and
-//! [`crate::store::Keyed`] (docs/state.md, S4-S6).
+//! [`crate::store::Keyed`] (docs/state.md, STATE-S4 to STATE-S6).
 //!
 //! A journal's change is one PostgreSQL transaction on one pooled connection
 //! ([`Transaction`]); the change's calls are sent to it one by one and
@@ -10,7 +10,7 @@
 //! engines claiming at once take different commands, and neither waits for the
 //! other), and every index key it looks up is locked first (two engines raising
 //! one alarm key are served one after the other), so its guards see the rows
-//! as they are and nobody else changes them before the commit (S5).
+//! as they are and nobody else changes them before the commit (STATE-S5).
 
 use tokio::sync::mpsc;
 

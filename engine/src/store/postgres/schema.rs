@@ -1,6 +1,6 @@
 //! The schema on PostgreSQL, in numbered migrations applied once each, in
 //! order, under an advisory lock so that engines starting together do not race
-//! (docs/state.md, S1).
+//! (docs/state.md, STATE-S1).
 
 use crate::store::StoreError;
 use crate::store::error::pg;
@@ -9,7 +9,7 @@ use crate::store::error::pg;
 const MIGRATIONS: &[&str] = &[
     // 1: the lease table, shaped as the seed's, with times in ms since the
     // epoch. `due_time` is the expiry the claim index files a live row under
-    // (L2): heartbeats that lengthen a lease leave it, and every other column
+    // (STATE-2): heartbeats that lengthen a lease leave it, and every other column
     // a heartbeat writes is in no index, so renewals stay HOT updates.
     "CREATE TABLE sluice_entity_state (
         id                  BIGSERIAL PRIMARY KEY,
@@ -41,7 +41,7 @@ const MIGRATIONS: &[&str] = &[
     // with their state beside them for the scans; their history rows (the audit
     // trail); the indexes onto them (an alarm's active key, a command's request
     // id) and values by key (write intents and records). An alarm's active key
-    // is unique among its alarms, checked at commit (S6): the engine releases a
+    // is unique among its alarms, checked at commit (STATE-S6): the engine releases a
     // key and hands it on within one transaction.
     "CREATE TABLE sluice_record (
         kind  TEXT   NOT NULL,
@@ -79,7 +79,7 @@ const MIGRATIONS: &[&str] = &[
         body JSONB NOT NULL,
         PRIMARY KEY (name, key)
     );",
-    // 3: engines sharing the devices (S7, S8): each engine's own lease, the
+    // 3: engines sharing the devices (STATE-S7, STATE-S8): each engine's own lease, the
     // device-ownership leases, and the highest report number reserved per
     // device. Times are the server's, in ms since the epoch.
     "CREATE TABLE sluice_node (
