@@ -6,7 +6,6 @@ use std::sync::Arc;
 use redb::{ReadableDatabase, TableDefinition, TableError, WriteTransaction};
 
 use super::error::{Backend, StoreError};
-use super::faults::{Faults, FaultyDisk};
 use super::format;
 
 /// File name of the database inside the data directory.
@@ -56,15 +55,19 @@ impl Store {
         })
     }
 
-    /// Opens the database in `dir` on a disk that fails as `faults` says: the
-    /// crash-consistency tests cut its power in the middle of a commit, then open
-    /// the file again with [`Store::open`] to see what survived.
+    /// Opens the database in `dir` on a storage backend of the caller's, made
+    /// by `backend` for the file's path (the crash-consistency tests use a disk
+    /// whose power they cut in the middle of a commit, then open the file again
+    /// with [`Store::open`] to see what survived).
     ///
     /// # Errors
-    /// As for [`Store::open`].
-    pub fn open_with_faults(dir: &Path, faults: Arc<Faults>) -> Result<Self, StoreError> {
+    /// As for [`Store::open`], or when `backend` fails.
+    pub fn open_on<B: redb::StorageBackend>(
+        dir: &Path,
+        backend: impl FnOnce(&Path) -> Result<B, redb::DatabaseError>,
+    ) -> Result<Self, StoreError> {
         let path = Self::prepare(dir)?;
-        let disk = FaultyDisk::open(&path, faults).map_err(|e| opening(&path, e))?;
+        let disk = backend(&path).map_err(|e| opening(&path, e))?;
         let db = redb::Builder::new()
             .set_cache_size(DEFAULT_CACHE_BYTES)
             .create_with_backend(disk)

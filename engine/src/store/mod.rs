@@ -12,12 +12,10 @@
 //! - [`StateStore`]: the entity state (lease) table, an interface a SQL backend
 //!   can implement;
 //! - [`SeqAllocator`]: report sequence numbers that never repeat;
-//! - [`SeenRequests`]: signed downlink messages already handled;
-//! - [`Faults`]: a disk that fails on purpose, for crash-consistency tests.
+//! - [`SeenRequests`]: signed downlink messages already handled.
 
 mod database;
 mod error;
-mod faults;
 mod format;
 mod journal;
 mod keyed;
@@ -29,7 +27,6 @@ mod state_database;
 
 pub use database::{FILE_NAME, Store};
 pub use error::{Backend, Shared, StoreError};
-pub use faults::Faults;
 pub use format::{FORMAT_KEY, STATE_FORMAT, STATE_META};
 pub use journal::{Change, Entry, Index, Journal, Tables};
 pub use keyed::Keyed;

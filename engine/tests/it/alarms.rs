@@ -16,7 +16,9 @@ use sluice::alarm::{
 };
 use sluice::model::{DataType, Refused, SettingValue, Value};
 use sluice::runtime::{CallError, ComponentKind, Limits, RulesPool, Runtime};
-use sluice::store::{Faults, Store};
+use sluice::store::Store;
+
+use crate::support::faults::{Faults, FaultyDisk};
 use tokio::sync::{mpsc, watch};
 
 const NOW: i64 = TS;
@@ -538,7 +540,8 @@ fn a_supersede_cut_off_by_a_crash_is_there_whole_or_not_at_all() {
     for cut in 0..1000 {
         let dir = scratch(&format!("crash-{cut}"));
         let faults = Faults::healthy();
-        let disk = Store::open_with_faults(&dir, Arc::clone(&faults)).expect("store");
+        let disk = Store::open_on(&dir, |path| FaultyDisk::open(path, Arc::clone(&faults)))
+            .expect("store");
         let store = AlarmStore::new(&disk, whitelist().alarms);
         let (first, _) = opened(
             store

@@ -6,6 +6,7 @@
 pub mod browser;
 pub mod downlink;
 pub mod engine;
+pub mod faults;
 pub mod mqtt;
 pub mod peers;
 pub mod postgres;

@@ -71,13 +71,17 @@ fn power_cut() -> io::Error {
 
 /// The database file behind [`Faults`].
 #[derive(Debug)]
-pub(super) struct FaultyDisk {
+pub struct FaultyDisk {
     file: FileBackend,
     faults: Arc<Faults>,
 }
 
 impl FaultyDisk {
-    pub(super) fn open(path: &Path, faults: Arc<Faults>) -> Result<Self, redb::DatabaseError> {
+    /// The file at `path` (made if missing), failing as `faults` says.
+    ///
+    /// # Errors
+    /// When the file cannot be opened.
+    pub fn open(path: &Path, faults: Arc<Faults>) -> Result<Self, redb::DatabaseError> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
