@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::scratch_dir;
 use crate::support::mqtt::Subscriber;
 use crate::support::peers::{Mosquitto, PyModbus};
-use crate::support::yaml::modbus_device;
 use serde_json::json;
 
 /// A build: its target, its Debian architecture, and what runs it here.
@@ -88,23 +88,13 @@ fn finish(mut command: Command, limit: Duration) -> std::process::Output {
 }
 
 fn config(modbus: u16, mqtt: u16) -> String {
-    let device = modbus_device(
-        "meter",
-        modbus,
-        "        readTimeoutMs: 1000\n",
-        "          - { key: volts, address: '40001', dataType: UINT16, factor: 0.1, periodMs: 500 }\n",
-    );
-    format!(
-        "collector:
-  workerThreads: 2
-  mqtt:
-    brokerUrl: tcp://127.0.0.1:{mqtt}
-    clientId: dist-{mqtt}
-  wal:
-    dir: ./data
-devices:
-{device}"
-    )
+    Gateway::new(&format!("dist-{mqtt}"), mqtt)
+        .device(
+            Device::modbus("meter", modbus)
+                .channel("readTimeoutMs", 1000)
+                .tag(Tag::new("volts", "40001", "UINT16", 500).set("factor", 0.1)),
+        )
+        .yaml()
 }
 
 /// Where the meter of [`config`] reports.

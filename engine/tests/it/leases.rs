@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{Engine, scratch_dir};
 use crate::support::mqtt::{Message, Subscriber};
 use crate::support::peers::{Mosquitto, PyModbus, free_port};
@@ -11,44 +12,24 @@ use serde_json::{Value, json};
 /// The engine's config; with `SLUICE_TEST_POSTGRES` set (as `cargo xtask test`
 /// does for its second run of the store tests) its state is on PostgreSQL.
 fn config(modbus: u16, mqtt: u16, http: u16) -> String {
-    let store = match crate::common::TestDatabase::new(&format!("leases-{http}")) {
-        crate::common::TestDatabase::Postgres(url) => {
-            format!("  store: {{kind: postgres, url: '{url}'}}\n")
-        }
-        crate::common::TestDatabase::Redb(_) => String::new(),
-    };
-    format!(
-        "collector:
-  workerThreads: 2
-  perDeviceTimeoutMs: 500
-  mqtt:
-    brokerUrl: tcp://127.0.0.1:{mqtt}
-    clientId: leases-{http}
-  http:
-    listen: 127.0.0.1:{http}
-    adminToken: operator-secret
-  wal:
-    dir: ./data
-  backoff:
-    baseMs: 100
-    maxMs: 300
-  lease:
-    scanIntervalMs: 500
-{store}devices:
-  - deviceId: meter
-    productId: P
-    deviceNum: M1
-    stateTimeout: 2
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {modbus}
-        readTimeoutMs: 300
-        tags:
-          - {{ key: a, address: '40001', dataType: UINT16, periodMs: 200 }}
-"
-    )
+    let gateway = Gateway::new(&format!("leases-{http}"), mqtt)
+        .http(http, "operator-secret")
+        .set("perDeviceTimeoutMs", 500)
+        .set("backoff", json!({ "baseMs": 100, "maxMs": 300 }))
+        .set("lease.scanIntervalMs", 500)
+        .device(
+            Device::modbus("meter", modbus)
+                .set("deviceNum", "M1")
+                .set("stateTimeout", 2)
+                .channel("readTimeoutMs", 300)
+                .tag(Tag::new("a", "40001", "UINT16", 200)),
+        );
+    match crate::common::TestDatabase::new(&format!("leases-{http}")) {
+        crate::common::TestDatabase::Postgres(url) => gateway
+            .set("store", json!({ "kind": "postgres", "url": url }))
+            .yaml(),
+        crate::common::TestDatabase::Redb(_) => gateway.yaml(),
+    }
 }
 
 async fn get(http: u16, path: &str) -> Value {

@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{Engine, scratch_dir};
 use crate::support::peers::free_port;
 use serde_json::{Map, Value};
@@ -16,29 +17,14 @@ const ADMIN: &str = "openapi-admin";
 const METHODS: [&str; 5] = ["get", "post", "put", "delete", "patch"];
 
 fn config(http: u16, mqtt: u16, modbus: u16) -> String {
-    format!(
-        "collector:
-  mqtt:
-    brokerUrl: tcp://127.0.0.1:{mqtt}
-    clientId: openapi-{http}
-  http:
-    listen: 127.0.0.1:{http}
-    adminToken: {ADMIN}
-  wal:
-    dir: ./data
-devices:
-  - deviceId: meter
-    productId: P
-    deviceNum: M1
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {modbus}
-        tags:
-          - {{ key: level, address: '40001', dataType: UINT16, periodMs: 1000 }}
-"
-    )
+    Gateway::new(&format!("openapi-{http}"), mqtt)
+        .http(http, ADMIN)
+        .device(
+            Device::modbus("meter", modbus)
+                .set("deviceNum", "M1")
+                .tag(Tag::new("level", "40001", "UINT16", 1000)),
+        )
+        .yaml()
 }
 
 /// Sends one request and reads the status line and headers only (a stream

@@ -12,11 +12,11 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{Engine, scratch_dir};
 use crate::support::mqtt::{Message, Subscriber};
 use crate::support::peers::{Mosquitto, PyModbus, free_port, project_root};
 use crate::support::proxy::{Carries, Mode, Proxy};
-use crate::support::yaml::modbus_device;
 use serde_json::{Value, json};
 
 const GROUP: &str = "plant";
@@ -30,40 +30,34 @@ fn topic(kind: &str, device: Option<&str>) -> String {
 }
 
 fn config(modbus: u16, mqtt: u16, nobody: u16) -> String {
-    let meter = modbus_device(
-        "meter",
-        modbus,
-        "        readTimeoutMs: 300\n",
-        "          - { key: temp, address: '40001', dataType: INT16, periodMs: 20 }
-          - { key: setpoint, address: '40002', dataType: UINT16, periodMs: 20, access: RW, readback: true, min: 0, max: 500 }
-          - { key: level, address: '40003', dataType: UINT16, periodMs: 20, factor: 0.1 }
-",
-    );
-    let dead = modbus_device(
-        "dead",
-        nobody,
-        "        readTimeoutMs: 200\n",
-        "          - { key: door, address: '40001', dataType: UINT16, periodMs: 200 }\n",
-    );
-    format!(
-        "collector:
-  workerThreads: 2
-  perDeviceTimeoutMs: 500
-  reportMode: SINGLE
-  mqtt:
-    brokerUrl: tcp://127.0.0.1:{mqtt}
-    clientId: sparkplug-{mqtt}
-    keepAliveSec: 2
-    payload: sparkplug-b
-    sparkplug: {{ groupId: {GROUP}, edgeNodeId: {NODE} }}
-  downlink: {{ trustedBroker: true }}
-  wal:
-    dir: ./data
-  lease:
-    scanIntervalMs: 200
-devices:
-{meter}{dead}"
-    )
+    let meter = Device::modbus("meter", modbus)
+        .channel("readTimeoutMs", 300)
+        .tag(Tag::new("temp", "40001", "INT16", 20))
+        .tag(
+            Tag::new("setpoint", "40002", "UINT16", 20)
+                .set("access", "RW")
+                .set("readback", true)
+                .set("min", 0)
+                .set("max", 500),
+        )
+        .tag(Tag::new("level", "40003", "UINT16", 20).set("factor", 0.1));
+    let dead = Device::modbus("dead", nobody)
+        .channel("readTimeoutMs", 200)
+        .tag(Tag::new("door", "40001", "UINT16", 200));
+    Gateway::new(&format!("sparkplug-{mqtt}"), mqtt)
+        .set("perDeviceTimeoutMs", 500)
+        .set("reportMode", "SINGLE")
+        .set("mqtt.keepAliveSec", 2)
+        .set("mqtt.payload", "sparkplug-b")
+        .set(
+            "mqtt.sparkplug",
+            json!({ "groupId": GROUP, "edgeNodeId": NODE }),
+        )
+        .set("downlink.trustedBroker", true)
+        .set("lease.scanIntervalMs", 200)
+        .device(meter)
+        .device(dead)
+        .yaml()
 }
 
 /// Runs Tahu's codec (`tests/peers/sparkplug_codec.js`) over `lines`.

@@ -9,44 +9,32 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{ADMIN_TOKEN, Engine, scratch_dir};
 use crate::support::mqtt::{Message, Subscriber};
 use crate::support::peers::{Mosquitto, Peer, free_port};
 use crate::support::sim::simulator;
-use crate::support::yaml::modbus_device;
 use serde_json::Value;
 use sluice::store::SEQ_BLOCK;
 
 const DEVICES: [&str; 3] = ["d1", "d2", "d3"];
 
-fn config(mqtt: u16, http: u16, modbus: u16, wal: &str, tags: usize, period: u64) -> String {
-    let mut text = format!(
-        "collector:
-  workerThreads: 2
-  reportMode: BATCH
-  mqtt:
-    brokerUrl: tcp://127.0.0.1:{mqtt}
-    clientId: saf-{http}
-    keepAliveSec: 5
-  http:
-    listen: 127.0.0.1:{http}
-    adminToken: {ADMIN_TOKEN}
-  wal:
-    dir: ./data
-{wal}devices:
-"
-    );
+/// The three simulated devices, `tags` registers each, read every `period` ms,
+/// reported in batches.
+fn config(mqtt: u16, http: u16, modbus: u16, tags: usize, period: u64) -> Gateway {
+    let mut gateway = Gateway::new(&format!("saf-{http}"), mqtt)
+        .http(http, ADMIN_TOKEN)
+        .set("reportMode", "BATCH")
+        .set("mqtt.keepAliveSec", 5);
     for (unit, id) in DEVICES.iter().enumerate() {
-        let channel = format!("        unitId: {}\n", unit + 1);
-        text.push_str(&modbus_device(id, modbus, &channel, ""));
+        let mut device = Device::modbus(id, modbus).channel("unitId", unit + 1);
         for t in 0..tags {
-            text.push_str(&format!(
-                "          - {{ key: t{t}, address: '{}', dataType: UINT16, periodMs: {period} }}\n",
-                40001 + t
-            ));
+            let address = (40001 + t).to_string();
+            device = device.tag(Tag::new(&format!("t{t}"), &address, "UINT16", period));
         }
+        gateway = gateway.device(device);
     }
-    text
+    gateway
 }
 
 /// Sequence numbers per device, in arrival order (duplicates included).
@@ -172,7 +160,7 @@ async fn a_broker_outage_loses_nothing() {
     let dir = scratch_dir("outage");
     let mut engine = Engine::start(
         &dir,
-        &config(broker.port(), http, modbus.local_addr().port(), "", 4, 100),
+        &config(broker.port(), http, modbus.local_addr().port(), 4, 100).yaml(),
     );
     let before = wait_complete(&subscriber, (5, 0), Duration::from_secs(20)).await;
 
@@ -199,7 +187,7 @@ async fn sigkill_during_the_outage_and_during_the_replay_loses_nothing() {
     let subscriber = Subscriber::connect_persistent(broker.port()).await;
     let http = free_port();
     let dir = scratch_dir("kill");
-    let text = config(broker.port(), http, modbus.local_addr().port(), "", 4, 100);
+    let text = config(broker.port(), http, modbus.local_addr().port(), 4, 100).yaml();
     let mut engine = Engine::start(&dir, &text);
     wait_complete(&subscriber, (3, 0), Duration::from_secs(20)).await;
 
@@ -237,19 +225,12 @@ async fn fill_quota(policy: &str) -> (BTreeMap<String, Vec<u64>>, Value, Peer) {
     let subscriber = Subscriber::connect_persistent(broker.port()).await;
     let http = free_port();
     let dir = scratch_dir("quota");
-    let wal = format!("    totalQuotaMb: 1\n    maxFileSizeMb: 1\n    overflowPolicy: {policy}\n");
     // 100 tags per report (~6 KB): the 1 MB quota holds about 170 reports.
-    let mut engine = Engine::start(
-        &dir,
-        &config(
-            broker.port(),
-            http,
-            modbus.local_addr().port(),
-            &wal,
-            100,
-            50,
-        ),
-    );
+    let config = config(broker.port(), http, modbus.local_addr().port(), 100, 50)
+        .set("wal.totalQuotaMb", 1)
+        .set("wal.maxFileSizeMb", 1)
+        .set("wal.overflowPolicy", policy);
+    let mut engine = Engine::start(&dir, &config.yaml());
     wait_complete(&subscriber, (2, 0), Duration::from_secs(20)).await;
     broker.stop();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -353,7 +334,7 @@ async fn a_damaged_wal_file_is_detected_and_never_crashes_the_engine() {
     let mut broker = Mosquitto::start();
     let http = free_port();
     let dir = scratch_dir("damaged");
-    let text = config(broker.port(), http, modbus.local_addr().port(), "", 4, 100);
+    let text = config(broker.port(), http, modbus.local_addr().port(), 4, 100).yaml();
     let mut engine = Engine::start(&dir, &text);
     // Build a backlog while the broker is away, then stop the engine (a loaded
     // machine may take seconds to start it, so wait for records, not a time).

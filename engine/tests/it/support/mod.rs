@@ -4,6 +4,7 @@
 //! xtask test` runs first).
 
 pub mod browser;
+pub mod config;
 pub mod downlink;
 pub mod engine;
 pub mod faults;
