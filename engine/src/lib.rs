@@ -1,36 +1,35 @@
 //! Sluice: a data-collection engine for industrial gateways.
 //!
 //! The native engine owns time, sockets and durable state; WebAssembly components
-//! (see `wit/`) own protocol bytes and decisions. Modules by responsibility:
-//! - [`command`]: downlink commands (claims, receipts) and safe writes;
-//! - [`alarm`]: the alarm lifecycle (rules, whitelist, supersede, audit, delivery);
-//! - [`yaml`]: YAML with positions, for `FILE:LINE:COL` errors;
-//! - [`config`]: the device/channel/tag configuration file;
-//! - [`compile`]: the config compiler: files and components into a runnable gateway;
-//! - [`io`]: connections to devices (budget, backoff, link state machine);
-//! - [`scheduler`]: the due-time queue that runs poll rounds;
-//! - [`collector`]: devices, links and pipelines built from the config, polled;
-//! - [`uplink`]: the MQTT client publishing reports and statuses;
-//! - [`wal`]: store and forward: the write-ahead log reports wait in for their PUBACK;
-//! - [`store`]: the redb database (sequence numbers, ...);
-//! - [`lease`]: lease-based online/offline state of drivers and devices;
-//! - [`clock`]: wall-clock timestamps;
-//! - [`broker`]: an in-process MQTT broker for the demo and benchmarks (feature `demo`);
-//! - [`api`]: the HTTP API (health, metrics);
-//! - [`console`]: the operator console (a page over the API, a stream of live changes);
-//! - [`telemetry`]: the metric families every module registers, for `/metrics`;
-//! - [`sync`]: locks that outlive a panic, values replaced whole;
-//! - [`memory`]: memory handed back to the system: the heap's top as it frees,
-//!   and after a build its freed pages and the code pages only it ran;
-//! - [`gateway`]: everything `sluice run` starts, wired together;
-//! - [`model`]: samples, values and tags as they flow through the engine;
-//! - [`runtime`]: the sandboxed component runtime (the only user of wasmtime);
-//! - [`deploy`]: components uploaded into a running engine, kept in the data directory;
-//! - [`pipeline`]: declarative pipelines of stage components;
-//! - [`sim`]: a fast built-in Modbus TCP device simulator (demo, benchmarks, tests;
-//!   feature `demo`);
-//! - [`mqtt`]: the MQTT contract: every topic and payload, as types;
-//! - [`watchdog`]: every tenant's component pools, and alarms for quarantined ones.
+//! (see `wit/`) own protocol bytes and decisions. Modules by layer, lowest first
+//! (`docs/architecture.md` says what each layer may import; `cargo xtask layers`
+//! checks it):
+//!
+//! - foundation: [`model`] (samples, values, tags and the vocabularies every layer
+//!   shares), [`clock`] (wall time), [`sync`] (locks that outlive a panic, values
+//!   replaced whole), [`memory`] (memory handed back to the system), [`yaml`] (YAML
+//!   with positions, for `FILE:LINE:COL` errors), [`telemetry`] (the metric
+//!   families, for `/metrics`);
+//! - platform: [`config`] (the device/channel/tag configuration file), [`runtime`]
+//!   (the sandboxed component runtime, the only user of wasmtime), [`store`] (the
+//!   redb file and the shared PostgreSQL database), [`mqtt`] (the MQTT contract:
+//!   every topic and payload, as types);
+//! - mechanisms: [`io`] (connections to devices: budget, backoff, the link state
+//!   machine), [`scheduler`] (the due-time queue that runs poll rounds),
+//!   [`pipeline`] (declarative pipelines of stage components), [`wal`] (store and
+//!   forward, `docs/wal.md`), [`uplink`] (the MQTT client: reports, statuses, the
+//!   downlink);
+//! - compiler: [`compile`] (files and components into a runnable gateway);
+//! - domain: [`lease`] (lease-based online/offline state, `docs/state.md`),
+//!   [`collector`] (devices, links and pipelines, polled), [`alarm`] (the alarm
+//!   lifecycle, `docs/alarms.md`), [`command`] (downlink commands and safe writes,
+//!   `docs/commands.md`), [`watchdog`] (component pools, quarantine alarms),
+//!   [`deploy`] (components uploaded into a running engine, reloads, pushes);
+//! - wiring: [`gateway`] (everything `sluice run` starts), [`api`] (the HTTP API),
+//!   [`console`] (the operator console);
+//! - tools, with the `demo` feature (the default build; gateway packages leave them
+//!   out): [`sim`] (a Modbus TCP device simulator), [`broker`] (an in-process MQTT
+//!   broker). The `sluice` commands are the binary's (`src/cli`).
 
 pub mod alarm;
 pub mod api;
