@@ -24,6 +24,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::config::{Device, Gateway, Tag};
 use common::{Broker, Engine, Scratch, env_u64, free_local_address, http_request, serve};
 use sluice::sim::{SimConfig, SimHandle, Simulator};
 use tokio::runtime::Runtime;
@@ -33,30 +34,22 @@ const PERIOD_MS: u64 = 100;
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// One device entry polling register 40001 of the simulator socket `port`.
-fn device(id: &str, port: u16) -> String {
-    let tag = format!(
-        "          - {{ key: t, address: '40001', dataType: UINT16, periodMs: {PERIOD_MS} }}\n"
-    );
-    common::yaml::modbus_device(id, port, "", &tag)
+fn device(id: &str, port: u16) -> Device {
+    Device::modbus(id, port).tag(Tag::new("t", "40001", "UINT16", PERIOD_MS))
 }
 
-fn config(broker: &Broker, http: std::net::SocketAddr, sims: &[SimHandle]) -> String {
-    let mut text = format!(
-        "collector:
-  workerThreads: 2
-  mqtt: {{ brokerUrl: tcp://{}, clientId: deploy-bench }}
-  http: {{ listen: {http}, adminToken: {ADMIN} }}
-  # No replay of the last run's reports: the first report after a start is a new one.
-  wal: {{ dir: ./data, enabled: false }}
-  connections: {{ maxTotal: 4096, maxPerHost: 4096 }}
-devices:
-",
-        broker.address
-    );
-    for (i, sim) in sims.iter().enumerate() {
-        text.push_str(&device(&format!("D{i}"), sim.local_addr().port()));
-    }
-    text
+fn config(broker: &Broker, http: std::net::SocketAddr, sims: &[SimHandle]) -> Gateway {
+    let gateway = Gateway::new("deploy-bench", broker.address.port())
+        .http(http.port(), ADMIN)
+        // No replay of the last run's reports: the first report after a start is a new one.
+        .set("wal.enabled", false)
+        .set(
+            "connections",
+            serde_json::json!({ "maxTotal": 4096, "maxPerHost": 4096 }),
+        );
+    sims.iter().enumerate().fold(gateway, |gateway, (i, sim)| {
+        gateway.device(device(&format!("D{i}"), sim.local_addr().port()))
+    })
 }
 
 /// Starts the engine and waits for its first report; the time it took.
@@ -93,7 +86,8 @@ fn main() {
     let broker = Broker::start();
     let http = free_local_address();
     let scratch = Scratch::new("deploy");
-    let text = config(&broker, http, &sims[..devices]);
+    let gateway = config(&broker, http, &sims[..devices]);
+    let text = gateway.yaml();
     println!(
         "deploy bench: {devices} devices polled every {PERIOD_MS} ms, {} logical CPUs",
         std::thread::available_parallelism().map_or(0, usize::from)
@@ -172,9 +166,11 @@ fn main() {
     );
     let added_visible = reload_devices(
         &scratch,
-        &text,
-        (&broker, http),
-        (&sim, &sims[devices]),
+        &gateway,
+        &broker,
+        http,
+        &sim,
+        &sims[devices],
         swaps,
     );
     println!(
@@ -190,9 +186,11 @@ fn main() {
 /// returns the mean time to the added device's first report, ms.
 fn reload_devices(
     scratch: &Scratch,
-    base: &str,
-    (broker, http): (&Broker, std::net::SocketAddr),
-    (sim, spare): (&Simulator, &SimHandle),
+    base: &Gateway,
+    broker: &Broker,
+    http: std::net::SocketAddr,
+    sim: &Simulator,
+    spare: &SimHandle,
     times: u64,
 ) -> f64 {
     let file = scratch.0.join("devices.yaml");
@@ -200,7 +198,10 @@ fn reload_devices(
     let (mut added, mut visible, mut removed) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..times {
         let id = format!("NEW{round}");
-        let with = format!("{base}{}", device(&id, spare.local_addr().port()));
+        let with = base
+            .clone()
+            .device(device(&id, spare.local_addr().port()))
+            .yaml();
         std::fs::write(&file, with).expect("config");
         let started = Instant::now();
         let (status, body) = http_request(http, "POST", "/reload", ADMIN, b"").expect("reload");
@@ -212,7 +213,7 @@ fn reload_devices(
             std::thread::sleep(Duration::from_millis(1));
         }
         visible.push(started.elapsed());
-        std::fs::write(&file, base).expect("config");
+        std::fs::write(&file, base.yaml()).expect("config");
         let started = Instant::now();
         let (status, body) = http_request(http, "POST", "/reload", ADMIN, b"").expect("reload");
         assert_eq!(status, 200, "{body}");

@@ -219,7 +219,8 @@ impl Leases for JsonTable {
 /// Renews the leases in `order`, `BATCH` to a commit; returns renewals/s.
 fn renew_all(
     store: &dyn Leases,
-    (order, batch): (&[usize], usize),
+    order: &[usize],
+    batch: usize,
     timeout_seconds: u64,
     now: i64,
 ) -> f64 {
@@ -249,14 +250,14 @@ fn measure(kind: &str, count: usize) {
         }
     };
     let order = shuffled(count, ORDER);
-    let created = renew_all(store.as_ref(), (&order, BATCH), 3600, T0);
-    let renewed = renew_all(store.as_ref(), (&order, BATCH), 3600, T0 + 1_000);
-    let loaded = renew_all(store.as_ref(), (&order, LOADED_BATCH), 3600, T0 + 2_000);
+    let created = renew_all(store.as_ref(), &order, BATCH, 3600, T0);
+    let renewed = renew_all(store.as_ref(), &order, BATCH, 3600, T0 + 1_000);
+    let loaded = renew_all(store.as_ref(), &order, LOADED_BATCH, 3600, T0 + 2_000);
 
     // 10,000 leases spread over the table run out; the scan claims them.
     let ending = ending(count);
     let expiring = ending.len();
-    renew_all(store.as_ref(), (&ending, BATCH), 1, T0 + 3_000);
+    renew_all(store.as_ref(), &ending, BATCH, 1, T0 + 3_000);
     let started = Instant::now();
     let expired = store.expire(T0 + 10_000);
     let claim_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -281,7 +282,8 @@ fn measure(kind: &str, count: usize) {
     // Last, heartbeats in an order unlike the one rows were created in.
     let reordered = renew_all(
         store.as_ref(),
-        (&shuffled(count, NEW_ORDER), LOADED_BATCH),
+        &shuffled(count, NEW_ORDER),
+        LOADED_BATCH,
         3600,
         T0 + 20_000,
     );
@@ -309,7 +311,7 @@ fn measure_postgres(url: &str, count: usize) {
         })
         .collect();
     let order = shuffled(count, ORDER);
-    let created = renew_all(&engines[0], (&order, BATCH), 3600, T0);
+    let created = renew_all(&engines[0], &order, BATCH, 3600, T0);
     println!("renew_new {created:.0}");
     let ending = ending(count);
     for n in 1..=3usize {
@@ -318,11 +320,11 @@ fn measure_postgres(url: &str, count: usize) {
         std::thread::scope(|scope| {
             for (e, engine) in engines.iter().take(n).enumerate() {
                 let share: Vec<usize> = order.iter().copied().filter(|i| i % n == e).collect();
-                scope.spawn(move || renew_all(engine, (&share, BATCH), 3600, now));
+                scope.spawn(move || renew_all(engine, &share, BATCH, 3600, now));
             }
         });
         let renewed = count as f64 / started.elapsed().as_secs_f64();
-        renew_all(&engines[0], (&ending, BATCH), 1, now + 1_000);
+        renew_all(&engines[0], &ending, BATCH, 1, now + 1_000);
         let started = Instant::now();
         let expired: usize = std::thread::scope(|scope| {
             let claims: Vec<_> = engines

@@ -105,6 +105,26 @@ fn memory_kib(pid: u32) -> (u64, u64) {
     (get("VmRSS:"), get("VmHWM:"))
 }
 
+/// The load each side is measured at: `tags` UINT16 tags a device, read every
+/// `period_ms`, for `seconds` a side.
+#[derive(Debug, Clone, Copy)]
+struct Load {
+    tags: u16,
+    period_ms: u64,
+    seconds: u64,
+}
+
+/// The engine's settings under test (`None`: the engine's default).
+#[derive(Debug, Clone, Copy)]
+struct Tuning {
+    /// `workerThreads`.
+    threads: u64,
+    /// `wal.groupCommitMs`.
+    group_commit_ms: Option<u64>,
+    /// `store.cacheMb`.
+    cache_mb: Option<u64>,
+}
+
 /// A gateway config: one device per address, `tags` UINT16 tags from 40001.
 fn engine_config(
     addresses: &[SocketAddr],
@@ -113,8 +133,13 @@ fn engine_config(
     mqtt: SocketAddr,
     http: SocketAddr,
     wal: &Path,
-    (threads, group_commit_ms, cache_mb): (u64, Option<u64>, Option<u64>),
+    tuning: Tuning,
 ) -> String {
+    let Tuning {
+        threads,
+        group_commit_ms,
+        cache_mb,
+    } = tuning;
     let max_connections = (addresses.len() * 2).max(64);
     let mut out = format!(
         "collector:
@@ -275,11 +300,12 @@ fn raw_clients(args: &[String]) {
 }
 
 /// Runs the raw clients against `addresses` in a child process.
-fn raw_side(
-    addresses: &[SocketAddr],
-    (tags, period_ms, seconds): (u16, u64, u64),
-    hz: f64,
-) -> RawResult {
+fn raw_side(addresses: &[SocketAddr], load: Load, hz: f64) -> RawResult {
+    let Load {
+        tags,
+        period_ms,
+        seconds,
+    } = load;
     let output = Command::new(std::env::current_exe().expect("bench binary"))
         .arg("--raw-clients")
         .args([period_ms.to_string(), seconds.to_string(), tags.to_string()])
@@ -447,9 +473,14 @@ fn node_red_side(
     install: &Path,
     broker: &Broker,
     addresses: &[SocketAddr],
-    (tags, period_ms, seconds): (u16, u64, u64),
+    load: Load,
     hz: f64,
 ) -> PeerWindow {
+    let Load {
+        tags,
+        period_ms,
+        seconds,
+    } = load;
     let scratch = Scratch::new("polling-node-red");
     let flow = node_red::flow(addresses, tags, period_ms, broker.address);
     let mut peer = node_red::NodeRed::start(install, &scratch.0, &flow, free_local_address());
@@ -493,14 +524,18 @@ fn fleet(
     sim: &Simulator,
     broker: &Broker,
     devices: usize,
-    setting: (u16, u64, u64),
+    load: Load,
     hz: f64,
     threads: u64,
 ) -> EngineFigures {
-    let (tags, period_ms, seconds) = setting;
+    let Load {
+        tags,
+        period_ms,
+        seconds,
+    } = load;
     let handles = serve(rt, sim, devices);
     let addresses: Vec<SocketAddr> = handles.iter().map(SimHandle::local_addr).collect();
-    let raw = raw_side(&addresses, setting, hz);
+    let raw = raw_side(&addresses, load, hz);
 
     let scratch = Scratch::new("polling");
     let http = free_local_address();
@@ -511,22 +546,22 @@ fn fleet(
         broker.address,
         http,
         &scratch.0.join("wal"),
-        (
+        Tuning {
             threads,
-            std::env::var("SLUICE_BENCH_GROUP_COMMIT_MS")
+            group_commit_ms: std::env::var("SLUICE_BENCH_GROUP_COMMIT_MS")
                 .ok()
                 .and_then(|v| v.parse().ok()),
-            std::env::var("SLUICE_BENCH_CACHE_MB")
+            cache_mb: std::env::var("SLUICE_BENCH_CACHE_MB")
                 .ok()
                 .and_then(|v| v.parse().ok()),
-        ),
+        },
     );
     let mut engine = Engine::start(&scratch.0, &config, http);
     let mut w = measure(&mut engine, broker, devices, seconds, hz);
     let (rss, hwm) = memory_kib(engine.pid());
     drop(engine);
     let peer =
-        node_red::install().map(|install| node_red_side(&install, broker, &addresses, setting, hz));
+        node_red::install().map(|install| node_red_side(&install, broker, &addresses, load, hz));
     drop(handles);
 
     let rounds = w.rounds_per_s();
@@ -656,7 +691,11 @@ fn main() {
             &sim,
             &broker,
             devices,
-            (tags, period_ms, seconds),
+            Load {
+                tags,
+                period_ms,
+                seconds,
+            },
             hz,
             threads,
         );

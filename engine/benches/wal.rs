@@ -508,14 +508,12 @@ fn replay(rt: &Runtime, stream: &Stream) -> Replay {
     let (uplink, publisher) = {
         let _context = rt.enter();
         Uplink::start(
-            (
-                &config,
-                UplinkIdentity {
-                    client_id: &client_id,
-                    edge_node_id: "",
-                    data_dir: std::path::Path::new("."),
-                },
-            ),
+            &config,
+            UplinkIdentity {
+                client_id: &client_id,
+                edge_node_id: "",
+                data_dir: std::path::Path::new("."),
+            },
             Arc::clone(&running.outbox),
             None,
             running.shutdown.subscribe(),

@@ -75,7 +75,8 @@ impl Metrics {
 /// A write to the scrape's text failed.
 pub fn encode_scraped(
     encoder: &mut DescriptorEncoder<'_>,
-    (name, help): (&str, &str),
+    name: &str,
+    help: &str,
     metric: &impl EncodeMetric,
 ) -> fmt::Result {
     metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)

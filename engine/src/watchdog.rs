@@ -69,19 +69,12 @@ impl Collector for PoolMetrics {
             tenant: p.tenant,
             component: p.health.component.clone(),
         };
-        let help = (
-            "sluice_component_pool_failures",
-            "Failed calls (traps, limits) per tenant and component; calls refused during a quarantine are not counted.",
-        );
         encode_scraped(
             &mut encoder,
-            help,
+            "sluice_component_pool_failures",
+            "Failed calls (traps, limits) per tenant and component; calls refused during a quarantine are not counted.",
             &counters(pools.iter().map(|p| (label(p), p.health.failures))),
         )?;
-        let help = (
-            "sluice_component_quarantined",
-            "1 while a tenant's component is quarantined after failing too often.",
-        );
         // A tenant's component may run in several pools (one per pipeline using a
         // stage): it is quarantined when any of them is.
         let mut quarantined: HashMap<PoolLabel, i64> = HashMap::new();
@@ -89,7 +82,12 @@ impl Collector for PoolMetrics {
             let flag = quarantined.entry(label(pool)).or_default();
             *flag = (*flag).max(i64::from(pool.health.quarantined));
         }
-        encode_scraped(&mut encoder, help, &gauges(quarantined))
+        encode_scraped(
+            &mut encoder,
+            "sluice_component_quarantined",
+            "1 while a tenant's component is quarantined after failing too often.",
+            &gauges(quarantined),
+        )
     }
 }
 

@@ -3,8 +3,8 @@
 //! embedded MQTT broker with a counting drain.
 #![allow(dead_code)]
 
-#[path = "../../tests/it/support/yaml.rs"]
-pub mod yaml;
+#[path = "../../tests/it/support/config.rs"]
+pub mod config;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};

@@ -71,7 +71,7 @@ pub struct Recipient {
 
 /// How alarms are delivered and escalated.
 #[derive(Debug, Clone, Default)]
-pub struct DeliveryPlan {
+pub struct DeliverySettings {
     /// The full alarm topic.
     pub topic: String,
     /// Escalate CONFIRMED alarms not handled within this long; `None` never.
@@ -80,7 +80,7 @@ pub struct DeliveryPlan {
     pub recipients: HashMap<u32, Vec<Recipient>>,
 }
 
-impl DeliveryPlan {
+impl DeliverySettings {
     /// Every recipient of the tenant is in quiet hours at `now`.
     pub fn all_quiet(&self, tenant_id: u32, now_ms: i64) -> bool {
         match self.recipients.get(&tenant_id) {
@@ -108,15 +108,19 @@ pub struct TickReport {
 pub struct Delivery {
     store: Arc<AlarmStore>,
     notifier: Arc<dyn Notifier>,
-    plan: DeliveryPlan,
+    settings: DeliverySettings,
 }
 
 impl Delivery {
-    pub fn new(store: Arc<AlarmStore>, notifier: Arc<dyn Notifier>, plan: DeliveryPlan) -> Self {
+    pub fn new(
+        store: Arc<AlarmStore>,
+        notifier: Arc<dyn Notifier>,
+        settings: DeliverySettings,
+    ) -> Self {
         Self {
             store,
             notifier,
-            plan,
+            settings,
         }
     }
 
@@ -147,7 +151,7 @@ impl Delivery {
     pub async fn tick(&self, now: i64) -> Result<TickReport, AlarmError> {
         let mut report = TickReport::default();
         for alarm in self.in_state(AlarmState::Delayed).await? {
-            if !self.plan.all_quiet(alarm.tenant_id, now)
+            if !self.settings.all_quiet(alarm.tenant_id, now)
                 && self.engine_act(alarm.id, AlarmAction::Wake, now).await?
             {
                 report.woken += 1;
@@ -155,14 +159,17 @@ impl Delivery {
         }
         let mut waiting = Vec::new();
         for alarm in self.in_state(AlarmState::New).await? {
-            if self.plan.all_quiet(alarm.tenant_id, now) {
+            if self.settings.all_quiet(alarm.tenant_id, now) {
                 if self.engine_act(alarm.id, AlarmAction::Delay, now).await? {
                     report.delayed += 1;
                 }
                 continue;
             }
             let payload = alarm_notice(Notice::Alarm, &alarm);
-            waiting.push((alarm.id, self.notifier.publish(&self.plan.topic, payload)));
+            waiting.push((
+                alarm.id,
+                self.notifier.publish(&self.settings.topic, payload),
+            ));
         }
         for (id, acked) in waiting {
             match tokio::time::timeout(ACK_TIMEOUT, acked).await {
@@ -174,7 +181,7 @@ impl Delivery {
                 _ => report.unacknowledged += 1,
             }
         }
-        if let Some(after) = self.plan.escalate_after_ms {
+        if let Some(after) = self.settings.escalate_after_ms {
             for alarm in self.in_state(AlarmState::Confirmed).await? {
                 let overdue = alarm.confirmed_at.is_some_and(|at| at + after <= now);
                 if overdue
@@ -185,12 +192,10 @@ impl Delivery {
                     report.escalated += 1;
                     if let Some(alarm) = self.store.get(alarm.id, Scope::All)? {
                         // Best effort: the state change is what counts.
-                        drop(
-                            self.notifier.publish(
-                                &self.plan.topic,
-                                alarm_notice(Notice::Escalation, &alarm),
-                            ),
-                        );
+                        drop(self.notifier.publish(
+                            &self.settings.topic,
+                            alarm_notice(Notice::Escalation, &alarm),
+                        ));
                     }
                 }
             }
@@ -253,7 +258,7 @@ mod tests {
             end: 60,
             utc_offset_min: 0,
         });
-        let plan = DeliveryPlan {
+        let settings = DeliverySettings {
             recipients: HashMap::from([(
                 1,
                 vec![
@@ -267,11 +272,11 @@ mod tests {
                     },
                 ],
             )]),
-            ..DeliveryPlan::default()
+            ..DeliverySettings::default()
         };
-        assert!(!plan.all_quiet(1, 30 * 60_000));
-        assert!(!plan.all_quiet(2, 30 * 60_000));
-        let mut only_night = plan.clone();
+        assert!(!settings.all_quiet(1, 30 * 60_000));
+        assert!(!settings.all_quiet(2, 30 * 60_000));
+        let mut only_night = settings.clone();
         if let Some(list) = only_night.recipients.get_mut(&1) {
             list.truncate(1);
         }

@@ -7,20 +7,20 @@
 //! - [`queries`]: lists, chains and counts;
 //! - [`service`]: rules over samples, lease events and device events;
 //! - [`delivery`]: the engine's timed transitions (push, quiet hours, escalation);
-//! - [`plan`]: how alarms are delivered, as the configuration describes it.
+//! - [`settings`]: how alarms are delivered, as the configuration describes it.
 
 pub mod delivery;
 pub mod model;
-pub mod plan;
 pub mod queries;
 pub mod service;
+pub mod settings;
 pub mod store;
 
 pub use crate::compile::{DeviceRules, TenantRules};
 pub use crate::model::{AlarmAction, AlarmState, Scope, Signal, SignalKind};
-pub use delivery::{Delivery, DeliveryPlan, Notifier, QuietHours, Recipient, TickReport};
+pub use delivery::{Delivery, DeliverySettings, Notifier, QuietHours, Recipient, TickReport};
 pub use model::{ActionRecord, Alarm, Change, Source};
-pub use plan::delivery_plan;
 pub use queries::{AlarmFilter, AlarmStats, Chain};
 pub use service::{Alarms, Applied, EventError, RULE_FAILURE};
+pub use settings::delivery_settings;
 pub use store::{AlarmError, AlarmStore, Raise, Raised};

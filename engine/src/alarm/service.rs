@@ -467,11 +467,12 @@ impl Collector for RuleFailures {
             .rule_failures()
             .into_iter()
             .map(|(tenant, count)| (TenantLabel { tenant }, count));
-        let help = (
+        encode_scraped(
+            &mut encoder,
             "sluice_alarm_rule_failures",
             "Failed calls of a tenant's alarm rules component (traps, limits).",
-        );
-        encode_scraped(&mut encoder, help, &counters(failures))
+            &counters(failures),
+        )
     }
 }
 

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use super::model::{ActionRecord, Alarm, Change as Audited, Source};
-use crate::model::{AlarmAction, AlarmState, Refused, Scope, Transitions};
+use crate::model::{ActionNotAllowed, AlarmAction, AlarmState, Scope, Transitions};
 use crate::store::{Change, Index, Journal, StateDatabase, StoreError, Tables};
 use crate::sync::lock;
 use crate::telemetry::{Counter, Metrics};
@@ -31,7 +31,7 @@ pub enum AlarmError {
     #[error("no alarm {0}")]
     NotFound(u64),
     #[error(transparent)]
-    Refused(#[from] Refused<AlarmState, AlarmAction>),
+    Refused(#[from] ActionNotAllowed<AlarmState, AlarmAction>),
     #[error("the active key {key} is still held by alarm {holder}")]
     KeyHeld { key: String, holder: u64 },
     /// The change and its audit record could not be written: neither was.
@@ -78,7 +78,8 @@ pub struct AlarmStore {
     changes: std::sync::Mutex<HashMap<u32, u64>>,
 }
 
-type Alarms<'t> = Change<'t, Alarm, ActionRecord>;
+/// The alarm tables of one transaction.
+type AlarmTables<'t> = Change<'t, Alarm, ActionRecord>;
 
 /// The parts of an audit record that differ between changes.
 struct Entry<'a> {
@@ -91,7 +92,7 @@ struct Entry<'a> {
 
 /// Stores `alarm` (moved in the state index from `before`) with its audit record.
 fn save(
-    tables: &mut Alarms<'_>,
+    tables: &mut AlarmTables<'_>,
     alarm: &Alarm,
     before: Option<AlarmState>,
     entry: Entry<'_>,
@@ -164,7 +165,7 @@ impl AlarmStore {
     /// Runs `change` in one transaction, kept only if all of it succeeds.
     fn write<R>(
         &self,
-        change: impl FnOnce(&mut Alarms<'_>) -> Result<R, AlarmError>,
+        change: impl FnOnce(&mut AlarmTables<'_>) -> Result<R, AlarmError>,
     ) -> Result<R, AlarmError> {
         let result = self.journal.change(change);
         if let Err(AlarmError::Store(error)) = &result {
@@ -178,10 +179,11 @@ impl AlarmStore {
     /// the new state is terminal, and audits it.
     fn transition(
         &self,
-        tables: &mut Alarms<'_>,
+        tables: &mut AlarmTables<'_>,
         alarm: &mut Alarm,
         action: AlarmAction,
-        (actor, note): (&str, Option<&str>),
+        actor: &str,
+        note: Option<&str>,
         now: i64,
     ) -> Result<(), AlarmError> {
         let from = alarm.state;
@@ -269,7 +271,7 @@ impl AlarmStore {
 
     fn back_fill(
         &self,
-        tables: &mut Alarms<'_>,
+        tables: &mut AlarmTables<'_>,
         mut old: Alarm,
         new_id: u64,
         now: i64,
@@ -280,8 +282,15 @@ impl AlarmStore {
             old.active_key = None;
             tables.link(&PREDECESSOR, new_id, old.id)?;
             let note = format!("replaced by alarm {new_id}");
-            let who = ("engine", Some(note.as_str()));
-            self.transition(tables, &mut old, AlarmAction::Supersede, who, now)?;
+            let note = Some(note.as_str());
+            self.transition(
+                tables,
+                &mut old,
+                AlarmAction::Supersede,
+                "engine",
+                note,
+                now,
+            )?;
         } else if !allowed.is_empty() && old.active_key.take().is_some() {
             old.updated_at = now;
             let note = format!("alarm {new_id} took the key; state kept");
@@ -359,7 +368,7 @@ impl AlarmStore {
                 .get(id)?
                 .filter(|a| scope.sees(a.tenant_id))
                 .ok_or(AlarmError::NotFound(id))?;
-            self.transition(tables, &mut alarm, action, (actor, note), now)?;
+            self.transition(tables, &mut alarm, action, actor, note, now)?;
             Ok(alarm)
         });
         if let Ok(alarm) = &acted {
@@ -399,7 +408,7 @@ fn opened(id: u64, raise: &Raise, key: &str, now: i64) -> Alarm {
 }
 
 /// Gives up the alarm's active key (the alarm ended).
-fn release(tables: &mut Alarms<'_>, alarm: &mut Alarm) -> Result<(), AlarmError> {
+fn release(tables: &mut AlarmTables<'_>, alarm: &mut Alarm) -> Result<(), AlarmError> {
     if let Some(key) = alarm.active_key.take()
         && tables.find(&ACTIVE, key.as_str())? == Some(alarm.id)
     {

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use axum::http::{HeaderMap, StatusCode, header};
 
-use super::reply::{Refused, error};
+use super::reply::{RequestRefused, error};
 
 /// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +133,7 @@ impl AllowedHosts {
 
     /// # Errors
     /// The 421 answer for a missing or unknown `Host`.
-    pub fn check(&self, headers: &HeaderMap) -> Result<(), Refused> {
+    pub fn check(&self, headers: &HeaderMap) -> Result<(), RequestRefused> {
         let host = headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())

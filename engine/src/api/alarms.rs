@@ -18,7 +18,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
 use super::body::JsonBody;
-use super::reply::{ErrorBody, Refused, Reply, error, json, ok};
+use super::reply::{ApiReply, ErrorBody, RequestRefused, error, json, ok};
 use super::state::ApiState;
 use crate::alarm::{
     ActionRecord, Alarm, AlarmAction, AlarmError, AlarmFilter, AlarmState, AlarmStore, Applied,
@@ -106,7 +106,7 @@ pub struct ChainView {
 async fn blocking<R: Send + 'static>(
     store: &Arc<AlarmStore>,
     call: impl FnOnce(&AlarmStore) -> Result<R, AlarmError> + Send + 'static,
-) -> Result<R, Refused> {
+) -> Result<R, RequestRefused> {
     let store = Arc::clone(store);
     match tokio::task::spawn_blocking(move || call(&store)).await {
         Ok(Ok(value)) => Ok(value),
@@ -115,7 +115,7 @@ async fn blocking<R: Send + 'static>(
     }
 }
 
-fn alarm_error(e: &AlarmError) -> Reply {
+fn alarm_error(e: &AlarmError) -> ApiReply {
     match e {
         AlarmError::NotFound(_) => error(StatusCode::NOT_FOUND, e.to_string()),
         AlarmError::Refused(refused) => json(
@@ -167,7 +167,7 @@ pub async fn list(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Query(query): Query<ListQuery>,
-) -> Reply {
+) -> ApiReply {
     let wanted = match query.state.as_deref().map(|s| (s, AlarmState::parse(s))) {
         None => None,
         Some((_, Some(s))) => Some(s),
@@ -204,7 +204,7 @@ fn day_start(now: i64, offset_min: i16) -> i64 {
 
 #[utoipa::path(get, path = "/alarms/stats", tag = "alarms", security(("bearer" = [])),
     responses((status = 200, body = AlarmStatsView)))]
-pub async fn stats(State(state): State<ApiState>, Caller(scope): Caller) -> Reply {
+pub async fn stats(State(state): State<ApiState>, Caller(scope): Caller) -> ApiReply {
     let since = day_start(now_ms(), state.utc_offset_min);
     match blocking(state.alarms.store(), move |s| s.stats(scope, since)).await {
         Ok(stats) => {
@@ -251,7 +251,7 @@ pub async fn get(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Path(id): Path<u64>,
-) -> Reply {
+) -> ApiReply {
     let found = blocking(state.alarms.store(), move |s| {
         let Some(alarm) = s.get(id, scope)? else {
             return Err(AlarmError::NotFound(id));
@@ -278,7 +278,7 @@ pub async fn actions(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Path(id): Path<u64>,
-) -> Reply {
+) -> ApiReply {
     let view = blocking(state.alarms.store(), move |s| {
         let alarm = s.get(id, scope)?.ok_or(AlarmError::NotFound(id))?;
         Ok(actions_view(s, &alarm))
@@ -296,7 +296,7 @@ pub async fn chain(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Path(id): Path<u64>,
-) -> Reply {
+) -> ApiReply {
     match blocking(state.alarms.store(), move |s| s.chain(id, scope)).await {
         Ok(Some(chain)) => ok(ChainView {
             id,
@@ -333,7 +333,7 @@ pub async fn act(
     Caller(scope): Caller,
     Path((id, action)): Path<(u64, String)>,
     body: axum::body::Bytes,
-) -> Reply {
+) -> ApiReply {
     let Some(action) = AlarmAction::parse(&action).filter(|a| a.by_people()) else {
         let names: Vec<&str> = AlarmAction::BY_PEOPLE.iter().map(|a| a.as_str()).collect();
         return error(
@@ -447,7 +447,7 @@ pub async fn post_event(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     JsonBody(body): JsonBody<EventBody>,
-) -> Reply {
+) -> ApiReply {
     let bounded = check_length("deviceId", &body.device_id, MAX_NAME)
         .and_then(|()| check_length("type", &body.kind, MAX_NAME))
         .and_then(|()| match &body.event_id {

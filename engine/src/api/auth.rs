@@ -8,7 +8,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::access::Access;
-use super::reply::{Refused, error};
+use super::reply::{RequestRefused, error};
 use super::state::ApiState;
 use super::tokens::Bearer;
 use crate::model::Scope;
@@ -113,7 +113,7 @@ fn authorized(parts: &Parts) -> Option<&Authorized> {
 
 /// A refusal for a handler that finds no caller it may serve: its route was
 /// let in under a class that does not give one (a mistake in the table).
-fn not_let_in() -> Refused {
+fn not_let_in() -> RequestRefused {
     error(
         StatusCode::UNAUTHORIZED,
         "missing `Authorization: Bearer <token>`",
@@ -126,9 +126,9 @@ fn not_let_in() -> Refused {
 pub struct Caller(pub Scope);
 
 impl FromRequestParts<ApiState> for Caller {
-    type Rejection = Refused;
+    type Rejection = RequestRefused;
 
-    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, Refused> {
+    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, RequestRefused> {
         match authorized(parts) {
             Some(Authorized::Scoped(scope)) => Ok(Caller(*scope)),
             _ => Err(not_let_in()),
@@ -142,9 +142,9 @@ impl FromRequestParts<ApiState> for Caller {
 pub struct MaybeCaller(pub Option<Scope>);
 
 impl FromRequestParts<ApiState> for MaybeCaller {
-    type Rejection = Refused;
+    type Rejection = RequestRefused;
 
-    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, Refused> {
+    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, RequestRefused> {
         Ok(MaybeCaller(match authorized(parts) {
             Some(Authorized::Scoped(scope)) => Some(*scope),
             _ => None,
@@ -157,9 +157,9 @@ impl FromRequestParts<ApiState> for MaybeCaller {
 pub struct Admin;
 
 impl FromRequestParts<ApiState> for Admin {
-    type Rejection = Refused;
+    type Rejection = RequestRefused;
 
-    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, Refused> {
+    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, RequestRefused> {
         match authorized(parts) {
             Some(Authorized::Scoped(Scope::All)) => Ok(Admin),
             Some(Authorized::Scoped(Scope::Tenant(_))) => {
@@ -177,9 +177,9 @@ impl FromRequestParts<ApiState> for Admin {
 pub struct NodeCaller(pub String);
 
 impl FromRequestParts<ApiState> for NodeCaller {
-    type Rejection = Refused;
+    type Rejection = RequestRefused;
 
-    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, Refused> {
+    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, RequestRefused> {
         match authorized(parts) {
             Some(Authorized::Node(node)) => Ok(NodeCaller(node.clone())),
             _ => Err(error(

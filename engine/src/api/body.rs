@@ -7,7 +7,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
-use super::reply::{Refused, error};
+use super::reply::{RequestRefused, error};
 use crate::mqtt::limits::{MAX_REPLY_MESSAGE, clip};
 
 /// A JSON body of type `T`.
@@ -15,11 +15,11 @@ use crate::mqtt::limits::{MAX_REPLY_MESSAGE, clip};
 pub struct JsonBody<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
-    type Rejection = Refused;
+    type Rejection = RequestRefused;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, Refused> {
+    async fn from_request(request: Request, state: &S) -> Result<Self, RequestRefused> {
         let bytes = Bytes::from_request(request, state).await.map_err(|e| {
-            Refused::from(error(e.status(), clip(&e.body_text(), MAX_REPLY_MESSAGE)))
+            RequestRefused::from(error(e.status(), clip(&e.body_text(), MAX_REPLY_MESSAGE)))
         })?;
         serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
             let reason = e.to_string();

@@ -18,7 +18,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Caller, NodeCaller};
 use super::body::JsonBody;
-use super::reply::{ErrorBody, Refused, Reply, error, json, ok};
+use super::reply::{ApiReply, ErrorBody, RequestRefused, error, json, ok};
 use super::state::ApiState;
 use crate::clock::now_ms;
 use crate::command::{
@@ -49,7 +49,7 @@ pub struct CommandRefusal {
     allowed: Vec<crate::command::CommandAction>,
 }
 
-fn command_error(e: &CommandError) -> Reply {
+fn command_error(e: &CommandError) -> ApiReply {
     match e {
         CommandError::NotFound(_) => error(StatusCode::NOT_FOUND, e.to_string()),
         CommandError::Refused(refused) => json(
@@ -97,7 +97,7 @@ pub enum ReceiptReply {
 async fn blocking<R: Send + 'static>(
     commands: &Arc<Commands>,
     call: impl FnOnce(&Arc<Commands>) -> R + Send + 'static,
-) -> Result<R, Refused> {
+) -> Result<R, RequestRefused> {
     let commands = Arc::clone(commands);
     tokio::task::spawn_blocking(move || call(&commands))
         .await
@@ -115,7 +115,7 @@ pub async fn create(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     JsonBody(request): JsonBody<CommandRequest>,
-) -> Reply {
+) -> ApiReply {
     let Some(device) = request.device_id.clone() else {
         return error(StatusCode::BAD_REQUEST, "`deviceId` is required");
     };
@@ -160,7 +160,7 @@ pub async fn list(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Query(query): Query<ListQuery>,
-) -> Reply {
+) -> ApiReply {
     let status = match query.status.as_deref() {
         None => None,
         Some(given) => match CommandStatus::parse(given) {
@@ -199,7 +199,7 @@ pub async fn get(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Path(id): Path<u64>,
-) -> Reply {
+) -> ApiReply {
     let found = blocking(&state.commands, move |c| {
         let command = c
             .store()
@@ -234,7 +234,7 @@ pub async fn cancel(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Path(id): Path<u64>,
-) -> Reply {
+) -> ApiReply {
     match blocking(&state.commands, move |c| {
         c.cancel(id, scope, &actor(scope), now_ms())
     })
@@ -265,7 +265,7 @@ pub async fn claim(
     State(state): State<ApiState>,
     NodeCaller(node): NodeCaller,
     JsonBody(body): JsonBody<ClaimBody>,
-) -> Reply {
+) -> ApiReply {
     if let Err(refused) = same_node(&node, &body.node_id) {
         return refused.into_response();
     }
@@ -294,7 +294,7 @@ pub async fn receipt(
     NodeCaller(node): NodeCaller,
     Path(id): Path<u64>,
     JsonBody(receipt): JsonBody<Receipt>,
-) -> Reply {
+) -> ApiReply {
     if let Err(refused) = same_node(&node, &receipt.node_id) {
         return refused.into_response();
     }
@@ -323,11 +323,11 @@ pub async fn receipt(
 }
 
 /// A node token acts for its own node only: the body must name that node.
-fn same_node(token_node: &str, body_node: &str) -> Result<(), Refused> {
+fn same_node(token_node: &str, body_node: &str) -> Result<(), RequestRefused> {
     if token_node == body_node {
         return Ok(());
     }
-    Err(Refused::from(error(
+    Err(RequestRefused::from(error(
         StatusCode::FORBIDDEN,
         format!(
             "this node token belongs to node `{token_node}`; it cannot act for `{}`",
@@ -336,7 +336,7 @@ fn same_node(token_node: &str, body_node: &str) -> Result<(), Refused> {
     )))
 }
 
-fn receipt_reply(outcome: ReceiptOutcome) -> Reply {
+fn receipt_reply(outcome: ReceiptOutcome) -> ApiReply {
     match outcome {
         ReceiptOutcome::Accepted(command) => ok(ReceiptReply::Accepted { command }),
         ReceiptOutcome::Duplicated => ok(ReceiptReply::Duplicated),

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Admin;
-use super::reply::{ErrorBody, Reply, error, json, ok};
+use super::reply::{ApiReply, ErrorBody, error, json, ok};
 use super::state::ApiState;
 use crate::compile::Conflict;
 use crate::deploy::{DeployError, Deployer};
@@ -100,14 +100,14 @@ fn deploy_status(e: &DeployError) -> StatusCode {
     }
 }
 
-fn deploy_error(e: &DeployError) -> Reply {
+fn deploy_error(e: &DeployError) -> ApiReply {
     error(deploy_status(e), e.to_string())
 }
 
 async fn blocking(
     deployer: &Arc<Deployer>,
     call: impl FnOnce(&Deployer) -> Result<ComponentInfo, DeployError> + Send + 'static,
-) -> Reply {
+) -> ApiReply {
     let deployer = Arc::clone(deployer);
     match tokio::task::spawn_blocking(move || call(&deployer)).await {
         Ok(Ok(info)) => ok(view(&info)),
@@ -120,7 +120,7 @@ async fn blocking(
     responses(
         (status = 200, body = ComponentList),
         (status = 403, description = "Not the admin token", body = ErrorBody)))]
-pub async fn list(State(state): State<ApiState>, _admin: Admin) -> Reply {
+pub async fn list(State(state): State<ApiState>, _admin: Admin) -> ApiReply {
     let components = state.deployer.list().iter().map(view).collect();
     ok(ComponentList { components })
 }
@@ -149,7 +149,7 @@ pub async fn upload(
     Path((name, version)): Path<(String, String)>,
     Query(query): Query<KindQuery>,
     body: Bytes,
-) -> Reply {
+) -> ApiReply {
     let known = state
         .deployer
         .list()
@@ -185,7 +185,7 @@ pub async fn upload(
     responses(
         (status = 200, description = "Both parts reloaded", body = ReloadReply),
         (status = 422, description = "A part was refused; it says why", body = ReloadReply)))]
-pub async fn reload(State(state): State<ApiState>, _admin: Admin) -> Reply {
+pub async fn reload(State(state): State<ApiState>, _admin: Admin) -> ApiReply {
     let deployer = Arc::clone(&state.deployer);
     let report = match tokio::task::spawn_blocking(move || deployer.reload()).await {
         Ok(report) => report,
@@ -227,6 +227,6 @@ pub async fn activate(
     State(state): State<ApiState>,
     _admin: Admin,
     Path((name, version)): Path<(String, String)>,
-) -> Reply {
+) -> ApiReply {
     blocking(&state.deployer, move |d| d.activate(&name, &version)).await
 }

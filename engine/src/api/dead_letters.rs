@@ -11,7 +11,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::auth::Admin;
-use super::reply::{ErrorBody, Reply, error, off_the_workers, ok};
+use super::reply::{ApiReply, ErrorBody, error, off_the_workers, ok};
 use super::state::ApiState;
 use crate::wal::{DeadLetter, DeadLetterView, WalError};
 
@@ -26,7 +26,7 @@ pub struct DeadLetterList {
     responses(
         (status = 200, body = DeadLetterList),
         (status = 403, description = "Not the admin token", body = ErrorBody)))]
-pub async fn list(State(state): State<ApiState>, _admin: Admin) -> Reply {
+pub async fn list(State(state): State<ApiState>, _admin: Admin) -> ApiReply {
     off_the_workers(move || match state.outbox.dead_letters() {
         Ok(letters) => ok(DeadLetterList {
             dead_letters: letters.iter().map(DeadLetter::view).collect(),
@@ -41,7 +41,7 @@ pub async fn list(State(state): State<ApiState>, _admin: Admin) -> Reply {
     responses(
         (status = 200, description = "Sent again: what it was", body = DeadLetterView),
         (status = 404, description = "No such dead letter", body = ErrorBody)))]
-pub async fn resend(State(state): State<ApiState>, _admin: Admin, Path(id): Path<u64>) -> Reply {
+pub async fn resend(State(state): State<ApiState>, _admin: Admin, Path(id): Path<u64>) -> ApiReply {
     off_the_workers(move || answer(id, state.outbox.resend_dead_letter(id))).await
 }
 
@@ -50,11 +50,15 @@ pub async fn resend(State(state): State<ApiState>, _admin: Admin, Path(id): Path
     responses(
         (status = 200, description = "Dropped: what it was", body = DeadLetterView),
         (status = 404, description = "No such dead letter", body = ErrorBody)))]
-pub async fn discard(State(state): State<ApiState>, _admin: Admin, Path(id): Path<u64>) -> Reply {
+pub async fn discard(
+    State(state): State<ApiState>,
+    _admin: Admin,
+    Path(id): Path<u64>,
+) -> ApiReply {
     off_the_workers(move || answer(id, state.outbox.discard_dead_letter(id))).await
 }
 
-fn answer(id: u64, taken: Result<Option<DeadLetter>, WalError>) -> Reply {
+fn answer(id: u64, taken: Result<Option<DeadLetter>, WalError>) -> ApiReply {
     match taken {
         Ok(Some(letter)) => ok(letter.view()),
         Ok(None) => error(StatusCode::NOT_FOUND, format!("no dead letter {id}")),

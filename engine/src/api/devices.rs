@@ -12,7 +12,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::auth::Caller;
-use super::reply::{ErrorBody, Reply, error, off_the_workers, ok};
+use super::reply::{ApiReply, ErrorBody, error, off_the_workers, ok};
 use super::state::ApiState;
 use crate::clock::now_ms;
 use crate::compile::FileEdit;
@@ -145,7 +145,7 @@ pub async fn get(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Path(id): Path<String>,
-) -> Reply {
+) -> ApiReply {
     // The running configuration's lock is held through a reload's compile, and
     // the push lookup reads a file: both wait on a blocking thread, not on the
     // thread the rounds run on.
@@ -191,7 +191,7 @@ pub async fn push(
     Caller(scope): Caller,
     Path(id): Path<String>,
     body: Bytes,
-) -> Reply {
+) -> ApiReply {
     let deployer = Arc::clone(&state.deployer);
     let outcome = tokio::task::spawn_blocking(move || {
         let push = Push {
@@ -250,7 +250,7 @@ pub async fn withdraw(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Path(id): Path<String>,
-) -> Reply {
+) -> ApiReply {
     let deployer = Arc::clone(&state.deployer);
     let device_id = id.clone();
     let withdrawn =

@@ -9,7 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::auth::MaybeCaller;
-use super::reply::{Reply, off_the_workers, ok};
+use super::reply::{ApiReply, off_the_workers, ok};
 use super::state::ApiState;
 use crate::compile::Conflict;
 use crate::deploy::ReloadStatus;
@@ -122,7 +122,7 @@ pub struct Alive {
     responses((status = 200,
         description = "The engine is running: `Alive` without the admin token, `Health` with it",
         body = Health)))]
-pub async fn health(State(state): State<ApiState>, MaybeCaller(caller): MaybeCaller) -> Reply {
+pub async fn health(State(state): State<ApiState>, MaybeCaller(caller): MaybeCaller) -> ApiReply {
     if caller != Some(Scope::All) {
         return ok(Alive { engine: "running" });
     }
@@ -130,7 +130,7 @@ pub async fn health(State(state): State<ApiState>, MaybeCaller(caller): MaybeCal
 }
 
 /// Reads the lease store: off the async workers.
-fn read_health(state: &ApiState) -> Reply {
+fn read_health(state: &ApiState) -> ApiReply {
     let roster = state.fleet.roster();
     let now = crate::clock::now_ms();
     let rows = state

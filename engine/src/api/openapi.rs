@@ -11,7 +11,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::access::{Access, AccessTable};
-use super::reply::{Reply, error};
+use super::reply::{ApiReply, error};
 use super::state::{ApiState, Document};
 
 #[derive(OpenApi)]
@@ -100,7 +100,7 @@ pub fn publish(document: &Document, openapi: &utoipa::openapi::OpenApi) {
 #[utoipa::path(get, path = "/openapi.json", tag = "engine",
     responses((status = 200, description = "This document (OpenAPI 3.1)",
         content_type = "application/json")))]
-pub async fn document(State(state): State<ApiState>) -> Reply {
+pub async fn document(State(state): State<ApiState>) -> ApiReply {
     match state.openapi.get() {
         Some(text) => (
             StatusCode::OK,

@@ -12,7 +12,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::auth::Caller;
-use super::reply::{Reply, error, ok};
+use super::reply::{ApiReply, error, ok};
 use super::state::ApiState;
 use crate::clock::now_ms;
 use crate::lease::{EntityState, EntityType, StateFilter};
@@ -43,7 +43,7 @@ pub struct DeviceList {
 
 #[utoipa::path(get, path = "/devices", tag = "devices", security(("bearer" = [])),
     responses((status = 200, body = DeviceList)))]
-pub async fn list(State(state): State<ApiState>, Caller(scope): Caller) -> Reply {
+pub async fn list(State(state): State<ApiState>, Caller(scope): Caller) -> ApiReply {
     let ownership = Arc::clone(state.fleet.ownership());
     let leases = Arc::clone(&state.leases);
     let state_leases = Arc::clone(&state.leases);

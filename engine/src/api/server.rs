@@ -76,18 +76,21 @@ pub async fn serve(
         tokio::spawn(connection(
             stream,
             app.clone(),
-            (limits, permit),
+            limits,
+            permit,
             shutdown.clone(),
         ));
     }
 }
 
 /// Serves one connection until it ends, goes idle past its deadline, or the
-/// engine stops (then after the request in progress).
+/// engine stops (then after the request in progress); holds `_permit`, its
+/// place among `maxConnections`, until then.
 async fn connection(
     stream: TcpStream,
     app: Router,
-    (limits, _permit): (ServerLimits, OwnedSemaphorePermit),
+    limits: ServerLimits,
+    _permit: OwnedSemaphorePermit,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let started = Instant::now();

@@ -12,7 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Admin, Caller};
 use super::body::JsonBody;
-use super::reply::{ErrorBody, Reply, error, off_the_workers, ok};
+use super::reply::{ApiReply, ErrorBody, error, off_the_workers, ok};
 use super::state::ApiState;
 use crate::clock::now_ms;
 use crate::lease::{EntityState, EntityType, StateFilter, StateRow};
@@ -77,11 +77,11 @@ fn sees(scope: Scope, row: &StateRow) -> bool {
     row.entity_type == EntityType::Driver || scope.sees(row.tenant_id)
 }
 
-async fn one(state: ApiState, scope: Scope, entity_type: EntityType, id: String) -> Reply {
+async fn one(state: ApiState, scope: Scope, entity_type: EntityType, id: String) -> ApiReply {
     off_the_workers(move || read_one(&state, scope, entity_type, &id)).await
 }
 
-fn read_one(state: &ApiState, scope: Scope, entity_type: EntityType, id: &str) -> Reply {
+fn read_one(state: &ApiState, scope: Scope, entity_type: EntityType, id: &str) -> ApiReply {
     match state.leases.store().get(entity_type, id) {
         Ok(Some(row)) if sees(scope, &row) => ok(view(&row, now_ms())),
         Ok(Some(_)) => error(
@@ -106,7 +106,7 @@ pub async fn device(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Path(id): Path<String>,
-) -> Reply {
+) -> ApiReply {
     one(state, scope, EntityType::Device, id).await
 }
 
@@ -119,7 +119,7 @@ pub async fn driver(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Path(id): Path<String>,
-) -> Reply {
+) -> ApiReply {
     one(state, scope, EntityType::Driver, id).await
 }
 
@@ -144,7 +144,7 @@ pub async fn list(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Query(query): Query<ListQuery>,
-) -> Reply {
+) -> ApiReply {
     let entity_type = match query
         .entity_type
         .as_deref()
@@ -217,7 +217,7 @@ pub async fn set_device(
     _admin: Admin,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<SetState>,
-) -> Reply {
+) -> ApiReply {
     let target = match EntityState::parse(&body.state) {
         Some(s @ (EntityState::Maintain | EntityState::Online)) => s,
         _ => {

@@ -14,12 +14,19 @@ use sluice::gateway::{self, Purpose};
 use sluice::sim::{SimConfig, Simulator, animate, demo_device};
 use tokio::sync::watch;
 
+/// Where the demo's parts listen.
+struct DemoAddresses {
+    /// The simulated meter (Modbus TCP).
+    modbus: SocketAddr,
+    /// The embedded MQTT broker.
+    mqtt: SocketAddr,
+    /// The gateway's HTTP API and console.
+    http: SocketAddr,
+}
+
 /// The demo gateway: one meter laid out as `sim::demo_device` lays it out.
-fn demo_config(
-    (modbus, mqtt, http): (SocketAddr, SocketAddr, SocketAddr),
-    token: &str,
-    data: &str,
-) -> String {
+fn demo_config(addresses: &DemoAddresses, token: &str, data: &str) -> String {
+    let DemoAddresses { modbus, mqtt, http } = addresses;
     format!(
         "collector:
   workerThreads: 2
@@ -91,11 +98,12 @@ async fn demo(reports: Option<u64>) -> anyhow::Result<ExitCode> {
     let http = free_local_address()?;
     let data = std::env::temp_dir().join(format!("sluice-demo-{}", std::process::id()));
     let token = console_token();
-    let text = demo_config(
-        (sim_handle.local_addr(), broker.address(), http),
-        &token,
-        &data.display().to_string(),
-    );
+    let addresses = DemoAddresses {
+        modbus: sim_handle.local_addr(),
+        mqtt: broker.address(),
+        http,
+    };
+    let text = demo_config(&addresses, &token, &data.display().to_string());
     std::fs::create_dir_all(&data)?;
     let file = data.join("demo.yaml");
     std::fs::write(&file, text)?;

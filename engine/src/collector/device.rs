@@ -18,7 +18,7 @@ use crate::lease::{EntityState, EntityType, Leases, Renewal, TimeoutSource};
 use crate::model::{Batch, PlannedRead, TagSpec};
 use crate::pipeline::DevicePipeline;
 use crate::runtime::CodecSession;
-use crate::scheduler::{DevicePlan, RoundOutcome};
+use crate::scheduler::{DeviceSchedule, RoundOutcome};
 use crate::store::SeqAllocator;
 use crate::sync::{Swappable, lock};
 use crate::uplink::Uplink;
@@ -69,7 +69,8 @@ impl Channel {
         id: String,
         link: Arc<AsyncMutex<Link>>,
         session: CodecSession,
-        (tags, probe): (Vec<u32>, Option<Probe>),
+        tags: Vec<u32>,
+        probe: Option<Probe>,
         read_timeout: std::time::Duration,
     ) -> Self {
         Self {
@@ -145,7 +146,7 @@ pub struct Writable {
     pub decoder: Swappable<DevicePipeline>,
 }
 
-/// How a device's heartbeats renew its lease.
+/// How a device's rounds renew its lease.
 #[derive(Debug, Clone)]
 pub struct LeaseTerms {
     pub leases: Arc<Leases>,
@@ -264,8 +265,8 @@ impl Device {
     }
 
     /// What the scheduler polls of the device.
-    pub fn plan(&self) -> DevicePlan {
-        DevicePlan {
+    pub fn schedule(&self) -> DeviceSchedule {
+        DeviceSchedule {
             device: self.key,
             tag_periods: self.periods.clone(),
             counters: Arc::clone(&self.counters.rounds),
@@ -381,7 +382,7 @@ impl Device {
             self.note_error(format!("reports not published: {error}"));
         }
         let codec_failed = self.counters.codec_failures.get() > codec_failures_before;
-        self.heartbeat(answered, codec_failed);
+        self.renew_lease(answered, codec_failed);
         if answered || !unreachable {
             RoundOutcome::Done
         } else {
@@ -392,7 +393,7 @@ impl Device {
     /// A round that reached the device renews its lease; a codec that failed
     /// without any answer getting through reports a fault. Nothing renews a device
     /// that did not answer: its lease runs out and the scanner sets it offline.
-    fn heartbeat(&self, answered: bool, codec_failed: bool) {
+    fn renew_lease(&self, answered: bool, codec_failed: bool) {
         let state = match (answered, codec_failed) {
             (true, _) => EntityState::Online,
             (false, true) => EntityState::Fault,

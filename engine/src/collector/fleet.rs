@@ -3,9 +3,9 @@
 //! current roster and keep it for as long as they need; a device that is left
 //! out of a new roster finishes its round in progress and is dropped.
 //!
-//! A reload has two steps: [`Fleet::plan_reload`] decides which devices are kept
+//! A reload has two steps: [`Fleet::begin_reload`] decides which devices are kept
 //! as they run and which are rebuilt; the caller compiles the rebuilt ones, and
-//! [`ReloadPlan::apply`] wires and commits them, all or nothing.
+//! [`PendingReload::apply`] wires and commits them, all or nothing.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -21,7 +21,7 @@ use crate::compile::Compiled;
 use crate::config::{DeviceConfig, GatewayConfig, resolve_pipelines};
 use crate::io::Budget;
 use crate::lease::{Announce, EntityState, EntityType};
-use crate::scheduler::PlanChange;
+use crate::scheduler::ScheduleChange;
 use crate::sync::{lock, read, write};
 use crate::yaml::Diagnostics;
 
@@ -55,24 +55,41 @@ pub struct Fleet {
     generation: watch::Sender<u64>,
     services: Services,
     budget: Budget,
-    plans: mpsc::UnboundedSender<PlanChange>,
+    scheduler: mpsc::UnboundedSender<ScheduleChange>,
     /// Held through a reload: one at a time.
     applied: Mutex<Applied>,
 }
 
+/// What a fleet starts from: its first roster, the configuration that roster was
+/// built from, and what its devices are wired to.
+#[derive(Debug)]
+pub(super) struct FleetParts {
+    pub(super) roster: Roster,
+    pub(super) config: GatewayConfig,
+    /// Links made so far: it seeds the reconnect jitter of the next ones.
+    pub(super) links_made: u64,
+    pub(super) services: Services,
+    pub(super) budget: Budget,
+    /// Where changes of the devices polled go (the scheduler).
+    pub(super) scheduler: mpsc::UnboundedSender<ScheduleChange>,
+}
+
 impl Fleet {
-    pub(super) fn new(
-        roster: Roster,
-        (config, links_made): (GatewayConfig, u64),
-        (services, budget): (Services, Budget),
-        plans: mpsc::UnboundedSender<PlanChange>,
-    ) -> Self {
+    pub(super) fn new(parts: FleetParts) -> Self {
+        let FleetParts {
+            roster,
+            config,
+            links_made,
+            services,
+            budget,
+            scheduler,
+        } = parts;
         Self {
             roster: RwLock::new(Arc::new(roster)),
             generation: watch::Sender::new(0),
             services,
             budget,
-            plans,
+            scheduler,
             applied: Mutex::new(Applied {
                 config,
                 links_made,
@@ -156,10 +173,10 @@ impl Fleet {
     /// Starts a reload to the device configuration `new` (read from `file`):
     /// devices whose configuration did not change are kept running untouched
     /// (RELOAD-1: their connections, sessions and rounds); the others are to be compiled and
-    /// handed to [`ReloadPlan::apply`]. Only `devices` and `products` apply live;
+    /// handed to [`PendingReload::apply`]. Only `devices` and `products` apply live;
     /// `collector` and `tenants` are reported as needing a restart. One reload at
-    /// a time: the plan holds the fleet until it is applied or dropped.
-    pub fn plan_reload(&self, file: &str, new: &GatewayConfig) -> ReloadPlan<'_> {
+    /// a time: the pending reload holds the fleet until it is applied or dropped.
+    pub fn begin_reload(&self, file: &str, new: &GatewayConfig) -> PendingReload<'_> {
         let applied = lock(&self.applied);
         let running = &applied.config;
         let mut changes = DeviceChanges {
@@ -215,7 +232,7 @@ impl Fleet {
             })
             .map(|d| d.id.clone())
             .collect();
-        ReloadPlan {
+        PendingReload {
             fleet: self,
             applied,
             config,
@@ -242,23 +259,25 @@ impl Fleet {
         for id in &changes.removed {
             if let Some(old) = previous.get(id) {
                 // The scheduler outlives the fleet's users; a send fails only at shutdown.
-                let _ = self.plans.send(PlanChange::Remove(old.key));
+                let _ = self.scheduler.send(ScheduleChange::Remove(old.key));
             }
         }
         for id in &changes.changed {
             if let (Some(old), Some(new)) = (previous.get(id), roster.get(id)) {
                 // RELOAD-3: the new build inherits the old one's lock, so the two
                 // never poll at once.
-                let _ = self.plans.send(PlanChange::Replace(old.key, new.plan()));
+                let _ = self
+                    .scheduler
+                    .send(ScheduleChange::Replace(old.key, new.schedule()));
             }
         }
         for id in &changes.added {
             if let Some(device) = roster.get(id) {
-                let _ = self.plans.send(PlanChange::Add(device.plan()));
+                let _ = self.scheduler.send(ScheduleChange::Add(device.schedule()));
             }
         }
-        // RELOAD-4: a removed device is announced offline and its late heartbeats
-        // are dropped.
+        // RELOAD-4: a removed device is announced offline and its late lease
+        // renewals are dropped.
         for id in &changes.removed {
             if let Err(error) = leases.retire(EntityType::Device, id, EntityState::Offline) {
                 tracing::error!(device = %id, %error, "cannot mark a removed device offline");
@@ -278,7 +297,7 @@ impl Fleet {
 
 /// A reload decided but not applied: which devices stay and which are rebuilt.
 #[derive(Debug)]
-pub struct ReloadPlan<'f> {
+pub struct PendingReload<'f> {
     fleet: &'f Fleet,
     applied: MutexGuard<'f, Applied>,
     config: GatewayConfig,
@@ -288,7 +307,7 @@ pub struct ReloadPlan<'f> {
     problems: Diagnostics,
 }
 
-impl ReloadPlan<'_> {
+impl PendingReload<'_> {
     /// The configuration the devices will run with: the new devices and products,
     /// the running collector and tenants.
     pub fn config(&self) -> &GatewayConfig {
@@ -305,13 +324,14 @@ impl ReloadPlan<'_> {
         &self.problems
     }
 
-    /// Wires the compiled devices (those [`ReloadPlan::rebuilds`] picked) beside
+    /// Wires the compiled devices (those [`PendingReload::rebuilds`] picked) beside
     /// the kept ones and puts them all in place at once.
     pub fn apply(mut self, compiled: Compiled) -> DeviceChanges {
         let fleet = self.fleet;
         let mut wiring = Wiring::new(
             &self.config,
-            (&fleet.services, &fleet.budget),
+            &fleet.services,
+            &fleet.budget,
             Some(&self.previous),
             self.applied.links_made,
         );

@@ -2,6 +2,8 @@
 //! (no FIN is sent), so an idle link sends a small read every `heartbeatMs`; after
 //! `heartbeatFailures` unanswered heartbeats in a row the link goes OFFLINE. A
 //! heartbeat is skipped while the link is busy or recently answered a round.
+//! A heartbeat only probes the link: it renews no lease (a device's rounds renew
+//! its lease, `Device::renew_lease`).
 
 use std::sync::Arc;
 use std::time::Duration;

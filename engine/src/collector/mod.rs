@@ -5,7 +5,7 @@
 //! link (one TCP connection, requests serialised on it) unless a channel sets
 //! `sharedConnection: false`. Codec sessions and pipeline processors live in the
 //! device's tenant's component pools. The devices change while it runs
-//! ([`Fleet::plan_reload`]) without touching the others' connections, and each
+//! ([`Fleet::begin_reload`]) without touching the others' connections, and each
 //! round's samples go to a [`SampleSink`] the collector owns the interface of.
 
 mod births;
@@ -28,7 +28,7 @@ mod wiring;
 
 pub use births::FleetBirths;
 pub use device::{Channel, Device, DeviceParts, LeaseTerms, Probe, Writable};
-pub use fleet::{DeviceChanges, Fleet, ReloadPlan};
+pub use fleet::{DeviceChanges, Fleet, PendingReload};
 pub use latest::{LatestValues, LatestView, RoundsDone};
 pub use links::{Endpoint, LinkInfo};
 pub use metrics::{DeviceCounters, DeviceMetrics};

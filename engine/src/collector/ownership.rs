@@ -132,8 +132,10 @@ impl Ownership {
         };
         let asked = Instant::now();
         let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        let terms = (ms(shared.lease), ms(shared.margin));
-        match shared.db.own_devices(&self.node_id, terms, devices) {
+        match shared
+            .db
+            .own_devices(&self.node_id, ms(shared.lease), ms(shared.margin), devices)
+        {
             Ok(owned) => {
                 let mut held = write(&shared.held);
                 let devices: HashSet<String> = owned.devices.into_iter().collect();

@@ -1,5 +1,5 @@
 //! The collector at work: the scheduler running every device's rounds, and the
-//! protocol drivers' own heartbeats.
+//! protocol drivers' renewals of their own leases.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::fleet::Fleet;
+use super::fleet::{Fleet, FleetParts};
 use super::roster::Roster;
 use super::scrape::FleetState;
 use super::wiring::{Services, Wiring};
 use crate::compile::Compiled;
 use crate::io::Budget;
 use crate::lease::{
-    DRIVER_HEARTBEAT, DRIVER_LEASE_SECONDS, EntityState, EntityType, Renewal, TimeoutSource,
+    DRIVER_LEASE_SECONDS, DRIVER_RENEWAL_PERIOD, EntityState, EntityType, Renewal, TimeoutSource,
 };
 use crate::scheduler::{RoundFuture, RoundOutcome, Rounds, Scheduler};
 use crate::store::SeqAllocator;
@@ -34,7 +34,7 @@ struct DeviceRounds {
 
 impl Rounds for DeviceRounds {
     fn run(&self, device: u64, tags: Arc<[u32]>) -> RoundFuture {
-        // A device removed since it was planned has nothing left to do.
+        // A device removed since it was scheduled has nothing left to do.
         // So has a device another engine owns (STATE-S7 of docs/state.md).
         let Some(device) = self
             .fleet
@@ -68,7 +68,7 @@ impl Collector {
             config, devices, ..
         } = compiled;
         let budget = Budget::new(&config.collector.connections);
-        let mut wiring = Wiring::new(&config, (&services, &budget), None, 0);
+        let mut wiring = Wiring::new(&config, &services, &budget, None, 0);
         let mut built = Vec::new();
         let mut rules = Vec::new();
         for compiled in devices {
@@ -84,15 +84,17 @@ impl Collector {
         }
         let roster = Roster::new(built, links);
         let scheduler = Scheduler::new(
-            roster.devices().iter().map(|d| d.plan()).collect(),
+            roster.devices().iter().map(|d| d.schedule()).collect(),
             Duration::from_millis(config.collector.per_device_timeout_ms),
         );
-        let fleet = Fleet::new(
+        let fleet = Fleet::new(FleetParts {
             roster,
-            (config, links_made),
-            (services, budget),
-            scheduler.changer(),
-        );
+            config,
+            links_made,
+            services,
+            budget,
+            scheduler: scheduler.changer(),
+        });
         Collector {
             fleet: Arc::new(fleet),
             scheduler: Some(scheduler),
@@ -111,7 +113,8 @@ impl Collector {
         &self.fleet
     }
 
-    /// Runs rounds (and heartbeats) until `shutdown` turns true. Can run once.
+    /// Runs rounds (and the links' heartbeats, and the drivers' lease renewals)
+    /// until `shutdown` turns true. Can run once.
     pub async fn run(&mut self, shutdown: watch::Receiver<bool>) {
         let Some(scheduler) = self.scheduler.take() else {
             return;
@@ -120,20 +123,23 @@ impl Collector {
         let rounds = Arc::new(DeviceRounds {
             fleet: Arc::clone(&self.fleet),
         });
-        let drivers = tokio::spawn(drivers_heartbeat(Arc::clone(&self.fleet), shutdown.clone()));
+        let drivers = tokio::spawn(renew_driver_leases(
+            Arc::clone(&self.fleet),
+            shutdown.clone(),
+        ));
         scheduler.run(rounds, shutdown).await;
         drivers.abort();
     }
 }
 
-/// Each protocol driver heartbeats itself per tenant: online while the calls of
-/// its codec pools succeed, fault when some failed since the last heartbeat. The
+/// Each protocol driver renews its own lease per tenant: online while the calls
+/// of its codec pools succeed, fault when some failed since the last renewal. The
 /// pools are those the devices use now, so a newly deployed codec version is
 /// watched from its first call.
-async fn drivers_heartbeat(fleet: Arc<Fleet>, mut shutdown: watch::Receiver<bool>) {
-    // Failures of each pool (by address) at the last heartbeat.
+async fn renew_driver_leases(fleet: Arc<Fleet>, mut shutdown: watch::Receiver<bool>) {
+    // Failures of each pool (by address) at the last renewal.
     let mut seen: HashMap<usize, u64> = HashMap::new();
-    let mut ticker = tokio::time::interval(DRIVER_HEARTBEAT);
+    let mut ticker = tokio::time::interval(DRIVER_RENEWAL_PERIOD);
     while crate::clock::next_tick(&mut ticker, &mut shutdown).await {
         // Per tenant and codec: its pools and their failures so far.
         let mut drivers: HashMap<(u32, String), HashMap<usize, u64>> = HashMap::new();

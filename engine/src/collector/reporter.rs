@@ -43,7 +43,7 @@ pub struct Identity<'a> {
 }
 
 impl Reporter {
-    pub fn new(mode: ReportMode, (topic, encoding): (String, Encoding), tags: usize) -> Self {
+    pub fn new(mode: ReportMode, topic: String, encoding: Encoding, tags: usize) -> Self {
         let remembered = if mode == ReportMode::OnChange {
             tags
         } else {

@@ -43,11 +43,12 @@ impl Collector for FleetState {
             let up = row.is_some_and(|r| r.effective_state(now) == EntityState::Online);
             (DeviceLabel::of(&device.id), i64::from(up))
         });
-        let help = (
+        encode_scraped(
+            &mut encoder,
             "sluice_device_online",
             "1 when the device answered its last round.",
-        );
-        encode_scraped(&mut encoder, help, &gauges(online))?;
+            &gauges(online),
+        )?;
         let mut states = Vec::new();
         let mut reconnects = Vec::new();
         for info in roster.links() {
@@ -71,12 +72,17 @@ impl Collector for FleetState {
                 link.reconnects(),
             ));
         }
-        let help = (
+        encode_scraped(
+            &mut encoder,
             "sluice_connection_state",
             "Connections to each endpoint in each state (1 for the state of a single connection).",
-        );
-        encode_scraped(&mut encoder, help, &gauges(states))?;
-        let help = ("sluice_connection_reconnects", "Reconnects per connection.");
-        encode_scraped(&mut encoder, help, &counters(reconnects))
+            &gauges(states),
+        )?;
+        encode_scraped(
+            &mut encoder,
+            "sluice_connection_reconnects",
+            "Reconnects per connection.",
+            &counters(reconnects),
+        )
     }
 }

@@ -59,9 +59,13 @@ pub(super) struct Wiring<'a> {
 }
 
 impl<'a> Wiring<'a> {
+    /// Wiring for `config`: devices report to `services`, links connect within
+    /// `budget`. Links of `previous` are reused where they fit; `links_made`
+    /// counts the links made before (it seeds a new link's reconnect jitter).
     pub(super) fn new(
         config: &'a GatewayConfig,
-        (services, budget): (&'a Services, &'a Budget),
+        services: &'a Services,
+        budget: &'a Budget,
         previous: Option<&Roster>,
         links_made: u64,
     ) -> Self {
@@ -136,7 +140,8 @@ impl<'a> Wiring<'a> {
                     config.channel_id.clone(),
                     self.link(&device, config),
                     compiled.session,
-                    (compiled.tags, probe(config)),
+                    compiled.tags,
+                    probe(config),
                     std::time::Duration::from_millis(config.read_timeout_ms),
                 )
             })
@@ -145,7 +150,7 @@ impl<'a> Wiring<'a> {
             readback: device.tags().map(|t| t.readback).collect(),
             decoder: Swappable::new(decoder),
         });
-        let report_to = match self.services.uplink.sparkplug() {
+        let (topic, encoding) = match self.services.uplink.sparkplug() {
             Some(topics) => (
                 topics.device_data(&device.device_id),
                 Encoding::Sparkplug(MetricTable::new(&device.device_id, &tags)),
@@ -159,7 +164,8 @@ impl<'a> Wiring<'a> {
                 Encoding::Json,
             ),
         };
-        let reporter = Reporter::new(self.config.collector.report_mode, report_to, tags.len());
+        let mode = self.config.collector.report_mode;
+        let reporter = Reporter::new(mode, topic, encoding, tags.len());
         let driver = device
             .channels
             .first()

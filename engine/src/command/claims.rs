@@ -2,7 +2,7 @@
 //! (CMD-C2), and the timers that take back expired claims and end stale commands.
 
 use super::model::{Command, Delivery, Receipt, ReceiptOutcome, Rejection};
-use super::store::{CommandError, CommandStore, Commands, Swept, command};
+use super::store::{CommandError, CommandStore, CommandTables, Swept, command};
 use crate::model::{CommandAction, CommandStatus, ReceiptResult, result_code};
 
 /// What a receipt's failure does to its command.
@@ -64,7 +64,8 @@ impl CommandStore {
                     tables,
                     &mut command,
                     CommandAction::Claim,
-                    (&actor, Some(note)),
+                    &actor,
+                    Some(note),
                     now,
                 )?;
                 claimed.push(command);
@@ -98,7 +99,8 @@ impl CommandStore {
                     tables,
                     &mut command,
                     CommandAction::Requeue,
-                    ("engine", note),
+                    "engine",
+                    note,
                     now,
                 )?;
                 released.push(id);
@@ -122,7 +124,7 @@ impl CommandStore {
         receipt: &Receipt,
         now: i64,
     ) -> Result<ReceiptOutcome, CommandError> {
-        self.write(|tables| self.apply_receipt(tables, id, (receipt, Finality::AsReported), now))
+        self.write(|tables| self.apply_receipt(tables, id, receipt, Finality::AsReported, now))
     }
 
     /// Applies a receipt in the transaction `tables`, if its guards hold (see
@@ -133,9 +135,10 @@ impl CommandStore {
     /// [`CommandError::NotFound`], or a storage failure.
     pub(super) fn apply_receipt(
         &self,
-        tables: &mut Commands<'_>,
+        tables: &mut CommandTables<'_>,
         id: u64,
-        (receipt, finality): (&Receipt, Finality),
+        receipt: &Receipt,
+        finality: Finality,
         now: i64,
     ) -> Result<ReceiptOutcome, CommandError> {
         let Some(generation) = receipt.claim_generation else {
@@ -171,7 +174,7 @@ impl CommandStore {
             }
             _ => self.receipt_action(&mut command, receipt, now),
         };
-        self.transition(tables, &mut command, action, (&actor, note), now)?;
+        self.transition(tables, &mut command, action, &actor, note, now)?;
         Ok(ReceiptOutcome::Accepted(Box::new(command)))
     }
 
@@ -256,7 +259,8 @@ impl CommandStore {
                             tables,
                             &mut command,
                             CommandAction::Expire,
-                            ("engine", note),
+                            "engine",
+                            note,
                             now,
                         )?;
                         swept.expired.push(id);
@@ -274,7 +278,8 @@ impl CommandStore {
                             tables,
                             &mut command,
                             CommandAction::Requeue,
-                            ("engine", Some(note)),
+                            "engine",
+                            Some(note),
                             now,
                         )?;
                         swept.reclaimed.push(id);
@@ -289,7 +294,8 @@ impl CommandStore {
                             tables,
                             &mut command,
                             CommandAction::Fail,
-                            ("engine", note),
+                            "engine",
+                            note,
                             now,
                         )?;
                         swept.unanswered.push(id);

@@ -71,7 +71,7 @@ impl CommandStore {
             } else {
                 Finality::AsReported
             };
-            self.apply_receipt(tables, id, (receipt, finality), now)
+            self.apply_receipt(tables, id, receipt, finality, now)
         })
     }
 }

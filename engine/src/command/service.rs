@@ -19,7 +19,8 @@ use crate::model::{Access, CommandKind};
 use crate::model::{CommandStatus, result_code};
 use crate::mqtt::limits::{MAX_COMMAND_BYTES, MAX_NAME, MAX_REPLY_MESSAGE, check_length, clip};
 use crate::mqtt::{
-    CommandRequest, CommandTarget, DeviceTopic, EXPECTED_SHAPE, Reply, ReplyStatus, request_id_of,
+    CommandReply, CommandRequest, CommandTarget, DeviceTopic, EXPECTED_SHAPE, ReplyStatus,
+    request_id_of,
 };
 use crate::uplink::{DownlinkGuard, Uplink};
 use crate::wal::{Message, Settled};
@@ -285,7 +286,7 @@ impl Commands {
             self.replied(command.id);
             return;
         };
-        let reply = Reply {
+        let reply = CommandReply {
             request_id: Json::from(command.request_id.as_str()),
             command_id: Some(command.id),
             key: Some(&command.key),
@@ -342,7 +343,7 @@ impl Commands {
         }
     }
 
-    fn publish_reply(&self, topic: String, reply: &Reply<'_>) -> Settled {
+    fn publish_reply(&self, topic: String, reply: &CommandReply<'_>) -> Settled {
         self.uplink.report_settled(Message {
             device: String::new(),
             seq: 0,
@@ -387,7 +388,7 @@ impl Commands {
         };
         let refusal = clip(&refusal, MAX_REPLY_MESSAGE);
         tracing::warn!(%topic, error = %refusal, "downlink refused");
-        let reply = Reply {
+        let reply = CommandReply {
             request_id: request_id_of(payload),
             command_id: None,
             key: None,

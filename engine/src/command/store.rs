@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use super::model::{Command, CommandRecord, NewCommand};
 use super::outcome::{WriteIntent, WriteRecord};
 use crate::io::exponential;
-use crate::model::{CommandAction, CommandStatus, Refused, Scope, Transitions};
+use crate::model::{ActionNotAllowed, CommandAction, CommandStatus, Scope, Transitions};
 use crate::store::{Change, Index, Journal, Keyed, StateDatabase, StoreError, Tables};
 
 /// The command tables: id -> command, (status, id), and (id, seq) -> record.
@@ -72,7 +72,7 @@ pub enum CommandError {
     #[error("no command {0}")]
     NotFound(u64),
     #[error(transparent)]
-    Refused(#[from] Refused<CommandStatus, CommandAction>),
+    Refused(#[from] ActionNotAllowed<CommandStatus, CommandAction>),
     /// The change and its history record could not be written: neither was.
     #[error("command store: {0}")]
     Store(#[from] StoreError),
@@ -128,14 +128,17 @@ pub struct CommandStore {
     pub(super) timings: Timings,
 }
 
-pub(super) type Commands<'t> = Change<'t, Command, CommandRecord>;
+/// The command tables of one transaction.
+pub(super) type CommandTables<'t> = Change<'t, Command, CommandRecord>;
 
 /// Stores `command` (moved in the status index from `before`) with its record.
 fn save(
-    tables: &mut Commands<'_>,
+    tables: &mut CommandTables<'_>,
     command: &Command,
-    (action, from): (Option<CommandAction>, Option<CommandStatus>),
-    (actor, note): (&str, Option<String>),
+    action: Option<CommandAction>,
+    from: Option<CommandStatus>,
+    actor: &str,
+    note: Option<String>,
     at: i64,
 ) -> Result<(), CommandError> {
     tables.save(command, from.map(CommandStatus::as_str), |seq| {
@@ -154,7 +157,7 @@ fn save(
 }
 
 /// Command `id` as the transaction sees it.
-pub(super) fn command(tables: &Commands<'_>, id: u64) -> Result<Command, CommandError> {
+pub(super) fn command(tables: &CommandTables<'_>, id: u64) -> Result<Command, CommandError> {
     tables.get(id)?.ok_or(CommandError::NotFound(id))
 }
 
@@ -195,7 +198,7 @@ impl CommandStore {
 
     pub(super) fn write<R>(
         &self,
-        change: impl FnOnce(&mut Commands<'_>) -> Result<R, CommandError>,
+        change: impl FnOnce(&mut CommandTables<'_>) -> Result<R, CommandError>,
     ) -> Result<R, CommandError> {
         self.journal.change(change)
     }
@@ -203,10 +206,11 @@ impl CommandStore {
     /// Moves `command` by `action` (the whitelist decides) and records it.
     pub(super) fn transition(
         &self,
-        tables: &mut Commands<'_>,
+        tables: &mut CommandTables<'_>,
         command: &mut Command,
         action: CommandAction,
-        (actor, note): (&str, Option<String>),
+        actor: &str,
+        note: Option<String>,
         now: i64,
     ) -> Result<(), CommandError> {
         let from = command.status;
@@ -221,13 +225,7 @@ impl CommandStore {
         if to != CommandStatus::Claimed {
             command.lease_expire_at = None;
         }
-        save(
-            tables,
-            command,
-            (Some(action), Some(from)),
-            (actor, note),
-            now,
-        )
+        save(tables, command, Some(action), Some(from), actor, note, now)
     }
 
     /// Creates a PENDING command, or finds the one created before with the same
@@ -249,7 +247,7 @@ impl CommandStore {
                 .unwrap_or_else(|| format!("cmd-{id}"));
             let command = pending(id, new, request_id.clone(), now, self.timings.expire_ms);
             tables.link(&REQUESTS, (new.tenant_id, request_id.as_str()), id)?;
-            save(tables, &command, (None, None), (actor, None), now)?;
+            save(tables, &command, None, None, actor, None, now)?;
             Ok(Created::New(Box::new(command)))
         })
     }
@@ -272,8 +270,15 @@ impl CommandStore {
             if !scope.sees(command.tenant_id) {
                 return Err(CommandError::NotFound(id));
             }
-            let who = (actor, Some(reason.to_owned()));
-            self.transition(tables, &mut command, CommandAction::Cancel, who, now)?;
+            let note = Some(reason.to_owned());
+            self.transition(
+                tables,
+                &mut command,
+                CommandAction::Cancel,
+                actor,
+                note,
+                now,
+            )?;
             Ok(command)
         })
     }

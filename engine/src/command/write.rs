@@ -194,7 +194,7 @@ impl WriteService {
             let message = format!("the write intent cannot be stored: {error}; nothing was sent");
             return record.ended(WriteStatus::Failed, result_code::EXECUTION_FAILED, message);
         }
-        self.send(&device, (tag, spec), raw, record, &request.value)
+        self.send(&device, tag, spec, raw, record, &request.value)
             .await
     }
 
@@ -202,7 +202,8 @@ impl WriteService {
     async fn send(
         &self,
         device: &Device,
-        (tag, spec): (u32, &TagSpec),
+        tag: u32,
+        spec: &TagSpec,
         raw: Value,
         mut record: WriteRecord,
         wanted: &Json,
@@ -233,7 +234,7 @@ impl WriteService {
                 Err(TagIoError::Lost(message)) => {
                     // CMD-W3: it may have been carried out; read, do not write again.
                     let why = format!("the write was sent but {message}");
-                    return self.settle(device, (tag, spec), record, wanted, &why).await;
+                    return self.settle(device, tag, spec, record, wanted, &why).await;
                 }
                 Err(TagIoError::Component(message)) => {
                     return record.ended(
@@ -318,7 +319,7 @@ impl WriteService {
             return record.ended(WriteStatus::Unknown, result_code::EXECUTION_FAILED, message);
         };
         let spec = device.tags[tag as usize].clone();
-        self.settle(&device, (tag, &spec), record, &request.value, &why)
+        self.settle(&device, tag, &spec, record, &request.value, &why)
             .await
     }
 
@@ -327,7 +328,8 @@ impl WriteService {
     async fn settle(
         &self,
         device: &Device,
-        (tag, spec): (u32, &TagSpec),
+        tag: u32,
+        spec: &TagSpec,
         mut record: WriteRecord,
         wanted: &Json,
         why: &str,

@@ -64,7 +64,7 @@ pub fn build(
     let mut errors = Diagnostics::new(&file);
     let limits = SandboxLimits::of(&config);
     let whitelist = whitelist(registry, pools, &mut errors);
-    let tenants = tenants(&config, (registry, &mut *pools, &limits), &mut errors);
+    let tenants = tenants(&config, registry, pools, &limits, &mut errors);
     let mut context = DeviceContext {
         config: &config,
         registry,

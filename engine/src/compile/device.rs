@@ -77,12 +77,10 @@ impl DeviceContext<'_> {
             next += channel.tags.len() as u32;
             channels.push(self.channel(device, channel, &tags, indexes, errors));
         }
-        let who = (device.tenant_id, device.pipeline.as_str());
-        let what = (device.device_id.as_str(), &tags);
-        let pipeline = self.stages.for_device(who, what, device.pos, errors);
+        let pipeline = self.stages.for_device(device, &tags, errors);
         let writable = tag_configs.iter().any(|t| t.spec.access != Access::Read);
         let decoder = if writable {
-            self.stages.for_device(who, what, device.pos, errors)
+            self.stages.for_device(device, &tags, errors)
         } else {
             None
         };
@@ -170,7 +168,7 @@ impl DeviceContext<'_> {
             Ok(rules) => Some(rules),
             Err(error) => {
                 if let Some(spec) = self.pipelines.get(&device.pipeline) {
-                    report_rules(errors, &error, (&device.device_id, device.pos), spec);
+                    report_rules(errors, &error, &device.device_id, device.pos, spec);
                 }
                 None
             }

@@ -62,7 +62,9 @@ pub(super) fn whitelist(
 /// the engine runs find theirs.
 pub(super) fn tenants(
     config: &GatewayConfig,
-    (registry, pools, limits): (&Registry, &mut Pools, &SandboxLimits),
+    registry: &Registry,
+    pools: &mut Pools,
+    limits: &SandboxLimits,
     errors: &mut Diagnostics,
 ) -> HashMap<u32, TenantRules> {
     let mut wanted: Vec<(u32, &str, Pos)> = vec![(0, DEFAULT_RULES, Pos::default())];
@@ -135,7 +137,8 @@ pub fn device_rules(
 pub(super) fn report_rules(
     errors: &mut Diagnostics,
     error: &CallError,
-    (device, at): (&str, Pos),
+    device: &str,
+    at: Pos,
     spec: &PipelineSpec,
 ) {
     let issues = match error {

@@ -5,10 +5,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::limits::SandboxLimits;
+use crate::config::DeviceConfig;
 use crate::model::TagSpec;
 use crate::pipeline::{DevicePipeline, Pipeline, PipelineSet};
 use crate::runtime::Registry;
-use crate::yaml::{Diagnostics, Pos};
+use crate::yaml::Diagnostics;
 
 /// The pipelines of one compile, per tenant and name.
 pub(super) struct Stages<'a> {
@@ -32,15 +33,17 @@ impl<'a> Stages<'a> {
         }
     }
 
-    /// The stages of pipeline `name` of `tenant`, configured for one device's tags;
-    /// problems go to `errors`, the device's at `pos`.
+    /// The stages of `device`'s pipeline (its tenant's pipeline of that name),
+    /// configured for its `tags`; problems go to `errors`, the device's at its
+    /// position.
     pub(super) fn for_device(
         &mut self,
-        (tenant, name): (u32, &str),
-        (device, tags): (&str, &Arc<[TagSpec]>),
-        pos: Pos,
+        device: &DeviceConfig,
+        tags: &Arc<[TagSpec]>,
         errors: &mut Diagnostics,
     ) -> Option<DevicePipeline> {
+        let (tenant, name, pos) = (device.tenant_id, device.pipeline.as_str(), device.pos);
+        let device = device.device_id.as_str();
         let key = (tenant, name.to_owned());
         if !self.built.contains_key(&key) {
             let built = match self.pipelines.get(name) {

@@ -118,7 +118,8 @@ impl ChannelConfig {
 pub(super) fn read(
     node: &Node,
     merge_gap: u32,
-    (channel_ids, tag_keys): (&mut Unique, &mut Unique),
+    channel_ids: &mut Unique,
+    tag_keys: &mut Unique,
     tag_lists: &mut SharedLists<TagConfig>,
     errors: &mut Diagnostics,
 ) -> Option<ChannelConfig> {
@@ -234,12 +235,12 @@ fn read_serial(
         }
         other => other.map(|(port, _)| port),
     };
-    let baud_rate = ranged(f, "baudRate", (50, 4_000_000), 9600, errors);
+    let baud_rate = ranged(f, "baudRate", 50..=4_000_000, 9600, errors);
     let parity = f
         .optional_with("parity", errors, parity_of)
         .unwrap_or(Parity::Even);
-    let data_bits = ranged(f, "dataBits", (7, 8), 8, errors);
-    let stop_bits = ranged(f, "stopBits", (1, 2), 1, errors);
+    let data_bits = ranged(f, "dataBits", 7..=8, 8, errors);
+    let stop_bits = ranged(f, "stopBits", 1..=2, 1, errors);
     let line = SerialLine {
         baud_rate,
         parity,

@@ -278,8 +278,10 @@ fn read_wal(node: &Node, errors: &mut Diagnostics) -> WalConfig {
     let max_file_size_mb = at_least(&mut f, "maxFileSizeMb", 1, d.max_file_size_mb, errors);
     let total_quota_mb = at_least_other(
         &mut f,
-        ("totalQuotaMb", d.total_quota_mb),
-        ("maxFileSizeMb", max_file_size_mb),
+        "totalQuotaMb",
+        d.total_quota_mb,
+        "maxFileSizeMb",
+        max_file_size_mb,
         errors,
     );
     let config = WalConfig {
@@ -298,7 +300,7 @@ fn read_wal(node: &Node, errors: &mut Diagnostics) -> WalConfig {
         group_commit_ms: ranged(
             &mut f,
             "groupCommitMs",
-            (0, MAX_GROUP_COMMIT_MS),
+            0..=MAX_GROUP_COMMIT_MS,
             d.group_commit_ms,
             errors,
         ),
@@ -315,11 +317,13 @@ fn read_backoff(node: &Node, errors: &mut Diagnostics) -> BackoffConfig {
     let base_ms = at_least(&mut f, "baseMs", 1, d.base_ms, errors);
     let max_ms = at_least_other(
         &mut f,
-        ("maxMs", d.max_ms.max(base_ms)),
-        ("baseMs", base_ms),
+        "maxMs",
+        d.max_ms.max(base_ms),
+        "baseMs",
+        base_ms,
         errors,
     );
-    let jitter = ranged(&mut f, "jitter", (0.0, 1.0), d.jitter, errors);
+    let jitter = ranged(&mut f, "jitter", 0.0..=1.0, d.jitter, errors);
     f.finish(errors);
     BackoffConfig {
         base_ms,
@@ -337,7 +341,7 @@ fn read_connections(node: &Node, errors: &mut Diagnostics) -> ConnectionLimits {
     let max_per_host = ranged(
         &mut f,
         "maxPerHost",
-        (1, max_total),
+        1..=max_total,
         d.max_per_host.min(max_total),
         errors,
     );
@@ -362,8 +366,10 @@ fn read_lease(node: &Node, errors: &mut Diagnostics) -> LeaseConfig {
 /// `other`; the message names `other` so the user sees why.
 fn at_least_other(
     f: &mut Fields<'_>,
-    (key, default): (&'static str, u64),
-    (other, floor): (&'static str, u64),
+    key: &'static str,
+    default: u64,
+    other: &'static str,
+    floor: u64,
     errors: &mut Diagnostics,
 ) -> u64 {
     match read_at::<u64>(f, key, errors) {

@@ -172,7 +172,7 @@ pub(super) fn read_all(
         // Empty until resolved from the product or tenant (see `resolve_pipelines`).
         let pipeline = text(&mut f, "pipeline", errors).unwrap_or_default();
         let pipeline_named = !pipeline.is_empty();
-        let channels = read_channels(item, &mut f, (collector.merge_gap, &mut tag_lists), errors);
+        let channels = read_channels(item, &mut f, collector.merge_gap, &mut tag_lists, errors);
         f.finish(errors);
         if let (Some(device_id), Some((product_id, _)), Some((device_num, _))) =
             (device_id, product_id, device_num)
@@ -281,7 +281,8 @@ fn topic_part(
 fn read_channels(
     device: &Node,
     f: &mut Fields<'_>,
-    (merge_gap, tag_lists): (u32, &mut SharedLists<TagConfig>),
+    merge_gap: u32,
+    tag_lists: &mut SharedLists<TagConfig>,
     errors: &mut Diagnostics,
 ) -> Vec<ChannelConfig> {
     let Some(node) = f.node("channels") else {
@@ -300,8 +301,14 @@ fn read_channels(
     items
         .iter()
         .filter_map(|item| {
-            let names = (&mut channel_ids, &mut tag_keys);
-            channel::read(item, merge_gap, names, tag_lists, errors)
+            channel::read(
+                item,
+                merge_gap,
+                &mut channel_ids,
+                &mut tag_keys,
+                tag_lists,
+                errors,
+            )
         })
         .collect()
 }

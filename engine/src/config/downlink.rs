@@ -66,7 +66,7 @@ pub(super) fn read(node: &Node, errors: &mut Diagnostics) -> DownlinkConfig {
             .map_or(d.require_signature, |(v, _)| v),
         trusted_broker: read_at::<bool>(&mut f, "trustedBroker", errors)
             .map_or(d.trusted_broker, |(v, _)| v),
-        window_sec: ranged(&mut f, "windowSec", (1, 86_400), d.window_sec, errors),
+        window_sec: ranged(&mut f, "windowSec", 1..=86_400, d.window_sec, errors),
         operator_keys: KeyFile::read(&mut f, "operatorKeyFile", errors),
     };
     f.finish(errors);

@@ -21,6 +21,7 @@
 //! a network holding it.
 
 use std::net::IpAddr;
+use std::ops::RangeInclusive;
 
 use ipnet::IpNet;
 
@@ -113,10 +114,10 @@ pub(super) fn read(node: &Node, errors: &mut Diagnostics) -> Vec<FenceEntry> {
         };
         let host = text_at(&mut f, "host", errors);
         let serial = text_at(&mut f, "serialPort", errors);
-        let ports = f.node("ports").map(|n| (range_of(n, (1, 65_535)), n.pos));
+        let ports = f.node("ports").map(|n| (range_of(n, 1..=65_535), n.pos));
         let unit_ids = f
             .node("unitIds")
-            .and_then(|n| report(range_of(n, (0, 255)), n.pos, "unitIds", errors));
+            .and_then(|n| report(range_of(n, 0..=255), n.pos, "unitIds", errors));
         let target = match (host, serial) {
             (Some((host, pos)), None) => {
                 let ports = match ports {
@@ -191,7 +192,7 @@ fn host_of(text: &str) -> Result<FenceHost, String> {
 }
 
 /// A number, or `LOW-HIGH`, within `bounds`.
-fn range_of(node: &Node, bounds: (i64, i64)) -> Result<(i64, i64), String> {
+fn range_of(node: &Node, bounds: RangeInclusive<i64>) -> Result<(i64, i64), String> {
     let (low, high) = match &node.kind {
         Kind::Int(n) => (*n, *n),
         Kind::Str(text) => {
@@ -212,11 +213,9 @@ fn range_of(node: &Node, bounds: (i64, i64)) -> Result<(i64, i64), String> {
             ));
         }
     };
-    if low > high || low < bounds.0 || high > bounds.1 {
-        return Err(format!(
-            "{low}-{high} is not a range within {}-{}",
-            bounds.0, bounds.1
-        ));
+    let (min, max) = bounds.into_inner();
+    if low > high || low < min || high > max {
+        return Err(format!("{low}-{high} is not a range within {min}-{max}"));
     }
     Ok((low, high))
 }

@@ -184,7 +184,8 @@ pub fn load_str(file: &str, text: &str) -> Result<GatewayConfig, Diagnostics> {
     // Key files are read from beside the configuration file.
     let base = Path::new(file).parent().unwrap_or(Path::new(""));
     secrets::load(
-        (&mut config.collector, &mut config.tenants),
+        &mut config.collector,
+        &mut config.tenants,
         base,
         &mut errors,
     );

@@ -197,7 +197,7 @@ pub(super) fn read_mqtt(node: &Node, errors: &mut Diagnostics) -> MqttConfig {
         None => d.topic_prefix,
     };
     let payload = read_payload(&mut f, errors);
-    let max_packet_kb = ranged(&mut f, "maxPacketKb", (1, 262_144), d.max_packet_kb, errors);
+    let max_packet_kb = ranged(&mut f, "maxPacketKb", 1..=262_144, d.max_packet_kb, errors);
     f.finish(errors);
     MqttConfig {
         broker_host,
@@ -300,21 +300,21 @@ pub(super) fn read_http(node: &Node, errors: &mut Diagnostics) -> HttpConfig {
     let max_connections = ranged(
         &mut f,
         "maxConnections",
-        (1, 65_536),
+        1..=65_536,
         d.max_connections,
         errors,
     );
     let header_timeout_ms = ranged(
         &mut f,
         "headerTimeoutMs",
-        (100, 600_000),
+        100..=600_000,
         d.header_timeout_ms,
         errors,
     );
     let idle_timeout_ms = ranged(
         &mut f,
         "idleTimeoutMs",
-        (1000, 3_600_000),
+        1000..=3_600_000,
         d.idle_timeout_ms,
         errors,
     );

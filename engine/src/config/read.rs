@@ -2,6 +2,7 @@
 //! back to a default, so the caller carries on and finds the next mistake too.
 
 use std::collections::HashMap;
+use std::ops::RangeInclusive;
 
 use crate::mqtt::limits::{MAX_NAME, MAX_TEXT, check_length};
 use crate::yaml::{self, Diagnostics, Fields, FromNode, Kind, Node, Pos};
@@ -158,18 +159,19 @@ pub(super) fn choice<T: Copy>(
         .unwrap_or(default)
 }
 
-/// An optional number under `key` that must lie in `min..=max`; `default` when absent or
-/// invalid. `max` is left out of the message when it is the type's own maximum.
+/// An optional number under `key` that must lie in `bounds` (`min..=max`); `default` when
+/// absent or invalid. `max` is left out of the message when it is the type's own maximum.
 pub(super) fn ranged<T>(
     fields: &mut Fields<'_>,
     key: &'static str,
-    (min, max): (T, T),
+    bounds: RangeInclusive<T>,
     default: T,
     errors: &mut Diagnostics,
 ) -> T
 where
     T: FromNode + PartialOrd + Copy + std::fmt::Display,
 {
+    let (min, max) = bounds.into_inner();
     match read_at::<T>(fields, key, errors) {
         Some((value, _)) if value >= min && value <= max => value,
         Some((value, pos)) => {
@@ -191,7 +193,7 @@ pub(super) fn at_least<T>(
 where
     T: FromNode + PartialOrd + Copy + std::fmt::Display + Bounded,
 {
-    ranged(fields, key, (min, T::MAX), default, errors)
+    ranged(fields, key, min..=T::MAX, default, errors)
 }
 
 /// The message for a number outside `min..=max`.

@@ -16,7 +16,8 @@ use crate::yaml::Diagnostics;
 /// Reads every key file of the `collector` and `tenants` sections (relative
 /// paths from `base`) and checks that no secret stands for two parties.
 pub(super) fn load(
-    (collector, tenants): (&mut CollectorConfig, &mut [TenantConfig]),
+    collector: &mut CollectorConfig,
+    tenants: &mut [TenantConfig],
     base: &Path,
     errors: &mut Diagnostics,
 ) {

@@ -99,14 +99,14 @@ fn read_limits(node: &Node, errors: &mut Diagnostics) -> TenantLimits {
         return d;
     };
     let limits = TenantLimits {
-        memory_mb: ranged(&mut f, "memoryMb", (1, 4096), d.memory_mb, errors),
+        memory_mb: ranged(&mut f, "memoryMb", 1..=4096, d.memory_mb, errors),
         fuel_per_call: at_least(&mut f, "fuelPerCall", 1000, d.fuel_per_call, errors),
-        instances: ranged(&mut f, "instances", (1, 64), d.instances, errors),
+        instances: ranged(&mut f, "instances", 1..=64, d.instances, errors),
         quarantine_after: at_least(&mut f, "quarantineAfter", 1, d.quarantine_after, errors),
         quarantine_seconds: ranged(
             &mut f,
             "quarantineSeconds",
-            (1, 86_400),
+            1..=86_400,
             d.quarantine_seconds,
             errors,
         ),

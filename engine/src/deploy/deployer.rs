@@ -38,12 +38,39 @@ pub struct Deployer {
     pub(super) conflicts: Mutex<Vec<Conflict>>,
 }
 
+/// What a deployer starts from: what it deploys into (the components, the
+/// devices, the alarm rules), what it compiles against, and what the start
+/// found on the shelf.
+#[derive(Debug)]
+pub struct DeployerParts {
+    pub registry: Arc<Registry>,
+    pub fleet: Arc<Fleet>,
+    /// The alarm service whose rules a rules component's new version replaces.
+    pub alarms: Option<Arc<Alarms>>,
+    /// The pipelines in use.
+    pub pipelines: PipelineSet,
+    /// The files the pipelines and the devices come from.
+    pub sources: Sources,
+    /// The whitelists of the start, which every compile keeps.
+    pub whitelist: Whitelist,
+    /// The deployed components kept in the data directory.
+    pub shelf: Shelf,
+    /// Pushed devices whose file entry was edited since their push.
+    pub conflicts: Vec<Conflict>,
+}
+
 impl Deployer {
-    pub fn new(
-        (registry, fleet, alarms): (Arc<Registry>, Arc<Fleet>, Option<Arc<Alarms>>),
-        (pipelines, sources, whitelist): (PipelineSet, Sources, Whitelist),
-        (shelf, conflicts): (Shelf, Vec<Conflict>),
-    ) -> Self {
+    pub fn new(parts: DeployerParts) -> Self {
+        let DeployerParts {
+            registry,
+            fleet,
+            alarms,
+            pipelines,
+            sources,
+            whitelist,
+            shelf,
+            conflicts,
+        } = parts;
         Self {
             registry,
             fleet,

@@ -18,7 +18,7 @@ mod rights;
 mod shelf;
 mod status;
 
-pub use deployer::Deployer;
+pub use deployer::{Deployer, DeployerParts};
 pub use error::DeployError;
 pub use push::{Push, PushOutcome, PushTarget, serve_pushes};
 pub use reload::{DeviceReload, ReloadReport, watch_sources};

@@ -515,7 +515,8 @@ impl Deployer {
     fn push_downlink(
         &self,
         guard: &DownlinkGuard,
-        (topic, payload): (&str, &[u8]),
+        topic: &str,
+        payload: &[u8],
         target: PushTarget,
         now: i64,
     ) -> PushOutcome {
@@ -593,7 +594,8 @@ impl Deployer {
 /// answers each on `config/push/reply` and acknowledges it once the answer is
 /// durable (CMD-S2), until `shutdown`.
 pub async fn serve_pushes(
-    (deployer, guard): (Arc<Deployer>, Arc<DownlinkGuard>),
+    deployer: Arc<Deployer>,
+    guard: Arc<DownlinkGuard>,
     uplink: Uplink,
     mut pushes: mpsc::UnboundedReceiver<Downlink>,
     mut shutdown: watch::Receiver<bool>,
@@ -618,7 +620,7 @@ pub async fn serve_pushes(
         );
         let now = crate::clock::now_ms();
         let applied = tokio::task::spawn_blocking(move || {
-            push_deployer.push_downlink(&push_guard, (&topic, &payload), target, now)
+            push_deployer.push_downlink(&push_guard, &topic, &payload, target, now)
         })
         .await;
         let Ok(outcome) = applied else {

@@ -54,7 +54,7 @@ impl Collector for ReloadMetrics {
                 devices.failures,
             ),
         ] {
-            encode_scraped(&mut encoder, (name, help), &ConstCounter::new(value))?;
+            encode_scraped(&mut encoder, name, help, &ConstCounter::new(value))?;
         }
         Ok(())
     }
@@ -180,19 +180,19 @@ impl Deployer {
         commit: impl FnOnce() -> Result<(), Diagnostics>,
     ) -> Result<DeviceChanges, Diagnostics> {
         let mut pools = self.running_pools();
-        let plan = self.fleet.plan_reload(file, config);
+        let reload = self.fleet.begin_reload(file, config);
         let loaded = Loaded {
             file: file.to_owned(),
-            config: plan.config().clone(),
+            config: reload.config().clone(),
             pipelines: lock(&self.pipelines).clone(),
             conflicts: Vec::new(),
         };
-        let compiled = compile::build(loaded, &self.registry, &mut pools, &|d| plan.rebuilds(d));
-        let mut problems = plan.problems().clone();
+        let compiled = compile::build(loaded, &self.registry, &mut pools, &|d| reload.rebuilds(d));
+        let mut problems = reload.problems().clone();
         match compiled {
             Ok(compiled) if problems.is_empty() => {
                 commit()?;
-                Ok(plan.apply(compiled))
+                Ok(reload.apply(compiled))
             }
             Ok(_) => Err(problems.sorted()),
             Err(more) => {

@@ -55,7 +55,7 @@ pub(super) fn widenings(
             ));
             continue;
         };
-        channel_widenings(old, channel, (&at, fenced), &mut problems);
+        channel_widenings(old, channel, &at, fenced, &mut problems);
         for (j, tag) in channel.tags.iter().enumerate() {
             let at = format!("{at}.tags[{j}]");
             match old.tags.iter().find(|t| t.spec.key == tag.spec.key) {
@@ -76,7 +76,8 @@ pub(super) fn widenings(
 fn channel_widenings(
     old: &ChannelConfig,
     new: &ChannelConfig,
-    (at, fenced): (&str, bool),
+    at: &str,
+    fenced: bool,
     problems: &mut Vec<PushProblem>,
 ) {
     if new.protocol != old.protocol {

@@ -23,7 +23,7 @@ use crate::collector::{
 use crate::command::{self, CommandParts, CommandStore, Commands, Timings, WriteService};
 use crate::compile::{Compiled, Sources};
 use crate::config::{GatewayConfig, Protocol};
-use crate::deploy::Deployer;
+use crate::deploy::{Deployer, DeployerParts};
 use crate::lease::{Announce, EntityType, Leases, StateStore};
 use crate::model::{CommandAction, CommandStatus, Transitions};
 use crate::mqtt::{DRIVER_PRODUCT, Topics};
@@ -52,11 +52,13 @@ fn announcements(config: &GatewayConfig) -> HashMap<(EntityType, String), Announ
 
 /// The command service over the collector's devices.
 fn commands(
-    (config, node_id): (&GatewayConfig, &str),
+    config: &GatewayConfig,
+    node_id: &str,
     db: &StateDatabase,
     whitelist: Transitions<CommandStatus, CommandAction>,
     fleet: &Arc<Fleet>,
-    (uplink, guard): (&Uplink, &Arc<DownlinkGuard>),
+    uplink: &Uplink,
+    guard: &Arc<DownlinkGuard>,
 ) -> Arc<Commands> {
     let c = &config.collector.commands;
     let ms = |seconds: u64| i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
@@ -85,21 +87,26 @@ fn commands(
     })
 }
 
+/// Who handles the downlink messages, by topic.
+struct DownlinkHandlers {
+    /// The command service.
+    commands: mpsc::UnboundedSender<Downlink>,
+    /// The deployer, for configuration pushes.
+    pushes: mpsc::UnboundedSender<Downlink>,
+}
+
 /// Hands each downlink message to whoever handles its topic: configuration pushes
 /// to the deployer, commands to the command service. Ends with the uplink.
 async fn route_downlink(
     mut messages: mpsc::UnboundedReceiver<Downlink>,
     topics: Topics,
-    (commands, pushes): (
-        mpsc::UnboundedSender<Downlink>,
-        mpsc::UnboundedSender<Downlink>,
-    ),
+    handlers: DownlinkHandlers,
 ) {
     while let Some(message) = messages.recv().await {
         let to = if topics.push_target(&message.topic).is_some() {
-            &pushes
+            &handlers.pushes
         } else {
-            &commands
+            &handlers.commands
         };
         // Each handler runs as long as the engine; an unhandled message is
         // delivered again after the next start.
@@ -133,14 +140,35 @@ struct Engine {
     downlink: mpsc::UnboundedReceiver<Downlink>,
 }
 
+/// What the engine's services start from.
+struct EngineInputs<'a> {
+    /// The configuration without its devices.
+    config: &'a GatewayConfig,
+    /// Who the engine is on the broker.
+    identity: UplinkIdentity<'a>,
+    /// The compiled gateway; the alarm service takes its tenants.
+    compiled: &'a mut Compiled,
+    /// The durable state: the database, the outbox and the lease store.
+    db: &'a StateDatabase,
+    outbox: &'a Arc<Outbox>,
+    lease_store: Arc<dyn StateStore>,
+}
+
 /// Starts the outbox's committer, the uplink, the leases and the alarm service
 /// (its delivery included).
 fn start_engine(
-    (config, identity, compiled): (&GatewayConfig, UplinkIdentity<'_>, &mut Compiled),
-    (db, outbox, lease_store): (&StateDatabase, &Arc<Outbox>, Arc<dyn StateStore>),
+    inputs: EngineInputs<'_>,
     shutdown: &watch::Receiver<bool>,
     tasks: &mut Tasks,
 ) -> Engine {
+    let EngineInputs {
+        config,
+        identity,
+        compiled,
+        db,
+        outbox,
+        lease_store,
+    } = inputs;
     let alarm_store = AlarmStore::new(db, compiled.whitelist.alarms.clone());
     let tenants = std::mem::take(&mut compiled.tenants);
     let alarms = Alarms::new(Arc::new(alarm_store), HashMap::new(), tenants);
@@ -151,7 +179,8 @@ fn start_engine(
         node_commands: config.collector.downlink.takes_unsigned_sparkplug(),
     };
     let (uplink, publisher) = Uplink::start(
-        (&config.collector.mqtt, identity),
+        &config.collector.mqtt,
+        identity,
         Arc::clone(outbox),
         Some(route),
         shutdown.clone(),
@@ -170,7 +199,7 @@ fn start_engine(
     let delivery = Delivery::new(
         Arc::clone(alarms.store()),
         Arc::new(uplink.clone()),
-        alarm::delivery_plan(config, &uplink),
+        alarm::delivery_settings(config, &uplink),
     );
     tasks.spawn(delivery.run(Arc::clone(alarms.opened()), shutdown.clone()));
     Engine {
@@ -185,7 +214,8 @@ fn start_engine(
 fn metrics(
     collector: &Collector,
     engine: &Engine,
-    (outbox, seq): (&Arc<Outbox>, &SeqAllocator),
+    outbox: &Arc<Outbox>,
+    seq: &SeqAllocator,
     deployer: &Arc<Deployer>,
 ) -> Arc<Metrics> {
     let metrics = Arc::new(Metrics::default());
@@ -238,8 +268,14 @@ pub async fn run(
     };
     let mut tasks = Tasks::default();
     let engine = start_engine(
-        (&config, uplink_identity, &mut compiled),
-        (&db, &outbox, leases),
+        EngineInputs {
+            config: &config,
+            identity: uplink_identity,
+            compiled: &mut compiled,
+            db: &db,
+            outbox: &outbox,
+            lease_store: leases,
+        },
         &shutdown,
         &mut tasks,
     );
@@ -277,18 +313,24 @@ pub async fn run(
     let guard = Arc::new(DownlinkGuard::new(&config, Some(SeenRequests::new(&store))));
     guard.announce();
     let commands = commands(
-        (&config, &node_id),
+        &config,
+        &node_id,
         &db,
         whitelist.commands.clone(),
         &fleet,
-        (&engine.uplink, &guard),
+        &engine.uplink,
+        &guard,
     );
-    let alarms = Some(Arc::clone(&engine.alarms));
-    let deployer = Arc::new(Deployer::new(
-        (registry, Arc::clone(&fleet), alarms),
-        (pipelines, sources, whitelist),
-        (shelf, conflicts),
-    ));
+    let deployer = Arc::new(Deployer::new(DeployerParts {
+        registry,
+        fleet: Arc::clone(&fleet),
+        alarms: Some(Arc::clone(&engine.alarms)),
+        pipelines,
+        sources,
+        whitelist,
+        shelf,
+        conflicts,
+    }));
     tasks.spawn(crate::watchdog::watch(
         Arc::clone(&fleet),
         Arc::clone(&engine.alarms),
@@ -298,7 +340,7 @@ pub async fn run(
         Arc::clone(&deployer),
         shutdown.clone(),
     ));
-    let metrics = metrics(&collector, &engine, (&outbox, &seq), &deployer);
+    let metrics = metrics(&collector, &engine, &outbox, &seq, &deployer);
     let Engine {
         uplink,
         leases,
@@ -308,7 +350,11 @@ pub async fn run(
     let (to_commands, command_messages) = mpsc::unbounded_channel();
     let (to_deployer, push_messages) = mpsc::unbounded_channel();
     let topics = uplink.topics().clone();
-    tasks.spawn(route_downlink(downlink, topics, (to_commands, to_deployer)));
+    let handlers = DownlinkHandlers {
+        commands: to_commands,
+        pushes: to_deployer,
+    };
+    tasks.spawn(route_downlink(downlink, topics, handlers));
     tasks.spawn(command::node::run(
         Arc::clone(&commands),
         Arc::clone(alarms.store()),
@@ -317,7 +363,8 @@ pub async fn run(
         shutdown.clone(),
     ));
     tasks.spawn(crate::deploy::serve_pushes(
-        (Arc::clone(&deployer), guard),
+        Arc::clone(&deployer),
+        guard,
         uplink.clone(),
         push_messages,
         shutdown.clone(),

@@ -1,7 +1,9 @@
 //! Lease-based state of drivers and devices.
 //!
 //! A heartbeat renews an entity's lease (a device's heartbeat is a round that
-//! reached it; each protocol driver heartbeats itself every 15 s with a 45 s lease).
+//! reached it; each protocol driver renews its own every 15 s with a 45 s lease).
+//! Not to be confused with a link's heartbeat (`heartbeatMs`): a probe that tells
+//! whether a connection still answers, and renews nothing.
 //! A scanner wakes every `collector.lease.scanIntervalMs`, claims the rows whose
 //! lease ran out in batches, re-checks each, and sets it offline. Every change of
 //! state is announced: a retained status on the device's status topic and an event
@@ -32,8 +34,9 @@ mod queue;
 
 /// Rows claimed per scanner transaction.
 pub const EXPIRE_BATCH: usize = 10_000;
-/// A driver's own heartbeat period and lease, as the seed sets them.
-pub const DRIVER_HEARTBEAT: Duration = Duration::from_secs(15);
+/// How often a driver renews its own lease, and the lease's length, as the seed
+/// sets them.
+pub const DRIVER_RENEWAL_PERIOD: Duration = Duration::from_secs(15);
 pub const DRIVER_LEASE_SECONDS: u64 = 45;
 
 /// Where an entity's state changes are announced: the MQTT identity of its

@@ -27,4 +27,4 @@ pub use secret::Secret;
 pub use serial::{Parity, SerialLine};
 pub use shared_lists::{ListKey, SharedLists};
 pub use tag::{Access, ByteOrder, ConfigIssue, DataType, Setting, SettingValue, TagSpec};
-pub use whitelist::{Refused, Transitions, Whitelist};
+pub use whitelist::{ActionNotAllowed, Transitions, Whitelist};

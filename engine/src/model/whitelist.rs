@@ -51,7 +51,7 @@ impl<S: Copy + Eq + Hash, A: Copy + Eq + Hash> Transitions<S, A> {
 /// An action the whitelist does not allow in the state a record is in.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{action}` is not allowed in state {state}; allowed: {}", list(.allowed))]
-pub struct Refused<S: fmt::Display, A: fmt::Display> {
+pub struct ActionNotAllowed<S: fmt::Display, A: fmt::Display> {
     pub state: S,
     pub action: A,
     /// What the state allows instead (nothing in a final state).
@@ -77,9 +77,9 @@ where
     /// The state `action` takes `from` to.
     ///
     /// # Errors
-    /// [`Refused`], with what `from` allows instead.
-    pub fn apply(&self, from: S, action: A) -> Result<S, Refused<S, A>> {
-        self.next(from, action).map_err(|allowed| Refused {
+    /// [`ActionNotAllowed`], with what `from` allows instead.
+    pub fn apply(&self, from: S, action: A) -> Result<S, ActionNotAllowed<S, A>> {
+        self.next(from, action).map_err(|allowed| ActionNotAllowed {
             state: from,
             action,
             allowed,

@@ -69,7 +69,7 @@ impl Serialize for ReplyStatus {
 /// not become one).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Reply<'a> {
+pub struct CommandReply<'a> {
     /// The caller's request id, as it sent it (null when it sent none usable).
     pub request_id: Json,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -82,7 +82,7 @@ pub struct Reply<'a> {
     pub ts: i64,
 }
 
-impl Reply<'_> {
+impl CommandReply<'_> {
     pub fn to_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
     }

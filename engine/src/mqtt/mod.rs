@@ -9,7 +9,7 @@
 //! | `collector/{clientId}/status/post` (retained, Last Will) | up | [`status`] |
 //! | `collector.alarms.topic` | up | [`alarm_notice`] |
 //! | `{productId}/{deviceNum}/property/set`, `.../function/invoke` | down | [`CommandRequest`] |
-//! | `.../property/set/reply`, `.../function/invoke/reply` | up | [`Reply`] |
+//! | `.../property/set/reply`, `.../function/invoke/reply` | up | [`CommandReply`] |
 //!
 //! With `payload: sparkplug-b` the device data, births and deaths and the
 //! commands of a host use the Sparkplug B topics and payloads instead
@@ -24,8 +24,8 @@ pub mod sparkplug;
 mod topics;
 
 pub use messages::{
-    Notice, PushProblem, PushReply, PushStatus, Reply, ReplyStatus, alarm_notice, entity_event,
-    status,
+    CommandReply, Notice, PushProblem, PushReply, PushStatus, ReplyStatus, alarm_notice,
+    entity_event, status,
 };
 pub use report::{ReportHeader, payload};
 pub use request::{CommandRequest, EXPECTED_SHAPE, request_id_of};

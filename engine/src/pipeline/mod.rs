@@ -50,7 +50,7 @@ impl Pipeline {
         let mut stages = Vec::new();
         for (index, stage) in spec.stages.iter().enumerate() {
             let mut own = Diagnostics::new(&spec.file);
-            let built = Self::stage((index, stage), registry, limits, &mut own);
+            let built = Self::stage(index, stage, registry, limits, &mut own);
             match &stage.included {
                 None => errors.extend(own),
                 // An included stage's problems show at the include, naming the
@@ -77,7 +77,8 @@ impl Pipeline {
 
     /// One stage: its component resolved and its settings checked.
     fn stage(
-        (index, stage): (usize, &StageSpec),
+        index: usize,
+        stage: &StageSpec,
         registry: &Registry,
         limits: Limits,
         errors: &mut Diagnostics,

@@ -17,7 +17,7 @@
 //!   instead of one wake-up each. A device keeps its place on the grid from
 //!   period to period.
 //! - Tags with period 0 are never polled (write-only).
-//! - Devices are added and removed while it runs ([`PlanChange`]); the others'
+//! - Devices are added and removed while it runs ([`ScheduleChange`]); the others'
 //!   due times are not touched.
 
 mod counters;
@@ -50,14 +50,14 @@ pub type RoundFuture = Pin<Box<dyn Future<Output = RoundOutcome> + Send>>;
 
 /// Runs rounds; the collector implements it, tests use a fake.
 pub trait Rounds: Send + Sync + 'static {
-    /// Reads `tags` (indexes into the device's tags) of the device planned as `device`.
+    /// Reads `tags` (indexes into the device's tags) of the device scheduled as `device`.
     fn run(&self, device: u64, tags: Arc<[u32]>) -> RoundFuture;
 }
 
 /// What to poll for one device: its tags and their periods (0 = never).
 #[derive(Debug, Clone)]
-pub struct DevicePlan {
-    /// Names the device in [`Rounds::run`] and [`PlanChange::Remove`]; unique.
+pub struct DeviceSchedule {
+    /// Names the device in [`Rounds::run`] and [`ScheduleChange::Remove`]; unique.
     pub device: u64,
     pub tag_periods: Vec<u64>,
     /// Where the device's rounds are counted.
@@ -66,15 +66,15 @@ pub struct DevicePlan {
 
 /// A change of the devices polled, applied between two dispatches.
 #[derive(Debug)]
-pub enum PlanChange {
+pub enum ScheduleChange {
     /// Poll a new device; its first rounds are spread over one period from now.
-    Add(DevicePlan),
+    Add(DeviceSchedule),
     /// Stop polling a device; a round in flight finishes on its own.
     Remove(u64),
     /// Poll a new build of a device instead of the old one (`.0`): the new one
     /// waits for a round of the old one still in flight, so two rounds of one
     /// device never overlap.
-    Replace(u64, DevicePlan),
+    Replace(u64, DeviceSchedule),
 }
 
 #[derive(Debug)]
@@ -102,8 +102,8 @@ pub struct Scheduler {
     next_job: u64,
     devices: HashMap<u64, Polled>,
     device_timeout: Duration,
-    changes: mpsc::UnboundedReceiver<PlanChange>,
-    changer: mpsc::UnboundedSender<PlanChange>,
+    changes: mpsc::UnboundedReceiver<ScheduleChange>,
+    changer: mpsc::UnboundedSender<ScheduleChange>,
     /// Where the grid of due times starts.
     epoch: Instant,
 }
@@ -146,7 +146,7 @@ fn on_grid(epoch: Instant, at: Instant, period: Duration) -> Instant {
 
 impl Scheduler {
     /// Jobs for every device: one per distinct non-zero tag period.
-    pub fn new(devices: Vec<DevicePlan>, device_timeout: Duration) -> Self {
+    pub fn new(devices: Vec<DeviceSchedule>, device_timeout: Duration) -> Self {
         let (changer, changes) = mpsc::unbounded_channel();
         let mut scheduler = Self {
             jobs: HashMap::new(),
@@ -157,22 +157,22 @@ impl Scheduler {
             changer,
             epoch: Instant::now(),
         };
-        for plan in devices {
-            scheduler.add(plan, None);
+        for schedule in devices {
+            scheduler.add(schedule, None);
         }
         scheduler
     }
 
     /// Where to send changes of the devices polled, before or while it runs.
-    pub fn changer(&self) -> mpsc::UnboundedSender<PlanChange> {
+    pub fn changer(&self) -> mpsc::UnboundedSender<ScheduleChange> {
         self.changer.clone()
     }
 
     /// Adds the device's jobs; returns their ids. `busy` is the device's lock
     /// (a new one unless it replaces an earlier build).
-    fn add(&mut self, plan: DevicePlan, busy: Option<Arc<Mutex<()>>>) -> Vec<u64> {
+    fn add(&mut self, schedule: DeviceSchedule, busy: Option<Arc<Mutex<()>>>) -> Vec<u64> {
         let mut by_period: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
-        for (tag, &period) in plan.tag_periods.iter().enumerate() {
+        for (tag, &period) in schedule.tag_periods.iter().enumerate() {
             if period > 0 {
                 by_period.entry(period).or_default().push(tag as u32);
             }
@@ -184,20 +184,20 @@ impl Scheduler {
             self.jobs.insert(
                 id,
                 Job {
-                    device: plan.device,
+                    device: schedule.device,
                     period: Duration::from_millis(period),
                     tags: tags.into(),
                 },
             );
             ids.push(id);
         }
-        // A device planned again (same name) replaces its earlier jobs.
-        self.remove(plan.device);
+        // A device scheduled again (same name) replaces its earlier jobs.
+        self.remove(schedule.device);
         self.devices.insert(
-            plan.device,
+            schedule.device,
             Polled {
                 busy: busy.unwrap_or_default(),
-                counters: plan.counters,
+                counters: schedule.counters,
                 jobs: ids.clone(),
             },
         );
@@ -281,18 +281,18 @@ impl Scheduler {
                     }
                 }
                 Some(change) = self.changes.recv() => {
-                    let (plan, busy) = match change {
-                        PlanChange::Add(plan) => (plan, None),
-                        PlanChange::Replace(old, plan) => {
+                    let (schedule, busy) = match change {
+                        ScheduleChange::Add(schedule) => (schedule, None),
+                        ScheduleChange::Replace(old, schedule) => {
                             let busy = self.remove(old);
-                            (plan, busy)
+                            (schedule, busy)
                         }
-                        PlanChange::Remove(device) => {
+                        ScheduleChange::Remove(device) => {
                             self.remove(device);
                             continue;
                         }
                     };
-                    let ids = self.add(plan, busy);
+                    let ids = self.add(schedule, busy);
                     self.first_due(&ids, Instant::now(), &mut queue);
                 }
                 changed = shutdown.changed() => {

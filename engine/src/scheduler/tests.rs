@@ -45,19 +45,19 @@ impl Rounds for FakeRounds {
     }
 }
 
-/// Plans for devices 0, 1, ... with these tag periods, and their counters.
-fn plans(devices: &[&[u64]]) -> (Vec<DevicePlan>, Vec<Arc<RoundCounters>>) {
-    let plans: Vec<DevicePlan> = devices
+/// Schedules for devices 0, 1, ... with these tag periods, and their counters.
+fn schedules(devices: &[&[u64]]) -> (Vec<DeviceSchedule>, Vec<Arc<RoundCounters>>) {
+    let schedules: Vec<DeviceSchedule> = devices
         .iter()
         .enumerate()
-        .map(|(device, periods)| DevicePlan {
+        .map(|(device, periods)| DeviceSchedule {
             device: device as u64,
             tag_periods: periods.to_vec(),
             counters: Arc::default(),
         })
         .collect();
-    let counters = plans.iter().map(|p| Arc::clone(&p.counters)).collect();
-    (plans, counters)
+    let counters = schedules.iter().map(|s| Arc::clone(&s.counters)).collect();
+    (schedules, counters)
 }
 
 /// Runs the scheduler for `span` of virtual time.
@@ -72,7 +72,7 @@ async fn run_for(scheduler: Scheduler, rounds: Arc<FakeRounds>, span: Duration) 
 #[tokio::test(start_paused = true)]
 async fn first_rounds_are_spread_over_one_period() {
     let rounds = FakeRounds::new(vec![Duration::ZERO; 4]);
-    let scheduler = Scheduler::new(plans(&[&[1000u64][..]; 4]).0, Duration::from_secs(5));
+    let scheduler = Scheduler::new(schedules(&[&[1000u64][..]; 4]).0, Duration::from_secs(5));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(900)).await;
     let firsts: Vec<u64> = (0..4).map(|d| rounds.starts(d)[0]).collect();
     // A quarter period apart, each on the nearest point of the 20 ms grid.
@@ -82,8 +82,8 @@ async fn first_rounds_are_spread_over_one_period() {
 #[tokio::test(start_paused = true)]
 async fn the_next_round_is_due_one_period_after_completion() {
     let rounds = FakeRounds::new(vec![Duration::from_millis(300)]);
-    let (plans, counters) = plans(&[&[1000]]);
-    let scheduler = Scheduler::new(plans, Duration::from_secs(5));
+    let (schedules, counters) = schedules(&[&[1000]]);
+    let scheduler = Scheduler::new(schedules, Duration::from_secs(5));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(4000)).await;
     assert_eq!(rounds.starts(0), [0, 1300, 2600, 3900]);
     let stats = counters[0].snapshot();
@@ -94,8 +94,8 @@ async fn the_next_round_is_due_one_period_after_completion() {
 async fn a_round_that_finds_its_device_busy_is_skipped_and_counted() {
     // Tags 0 and 1 poll every 100 ms, tag 2 every 1000 ms; each round takes 200 ms.
     let rounds = FakeRounds::new(vec![Duration::from_millis(200)]);
-    let (plans, counters) = plans(&[&[100, 100, 1000]]);
-    let scheduler = Scheduler::new(plans, Duration::from_secs(5));
+    let (schedules, counters) = schedules(&[&[100, 100, 1000]]);
+    let scheduler = Scheduler::new(schedules, Duration::from_secs(5));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(2000)).await;
     let stats = counters[0].snapshot();
     assert!(stats.skipped > 0, "{stats:?}");
@@ -112,8 +112,8 @@ async fn jobs_of_one_device_due_at_once_run_in_turn() {
     // Tag 0 every 500 ms, tag 1 every 1000 ms: both jobs come due on the same
     // grid points; a round takes 10 ms, well within the wait for a busy device.
     let rounds = FakeRounds::new(vec![Duration::from_millis(10)]);
-    let (plans, counters) = plans(&[&[500, 1000]]);
-    let scheduler = Scheduler::new(plans, Duration::from_secs(5));
+    let (schedules, counters) = schedules(&[&[500, 1000]]);
+    let scheduler = Scheduler::new(schedules, Duration::from_secs(5));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(3050)).await;
     let log = rounds.log.lock().expect("log");
     let runs = |tag: u32| log.iter().filter(|(_, tags, _)| tags == &[tag]).count();
@@ -144,8 +144,8 @@ fn due_times_fall_on_the_grid_of_their_period() {
 #[tokio::test(start_paused = true)]
 async fn a_round_over_the_device_timeout_fails_and_the_device_is_polled_again() {
     let rounds = FakeRounds::new(vec![Duration::from_secs(3600)]);
-    let (plans, counters) = plans(&[&[1000]]);
-    let scheduler = Scheduler::new(plans, Duration::from_millis(500));
+    let (schedules, counters) = schedules(&[&[1000]]);
+    let scheduler = Scheduler::new(schedules, Duration::from_millis(500));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(3200)).await;
     assert_eq!(rounds.starts(0), [0, 1500, 3000]);
     assert_eq!(counters[0].snapshot().failed, 2);
@@ -154,7 +154,7 @@ async fn a_round_over_the_device_timeout_fails_and_the_device_is_polled_again() 
 #[tokio::test(start_paused = true)]
 async fn a_slow_device_never_delays_another() {
     let rounds = FakeRounds::new(vec![Duration::from_secs(5), Duration::ZERO]);
-    let scheduler = Scheduler::new(plans(&[&[100], &[100]]).0, Duration::from_secs(10));
+    let scheduler = Scheduler::new(schedules(&[&[100], &[100]]).0, Duration::from_secs(10));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(1000)).await;
     assert_eq!(rounds.starts(0).len(), 1);
     let fast = rounds.starts(1);
@@ -165,7 +165,7 @@ async fn a_slow_device_never_delays_another() {
 #[tokio::test(start_paused = true)]
 async fn write_only_tags_are_never_polled() {
     let rounds = FakeRounds::new(vec![Duration::ZERO, Duration::ZERO]);
-    let scheduler = Scheduler::new(plans(&[&[0, 500], &[0]]).0, Duration::from_secs(1));
+    let scheduler = Scheduler::new(schedules(&[&[0, 500], &[0]]).0, Duration::from_secs(1));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(1200)).await;
     let log = rounds.log.lock().expect("log");
     assert!(
@@ -178,9 +178,9 @@ async fn write_only_tags_are_never_polled() {
 #[tokio::test(start_paused = true)]
 async fn devices_added_and_removed_while_running_leave_the_others_alone() {
     let rounds = FakeRounds::new(vec![Duration::ZERO; 3]);
-    let (plans, counters) = plans(&[&[100], &[100], &[200]]);
-    let mut plans = plans.into_iter();
-    let (first, second, third) = (plans.next(), plans.next(), plans.next());
+    let (schedules, counters) = schedules(&[&[100], &[100], &[200]]);
+    let mut schedules = schedules.into_iter();
+    let (first, second, third) = (schedules.next(), schedules.next(), schedules.next());
     let scheduler = Scheduler::new(
         first.into_iter().chain(second).collect(),
         Duration::from_secs(1),
@@ -189,9 +189,9 @@ async fn devices_added_and_removed_while_running_leave_the_others_alone() {
     let (stop, stopped) = watch::channel(false);
     let task = tokio::spawn(scheduler.run(Arc::clone(&rounds), stopped));
     tokio::time::sleep(Duration::from_millis(420)).await;
-    changer.send(PlanChange::Remove(1)).expect("running");
+    changer.send(ScheduleChange::Remove(1)).expect("running");
     changer
-        .send(PlanChange::Add(third.expect("plan")))
+        .send(ScheduleChange::Add(third.expect("schedule")))
         .expect("running");
     tokio::time::sleep(Duration::from_millis(530)).await;
     stop.send(true).expect("scheduler alive");
@@ -209,16 +209,16 @@ async fn devices_added_and_removed_while_running_leave_the_others_alone() {
 #[tokio::test(start_paused = true)]
 async fn a_replacing_build_waits_for_the_round_of_the_old_one() {
     let rounds = FakeRounds::new(vec![Duration::from_millis(300), Duration::ZERO]);
-    let (plans, counters) = plans(&[&[100], &[100]]);
-    let mut plans = plans.into_iter();
-    let (old, new) = (plans.next(), plans.next());
+    let (schedules, counters) = schedules(&[&[100], &[100]]);
+    let mut schedules = schedules.into_iter();
+    let (old, new) = (schedules.next(), schedules.next());
     let scheduler = Scheduler::new(old.into_iter().collect(), Duration::from_secs(1));
     let changer = scheduler.changer();
     let (stop, stopped) = watch::channel(false);
     let task = tokio::spawn(scheduler.run(Arc::clone(&rounds), stopped));
     tokio::time::sleep(Duration::from_millis(50)).await;
     changer
-        .send(PlanChange::Replace(0, new.expect("plan")))
+        .send(ScheduleChange::Replace(0, new.expect("schedule")))
         .expect("running");
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.send(true).expect("scheduler alive");
@@ -252,8 +252,8 @@ impl Rounds for FirstRoundPanics {
 #[tokio::test(start_paused = true)]
 async fn a_round_that_panics_fails_and_its_device_is_polled_again() {
     let rounds = Arc::new(FirstRoundPanics::default());
-    let (plans, counters) = plans(&[&[100]]);
-    let scheduler = Scheduler::new(plans, Duration::from_secs(1));
+    let (schedules, counters) = schedules(&[&[100]]);
+    let scheduler = Scheduler::new(schedules, Duration::from_secs(1));
     let (stop, stopped) = watch::channel(false);
     let task = tokio::spawn(scheduler.run(Arc::clone(&rounds), stopped));
     tokio::time::sleep(Duration::from_millis(450)).await;

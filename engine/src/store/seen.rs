@@ -67,7 +67,8 @@ impl SeenRequests {
     /// A database failure: nothing is remembered.
     pub fn remember(
         &self,
-        (topic, request_id): (&str, &str),
+        topic: &str,
+        request_id: &str,
         digest: &[u8; 32],
         until_ms: i64,
         now_ms: i64,
@@ -101,12 +102,12 @@ mod tests {
         let seen = SeenRequests::new(&Store::open(&dir).expect("store"));
         let (a, b) = ([1u8; 32], [2u8; 32]);
         assert_eq!(seen.check("t", "r1", &a).expect("read"), Seen::New);
-        seen.remember(("t", "r1"), &a, 1_000, 0).expect("kept");
+        seen.remember("t", "r1", &a, 1_000, 0).expect("kept");
         assert_eq!(seen.check("t", "r1", &a).expect("read"), Seen::Same);
         assert_eq!(seen.check("t", "r1", &b).expect("read"), Seen::Other);
         assert_eq!(seen.check("u", "r1", &a).expect("read"), Seen::New);
         // Past its time, it is forgotten at the next write.
-        seen.remember(("t", "r2"), &b, 5_000, 2_000).expect("kept");
+        seen.remember("t", "r2", &b, 5_000, 2_000).expect("kept");
         assert_eq!(seen.check("t", "r1", &a).expect("read"), Seen::New);
         assert_eq!(seen.check("t", "r2", &b).expect("read"), Seen::Same);
         let _ = std::fs::remove_dir_all(&dir);

@@ -16,7 +16,7 @@ use rumqttc::{Publish, QoS};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::outbound::{Outbound, Refused};
+use super::outbound::{NotQueued, Outbound};
 use super::refusals::{REFUSED_AFTER, Refusals};
 use super::sparkplug::{EdgeNode, Outgoing as NodeMessage};
 use super::stats::UplinkStats;
@@ -334,7 +334,7 @@ impl Connection {
                     }
                     self.queued.push_back(queued);
                 }
-                Err(Refused::Full(Publish { topic, payload, .. })) => {
+                Err(NotQueued::Full(Publish { topic, payload, .. })) => {
                     self.pending.push_front(Pending {
                         queued,
                         topic,

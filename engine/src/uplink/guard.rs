@@ -228,7 +228,8 @@ impl DownlinkGuard {
     ) -> Result<(), StoreError> {
         match (&self.seen, &admitted.request_id) {
             (Some(seen), Some(request_id)) => seen.remember(
-                (topic, request_id),
+                topic,
+                request_id,
                 &admitted.digest,
                 now_ms.saturating_add(self.window_ms.saturating_mul(2)),
                 now_ms,

@@ -44,7 +44,8 @@ impl Uplink {
     /// [`Topics::downlink_filters`]) and hands every message it receives there;
     /// a Sparkplug edge node also hands its DCMD messages there.
     pub fn start(
-        (config, identity): (&MqttConfig, UplinkIdentity<'_>),
+        config: &MqttConfig,
+        identity: UplinkIdentity<'_>,
         outbox: Arc<Outbox>,
         downlink: Option<DownlinkRoute>,
         shutdown: watch::Receiver<bool>,
@@ -76,11 +77,8 @@ impl Uplink {
                 QoS::AtLeastOnce
             },
         };
-        let task = Publisher::new(config, identity.client_id, route, downlink, node.is_some()).run(
-            (publisher, inputs),
-            node,
-            shutdown,
-        );
+        let task = Publisher::new(config, identity.client_id, route, downlink, node.is_some())
+            .run(publisher, inputs, node, shutdown);
         let task = tokio::spawn(task);
         (uplink, task)
     }

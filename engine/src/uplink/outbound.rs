@@ -17,7 +17,7 @@ use rumqttc::{
 
 /// Why a request was not queued.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum Refused {
+pub(super) enum NotQueued {
     /// The queue is full; the publish comes back to be offered again later.
     #[error("the queue for the connection is full")]
     Full(Publish),
@@ -60,9 +60,9 @@ impl Outbound {
         qos: QoS,
         retain: bool,
         payload: impl Into<Bytes>,
-    ) -> Result<(), Refused> {
+    ) -> Result<(), NotQueued> {
         if !valid_topic(&topic) {
-            return Err(Refused::Invalid(format!(
+            return Err(NotQueued::Invalid(format!(
                 "{topic:?} is no topic to publish on"
             )));
         }
@@ -71,7 +71,7 @@ impl Outbound {
         let mut publish = Publish::from_bytes(topic, qos, payload);
         publish.retain = retain;
         if self.requests.len() >= self.capacity {
-            return Err(Refused::Full(publish));
+            return Err(NotQueued::Full(publish));
         }
         self.requests.push_back(Request::Publish(publish));
         Ok(())
@@ -83,11 +83,11 @@ impl Outbound {
     /// again.
     ///
     /// # Errors
-    /// [`Refused::TooLarge`] with the packet's size.
-    pub(super) fn fits(&self, topic: &str, payload_len: usize, qos: QoS) -> Result<(), Refused> {
+    /// [`NotQueued::TooLarge`] with the packet's size.
+    pub(super) fn fits(&self, topic: &str, payload_len: usize, qos: QoS) -> Result<(), NotQueued> {
         let size = publish_size(topic.len(), payload_len, qos);
         if size > self.max_packet {
-            return Err(Refused::TooLarge {
+            return Err(NotQueued::TooLarge {
                 size,
                 max: self.max_packet,
             });
@@ -96,7 +96,7 @@ impl Outbound {
     }
 
     /// Queues the acknowledgement of a message that came in (none for QoS 0).
-    pub(super) fn ack(&mut self, message: &Publish) -> Result<(), Refused> {
+    pub(super) fn ack(&mut self, message: &Publish) -> Result<(), NotQueued> {
         let request = match message.qos {
             QoS::AtMostOnce => return Ok(()),
             QoS::AtLeastOnce => Request::PubAck(PubAck::new(message.pkid)),
@@ -106,9 +106,9 @@ impl Outbound {
     }
 
     /// Queues a subscription to `filter`.
-    pub(super) fn subscribe(&mut self, filter: &str, qos: QoS) -> Result<(), Refused> {
+    pub(super) fn subscribe(&mut self, filter: &str, qos: QoS) -> Result<(), NotQueued> {
         if !valid_filter(filter) {
-            return Err(Refused::Invalid(format!(
+            return Err(NotQueued::Invalid(format!(
                 "{filter:?} is no filter to subscribe to"
             )));
         }
@@ -116,13 +116,13 @@ impl Outbound {
     }
 
     /// Queues the DISCONNECT that ends the connection cleanly.
-    pub(super) fn disconnect(&mut self) -> Result<(), Refused> {
+    pub(super) fn disconnect(&mut self) -> Result<(), NotQueued> {
         self.push(Request::Disconnect(Disconnect))
     }
 
-    fn push(&mut self, request: Request) -> Result<(), Refused> {
+    fn push(&mut self, request: Request) -> Result<(), NotQueued> {
         if self.requests.len() >= self.capacity {
-            return Err(Refused::NoRoom(self.requests.len()));
+            return Err(NotQueued::NoRoom(self.requests.len()));
         }
         self.requests.push_back(request);
         Ok(())
@@ -171,7 +171,7 @@ mod tests {
             .publish("a/b".into(), QoS::AtLeastOnce, false, b"1".to_vec())
             .expect("room");
         match outbound.publish("a/c".into(), QoS::AtLeastOnce, true, b"2".to_vec()) {
-            Err(Refused::Full(publish)) => {
+            Err(NotQueued::Full(publish)) => {
                 assert_eq!((publish.topic.as_str(), publish.retain), ("a/c", true));
                 assert_eq!(&publish.payload[..], b"2");
             }
@@ -180,11 +180,11 @@ mod tests {
         let mut roomy = Outbound::new(10, 1 << 20);
         assert!(matches!(
             roomy.publish("a/#".into(), QoS::AtLeastOnce, false, Vec::new()),
-            Err(Refused::Invalid(reason)) if reason == "\"a/#\" is no topic to publish on"
+            Err(NotQueued::Invalid(reason)) if reason == "\"a/#\" is no topic to publish on"
         ));
         assert!(matches!(
             roomy.subscribe("a/#/b", QoS::AtLeastOnce),
-            Err(Refused::Invalid(_))
+            Err(NotQueued::Invalid(_))
         ));
         roomy.subscribe("a/#", QoS::AtLeastOnce).expect("a filter");
         let mut small = Outbound::new(10, 100);
@@ -193,14 +193,14 @@ mod tests {
             .expect("a 2-byte header, then 2 + 3 + 2 + 91 bytes: 100 in all");
         assert!(matches!(
             small.publish("a/b".into(), QoS::AtLeastOnce, false, vec![0; 92]),
-            Err(Refused::TooLarge {
+            Err(NotQueued::TooLarge {
                 size: 101,
                 max: 100
             })
         ));
         assert!(matches!(
             outbound.ack(&Publish::new("t", QoS::AtLeastOnce, Vec::new())),
-            Err(Refused::NoRoom(1))
+            Err(NotQueued::NoRoom(1))
         ));
     }
 

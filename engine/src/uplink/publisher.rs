@@ -130,7 +130,8 @@ impl Publisher {
     /// `node` the Sparkplug edge node (`payload: sparkplug-b`).
     pub(super) async fn run(
         self,
-        (to_self, inputs): (mpsc::UnboundedSender<Input>, mpsc::UnboundedReceiver<Input>),
+        to_self: mpsc::UnboundedSender<Input>,
+        inputs: mpsc::UnboundedReceiver<Input>,
         node: Option<EdgeNode>,
         shutdown: watch::Receiver<bool>,
     ) {

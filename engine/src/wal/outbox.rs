@@ -28,24 +28,31 @@ impl Collector for LogMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
         let (records, bytes) = self.0.size();
         let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        let records_help = (
-            "sluice_wal_records",
-            "Reports in the WAL awaiting their PUBACK.",
-        );
-        encode_scraped(&mut encoder, records_help, &ConstGauge::new(gauge(records)))?;
         encode_scraped(
             &mut encoder,
-            ("sluice_wal_bytes", "Bytes of reports in the WAL."),
+            "sluice_wal_records",
+            "Reports in the WAL awaiting their PUBACK.",
+            &ConstGauge::new(gauge(records)),
+        )?;
+        encode_scraped(
+            &mut encoder,
+            "sluice_wal_bytes",
+            "Bytes of reports in the WAL.",
             &ConstGauge::new(gauge(bytes)),
         )?;
-        let corrupt = ("sluice_wal_corrupt", "Damaged WAL records skipped.");
-        encode_scraped(&mut encoder, corrupt, &ConstCounter::new(self.0.corrupt()))?;
-        let dead = (
+        encode_scraped(
+            &mut encoder,
+            "sluice_wal_corrupt",
+            "Damaged WAL records skipped.",
+            &ConstCounter::new(self.0.corrupt()),
+        )?;
+        let held = gauge(self.0.dead_letter_count());
+        encode_scraped(
+            &mut encoder,
             "sluice_wal_dead_letters",
             "Messages set aside because they can never be sent, awaiting the operator.",
-        );
-        let held = gauge(self.0.dead_letter_count());
-        encode_scraped(&mut encoder, dead, &ConstGauge::new(held))
+            &ConstGauge::new(held),
+        )
     }
 }
 
@@ -245,7 +252,7 @@ impl Outbox {
         let (pushed, was_empty) = {
             let mut staging = self.staging();
             let was_empty = staging.is_empty();
-            let pushed = staging.push(message, settled, now, (self.capacity, self.policy));
+            let pushed = staging.push(message, settled, now, self.capacity, self.policy);
             (pushed, was_empty)
         };
         // WAL-7: only a full staging area drops, and every drop is counted.

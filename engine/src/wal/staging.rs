@@ -115,7 +115,8 @@ impl Staging {
         message: Message,
         settled: Option<oneshot::Sender<()>>,
         now: Instant,
-        (capacity, policy): (usize, OverflowPolicy),
+        capacity: usize,
+        policy: OverflowPolicy,
     ) -> Pushed {
         let mut outcome = Pushed::Kept;
         if self.waiting >= capacity {
@@ -282,26 +283,26 @@ mod tests {
     fn a_full_staging_area_applies_each_policy_but_never_to_a_batch_being_written() {
         let now = Instant::now();
         let mut staging = Staging::new(1);
-        let full = (2, OverflowPolicy::DropOldest);
-        assert_eq!(staging.push(report(1), None, now, full), Pushed::Kept);
-        assert_eq!(staging.push(report(2), None, now, full), Pushed::Kept);
+        let oldest = OverflowPolicy::DropOldest;
+        assert_eq!(staging.push(report(1), None, now, 2, oldest), Pushed::Kept);
+        assert_eq!(staging.push(report(2), None, now, 2, oldest), Pushed::Kept);
         assert_eq!(
-            staging.push(report(3), None, now, full),
+            staging.push(report(3), None, now, 2, oldest),
             Pushed::DroppedOldest
         );
         assert_eq!(staged(&staging), [2, 3]);
         // Being written, 2 and 3 are out of the policy's reach.
         assert_eq!(seqs(&staging.take_due(None)), [2, 3]);
-        assert_eq!(staging.push(report(4), None, now, full), Pushed::Kept);
-        assert_eq!(staging.push(report(5), None, now, full), Pushed::Kept);
+        assert_eq!(staging.push(report(4), None, now, 2, oldest), Pushed::Kept);
+        assert_eq!(staging.push(report(5), None, now, 2, oldest), Pushed::Kept);
         assert_eq!(
-            staging.push(report(6), None, now, full),
+            staging.push(report(6), None, now, 2, oldest),
             Pushed::DroppedOldest
         );
         assert_eq!(staged(&staging), [2, 3, 5, 6]);
-        let newest = (2, OverflowPolicy::DropNewest);
+        let newest = OverflowPolicy::DropNewest;
         assert_eq!(
-            staging.push(report(7), None, now, newest),
+            staging.push(report(7), None, now, 2, newest),
             Pushed::DroppedNewest
         );
         assert_eq!(staging.written(), Vec::<u64>::new());
@@ -313,9 +314,9 @@ mod tests {
     fn acknowledgements_find_their_entry_by_id() {
         let now = Instant::now();
         let mut staging = Staging::new(10);
-        let room = (10, OverflowPolicy::DropOldest);
+        let oldest = OverflowPolicy::DropOldest;
         for seq in 1..=3 {
-            staging.push(report(seq), None, now, room);
+            staging.push(report(seq), None, now, 10, oldest);
         }
         assert_eq!(staging.acknowledge(9), Acknowledged::InLog);
         assert_eq!(staging.acknowledge(11), Acknowledged::Unwritten);
@@ -336,9 +337,9 @@ mod tests {
         let start = Instant::now();
         let hold = Duration::from_millis(5);
         let mut staging = Staging::new(1);
-        let room = (10, OverflowPolicy::DropOldest);
-        staging.push(report(1), None, start, room);
-        staging.push(report(2), None, start + hold, room);
+        let oldest = OverflowPolicy::DropOldest;
+        staging.push(report(1), None, start, 10, oldest);
+        staging.push(report(2), None, start + hold, 10, oldest);
         staging.acknowledge(1);
         // The acknowledged front entry goes; the next one is due a hold later.
         assert_eq!(staging.next_due(hold), Some(start + 2 * hold));

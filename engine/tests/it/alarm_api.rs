@@ -5,10 +5,12 @@
 
 use std::time::{Duration, Instant};
 
+use crate::support::config::{
+    BOILER_PIPELINE, Gateway, HOMES_TOKEN, PLANT_TOKEN, Tag, two_tenants,
+};
 use crate::support::engine::{Engine, scratch_dir};
 use crate::support::mqtt::Subscriber;
 use crate::support::peers::{Mosquitto, PyModbus, free_port};
-use crate::support::yaml::{BOILER_PIPELINE, HOMES_TOKEN, PLANT_TOKEN, two_tenants};
 use serde_json::{Value, json};
 
 const ADMIN: &str = "operator-secret";
@@ -16,34 +18,19 @@ const PLANT: &str = PLANT_TOKEN;
 const HOMES: &str = HOMES_TOKEN;
 
 fn config(modbus: u16, mqtt: u16, http: u16, nobody: u16) -> String {
-    let collector = format!(
-        "collector:
-  workerThreads: 2
-  perDeviceTimeoutMs: 500
-  mqtt:
-    brokerUrl: tcp://127.0.0.1:{mqtt}
-    clientId: alarms-{http}
-    topicPrefix: site
-  http:
-    listen: 127.0.0.1:{http}
-    adminToken: {ADMIN}
-  wal:
-    dir: ./data
-  backoff:
-    baseMs: 100
-    maxMs: 300
-  lease:
-    scanIntervalMs: 300
-  alarms:
-    escalateAfterSec: 3600
-"
-    );
-    two_tenants(
-        &collector,
-        (modbus, nobody),
-        "    stateTimeout: 2\n",
-        "          - { key: temp, address: '40001', dataType: UINT16, periodMs: 200 }\n",
-    )
+    let gateway = Gateway::new(&format!("alarms-{http}"), mqtt)
+        .http(http, ADMIN)
+        .set("perDeviceTimeoutMs", 500)
+        .set("mqtt.topicPrefix", "site")
+        .set("backoff", json!({ "baseMs": 100, "maxMs": 300 }))
+        .set("lease.scanIntervalMs", 300)
+        .set("alarms.escalateAfterSec", 3600);
+    two_tenants(gateway, (modbus, nobody), |boiler| {
+        boiler
+            .set("stateTimeout", 2)
+            .tag(Tag::new("temp", "40001", "UINT16", 200))
+    })
+    .yaml()
 }
 
 async fn call(

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::common::{TestDatabase, whitelist};
 use sluice::alarm::{
-    AlarmAction, AlarmState, AlarmStore, Delivery, DeliveryPlan, Notifier, QuietHours, Raise,
+    AlarmAction, AlarmState, AlarmStore, Delivery, DeliverySettings, Notifier, QuietHours, Raise,
     Raised, Recipient, Scope, Source, TickReport,
 };
 use tokio::sync::oneshot;
@@ -48,7 +48,7 @@ impl Broker {
     }
 }
 
-fn setup(name: &str, plan: DeliveryPlan) -> (Arc<AlarmStore>, Arc<Broker>, Delivery) {
+fn setup(name: &str, plan: DeliverySettings) -> (Arc<AlarmStore>, Arc<Broker>, Delivery) {
     let store = Arc::new(AlarmStore::new(
         TestDatabase::new(&format!("delivery-{name}")).open(),
         whitelist().alarms,
@@ -86,8 +86,8 @@ fn state(store: &AlarmStore, id: u64) -> AlarmState {
         .state
 }
 
-fn plan() -> DeliveryPlan {
-    DeliveryPlan {
+fn plan() -> DeliverySettings {
+    DeliverySettings {
         topic: "site/alarm/post".into(),
         escalate_after_ms: Some(30 * 60_000),
         recipients: HashMap::new(),

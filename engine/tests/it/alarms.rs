@@ -14,7 +14,7 @@ use sluice::alarm::{
     AlarmAction, AlarmError, AlarmFilter, AlarmState, AlarmStore, Alarms, Applied, DeviceRules,
     EventError, RULE_FAILURE, Raise, Raised, Scope, Source,
 };
-use sluice::model::{DataType, Refused, SettingValue, Value};
+use sluice::model::{ActionNotAllowed, DataType, SettingValue, Value};
 use sluice::runtime::{CallError, ComponentKind, Limits, RulesPool, Runtime};
 use sluice::store::Store;
 
@@ -198,7 +198,7 @@ fn every_whitelist_cell_is_applied_or_refused_with_the_allowed_actions() {
                 }
                 None => {
                     match result {
-                        Err(AlarmError::Refused(Refused {
+                        Err(AlarmError::Refused(ActionNotAllowed {
                             state,
                             action: refused,
                             allowed: given,

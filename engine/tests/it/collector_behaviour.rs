@@ -4,36 +4,32 @@
 
 use std::time::Duration;
 
+use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{ADMIN_TOKEN, Engine, scratch_dir};
 use crate::support::mqtt::Subscriber;
 use crate::support::peers::{Mosquitto, free_port};
 use crate::support::sim::simulator;
-use crate::support::yaml::modbus_device;
 use serde_json::Value;
 
-fn collector(mqtt: u16, http: u16, mode: &str, keep_alive: u16) -> String {
-    format!(
-        "collector:
-  workerThreads: 2
-  perDeviceTimeoutMs: 2000
-  reportMode: {mode}
-  mqtt:
-    brokerUrl: tcp://127.0.0.1:{mqtt}
-    clientId: behaviour-{http}
-    keepAliveSec: {keep_alive}
-  http:
-    listen: 127.0.0.1:{http}
-    adminToken: {ADMIN_TOKEN}
-  wal:
-    dir: ./data
-devices:
-"
-    )
+fn collector(mqtt: u16, http: u16, mode: &str, keep_alive: u16) -> Gateway {
+    Gateway::new(&format!("behaviour-{http}"), mqtt)
+        .http(http, ADMIN_TOKEN)
+        .set("perDeviceTimeoutMs", 2000)
+        .set("reportMode", mode)
+        .set("mqtt.keepAliveSec", keep_alive)
 }
 
-fn device(id: &str, port: u16, unit: u8, tags: &str) -> String {
-    let channel = format!("        unitId: {unit}\n        readTimeoutMs: 1500\n");
-    modbus_device(id, port, &channel, tags)
+/// Device `id` at unit `unit` of the simulator on `port`, reading `tags`.
+fn device(id: &str, port: u16, unit: u8, tags: impl IntoIterator<Item = Tag>) -> Device {
+    Device::modbus(id, port)
+        .channel("unitId", unit)
+        .channel("readTimeoutMs", 1500)
+        .tags(tags)
+}
+
+/// A tag of register `address`, read every `period_ms`.
+fn uint16(key: &str, address: &str, period_ms: u64) -> Tag {
+    Tag::new(key, address, "UINT16", period_ms)
 }
 
 /// The value of a Prometheus sample line `name{labels} value`.
@@ -53,23 +49,15 @@ async fn a_slow_device_is_skipped_and_never_delays_the_others_which_share_a_conn
     let broker = Mosquitto::start();
     let subscriber = Subscriber::connect(broker.port()).await;
     let http = free_port();
-    let mut config = collector(broker.port(), http, "BATCH", 5);
-    config.push_str(&device(
-        "slow",
-        slow.local_addr().port(),
-        1,
-        "          - { key: a, address: '40001', dataType: UINT16, periodMs: 100 }\n          - { key: b, address: '40002', dataType: UINT16, periodMs: 150 }\n",
-    ));
+    let tags = [uint16("a", "40001", 100), uint16("b", "40002", 150)];
+    let slow = device("slow", slow.local_addr().port(), 1, tags);
+    let mut config = collector(broker.port(), http, "BATCH", 5).device(slow);
     for (id, unit) in [("fast1", 1), ("fast2", 2)] {
-        config.push_str(&device(
-            id,
-            fast.local_addr().port(),
-            unit,
-            "          - { key: a, address: '40001', dataType: UINT16, periodMs: 100 }\n",
-        ));
+        let tags = [uint16("a", "40001", 100)];
+        config = config.device(device(id, fast.local_addr().port(), unit, tags));
     }
     let dir = scratch_dir("slow-device");
-    let mut engine = Engine::start(&dir, &config);
+    let mut engine = Engine::start(&dir, &config.yaml());
     subscriber
         .wait_until(Duration::from_secs(15), "reports from every device", |m| {
             [
@@ -128,14 +116,18 @@ async fn report_modes_sequence_numbers_across_a_crash_and_the_last_will() {
     let port = handle.local_addr().port();
     let broker = Mosquitto::start();
     let subscriber = Subscriber::connect(broker.port()).await;
-    let tags = "          - { key: a, address: '40001', dataType: UINT16, periodMs: 100 }\n          - { key: b, address: '40002', dataType: UINT16, periodMs: 100 }\n          - { key: c, address: '40003', dataType: UINT16, periodMs: 100 }\n";
+    let tags = [
+        uint16("a", "40001", 100),
+        uint16("b", "40002", 100),
+        uint16("c", "40003", 100),
+    ];
+    let changes = device("changes", port, 1, tags);
 
     // ON_CHANGE: after the first report only the changed value is published.
     let dir = scratch_dir("on-change");
     let http = free_port();
-    let mut config = collector(broker.port(), http, "ON_CHANGE", 1);
-    config.push_str(&device("changes", port, 1, tags));
-    let mut engine = Engine::start(&dir, &config);
+    let config = collector(broker.port(), http, "ON_CHANGE", 1).device(changes.clone());
+    let mut engine = Engine::start(&dir, &config.yaml());
     let topic = "P/changes/property/post";
     subscriber
         .wait_until(Duration::from_secs(15), "the first report", |m| {
@@ -184,9 +176,8 @@ async fn report_modes_sequence_numbers_across_a_crash_and_the_last_will() {
                 .any(|m| m.topic == will_topic && m.json()["status"] == "offline")
         })
         .await;
-    let mut config = collector(broker.port(), http, "SINGLE", 1);
-    config.push_str(&device("changes", port, 1, tags));
-    let _engine = Engine::start(&dir, &config);
+    let config = collector(broker.port(), http, "SINGLE", 1).device(changes);
+    let _engine = Engine::start(&dir, &config.yaml());
     let seen = subscriber.on(topic).len();
     let reports = subscriber
         .wait_until(Duration::from_secs(15), "reports after the restart", |m| {
@@ -231,26 +222,16 @@ async fn unanswered_heartbeats_take_an_idle_connection_offline() {
     let http = free_port();
     // One slow-period tag: the first round connects, then the link is idle and
     // only heartbeats (every 200 ms, two failures allowed) talk to the device.
-    let mut config = collector(broker.port(), http, "BATCH", 5)
-        .replace("devices:\n", "  heartbeatFailures: 2\ndevices:\n");
-    config.push_str(&format!(
-        "  - deviceId: quiet
-    productId: P
-    deviceNum: quiet
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {}
-        readTimeoutMs: 300
-        heartbeatMs: 200
-        tags:
-          - {{ key: a, address: '40001', dataType: UINT16, periodMs: 60000 }}
-",
-        handle.local_addr().port()
-    ));
+    let config = collector(broker.port(), http, "BATCH", 5)
+        .set("heartbeatFailures", 2)
+        .device(
+            Device::modbus("quiet", handle.local_addr().port())
+                .channel("readTimeoutMs", 300)
+                .channel("heartbeatMs", 200)
+                .tag(uint16("a", "40001", 60000)),
+        );
     let dir = scratch_dir("heartbeat");
-    let mut engine = Engine::start(&dir, &config);
+    let mut engine = Engine::start(&dir, &config.yaml());
     let connections =
         |health: &Value, state: &str| health["connections"][state].as_u64().unwrap_or(0);
     let mut health = Value::Null;

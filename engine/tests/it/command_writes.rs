@@ -5,8 +5,9 @@
 
 use std::time::{Duration, Instant};
 
+use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{Engine, scratch_dir};
-use crate::support::mqtt::{OPERATOR_KEY, OPERATOR_KEY_LINE, Subscriber, write_operator_key};
+use crate::support::mqtt::{OPERATOR_KEY, Subscriber, write_operator_key};
 use crate::support::peers::{Mosquitto, Peer, PyModbus, free_port};
 use serde_json::{Value, json};
 
@@ -15,78 +16,85 @@ const NODE: &str = "node-token";
 /// The token of the second outside node, `iot-b`.
 const NODE_B: &str = "node-token-b";
 
-/// (key, dataType, byteOrder, registers, value to write, extra keys)
-const TAGS: &[(&str, &str, &str, u16, &str, &str)] = &[
-    ("u16", "UINT16", "ABCD", 1, "65000", ""),
-    ("i16", "INT16", "BADC", 1, "-300", ""),
-    ("u32_abcd", "UINT32", "ABCD", 2, "4000000000", ""),
-    ("i32_badc", "INT32", "BADC", 2, "-70000", ""),
-    ("i32_cdab", "INT32", "CDAB", 2, "-70000", ""),
-    ("u32_dcba", "UINT32", "DCBA", 2, "305419896", ""),
-    ("f32_abcd", "FLOAT32", "ABCD", 2, "12.5", ""),
-    ("f32_badc", "FLOAT32", "BADC", 2, "-0.75", ""),
-    ("f32_cdab", "FLOAT32", "CDAB", 2, "3.25", ""),
-    ("f32_dcba", "FLOAT32", "DCBA", 2, "1024.5", ""),
-    ("f64", "FLOAT64", "ABCD", 4, "1234.5678", ""),
-    ("i64_dcba", "INT64", "DCBA", 4, "-123456789012", ""),
-    ("bcd16", "BCD16", "ABCD", 1, "1234", ""),
-    ("scaled", "INT16", "ABCD", 1, "12.3", ", factor: 0.1"),
+/// (key, dataType, byteOrder, registers, value to write, more keys of the tag;
+/// numbers as JSON)
+type Written = (
+    &'static str,
+    &'static str,
+    &'static str,
+    u16,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+);
+const TAGS: &[Written] = &[
+    ("u16", "UINT16", "ABCD", 1, "65000", &[]),
+    ("i16", "INT16", "BADC", 1, "-300", &[]),
+    ("u32_abcd", "UINT32", "ABCD", 2, "4000000000", &[]),
+    ("i32_badc", "INT32", "BADC", 2, "-70000", &[]),
+    ("i32_cdab", "INT32", "CDAB", 2, "-70000", &[]),
+    ("u32_dcba", "UINT32", "DCBA", 2, "305419896", &[]),
+    ("f32_abcd", "FLOAT32", "ABCD", 2, "12.5", &[]),
+    ("f32_badc", "FLOAT32", "BADC", 2, "-0.75", &[]),
+    ("f32_cdab", "FLOAT32", "CDAB", 2, "3.25", &[]),
+    ("f32_dcba", "FLOAT32", "DCBA", 2, "1024.5", &[]),
+    ("f64", "FLOAT64", "ABCD", 4, "1234.5678", &[]),
+    ("i64_dcba", "INT64", "DCBA", 4, "-123456789012", &[]),
+    ("bcd16", "BCD16", "ABCD", 1, "1234", &[]),
+    ("scaled", "INT16", "ABCD", 1, "12.3", &[("factor", "0.1")]),
     (
         "offset",
         "UINT16",
         "ABCD",
         1,
         "-20",
-        ", factor: 0.5, offset: -50",
+        &[("factor", "0.5"), ("offset", "-50")],
     ),
 ];
 
+/// A tag of the PLC, written and read back.
+fn writable(key: &str, address: &str, data_type: &str, period_ms: u64) -> Tag {
+    Tag::new(key, address, data_type, period_ms)
+        .set("access", "RW")
+        .set("readback", true)
+}
+
 fn config(modbus: u16, mqtt: u16, http: u16, execute_own: bool) -> (String, usize) {
-    let mut tags = String::new();
+    let mut plc = Device::modbus("plc", modbus)
+        .set("deviceNum", "PLC1")
+        .channel("readTimeoutMs", 500);
     let mut address = 40001u32;
     for (key, data_type, order, registers, _, extra) in TAGS {
-        tags.push_str(&format!(
-            "          - {{ key: {key}, address: '{address}', dataType: {data_type}, byteOrder: {order}, periodMs: 1000, access: RW, readback: true{extra} }}\n"
-        ));
+        let tag = writable(key, &address.to_string(), data_type, 1000).set("byteOrder", *order);
+        plc = plc.tag(extra.iter().fold(tag, |tag, (k, v)| tag.set(k, number(v))));
         address += u32::from(*registers);
     }
     let registers = (address - 40001) as usize;
-    let text = format!(
-        "collector:
-  workerThreads: 2
-  perDeviceTimeoutMs: 1000
-  mqtt:
-    brokerUrl: tcp://127.0.0.1:{mqtt}
-    clientId: writes-{http}
-  http:
-    listen: 127.0.0.1:{http}
-    adminToken: {ADMIN}
-    nodeTokens: [{{ nodeId: iot-a, token: {NODE} }}, {{ nodeId: iot-b, token: {NODE_B} }}]
-{OPERATOR_KEY_LINE}  wal:
-    dir: ./data
-  backoff:
-    baseMs: 100
-    maxMs: 300
-  commands:
-    executeOwn: {execute_own}
-devices:
-  - deviceId: plc
-    productId: P
-    deviceNum: PLC1
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {modbus}
-        readTimeoutMs: 500
-        tags:
-{tags}          - {{ key: coil, address: '00001', dataType: BOOL, periodMs: 1000, access: RW, readback: true }}
-          - {{ key: missing, address: '40900', dataType: INT16, periodMs: 0, access: W }}
-          - {{ key: limited, address: '{address}', dataType: UINT16, periodMs: 1000, access: RW, min: 0, max: 100 }}
-          - {{ key: readonly, address: '40001', dataType: UINT16, periodMs: 1000 }}
-          - {{ key: bit3, address: '40001.3', dataType: BOOL, periodMs: 0, access: W }}
-"
-    );
+    let plc = plc
+        .tag(writable("coil", "00001", "BOOL", 1000))
+        .tag(Tag::new("missing", "40900", "INT16", 0).set("access", "W"))
+        .tag(
+            Tag::new("limited", &address.to_string(), "UINT16", 1000)
+                .set("access", "RW")
+                .set("min", 0)
+                .set("max", 100),
+        )
+        .tag(Tag::new("readonly", "40001", "UINT16", 1000))
+        .tag(Tag::new("bit3", "40001.3", "BOOL", 0).set("access", "W"));
+    let text = Gateway::new(&format!("writes-{http}"), mqtt)
+        .http(http, ADMIN)
+        .set(
+            "http.nodeTokens",
+            json!([
+                { "nodeId": "iot-a", "token": NODE },
+                { "nodeId": "iot-b", "token": NODE_B },
+            ]),
+        )
+        .operator_key()
+        .set("perDeviceTimeoutMs", 1000)
+        .set("backoff", json!({ "baseMs": 100, "maxMs": 300 }))
+        .set("commands.executeOwn", execute_own)
+        .device(plc)
+        .yaml();
     (text, registers + 1)
 }
 
@@ -507,30 +515,17 @@ async fn a_command_reclaimed_during_its_slow_write_is_written_once() {
     let (_sim, device) = crate::support::sim::simulator(100, Duration::from_millis(700)).await;
     let broker = Mosquitto::start();
     let http = free_port();
-    let text = format!(
-        "collector:
-  workerThreads: 2
-  perDeviceTimeoutMs: 3000
-  mqtt: {{ brokerUrl: tcp://127.0.0.1:{mqtt}, clientId: slow-{http} }}
-  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
-  wal: {{ dir: ./data }}
-  commands: {{ leaseSec: 1 }}
-devices:
-  - deviceId: slow
-    productId: P
-    deviceNum: S1
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {port}
-        readTimeoutMs: 2000
-        tags:
-          - {{ key: setpoint, address: '40001', dataType: UINT16, periodMs: 0, access: RW, readback: true }}
-",
-        mqtt = broker.port(),
-        port = device.local_addr().port(),
-    );
+    let text = Gateway::new(&format!("slow-{http}"), broker.port())
+        .http(http, ADMIN)
+        .set("perDeviceTimeoutMs", 3000)
+        .set("commands.leaseSec", 1)
+        .device(
+            Device::modbus("slow", device.local_addr().port())
+                .set("deviceNum", "S1")
+                .channel("readTimeoutMs", 2000)
+                .tag(writable("setpoint", "40001", "UINT16", 0)),
+        )
+        .yaml();
     let _engine = Engine::start(&scratch_dir("slow-write"), &text);
     let (status, command) = create(
         http,

@@ -8,12 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::support::config::{Device, Gateway, Tag, Tenant};
 use crate::support::engine::{Engine, scratch_dir};
-use crate::support::mqtt::{
-    OPERATOR_KEY, OPERATOR_KEY_LINE, Subscriber, reports, write_operator_key,
-};
+use crate::support::mqtt::{OPERATOR_KEY, Subscriber, reports, write_operator_key};
 use crate::support::peers::{Mosquitto, Peer, free_port};
-use crate::support::yaml::modbus_device;
 use serde_json::{Value, json};
 use sluice::sim::{SimHandle, Simulator};
 
@@ -21,14 +19,10 @@ const ADMIN: &str = "admin-token";
 
 /// A `devices` entry polling register 40001 of the simulator on `port` every
 /// 100 ms, scaled by `factor`, of tenant `tenant`.
-fn device(id: &str, port: u16, factor: u32, tenant: u32) -> String {
-    let tag = format!(
-        "          - {{ key: t, address: '40001', dataType: UINT16, periodMs: 100, factor: {factor} }}\n"
-    );
-    modbus_device(id, port, "", &tag).replace(
-        "    channels:",
-        &format!("    tenantId: {tenant}\n    channels:"),
-    )
+fn device(id: &str, port: u16, factor: u32, tenant: u32) -> Device {
+    Device::modbus(id, port)
+        .set("tenantId", tenant)
+        .tag(Tag::new("t", "40001", "UINT16", 100).set("factor", factor))
 }
 
 /// The same device as a pushed JSON document.
@@ -82,22 +76,14 @@ impl Rig {
     /// Writes the file: devices a (tenant 1) and b (tenant 2 or `b_tenant`), b
     /// scaled by `b_factor`.
     fn write(&self, b_factor: u32, b_tenant: u32) {
-        let text = format!(
-            "collector:
-  workerThreads: 2
-  mqtt: {{ brokerUrl: tcp://127.0.0.1:{broker} }}
-  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
-{OPERATOR_KEY_LINE}  wal: {{ dir: ./data }}
-tenants:
-  - {{ tenantId: 1, name: one, tokens: [token-one] }}
-  - {{ tenantId: 2, name: two, tokens: [token-two] }}
-devices:
-{a}{b}",
-            broker = self.broker.port(),
-            http = self.http,
-            a = device("a", self.port(0), 1, 1),
-            b = device("b", self.port(1), b_factor, b_tenant),
-        );
+        let text = Gateway::without_client_id(self.broker.port())
+            .http(self.http, ADMIN)
+            .operator_key()
+            .tenant(Tenant::new(1, "one").set("tokens", json!(["token-one"])))
+            .tenant(Tenant::new(2, "two").set("tokens", json!(["token-two"])))
+            .device(device("a", self.port(0), 1, 1))
+            .device(device("b", self.port(1), b_factor, b_tenant))
+            .yaml();
         std::fs::write(&self.file, text).expect("config");
     }
 

@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::support::browser::Browser;
+use crate::support::config::{BOILER_PIPELINE, Gateway, HOMES_TOKEN, Tag, two_tenants};
 use crate::support::engine::{Engine, scratch_dir};
 use crate::support::peers::{Mosquitto, PyModbus, free_port, project_root};
-use crate::support::yaml::{BOILER_PIPELINE, HOMES_TOKEN, two_tenants};
 use serde_json::{Value, json};
 use tokio_modbus::client::tcp;
 use tokio_modbus::prelude::*;
@@ -21,26 +21,20 @@ const ADMIN: &str = "console-admin-secret";
 const HOMES: &str = HOMES_TOKEN;
 
 fn config(modbus: u16, mqtt: u16, http: u16, nobody: u16) -> String {
-    let collector = format!(
-        "collector:
-  workerThreads: 2
-  perDeviceTimeoutMs: 500
-  mqtt:
-    brokerUrl: tcp://127.0.0.1:{mqtt}
-    clientId: console-{http}
-  http:
-    listen: 127.0.0.1:{http}
-    adminToken: {ADMIN}
-  wal:
-    dir: ./data
-  lease:
-    scanIntervalMs: 300
-"
-    );
-    let tags = "          - { key: temp, address: '40001', dataType: UINT16, periodMs: 200 }
-          - { key: setpoint, address: '40002', dataType: UINT16, periodMs: 200, access: RW, readback: true, min: 0, max: 500 }
-";
-    two_tenants(&collector, (modbus, nobody), "", tags)
+    let gateway = Gateway::new(&format!("console-{http}"), mqtt)
+        .http(http, ADMIN)
+        .set("perDeviceTimeoutMs", 500)
+        .set("lease.scanIntervalMs", 300);
+    two_tenants(gateway, (modbus, nobody), |boiler| {
+        boiler.tag(Tag::new("temp", "40001", "UINT16", 200)).tag(
+            Tag::new("setpoint", "40002", "UINT16", 200)
+                .set("access", "RW")
+                .set("readback", true)
+                .set("min", 0)
+                .set("max", 500),
+        )
+    })
+    .yaml()
 }
 
 /// Polls `GET path` as the admin until `done` holds for the body.

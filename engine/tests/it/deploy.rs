@@ -7,10 +7,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::support::config::{Device, Gateway, Tag, Tenant};
 use crate::support::engine::{Engine, scratch_dir};
 use crate::support::mqtt::{Subscriber, reports};
 use crate::support::peers::{Mosquitto, Peer, PyModbus, free_port};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const ADMIN: &str = "admin-token";
 const TOPIC: &str = "P/D/property/post";
@@ -41,19 +42,18 @@ impl Rig {
         self.device.port()
     }
 
-    /// The `collector` section of an engine config for this rig.
-    fn collector(&self, name: &str) -> String {
-        format!(
-            "collector:
-  workerThreads: 2
-  mqtt: {{ brokerUrl: tcp://127.0.0.1:{}, clientId: {name}-{} }}
-  http: {{ listen: 127.0.0.1:{}, adminToken: {ADMIN} }}
-  wal: {{ dir: ./data }}
-",
-            self._broker.port(),
-            self.http,
-            self.http
-        )
+    /// An engine config for this rig, without devices.
+    fn gateway(&self, name: &str) -> Gateway {
+        Gateway::new(&format!("{name}-{}", self.http), self._broker.port()).http(self.http, ADMIN)
+    }
+
+    /// Device `id` (number `num`) reading register 40001 of the rig's device
+    /// every 100 ms as `t`, through channel `c`.
+    fn device(&self, id: &str, num: &str) -> Device {
+        Device::modbus(id, self.port())
+            .set("deviceNum", num)
+            .channel("channelId", "c")
+            .tag(Tag::new("t", "40001", "UINT16", 100))
     }
 }
 
@@ -118,22 +118,10 @@ async fn active_version(http: u16, name: &str) -> String {
 async fn a_stage_uploaded_while_polling_takes_over_between_rounds_and_rolls_back() {
     let rig = Rig::start(5).await;
     let (subscriber, http) = (&rig.subscriber, rig.http);
-    let config = format!(
-        "{collector}devices:
-  - deviceId: d
-    productId: P
-    deviceNum: D
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {port}
-        tags:
-          - {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }}
-",
-        collector = rig.collector("deploy"),
-        port = rig.port(),
-    );
+    let config = rig
+        .gateway("deploy")
+        .device(rig.device("d", "D").channel("channelId", "main"))
+        .yaml();
     let dir = scratch_dir("deploy");
     let mut engine = Engine::start(&dir, &config);
     subscriber
@@ -254,23 +242,11 @@ async fn pipeline_edits_apply_within_a_round_and_a_broken_edit_changes_nothing()
     let (subscriber, http) = (&rig.subscriber, rig.http);
     let scaled = "name: p\nstages:\n  - use: swap_bytes\n  - use: decode\n  - use: scale\n    settings: { decimals: 3 }\n";
     let (dir, pipelines, file) = with_pipeline("reload", "p.yaml", scaled);
-    let config = format!(
-        "{collector}devices:
-  - deviceId: d
-    productId: P
-    deviceNum: D
-    pipeline: p
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {port}
-        tags:
-          - {{ key: t, address: '40001', dataType: INT16, factor: 0.1, periodMs: 100 }}
-",
-        collector = rig.collector("reload"),
-        port = rig.port(),
-    );
+    let device = Device::modbus("d", rig.port())
+        .set("deviceNum", "D")
+        .set("pipeline", "p")
+        .tag(Tag::new("t", "40001", "INT16", 100).set("factor", 0.1));
+    let config = rig.gateway("reload").device(device).yaml();
     let _engine = Engine::start_with_pipelines(&dir, &config, &pipelines);
     subscriber.until_value(TOPIC, 123.4, "scaled values").await;
 
@@ -358,11 +334,10 @@ async fn a_pipeline_edit_applies_its_alarm_thresholds_too() {
         )
     };
     let (dir, pipelines, file) = with_pipeline("reload-alarms", "p.yaml", &hot(90));
-    let config = format!(
-        "{collector}devices:\n  - {{ deviceId: d, productId: P, deviceNum: D, pipeline: p, channels: [ {{ channelId: c, protocol: modbus-tcp, host: 127.0.0.1, port: {port}, tags: [ {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }} ] }} ] }}\n",
-        collector = rig.collector("reload-alarms"),
-        port = rig.port(),
-    );
+    let config = rig
+        .gateway("reload-alarms")
+        .device(rig.device("d", "D").set("pipeline", "p"))
+        .yaml();
     let _engine = Engine::start_with_pipelines(&dir, &config, &pipelines);
     subscriber
         .wait_until(Duration::from_secs(15), "three rounds", |m| {
@@ -399,17 +374,16 @@ async fn a_tenants_component_that_keeps_failing_is_quarantined_with_an_alarm_and
         "t1.yaml",
         "name: t1\nstages:\n  - use: swap_bytes\n  - use: decode\n",
     );
-    let port = rig.port();
-    let config = format!(
-        "{collector}tenants:
-  - {{ tenantId: 1, name: careless, pipeline: t1, limits: {{ fuelPerCall: 1000000 }} }}
-  - {{ tenantId: 2, name: careful }}
-devices:
-  - {{ deviceId: a, productId: P, deviceNum: A, tenantId: 1, channels: [ {{ channelId: c, protocol: modbus-tcp, host: 127.0.0.1, port: {port}, tags: [ {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }} ] }} ] }}
-  - {{ deviceId: b, productId: P, deviceNum: B, tenantId: 2, channels: [ {{ channelId: c, protocol: modbus-tcp, host: 127.0.0.1, port: {port}, tags: [ {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }} ] }} ] }}
-",
-        collector = rig.collector("quarantine"),
-    );
+    let careless = Tenant::new(1, "careless")
+        .set("pipeline", "t1")
+        .set("limits", json!({ "fuelPerCall": 1_000_000 }));
+    let config = rig
+        .gateway("quarantine")
+        .tenant(careless)
+        .tenant(Tenant::new(2, "careful"))
+        .device(rig.device("a", "A").set("tenantId", 1))
+        .device(rig.device("b", "B").set("tenantId", 2))
+        .yaml();
     let _engine = Engine::start_with_pipelines(&dir, &config, &pipelines);
     subscriber
         .wait_until(Duration::from_secs(15), "reports of both devices", |m| {
@@ -501,13 +475,10 @@ fn builtin(name: &str) -> &'static [u8] {
 async fn a_codec_version_deployed_while_polling_reconnects_its_links_and_loses_nothing() {
     let rig = Rig::start(5).await;
     let (subscriber, http) = (&rig.subscriber, rig.http);
-    let config = format!(
-        "{collector}devices:
-  - {{ deviceId: d, productId: P, deviceNum: D, channels: [ {{ channelId: c, protocol: modbus-tcp, host: 127.0.0.1, port: {port}, unitId: 3, tags: [ {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }} ] }} ] }}
-",
-        collector = rig.collector("codec"),
-        port = rig.port(),
-    );
+    let config = rig
+        .gateway("codec")
+        .device(rig.device("d", "D").channel("unitId", 3))
+        .yaml();
     let _engine = Engine::start(&scratch_dir("codec-deploy"), &config);
     subscriber.until_value(TOPIC, 5.0, "reports").await;
     let reconnects = |metrics: &str| -> f64 {
@@ -571,14 +542,9 @@ async fn a_rules_version_uploaded_while_running_takes_the_next_event_and_rolls_b
         "hot.yaml",
         "name: hot\nstages:\n  - use: swap_bytes\n  - use: decode\nalarms:\n  thresholds:\n    - { tag: t, above: 90, clearAt: 80, ruleKey: HOT }\n",
     );
-    let device = |id: &str, pipeline: &str| {
-        format!(
-            "  - {{ deviceId: {id}, productId: P, deviceNum: {id}, pipeline: {pipeline}, channels: [ {{ channelId: c, protocol: modbus-tcp, host: 127.0.0.1, port: {}, tags: [ {{ key: t, address: '40001', dataType: UINT16, periodMs: 100 }} ] }} ] }}\n",
-            rig.port()
-        )
-    };
-    let collector = rig.collector("rules");
-    let config = format!("{collector}devices:\n{}", device("d", "default"));
+    let device = |id: &str, pipeline: &str| rig.device(id, id).set("pipeline", pipeline);
+    let gateway = rig.gateway("rules");
+    let config = gateway.clone().device(device("d", "default")).yaml();
     let _engine = Engine::start_with_pipelines(&dir, &config, &pipelines);
     let event = |kind: &str| serde_json::json!({ "deviceId": "d", "type": kind });
     let post = |kind: &str| {
@@ -613,11 +579,10 @@ async fn a_rules_version_uploaded_while_running_takes_the_next_event_and_rolls_b
 
     // With a device whose pipeline has thresholds, a version that refuses them
     // breaks its rules: refused, and the built-in rules stay.
-    let config = format!(
-        "{collector}devices:\n{}{}",
-        device("d", "default"),
-        device("e", "hot")
-    );
+    let config = gateway
+        .device(device("d", "default"))
+        .device(device("e", "hot"))
+        .yaml();
     std::fs::write(dir.join("devices.yaml"), config).expect("config");
     let (status, reloaded) = Engine::request(http, "POST", "/reload", Some(ADMIN), None).await;
     assert_eq!(status, 200, "{reloaded}");

@@ -5,10 +5,10 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::config::{Device, Gateway, Tag, Tenant};
 use crate::support::engine::{Engine, scratch_dir};
 use crate::support::mqtt::{Subscriber, reports};
 use crate::support::peers::{Mosquitto, free_port};
-use crate::support::yaml::modbus_device;
 use serde_json::Value;
 use sluice::sim::{SimHandle, Simulator};
 
@@ -16,28 +16,23 @@ const ADMIN: &str = "admin-token";
 
 /// One device entry polling register 40001 of the simulator on `port` every
 /// 100 ms, scaled by `factor`.
-fn device(id: &str, port: u16, factor: u32) -> String {
-    device_with(id, port, factor, "")
+fn device(id: &str, port: u16, factor: u32) -> Device {
+    Device::modbus(id, port).tag(scaled("40001", factor))
 }
 
-/// [`device`] with more keys on its channel (lines indented by 8).
-fn device_with(id: &str, port: u16, factor: u32, channel: &str) -> String {
-    let tag = format!(
-        "          - {{ key: t, address: '40001', dataType: UINT16, periodMs: 100, factor: {factor} }}\n"
-    );
-    modbus_device(id, port, channel, &tag)
+/// Tag `t` at `address`, read every 100 ms, scaled by `factor`.
+fn scaled(address: &str, factor: u32) -> Tag {
+    Tag::new("t", address, "UINT16", 100).set("factor", factor)
+}
+
+/// [`device`] with a read timeout of 1.5 s on its channel.
+fn slow(id: &str, port: u16, factor: u32) -> Device {
+    device(id, port, factor).channel("readTimeoutMs", 1500)
 }
 
 /// The `collector` section for an engine using `broker` and HTTP port `http`.
-fn collector(broker: u16, http: u16) -> String {
-    format!(
-        "collector:
-  workerThreads: 2
-  mqtt: {{ brokerUrl: tcp://127.0.0.1:{broker}, clientId: reload-{http} }}
-  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
-  wal: {{ dir: ./data }}
-"
-    )
+fn collector(broker: u16, http: u16) -> Gateway {
+    Gateway::new(&format!("reload-{http}"), broker).http(http, ADMIN)
 }
 
 /// Waits (bounded) until `check` holds.
@@ -86,8 +81,10 @@ async fn serve(value: u16) -> (Simulator, SimHandle) {
     (sim, handle)
 }
 
-fn write_config(path: &Path, collector: &str, devices: &[String]) {
-    std::fs::write(path, format!("{collector}devices:\n{}", devices.concat())).expect("config");
+/// Writes `collector` with `devices` to `path`.
+fn write_config(path: &Path, collector: &Gateway, devices: impl IntoIterator<Item = Device>) {
+    let config = devices.into_iter().fold(collector.clone(), Gateway::device);
+    std::fs::write(path, config.yaml()).expect("config");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,7 +103,7 @@ async fn devices_added_changed_and_removed_live_leave_the_others_untouched() {
     let collector = collector(broker.port(), http);
     let dir = scratch_dir("device-reload");
     let file = dir.join("devices.yaml");
-    write_config(&file, &collector, &[device("a", a, 1), device("b", b, 1)]);
+    write_config(&file, &collector, [device("a", a, 1), device("b", b, 1)]);
     let _engine = Engine::start_with(&dir, &file);
     until_value(&subscriber, "a", 11.0).await;
     until_value(&subscriber, "b", 22.0).await;
@@ -116,7 +113,7 @@ async fn devices_added_changed_and_removed_live_leave_the_others_untouched() {
     write_config(
         &file,
         &collector,
-        &[device("a", a, 1), device("b", b, 2), device("c", c, 1)],
+        [device("a", a, 1), device("b", b, 2), device("c", c, 1)],
     );
     until_value(&subscriber, "b", 44.0).await;
     until_value(&subscriber, "c", 33.0).await;
@@ -125,7 +122,7 @@ async fn devices_added_changed_and_removed_live_leave_the_others_untouched() {
     assert_eq!(status["devices"]["total"], 3, "{status}");
 
     // Removed: b stops, goes offline, and its connection is closed.
-    write_config(&file, &collector, &[device("a", a, 1), device("c", c, 1)]);
+    write_config(&file, &collector, [device("a", a, 1), device("c", c, 1)]);
     subscriber
         .wait_until(Duration::from_secs(15), "b offline", |m| {
             m.iter()
@@ -146,15 +143,8 @@ async fn devices_added_changed_and_removed_live_leave_the_others_untouched() {
     );
 
     // A broken edit: refused with its position, everything keeps running.
-    std::fs::write(
-        &file,
-        format!(
-            "{collector}devices:\n{}{}",
-            device("a", a, 1),
-            device("c", c, 1).replace("'40001'", "'49x'")
-        ),
-    )
-    .expect("config");
+    let broken = Device::modbus("c", c).tag(scaled("49x", 1));
+    write_config(&file, &collector, [device("a", a, 1), broken]);
     let (status, refused) = Engine::request(http, "POST", "/reload", Some(ADMIN), None).await;
     assert_eq!(status, 422, "{refused}");
     let message = refused["devices"]["error"].as_str().unwrap_or("");
@@ -169,20 +159,17 @@ async fn devices_added_changed_and_removed_live_leave_the_others_untouched() {
 
     // A device of a tenant the running engine does not know: tenants change at
     // the next start, so the edit is refused.
-    let with_tenant = format!(
-        "{collector}tenants: [{{ tenantId: 7, name: seven }}]\ndevices:\n{}{}",
-        device("a", a, 1),
-        device("c", c, 1).replace("channels:", "tenantId: 7\n    channels:")
-    );
-    std::fs::write(&file, with_tenant).expect("config");
+    let with_tenant = collector.clone().tenant(Tenant::new(7, "seven"));
+    let of_tenant = device("c", c, 1).set("tenantId", 7);
+    write_config(&file, &with_tenant, [device("a", a, 1), of_tenant]);
     let (status, refused) = Engine::request(http, "POST", "/reload", Some(ADMIN), None).await;
     assert_eq!(status, 422, "{refused}");
     let message = refused["devices"]["error"].as_str().unwrap_or("");
     assert!(message.contains("tenant 7 is new"), "{message}");
 
     // A collector change is reported as needing a restart; devices still apply.
-    let slower = collector.replace("workerThreads: 2", "workerThreads: 3");
-    write_config(&file, &slower, &[device("a", a, 1), device("c", c, 3)]);
+    let slower = collector.clone().set("workerThreads", 3);
+    write_config(&file, &slower, [device("a", a, 1), device("c", c, 3)]);
     // This time through `sluice reload`, which asks the running engine.
     let reload = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["reload", "--config"])
@@ -228,7 +215,7 @@ async fn a_shared_connection_follows_its_first_channel_and_a_new_identity_leaves
     write_config(
         &file,
         &collector,
-        &[device("x", port, 1), device("w", port, 1)],
+        [device("x", port, 1), device("w", port, 1)],
     );
     let _engine = Engine::start_with(&dir, &file);
     until_value(&subscriber, "x", 11.0).await;
@@ -237,25 +224,17 @@ async fn a_shared_connection_follows_its_first_channel_and_a_new_identity_leaves
 
     // The second channel's timeout does not make the shared connection's
     // settings (the first channel's do): w is rebuilt on the same connection.
-    let slow = "        readTimeoutMs: 1500\n";
     write_config(
         &file,
         &collector,
-        &[device("x", port, 1), device_with("w", port, 2, slow)],
+        [device("x", port, 1), slow("w", port, 2)],
     );
     until_value(&subscriber, "w", 22.0).await;
     assert_eq!(sim.accepted_connections(), 1, "x's connection untouched");
 
     // The first channel's timeout does: one new connection replaces the old one
     // for both devices, never two side by side.
-    write_config(
-        &file,
-        &collector,
-        &[
-            device_with("x", port, 3, slow),
-            device_with("w", port, 2, slow),
-        ],
-    );
+    write_config(&file, &collector, [slow("x", port, 3), slow("w", port, 2)]);
     until_value(&subscriber, "x", 33.0).await;
     until("the new connection alone", || {
         sim.accepted_connections() == 2 && sim.open_connections() == 1
@@ -264,12 +243,8 @@ async fn a_shared_connection_follows_its_first_channel_and_a_new_identity_leaves
     until_value(&subscriber, "w", 22.0).await;
 
     // w gets another MQTT identity: its old status topic is left offline.
-    let renamed = device_with("w", port, 2, slow).replace("deviceNum: w", "deviceNum: w2");
-    write_config(
-        &file,
-        &collector,
-        &[device_with("x", port, 3, slow), renamed],
-    );
+    let renamed = slow("w", port, 2).set("deviceNum", "w2");
+    write_config(&file, &collector, [slow("x", port, 3), renamed]);
     until_value(&subscriber, "w2", 22.0).await;
     subscriber
         .wait_until(Duration::from_secs(15), "w's old status offline", |m| {

@@ -3,42 +3,37 @@
 //! and on a serial line made by socat (three units sharing it, one of them dead:
 //! the other two keep their period).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{ADMIN_TOKEN, Engine, scratch_dir};
 use crate::support::mqtt::{Message, Subscriber};
 use crate::support::peers::{Mosquitto, Peer, PyModbus, SerialPair, free_port};
 use crate::support::registers::{RegisterTable, last_report, values_by_key};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// The engine's configuration; a unit that stops answering on a line is asked
 /// again after the collector's backoff (`baseMs`, `maxMs`).
-fn config(mqtt: u16, http: u16, (base_ms, max_ms): (u32, u32), devices: &str) -> String {
-    format!(
-        "collector:
-  workerThreads: 2
-  perDeviceTimeoutMs: 2000
-  reportMode: BATCH
-  mqtt:
-    brokerUrl: tcp://127.0.0.1:{mqtt}
-    clientId: sluice-rtu-{http}
-  http:
-    listen: 127.0.0.1:{http}
-    adminToken: {ADMIN_TOKEN}
-  wal:
-    dir: ./data
-  backoff:
-    baseMs: {base_ms}
-    maxMs: {max_ms}
-  lease:
-    scanIntervalMs: 200
-devices:
-{devices}"
-    )
+fn config(mqtt: u16, http: u16, (base_ms, max_ms): (u32, u32)) -> Gateway {
+    Gateway::new(&format!("sluice-rtu-{http}"), mqtt)
+        .http(http, ADMIN_TOKEN)
+        .set("perDeviceTimeoutMs", 2000)
+        .set("reportMode", "BATCH")
+        .set("backoff", json!({ "baseMs": base_ms, "maxMs": max_ms }))
+        .set("lease.scanIntervalMs", 200)
+}
+
+/// Device `id` on the serial line `tty` (19200 baud, no parity).
+fn serial(id: &str, tty: &Path) -> Device {
+    Device::on(id, "modbus-rtu")
+        .channel("serialPort", tty.display().to_string())
+        .channel("baudRate", 19200)
+        .channel("parity", "N")
 }
 
 /// A TCP proxy that flips a bit in the next `corrupt` answers it carries back.
@@ -117,30 +112,26 @@ fn reports<'m>(messages: &'m [Message], topic: &str) -> Vec<&'m Message> {
     messages.iter().filter(|m| m.topic == topic).collect()
 }
 
-/// A meter `P1/D1` at unit 3 reading `table` through the channel whose
-/// connection lines (`protocol` and where) are `reach`; returns the engine and
-/// its subscriber once its report checks out against the table.
+/// A meter `P1/D1` at unit 3 reading `table` through the channel of `meter`
+/// (its protocol and where it reaches); returns the engine and its subscriber
+/// once its report checks out against the table.
 async fn table_checks_out(
     table: &RegisterTable,
-    reach: &str,
+    meter: Device,
     broker: &Peer,
     dir: &str,
 ) -> (Engine, Subscriber) {
     let subscriber = Subscriber::connect(broker.port()).await;
-    let devices = format!(
-        "  - deviceId: meter-1
-    productId: P1
-    deviceNum: D1
-    channels:
-      - channelId: main
-{reach}        unitId: 3
-        readTimeoutMs: 1000
-        tags:
-{tags}",
-        tags = table.tags,
-    );
+    let meter = meter
+        .set("productId", "P1")
+        .set("deviceNum", "D1")
+        .channel("unitId", 3)
+        .channel("readTimeoutMs", 1000)
+        .tags(table.tags.iter().cloned());
     let dir = scratch_dir(dir);
-    let config = config(broker.port(), free_port(), (100, 400), &devices);
+    let config = config(broker.port(), free_port(), (100, 400))
+        .device(meter)
+        .yaml();
     let mut engine = Engine::start(&dir, &config);
     let messages = subscriber
         .wait_until(Duration::from_secs(20), "two reports", |m| {
@@ -161,11 +152,8 @@ async fn rtu_over_tcp_decodes_every_type_and_rides_out_a_corrupted_crc() {
     let modbus = PyModbus::rtu_over_tcp(&table.map, &[3]);
     let proxy = Corrupter::start(modbus.port()).await;
     let broker = Mosquitto::start();
-    let reach = format!(
-        "        protocol: modbus-rtu-over-tcp\n        host: 127.0.0.1\n        port: {}\n",
-        proxy.port
-    );
-    let (engine, subscriber) = table_checks_out(&table, &reach, &broker, "rtu-over-tcp").await;
+    let meter = Device::tcp("meter-1", "modbus-rtu-over-tcp", proxy.port);
+    let (engine, subscriber) = table_checks_out(&table, meter, &broker, "rtu-over-tcp").await;
     let topic = METER;
 
     // Corrupted answers: those rounds' tags are BAD, the connection is kept (the
@@ -208,11 +196,8 @@ async fn a_serial_line_decodes_every_type_and_byte_order() {
     let table = RegisterTable::every_type_and_order();
     let _modbus = PyModbus::serial(&line.b, &table.map, &[3]);
     let broker = Mosquitto::start();
-    let reach = format!(
-        "        protocol: modbus-rtu\n        serialPort: {}\n        baudRate: 19200\n        parity: N\n",
-        line.a.display()
-    );
-    table_checks_out(&table, &reach, &broker, "rtu-serial-types").await;
+    let meter = serial("meter-1", &line.a);
+    table_checks_out(&table, meter, &broker, "rtu-serial-types").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,28 +209,20 @@ async fn three_units_share_a_serial_line_and_a_dead_one_stalls_no_other() {
     let subscriber = Subscriber::connect(broker.port()).await;
     let http = free_port();
     let device = |unit: u8| {
-        format!(
-            "  - deviceId: unit-{unit}
-    productId: P
-    deviceNum: U{unit}
-    channels:
-      - channelId: rs485
-        protocol: modbus-rtu
-        serialPort: {tty}
-        baudRate: 19200
-        parity: N
-        unitId: {unit}
-        readTimeoutMs: 300
-        tags:
-          - {{ key: level, address: '40001', dataType: UINT16, periodMs: 500 }}
-          - {{ key: flow, address: '40002', dataType: UINT16, periodMs: 500 }}
-",
-            tty = line.a.display()
-        )
+        serial(&format!("unit-{unit}"), &line.a)
+            .set("deviceNum", format!("U{unit}"))
+            .channel("channelId", "rs485")
+            .channel("unitId", unit)
+            .channel("readTimeoutMs", 300)
+            .tag(Tag::new("level", "40001", "UINT16", 500))
+            .tag(Tag::new("flow", "40002", "UINT16", 500))
     };
-    let devices = [1, 2, 3].map(device).concat();
+    let config = [1, 2, 3]
+        .map(device)
+        .into_iter()
+        .fold(config(broker.port(), http, (1000, 8000)), Gateway::device);
     let dir = scratch_dir("rtu-serial");
-    let mut engine = Engine::start(&dir, &config(broker.port(), http, (1000, 8000), &devices));
+    let mut engine = Engine::start(&dir, &config.yaml());
     subscriber
         .wait_until(Duration::from_secs(20), "both live units report", |m| {
             !reports(m, "P/U1/property/post").is_empty()

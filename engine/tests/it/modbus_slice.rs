@@ -4,42 +4,24 @@
 
 use std::time::Duration;
 
+use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{ADMIN_TOKEN, Engine, scratch_dir};
 use crate::support::mqtt::{Message, Subscriber};
 use crate::support::peers::{LibModbus, Mosquitto, PyModbus, free_port};
 use crate::support::registers::{RegisterTable, last_report, values_by_key};
 use serde_json::{Value, json};
 
-fn config(
-    modbus_port: u16,
-    mqtt_port: u16,
-    http_port: u16,
-    extra_collector: &str,
-    devices: &str,
-) -> String {
-    format!(
-        "collector:
-  workerThreads: 2
-  perDeviceTimeoutMs: 2000
-  reportMode: BATCH
-  mqtt:
-    brokerUrl: tcp://127.0.0.1:{mqtt_port}
-    clientId: sluice-test-{modbus_port}
-    qos: 1
-    keepAliveSec: 5
-  http:
-    listen: 127.0.0.1:{http_port}
-    adminToken: {ADMIN_TOKEN}
-  wal:
-    dir: ./data
-  backoff:
-    baseMs: 100
-    maxMs: 400
-  lease:
-    scanIntervalMs: 200
-{extra_collector}devices:
-{devices}"
-    )
+fn config(modbus_port: u16, mqtt_port: u16, http_port: u16, device: Device) -> String {
+    Gateway::new(&format!("sluice-test-{modbus_port}"), mqtt_port)
+        .http(http_port, ADMIN_TOKEN)
+        .set("perDeviceTimeoutMs", 2000)
+        .set("reportMode", "BATCH")
+        .set("mqtt.qos", 1)
+        .set("mqtt.keepAliveSec", 5)
+        .set("backoff", json!({ "baseMs": 100, "maxMs": 400 }))
+        .set("lease.scanIntervalMs", 200)
+        .device(device)
+        .yaml()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -49,27 +31,14 @@ async fn pymodbus_registers_in_every_type_and_byte_order_arrive_decoded() {
     let broker = Mosquitto::start();
     let subscriber = Subscriber::connect(broker.port()).await;
     let http = free_port();
-    let devices = format!(
-        "  - deviceId: meter-1
-    productId: P1
-    deviceNum: D1
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {port}
-        unitId: 3
-        readTimeoutMs: 1000
-        tags:
-{tags}",
-        port = modbus.port(),
-        tags = table.tags,
-    );
+    let meter = Device::modbus("meter-1", modbus.port())
+        .set("productId", "P1")
+        .set("deviceNum", "D1")
+        .channel("unitId", 3)
+        .channel("readTimeoutMs", 1000)
+        .tags(table.tags.iter().cloned());
     let dir = scratch_dir("pymodbus-types");
-    let mut engine = Engine::start(
-        &dir,
-        &config(modbus.port(), broker.port(), http, "", &devices),
-    );
+    let mut engine = Engine::start(&dir, &config(modbus.port(), broker.port(), http, meter));
     let messages = subscriber
         .wait_until(Duration::from_secs(20), "two reports", |m| {
             m.iter()
@@ -156,31 +125,20 @@ async fn libmodbus_values_and_a_killed_peer_reconnects_without_leaking() {
     let port = modbus.port();
     let broker = Mosquitto::start();
     let subscriber = Subscriber::connect(broker.port()).await;
-    let devices = format!(
-        "  - deviceId: plc-1
-    productId: P2
-    deviceNum: D2
-    stateTimeout: 1
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {port}
-        readTimeoutMs: 500
-        tags:
-          - {{ key: h5, address: '40006', dataType: UINT16, periodMs: 100 }}
-          - {{ key: h199, address: '40200', dataType: UINT16, periodMs: 100 }}
-          - {{ key: i7, address: '30008', dataType: UINT16, periodMs: 100 }}
-          - {{ key: c3, address: '00004', dataType: BOOL, periodMs: 100 }}
-          - {{ key: d6, address: '10007', dataType: BOOL, periodMs: 100 }}
-          - {{ key: beyond, address: '40201', dataType: UINT16, periodMs: 100 }}
-"
-    );
+    let tag = |key: &str, address: &str, data_type: &str| Tag::new(key, address, data_type, 100);
+    let plc = Device::modbus("plc-1", port)
+        .set("productId", "P2")
+        .set("deviceNum", "D2")
+        .set("stateTimeout", 1)
+        .channel("readTimeoutMs", 500)
+        .tag(tag("h5", "40006", "UINT16"))
+        .tag(tag("h199", "40200", "UINT16"))
+        .tag(tag("i7", "30008", "UINT16"))
+        .tag(tag("c3", "00004", "BOOL"))
+        .tag(tag("d6", "10007", "BOOL"))
+        .tag(tag("beyond", "40201", "UINT16"));
     let dir = scratch_dir("libmodbus");
-    let mut engine = Engine::start(
-        &dir,
-        &config(port, broker.port(), free_port(), "", &devices),
-    );
+    let mut engine = Engine::start(&dir, &config(port, broker.port(), free_port(), plc));
     let topic = "P2/D2/property/post";
     let messages = subscriber
         .wait_until(Duration::from_secs(20), "a report", |m| {

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{Engine, scratch_dir};
 use crate::support::mqtt::{Message, Subscriber};
 use crate::support::peers::{Mosquitto, Snap7, VirtualPlc, free_port};
@@ -14,25 +15,23 @@ use serde_json::{Value, json};
 
 const ADMIN: &str = "admin-token";
 
-fn collector(mqtt: u16, http: u16) -> String {
-    format!(
-        "collector:
-  workerThreads: 2
-  perDeviceTimeoutMs: 2000
-  mqtt:
-    brokerUrl: tcp://127.0.0.1:{mqtt}
-    clientId: plc-{http}
-  http:
-    listen: 127.0.0.1:{http}
-    adminToken: {ADMIN}
-  wal:
-    dir: ./data
-  backoff:
-    baseMs: 100
-    maxMs: 300
-devices:
-"
-    )
+fn collector(mqtt: u16, http: u16) -> Gateway {
+    Gateway::new(&format!("plc-{http}"), mqtt)
+        .http(http, ADMIN)
+        .set("perDeviceTimeoutMs", 2000)
+        .set("backoff", json!({ "baseMs": 100, "maxMs": 300 }))
+}
+
+/// Tag `key` at `address`, of `data_type`, read every 200 ms.
+fn read(key: &str, address: &str, data_type: &str) -> Tag {
+    Tag::new(key, address, data_type, 200)
+}
+
+/// [`read`], and written with a read-back.
+fn written(key: &str, address: &str, data_type: &str) -> Tag {
+    read(key, address, data_type)
+        .set("access", "RW")
+        .set("readback", true)
 }
 
 /// The values of the last report on `topic` that has every key of `keys`.
@@ -125,38 +124,29 @@ async fn s7_types_bits_writes_and_a_missing_db_against_snap7() {
     let broker = Mosquitto::start();
     let subscriber = Subscriber::connect(broker.port()).await;
     let http = free_port();
-    let text = format!(
-        "{}  - deviceId: s7
-    productId: P
-    deviceNum: S7
-    channels:
-      - channelId: main
-        protocol: s7
-        host: 127.0.0.1
-        port: {port}
-        plcType: S1500
-        rack: 0
-        slot: 1
-        tags:
-          - {{ key: f32, address: DB1.0, dataType: FLOAT32, periodMs: 200 }}
-          - {{ key: i16, address: DB1.DBW4, dataType: INT16, periodMs: 200 }}
-          - {{ key: bit0, address: DB1.6.0, dataType: BOOL, periodMs: 200 }}
-          - {{ key: bit1, address: DB1.DBX6.1, dataType: BOOL, periodMs: 200 }}
-          - {{ key: bit2, address: DB1.DBX6.2, dataType: BOOL, periodMs: 200, access: RW, readback: true }}
-          - {{ key: u32, address: DB1.DBD8, dataType: UINT32, periodMs: 200 }}
-          - {{ key: i32, address: DB1.12, dataType: INT32, periodMs: 200 }}
-          - {{ key: f64, address: DB1.16, dataType: FLOAT64, periodMs: 200 }}
-          - {{ key: u16, address: DB1.DBW24, dataType: UINT16, periodMs: 200, access: RW, readback: true }}
-          - {{ key: bcd, address: DB1.26, dataType: BCD16, periodMs: 200 }}
-          - {{ key: flag, address: M10.1, dataType: BOOL, periodMs: 200, access: RW, readback: true }}
-          - {{ key: mw, address: MW20, dataType: UINT16, periodMs: 200 }}
-          - {{ key: input, address: I0.0, dataType: BOOL, periodMs: 200 }}
-          - {{ key: output, address: Q0.1, dataType: BOOL, periodMs: 200 }}
-          - {{ key: missing, address: DB9.0, dataType: INT16, periodMs: 200 }}
-",
-        collector(broker.port(), http),
-        port = plc.port(),
-    );
+    let s7 = Device::tcp("s7", "s7", plc.port())
+        .set("deviceNum", "S7")
+        .channel("plcType", "S1500")
+        .channel("rack", 0)
+        .channel("slot", 1)
+        .tags([
+            read("f32", "DB1.0", "FLOAT32"),
+            read("i16", "DB1.DBW4", "INT16"),
+            read("bit0", "DB1.6.0", "BOOL"),
+            read("bit1", "DB1.DBX6.1", "BOOL"),
+            written("bit2", "DB1.DBX6.2", "BOOL"),
+            read("u32", "DB1.DBD8", "UINT32"),
+            read("i32", "DB1.12", "INT32"),
+            read("f64", "DB1.16", "FLOAT64"),
+            written("u16", "DB1.DBW24", "UINT16"),
+            read("bcd", "DB1.26", "BCD16"),
+            written("flag", "M10.1", "BOOL"),
+            read("mw", "MW20", "UINT16"),
+            read("input", "I0.0", "BOOL"),
+            read("output", "Q0.1", "BOOL"),
+            read("missing", "DB9.0", "INT16"),
+        ]);
+    let text = collector(broker.port(), http).device(s7).yaml();
     let _engine = Engine::start(&scratch_dir("s7-snap7"), &text);
     let expected = [
         ("f32", json!(12.5)),
@@ -240,34 +230,26 @@ fn mc_memory() -> Value {
 }
 
 fn mc_config(mqtt: u16, http: u16, port: u16, series: &str) -> String {
-    format!(
-        "{}  - deviceId: mc
-    productId: P
-    deviceNum: MC
-    channels:
-      - channelId: main
-        protocol: mc
-        host: 127.0.0.1
-        port: {port}
-        series: {series}
-        monitorTimer: 4
-        readTimeoutMs: 1000
-        tags:
-          - {{ key: d100, address: D100, dataType: INT16, periodMs: 200, access: RW, readback: true }}
-          - {{ key: d300, address: D300, dataType: INT32, periodMs: 200 }}
-          - {{ key: f400, address: D400, dataType: FLOAT32, byteOrder: CDAB, periodMs: 200 }}
-          - {{ key: bit3, address: D200.3, dataType: BOOL, periodMs: 200 }}
-          - {{ key: m10, address: M10, dataType: BOOL, periodMs: 200, access: RW, readback: true }}
-          - {{ key: m11, address: M11, dataType: BOOL, periodMs: 200 }}
-          - {{ key: x1f, address: X1F, dataType: BOOL, periodMs: 200 }}
-          - {{ key: w10, address: W10, dataType: UINT16, periodMs: 200 }}
-          - {{ key: r5, address: R5, dataType: UINT16, periodMs: 200 }}
-          - {{ key: tn3, address: TN3, dataType: UINT16, periodMs: 200 }}
-          - {{ key: cn4, address: CN4, dataType: UINT16, periodMs: 200 }}
-          - {{ key: missing, address: D9000, dataType: INT16, periodMs: 200 }}
-",
-        collector(mqtt, http)
-    )
+    let mc = Device::tcp("mc", "mc", port)
+        .set("deviceNum", "MC")
+        .channel("series", series)
+        .channel("monitorTimer", 4)
+        .channel("readTimeoutMs", 1000)
+        .tags([
+            written("d100", "D100", "INT16"),
+            read("d300", "D300", "INT32"),
+            read("f400", "D400", "FLOAT32").set("byteOrder", "CDAB"),
+            read("bit3", "D200.3", "BOOL"),
+            written("m10", "M10", "BOOL"),
+            read("m11", "M11", "BOOL"),
+            read("x1f", "X1F", "BOOL"),
+            read("w10", "W10", "UINT16"),
+            read("r5", "R5", "UINT16"),
+            read("tn3", "TN3", "UINT16"),
+            read("cn4", "CN4", "UINT16"),
+            read("missing", "D9000", "INT16"),
+        ]);
+    collector(mqtt, http).device(mc).yaml()
 }
 
 const MC_KEYS: &[&str] = &[
@@ -336,22 +318,11 @@ async fn virtual_plc_faults_are_survived_with_reconnects_or_bad_values() {
     let broker = Mosquitto::start();
     let subscriber = Subscriber::connect(broker.port()).await;
     let http = free_port();
-    let text = format!(
-        "{}  - deviceId: mc
-    productId: P
-    deviceNum: MC
-    channels:
-      - channelId: main
-        protocol: mc
-        host: 127.0.0.1
-        port: {port}
-        readTimeoutMs: 500
-        tags:
-          - {{ key: d100, address: D100, dataType: INT16, periodMs: 100 }}
-",
-        collector(broker.port(), http),
-        port = plc.port(),
-    );
+    let mc = Device::tcp("mc", "mc", plc.port())
+        .set("deviceNum", "MC")
+        .channel("readTimeoutMs", 500)
+        .tag(Tag::new("d100", "D100", "INT16", 100));
+    let text = collector(broker.port(), http).device(mc).yaml();
     let _engine = Engine::start(&scratch_dir("mc-faults"), &text);
     let messages = subscriber
         .wait_until(
@@ -418,7 +389,7 @@ async fn the_seeds_s7_and_mc_device_blocks_run_as_written() {
     let broker = Mosquitto::start();
     let subscriber = Subscriber::connect(broker.port()).await;
     let http = free_port();
-    let text = format!("{}{blocks}", collector(broker.port(), http));
+    let text = collector(broker.port(), http).yaml_with_devices(&blocks);
     let _engine = Engine::start(&scratch_dir("seed-blocks"), &text);
     // The temperature has a deadband: after its first report it is only sent when
     // it moves, so look for each tag on its own.

@@ -15,6 +15,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::support::config::{Device, Gateway, Tag, Tenant};
 use crate::support::engine::{Engine, scratch_dir};
 use crate::support::mqtt::{Message, OPERATOR_KEY, Subscriber, signed};
 use crate::support::peers::{Mosquitto, Peer, PyModbus, free_port};
@@ -35,26 +36,20 @@ const PUSH: &str = "P/plc/config/push";
 const REPORTS: &str = "P/plc/property/post";
 
 /// What a test adds to the rig's gateway.
-#[derive(Debug, Default, Clone, Copy)]
-struct Setup<'a> {
-    /// More keys of `collector.mqtt` (`, maxPacketKb: 1`).
-    mqtt: &'a str,
-    /// More lines of `collector.http` (indented by 4).
-    http: &'a str,
-    /// More keys of `collector.downlink` (`, trustedBroker: true`).
-    downlink: &'a str,
+#[derive(Debug, Clone)]
+struct Setup {
+    /// More keys of `collector`, by path (`mqtt.maxPacketKb`).
+    collector: Vec<(&'static str, Value)>,
     /// More `devices` entries, before the rig's own.
-    devices: &'a str,
-    /// Lines of the plc's entry before its channels (`    pipeline: NAME\n`).
-    pipeline: &'a str,
+    devices: Vec<Device>,
+    /// The plc's pipeline.
+    pipeline: Option<&'static str>,
 }
 
-const PLAIN: Setup<'static> = Setup {
-    mqtt: "",
-    http: "",
-    downlink: "",
-    devices: "",
-    pipeline: "",
+const PLAIN: Setup = Setup {
+    collector: Vec::new(),
+    devices: Vec::new(),
+    pipeline: None,
 };
 
 /// Two tenants, each with a pymodbus device of its own, Mosquitto, and a
@@ -98,75 +93,64 @@ impl Rig {
         }
     }
 
-    /// The gateway as `setup` says.
-    fn config(&self, setup: &Setup<'_>) -> String {
-        format!(
-            "collector:
-  workerThreads: 2
-  mqtt: {{ brokerUrl: tcp://127.0.0.1:{broker}{mqtt} }}
-  http:
-    listen: 127.0.0.1:{http}
-    adminToken: {ADMIN}
-    nodeTokens: [{{ nodeId: edge-1, token: {NODE} }}]
-{http_extra}  downlink: {{ operatorKeyFile: operator.key{downlink} }}
-  wal: {{ dir: ./data }}
-tenants:
-  - tenantId: 1
-    name: one
-    tokens: [{TENANT_1}]
-    downlinkKeyFile: tenant1.key
-    fence:
-      - {{ host: 127.0.0.1, ports: {plc} }}
-  - {{ tenantId: 2, name: two, tokens: [{TENANT_2}], downlinkKeyFile: tenant2.key }}
-devices:
-{devices}",
-            broker = self.broker.port(),
-            http = self.http,
-            plc = self.plc.port(),
-            mqtt = setup.mqtt,
-            http_extra = setup.http,
-            downlink = setup.downlink,
-            devices = self.devices(setup),
-        )
+    /// The gateway as `setup` says, with no `clientId` (the engine makes one up).
+    fn config(&self, setup: &Setup) -> Gateway {
+        let gateway = Gateway::without_client_id(self.broker.port())
+            .http(self.http, ADMIN)
+            .set(
+                "http.nodeTokens",
+                json!([{ "nodeId": "edge-1", "token": NODE }]),
+            )
+            .operator_key()
+            .tenant(
+                Tenant::new(1, "one")
+                    .set("tokens", json!([TENANT_1]))
+                    .set("downlinkKeyFile", "tenant1.key")
+                    .set(
+                        "fence",
+                        json!([{ "host": "127.0.0.1", "ports": self.plc.port() }]),
+                    ),
+            )
+            .tenant(
+                Tenant::new(2, "two")
+                    .set("tokens", json!([TENANT_2]))
+                    .set("downlinkKeyFile", "tenant2.key"),
+            );
+        let gateway = setup
+            .collector
+            .iter()
+            .fold(gateway, |gateway, (path, value)| {
+                gateway.set(path, value.clone())
+            });
+        let mut plc = Device::modbus("plc", self.plc.port())
+            .set("tenantId", 1)
+            .channel("readTimeoutMs", 500)
+            .tag(
+                Tag::new("sp", "40001", "UINT16", 200)
+                    .set("access", "RW")
+                    .set("readback", true)
+                    .set("min", 0)
+                    .set("max", 100),
+            )
+            .tag(Tag::new("temp", "40002", "UINT16", 200));
+        if let Some(pipeline) = setup.pipeline {
+            plc = plc.set("pipeline", pipeline);
+        }
+        let other = Device::modbus("other", self.other.port())
+            .set("tenantId", 2)
+            .channel("readTimeoutMs", 500)
+            .tag(Tag::new("level", "40002", "UINT16", 200));
+        setup
+            .devices
+            .iter()
+            .cloned()
+            .fold(gateway, Gateway::device)
+            .device(plc)
+            .device(other)
     }
 
-    fn devices(&self, setup: &Setup<'_>) -> String {
-        format!(
-            "{more}  - deviceId: plc
-    productId: P
-    deviceNum: plc
-    tenantId: 1
-{pipeline}    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {plc}
-        readTimeoutMs: 500
-        tags:
-          - {{ key: sp, address: '40001', dataType: UINT16, periodMs: 200, access: RW, readback: true, min: 0, max: 100 }}
-          - {{ key: temp, address: '40002', dataType: UINT16, periodMs: 200 }}
-  - deviceId: other
-    productId: P
-    deviceNum: other
-    tenantId: 2
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {other}
-        readTimeoutMs: 500
-        tags:
-          - {{ key: level, address: '40002', dataType: UINT16, periodMs: 200 }}
-",
-            plc = self.plc.port(),
-            other = self.other.port(),
-            more = setup.devices,
-            pipeline = setup.pipeline,
-        )
-    }
-
-    fn engine(&self, setup: &Setup<'_>) -> Engine {
-        std::fs::write(&self.file, self.config(setup)).expect("config");
+    fn engine(&self, setup: &Setup) -> Engine {
+        std::fs::write(&self.file, self.config(setup).yaml()).expect("config");
         Engine::start_with(&self.dir, &self.file)
     }
 
@@ -371,18 +355,12 @@ async fn one_oversized_message_never_stops_the_uplink() {
 }
 
 /// A device whose one report (at start, then every ten minutes) is about 4 KB.
-fn big_device(port: u16) -> String {
-    let tags: String = (0..60)
-        .map(|i| {
-            format!(
-                "          - {{ key: tag_{i:02}, address: '{}', dataType: UINT16, periodMs: 600000 }}\n",
-                40001 + i % 4
-            )
-        })
-        .collect();
-    format!(
-        "  - deviceId: big\n    productId: P\n    deviceNum: big\n    channels:\n      - channelId: main\n        protocol: modbus-tcp\n        host: 127.0.0.1\n        port: {port}\n        tags:\n{tags}"
-    )
+fn big_device(port: u16) -> Device {
+    let tags = (0..60).map(|i| {
+        let address = (40001 + i % 4).to_string();
+        Tag::new(&format!("tag_{i:02}"), &address, "UINT16", 600_000)
+    });
+    Device::modbus("big", port).tags(tags)
 }
 
 /// Waits until the engine holds a dead letter of device `device`; returns it.
@@ -414,8 +392,8 @@ async fn what_the_broker_can_never_take_is_set_aside_and_the_rest_flows() {
     // Told the limit, the engine never sends the big report: it is set aside
     // at once, and the plc's reports flow.
     let mut engine = rig.engine(&Setup {
-        mqtt: ", maxPacketKb: 2",
-        devices: &big,
+        collector: vec![("mqtt.maxPacketKb", json!(2))],
+        devices: vec![big.clone()],
         ..PLAIN
     });
     let letter = until_dead_letter(&rig, "big").await;
@@ -446,7 +424,7 @@ async fn what_the_broker_can_never_take_is_set_aside_and_the_rest_flows() {
     // engine backs off, takes it for refused on the third close in a row and
     // sets it aside, and everything else flows on.
     let _engine = rig.engine(&Setup {
-        devices: &big,
+        devices: vec![big],
         ..PLAIN
     });
     let letter = until_dead_letter(&rig, "big").await;
@@ -616,9 +594,14 @@ async fn anonymous_replayed_stale_and_foreign_downlinks_write_and_change_nothing
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sparkplug_commands_are_taken_only_from_a_trusted_broker() {
     let rig = Rig::start("sec-sparkplug").await;
-    let sparkplug = ", payload: sparkplug-b, sparkplug: { groupId: plant, edgeNodeId: gw }";
     let engine = rig.engine(&Setup {
-        mqtt: sparkplug,
+        collector: vec![
+            ("mqtt.payload", json!("sparkplug-b")),
+            (
+                "mqtt.sparkplug",
+                json!({ "groupId": "plant", "edgeNodeId": "gw" }),
+            ),
+        ],
         ..PLAIN
     });
     rig.platform
@@ -732,7 +715,10 @@ fn concrete(path: &str) -> String {
 async fn every_route_answers_only_whom_it_should() {
     let rig = Rig::start("sec-routes").await;
     let _engine = rig.engine(&Setup {
-        http: "    metricsToken: metrics-token\n    allowedHosts: [gw.plant.local]\n",
+        collector: vec![
+            ("http.metricsToken", json!("metrics-token")),
+            ("http.allowedHosts", json!(["gw.plant.local"])),
+        ],
         ..PLAIN
     });
     rig.reports_go_on(1).await;
@@ -895,8 +881,13 @@ async fn upload(http: u16, path: &str, bytes: &[u8]) -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_and_idle_clients_are_dropped_and_a_flood_leaves_reloads_working() {
     let rig = Rig::start("sec-slow").await;
+    let limits = vec![
+        ("http.maxConnections", json!(16)),
+        ("http.headerTimeoutMs", json!(500)),
+        ("http.idleTimeoutMs", json!(1500)),
+    ];
     let engine = rig.engine(&Setup {
-        http: "    maxConnections: 16\n    headerTimeoutMs: 500\n    idleTimeoutMs: 1500\n",
+        collector: limits.clone(),
         ..PLAIN
     });
     rig.reports_go_on(1).await;
@@ -939,15 +930,15 @@ async fn slow_and_idle_clients_are_dropped_and_a_flood_leaves_reloads_working() 
     );
     // A reload of the device configuration works meanwhile: a device added to
     // the file starts reporting.
-    let added = format!(
-        "  - deviceId: added\n    productId: P\n    deviceNum: added\n    channels:\n      - channelId: main\n        protocol: modbus-tcp\n        host: 127.0.0.1\n        port: {}\n        tags:\n          - {{ key: level, address: '40002', dataType: UINT16, periodMs: 200 }}\n",
-        rig.other.port()
-    );
-    let text = rig.config(&Setup {
-        http: "    maxConnections: 16\n    headerTimeoutMs: 500\n    idleTimeoutMs: 1500\n",
-        devices: &added,
-        ..PLAIN
-    });
+    let added =
+        Device::modbus("added", rig.other.port()).tag(Tag::new("level", "40002", "UINT16", 200));
+    let text = rig
+        .config(&Setup {
+            collector: limits,
+            devices: vec![added],
+            ..PLAIN
+        })
+        .yaml();
     let partial = rig.dir.join("devices.yaml.new");
     std::fs::write(&partial, text).expect("config");
     std::fs::rename(&partial, &rig.file).expect("rename");
@@ -964,9 +955,7 @@ async fn slow_and_idle_clients_are_dropped_and_a_flood_leaves_reloads_working() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_without_an_admin_token_makes_one_for_its_operator_only() {
     let rig = Rig::start("sec-token").await;
-    let text = rig
-        .config(&PLAIN)
-        .replace(&format!("    adminToken: {ADMIN}\n"), "");
+    let text = rig.config(&PLAIN).unset("http.adminToken").yaml();
     std::fs::write(&rig.file, text).expect("config");
     let engine = Engine::start_with(&rig.dir, &rig.file);
     rig.reports_go_on(1).await;
@@ -1025,10 +1014,12 @@ async fn the_console_stream_tells_a_tenant_of_its_own_alarms_only() {
         "name: guarded\nstages:\n  - use: swap_bytes\n  - use: decode\n  - use: scale\nalarms:\n  thresholds:\n    - { tag: sp, above: 90, clearAt: 80, ruleKey: SP_HIGH }\n",
     )
     .expect("pipeline");
-    let text = rig.config(&Setup {
-        pipeline: "    pipeline: guarded\n",
-        ..PLAIN
-    });
+    let text = rig
+        .config(&Setup {
+            pipeline: Some("guarded"),
+            ..PLAIN
+        })
+        .yaml();
     let _engine = Engine::start_with_pipelines(&rig.dir, &text, &pipelines);
     rig.reports_go_on(1).await;
     let mut one = Stream::open(rig.http, TENANT_1).await;

@@ -11,11 +11,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{Engine, scratch_dir};
 use crate::support::mqtt::Subscriber;
 use crate::support::peers::{Mosquitto, free_port};
 use crate::support::postgres::Postgres;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -187,49 +188,22 @@ async fn peer(polls: &Arc<Mutex<Polls>>) -> Vec<u16> {
 /// One configuration for all engines; only the HTTP port differs between
 /// the files, as it would between hosts.
 fn config(url: &str, mqtt: u16, http: u16, ports: &[u16]) -> String {
-    let mut text = format!(
-        "collector:
-  workerThreads: 2
-  perDeviceTimeoutMs: 500
-  mqtt:
-    brokerUrl: tcp://127.0.0.1:{mqtt}
-    clientId: plant
-  http:
-    listen: 127.0.0.1:{http}
-    adminToken: operator-secret
-  wal:
-    dir: ./data
-  backoff:
-    baseMs: 100
-    maxMs: 300
-  lease:
-    scanIntervalMs: 500
-  store:
-    kind: postgres
-    url: '{url}'
-    ownershipLeaseMs: 4000
-devices:
-"
-    );
-    for (i, port) in ports.iter().enumerate() {
-        text.push_str(&format!(
-            "  - deviceId: {id}
-    productId: P
-    deviceNum: {id}
-    stateTimeout: 2
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {port}
-        readTimeoutMs: 300
-        tags:
-          - {{ key: a, address: '40001', dataType: UINT16, periodMs: 200 }}
-",
-            id = device_id(i)
-        ));
-    }
-    text
+    let gateway = Gateway::new("plant", mqtt)
+        .http(http, "operator-secret")
+        .set("perDeviceTimeoutMs", 500)
+        .set("backoff", json!({ "baseMs": 100, "maxMs": 300 }))
+        .set("lease.scanIntervalMs", 500)
+        .set(
+            "store",
+            json!({ "kind": "postgres", "url": url, "ownershipLeaseMs": 4000 }),
+        );
+    let devices = ports.iter().enumerate().map(|(i, port)| {
+        Device::modbus(&device_id(i), *port)
+            .set("stateTimeout", 2)
+            .channel("readTimeoutMs", 300)
+            .tag(Tag::new("a", "40001", "UINT16", 200))
+    });
+    devices.fold(gateway, Gateway::device).yaml()
 }
 
 struct Node {

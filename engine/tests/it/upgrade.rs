@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{Engine, scratch_dir};
 use crate::support::mqtt::Subscriber;
 use crate::support::peers::{Mosquitto, PyModbus, free_port, project_root};
@@ -34,29 +35,15 @@ fn previous_release(name: &str) -> PathBuf {
 
 /// The configuration the fixture was written with, its peers moved.
 fn config(modbus: u16, mqtt: u16) -> String {
-    format!(
-        "collector:
-  workerThreads: 2
-  mqtt:
-    brokerUrl: tcp://127.0.0.1:{mqtt}
-    clientId: upgrade-fixture
-  wal:
-    dir: ./data
-devices:
-  - deviceId: meter
-    productId: P
-    deviceNum: M1
-    channels:
-      - channelId: main
-        protocol: modbus-tcp
-        host: 127.0.0.1
-        port: {modbus}
-        readTimeoutMs: 1000
-        tags:
-          - {{ key: volts, address: '40001', dataType: UINT16, factor: 0.1, periodMs: 500 }}
-          - {{ key: state, address: '40002', dataType: UINT16, periodMs: 500 }}
-"
-    )
+    Gateway::new("upgrade-fixture", mqtt)
+        .device(
+            Device::modbus("meter", modbus)
+                .set("deviceNum", "M1")
+                .channel("readTimeoutMs", 1000)
+                .tag(Tag::new("volts", "40001", "UINT16", 500).set("factor", 0.1))
+                .tag(Tag::new("state", "40002", "UINT16", 500)),
+        )
+        .yaml()
 }
 
 fn format_of(file: &Path) -> Option<u64> {

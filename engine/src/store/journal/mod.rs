@@ -24,7 +24,7 @@ use self::redb::{RedbChange, RedbJournal};
 pub(in crate::store) use self::schema::key_bytes;
 pub use self::schema::{Entry, Index, Tables};
 use super::error::StoreError;
-use super::postgres::{Op, Postgres, Reply, Transaction};
+use super::postgres::{Op, OpAnswer, Postgres, Transaction};
 use super::state_database::StateDatabase;
 
 fn text_of<T: Serialize>(what: &'static str, value: &T) -> Result<String, StoreError> {
@@ -35,7 +35,7 @@ fn from_text<T: DeserializeOwned>(what: &'static str, text: &str) -> Result<T, S
     serde_json::from_str(text).map_err(|source| StoreError::Decode { what, source })
 }
 
-fn unexpected(reply: &Reply) -> StoreError {
+fn unexpected(reply: &OpAnswer) -> StoreError {
     StoreError::Malformed {
         what: "PostgreSQL answer",
         reason: format!("unexpected {reply:?}"),
@@ -254,7 +254,7 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
         match &self.open {
             Open::Redb(tables) => tables.get(id),
             Open::Postgres { tx, kind, .. } => match tx.run(Op::Get { kind, id })? {
-                Reply::Body(body) => body.map(|text| from_text(R::KIND, &text)).transpose(),
+                OpAnswer::Body(body) => body.map(|text| from_text(R::KIND, &text)).transpose(),
                 other => Err(unexpected(&other)),
             },
         }
@@ -268,7 +268,7 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
         match &self.open {
             Open::Redb(tables) => tables.next_id(),
             Open::Postgres { tx, kind, .. } => match tx.run(Op::NextId { kind })? {
-                Reply::Id(Some(id)) => Ok(id),
+                OpAnswer::Id(Some(id)) => Ok(id),
                 other => Err(unexpected(&other)),
             },
         }
@@ -286,7 +286,7 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
             Open::Postgres { tx, kind, .. } => {
                 let state = state.to_owned();
                 match tx.run(Op::IdsIn { kind, state })? {
-                    Reply::Ids(ids) => Ok(ids),
+                    OpAnswer::Ids(ids) => Ok(ids),
                     other => Err(unexpected(&other)),
                 }
             }
@@ -306,7 +306,7 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
             Open::Postgres { tx, kind, .. } => {
                 let state = state.to_owned();
                 match tx.run(Op::Take { kind, id, state })? {
-                    Reply::Body(body) => body.map(|text| from_text(R::KIND, &text)).transpose(),
+                    OpAnswer::Body(body) => body.map(|text| from_text(R::KIND, &text)).transpose(),
                     other => Err(unexpected(&other)),
                 }
             }
@@ -330,7 +330,7 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
             Open::Postgres { tx, kind, .. } => {
                 let id = record.id();
                 let seq = match tx.run(Op::NextSeq { kind, id })? {
-                    Reply::Seq(seq) => seq,
+                    OpAnswer::Seq(seq) => seq,
                     other => return Err(unexpected(&other)),
                 };
                 let row = row(seq);
@@ -404,9 +404,9 @@ impl<'t, R: Entry, H: Serialize + DeserializeOwned> Change<'t, R, H> {
     }
 }
 
-fn id_reply(reply: Reply) -> Result<Option<u64>, StoreError> {
+fn id_reply(reply: OpAnswer) -> Result<Option<u64>, StoreError> {
     match reply {
-        Reply::Id(id) => Ok(id),
+        OpAnswer::Id(id) => Ok(id),
         other => Err(unexpected(&other)),
     }
 }

@@ -194,7 +194,7 @@ impl StateStore for RedbStateStore {
                 let (lease, before) = renewed(renewal, old_lease, parent, now_ms);
                 let extension = Some(&renewal.extension);
                 let lease = match old {
-                    Some((slot, old)) => tables.put((slot, key), &old, lease, extension)?,
+                    Some((slot, old)) => tables.put(slot, key, &old, lease, extension)?,
                     None => tables.create(key, lease, extension)?,
                 };
                 if before != lease.state {
@@ -247,7 +247,7 @@ impl StateStore for RedbStateStore {
                 lease_version: old.lease_version + 1,
                 ..old
             };
-            let lease = tables.put((slot, &key), &old, lease, Some(&extension))?;
+            let lease = tables.put(slot, &key, &old, lease, Some(&extension))?;
             let row = state_row(&key, &lease, parents.name(lease.parent), extension)?;
             Ok(Some(Transition { row, from: before }))
         })

@@ -209,12 +209,13 @@ impl<'t> Tables<'t> {
     /// details beside it (`None`: as the lease says they are).
     pub fn put(
         &mut self,
-        (slot, key): (u32, &[u8]),
+        slot: u32,
+        key: &[u8],
         old: &Lease,
         mut lease: Lease,
         extension: Option<&serde_json::Value>,
     ) -> Result<Lease, StoreError> {
-        if let Some(due) = self.settle(key, Some(old), (slot, &mut lease), extension)? {
+        if let Some(due) = self.settle(slot, key, Some(old), &mut lease, extension)? {
             self.due.insert(&due, ())?;
         }
         self.buffer.clear();
@@ -247,7 +248,7 @@ impl<'t> Tables<'t> {
             reason: "more than 2^32 rows".into(),
         })?;
         self.next_slot = Some(next + 1);
-        if let Some(due) = self.settle(key, None, (slot, &mut lease), extension)? {
+        if let Some(due) = self.settle(slot, key, None, &mut lease, extension)? {
             self.created_due.push(due);
         }
         self.lookup.insert(lookup_key(key, slot), ())?;
@@ -255,16 +256,17 @@ impl<'t> Tables<'t> {
         Ok(lease)
     }
 
-    /// Sets where `lease` is filed, returning the expiry index entry to add,
-    /// and stores its details. An entry the row leaves behind (filed later, or
+    /// Sets where `lease`, row `slot` of `key`, is filed, returning the expiry
+    /// index entry to add, and stores its details. An entry the row leaves behind (filed later, or
     /// the row no longer live) stays in the index until its time comes, when
     /// the claim finds the row filed elsewhere and drops it (STATE-2, STATE-3): removing
     /// it would rewrite a page of the index for every shortened lease.
     fn settle(
         &mut self,
+        slot: u32,
         key: &[u8],
         old: Option<&Lease>,
-        (slot, lease): (u32, &mut Lease),
+        lease: &mut Lease,
         extension: Option<&serde_json::Value>,
     ) -> Result<Option<DueKey>, StoreError> {
         let filed = old.map_or(NOT_FILED, |o| o.filed_at);

@@ -20,7 +20,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
 pub use leases::PgStateStore;
 pub use owners::{DeviceOwner, Owned};
-pub(crate) use records::{Op, Reply, Transaction};
+pub(crate) use records::{Op, OpAnswer, Transaction};
 
 use super::error::{Shared, StoreError, pg};
 

@@ -46,7 +46,8 @@ impl Postgres {
     pub fn own_devices(
         &self,
         node: &str,
-        (lease_ms, handoff_ms): (i64, i64),
+        lease_ms: i64,
+        handoff_ms: i64,
         devices: Vec<String>,
     ) -> Result<Owned, StoreError> {
         let node = node.to_owned();

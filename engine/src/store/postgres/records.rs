@@ -67,7 +67,7 @@ pub(crate) enum Op {
 
 /// The answer to an [`Op`].
 #[derive(Debug)]
-pub(crate) enum Reply {
+pub(crate) enum OpAnswer {
     Body(Option<String>),
     Id(Option<u64>),
     Ids(Vec<u64>),
@@ -85,7 +85,7 @@ enum Request {
 #[derive(Debug)]
 pub(crate) struct Transaction {
     requests: mpsc::UnboundedSender<Request>,
-    replies: std::sync::mpsc::Receiver<Result<Reply, StoreError>>,
+    replies: std::sync::mpsc::Receiver<Result<OpAnswer, StoreError>>,
 }
 
 impl std::fmt::Debug for Request {
@@ -102,7 +102,7 @@ fn abandoned() -> StoreError {
 }
 
 impl Transaction {
-    fn ask(&self, request: Request) -> Result<Reply, StoreError> {
+    fn ask(&self, request: Request) -> Result<OpAnswer, StoreError> {
         self.requests.send(request).map_err(|_| abandoned())?;
         self.replies.recv().map_err(|_| abandoned())?
     }
@@ -111,7 +111,7 @@ impl Transaction {
     ///
     /// # Errors
     /// A database failure; the transaction can then only roll back.
-    pub(crate) fn run(&self, op: Op) -> Result<Reply, StoreError> {
+    pub(crate) fn run(&self, op: Op) -> Result<OpAnswer, StoreError> {
         self.ask(Request::Op(op))
     }
 
@@ -137,7 +137,7 @@ impl Postgres {
                 let _ = answer.send(Err(pg(error)));
                 return;
             }
-            let _ = answer.send(Ok(Reply::Done));
+            let _ = answer.send(Ok(OpAnswer::Done));
             let mut failed = false;
             while let Some(request) = incoming.recv().await {
                 let reply = match request {
@@ -147,7 +147,7 @@ impl Postgres {
                     ))),
                     Request::Commit => match client.batch_execute("COMMIT").await {
                         Ok(()) => {
-                            let _ = answer.send(Ok(Reply::Done));
+                            let _ = answer.send(Ok(OpAnswer::Done));
                             return;
                         }
                         Err(error) => Err(pg(error)),
@@ -199,32 +199,32 @@ const PUT: &str = "INSERT INTO sluice_value (name, key, body) VALUES ($1, $2, $3
     ON CONFLICT (name, key) DO UPDATE SET body = excluded.body";
 const REMOVE: &str = "DELETE FROM sluice_value WHERE name = $1 AND key = $2";
 
-async fn execute(client: &deadpool_postgres::Object, op: Op) -> Result<Reply, StoreError> {
+async fn execute(client: &deadpool_postgres::Object, op: Op) -> Result<OpAnswer, StoreError> {
     let query = async |sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]| {
         let statement = client.prepare_cached(sql).await.map_err(pg)?;
         client.query(&statement, params).await.map_err(pg)
     };
     Ok(match op {
-        Op::Get { kind, id } => Reply::Body(
+        Op::Get { kind, id } => OpAnswer::Body(
             query(GET, &[&kind, &db(id)])
                 .await?
                 .first()
                 .map(|row| row.get(0)),
         ),
-        Op::NextId { kind } => Reply::Id(
+        Op::NextId { kind } => OpAnswer::Id(
             query(NEXT_ID, &[&kind])
                 .await?
                 .first()
                 .map(|row| id_of(row.get(0))),
         ),
-        Op::IdsIn { kind, state } => Reply::Ids(
+        Op::IdsIn { kind, state } => OpAnswer::Ids(
             query(IDS_IN, &[&kind, &state])
                 .await?
                 .iter()
                 .map(|row| id_of(row.get(0)))
                 .collect(),
         ),
-        Op::Take { kind, id, state } => Reply::Body(
+        Op::Take { kind, id, state } => OpAnswer::Body(
             query(TAKE, &[&kind, &db(id), &state])
                 .await?
                 .first()
@@ -233,7 +233,7 @@ async fn execute(client: &deadpool_postgres::Object, op: Op) -> Result<Reply, St
         Op::NextSeq { kind, id } => {
             let rows = query(NEXT_SEQ, &[&kind, &db(id)]).await?;
             let seq: i32 = rows.first().map_or(0, |row| row.get(0));
-            Reply::Seq(u32::try_from(seq).unwrap_or_default())
+            OpAnswer::Seq(u32::try_from(seq).unwrap_or_default())
         }
         Op::Save {
             kind,
@@ -246,24 +246,24 @@ async fn execute(client: &deadpool_postgres::Object, op: Op) -> Result<Reply, St
             query(SAVE, &[&kind, &db(id), &state, &body]).await?;
             let seq = i32::try_from(seq).unwrap_or(i32::MAX);
             query(SAVE_ROW, &[&kind, &db(id), &seq, &row]).await?;
-            Reply::Done
+            OpAnswer::Done
         }
         Op::Find { name, key } => {
             query(LOCK_KEY, &[&name, &key]).await?;
-            Reply::Id(
+            OpAnswer::Id(
                 query(FIND, &[&name, &key])
                     .await?
                     .first()
                     .map(|row| id_of(row.get(0))),
             )
         }
-        Op::Link { name, key, id } => Reply::Id(
+        Op::Link { name, key, id } => OpAnswer::Id(
             query(LINK, &[&name, &key, &db(id)])
                 .await?
                 .first()
                 .map(|row| id_of(row.get(0))),
         ),
-        Op::Unlink { name, key } => Reply::Id(
+        Op::Unlink { name, key } => OpAnswer::Id(
             query(UNLINK, &[&name, &key])
                 .await?
                 .first()
@@ -271,11 +271,11 @@ async fn execute(client: &deadpool_postgres::Object, op: Op) -> Result<Reply, St
         ),
         Op::Put { name, key, body } => {
             query(PUT, &[&name, &key, &body]).await?;
-            Reply::Done
+            OpAnswer::Done
         }
         Op::Remove { name, key } => {
             query(REMOVE, &[&name, &key]).await?;
-            Reply::Done
+            OpAnswer::Done
         }
     })
 }

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::config::{Device, Gateway, Tag};
 use super::engine::{Engine, scratch_dir};
-use super::mqtt::{Message, OPERATOR_KEY, OPERATOR_KEY_LINE, Subscriber, write_operator_key};
+use super::mqtt::{Message, OPERATOR_KEY, Subscriber, write_operator_key};
 use super::peers::{Mosquitto, Peer, PyModbus, free_port};
-use super::yaml::modbus_device;
 
 /// The downlink topic of the rig's device, and its reply topic.
 pub const SET: &str = "P/plc/property/set";
@@ -69,24 +69,19 @@ impl Rig {
 
     /// A gateway with no `clientId` (made up and kept in the data directory).
     fn config(&self, lines: Lines, (read_timeout_ms, write_attempts): (u32, u32)) -> String {
-        format!(
-            "collector:
-  workerThreads: 2
-  commands: {{ writeAttempts: {write_attempts} }}
-{OPERATOR_KEY_LINE}  mqtt: {{ brokerUrl: tcp://127.0.0.1:{broker} }}
-  http: {{ listen: 127.0.0.1:{http}, adminToken: {ADMIN} }}
-  wal: {{ dir: ./data }}
-devices:
-{device}",
-            http = self.http,
-            broker = lines.broker,
-            device = modbus_device(
-                "plc",
-                lines.device,
-                &format!("        readTimeoutMs: {read_timeout_ms}\n"),
-                "          - { key: sp, address: '40001', dataType: UINT16, periodMs: 200, access: RW, readback: true }\n",
-            ),
-        )
+        let plc = Device::modbus("plc", lines.device)
+            .channel("readTimeoutMs", read_timeout_ms)
+            .tag(
+                Tag::new("sp", "40001", "UINT16", 200)
+                    .set("access", "RW")
+                    .set("readback", true),
+            );
+        Gateway::without_client_id(lines.broker)
+            .http(self.http, ADMIN)
+            .operator_key()
+            .set("commands.writeAttempts", write_attempts)
+            .device(plc)
+            .yaml()
     }
 
     /// An engine with a long read timeout: a stalled write keeps it waiting.

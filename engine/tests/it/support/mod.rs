@@ -14,4 +14,3 @@ pub mod postgres;
 pub mod proxy;
 pub mod registers;
 pub mod sim;
-pub mod yaml;

@@ -167,9 +167,6 @@ impl Subscriber {
 /// their configuration (see [`write_operator_key`]).
 pub const OPERATOR_KEY: &str = "operator-key-of-the-tests-0123456789abcdef";
 
-/// The line that gives a gateway [`OPERATOR_KEY`], for its `collector` section.
-pub const OPERATOR_KEY_LINE: &str = "  downlink: { operatorKeyFile: operator.key }\n";
-
 /// Writes [`OPERATOR_KEY`] to `dir/operator.key`.
 pub fn write_operator_key(dir: &std::path::Path) {
     std::fs::write(dir.join("operator.key"), format!("{OPERATOR_KEY}\n")).expect("key file");

@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 
+use super::config::Tag;
 use super::mqtt::Message;
 
 /// Registers of a big-endian value as they appear on the wire in `order`.
@@ -23,26 +24,25 @@ pub fn wire(be: &[u8], order: &str) -> Vec<u16> {
 pub struct RegisterTable {
     /// The peer's map (`hr`, `ir`, `co`, `di`).
     pub map: Value,
-    /// The channel's `tags` entries (indented by 10).
-    pub tags: String,
+    /// The channel's tags.
+    pub tags: Vec<Tag>,
     expected: Vec<(&'static str, Value)>,
 }
 
 impl RegisterTable {
     pub fn every_type_and_order() -> Self {
         let mut hr: Vec<u16> = Vec::new();
-        let mut tags = String::new();
+        let mut tags = Vec::new();
         let mut expected: Vec<(&str, Value)> = Vec::new();
         let mut add = |key: &'static str,
                        data_type: &str,
                        order: &str,
                        registers: Vec<u16>,
                        value: Value,
-                       extra: &str| {
-            let address = 40001 + hr.len();
-            tags.push_str(&format!(
-                "          - {{ key: {key}, address: '{address}', dataType: {data_type}, byteOrder: {order}, periodMs: 200{extra} }}\n"
-            ));
+                       extra: &[(&str, Value)]| {
+            let address = (40001 + hr.len()).to_string();
+            let tag = Tag::new(key, &address, data_type, 200).set("byteOrder", order);
+            tags.push(extra.iter().fold(tag, |tag, (k, v)| tag.set(k, v.clone())));
             hr.extend(registers);
             expected.push((key, value));
         };
@@ -52,7 +52,7 @@ impl RegisterTable {
             "ABCD",
             wire(&(-300i16).to_be_bytes(), "ABCD"),
             json!(-300),
-            "",
+            &[],
         );
         add(
             "i16_swapped",
@@ -60,9 +60,9 @@ impl RegisterTable {
             "BADC",
             wire(&(-300i16).to_be_bytes(), "BADC"),
             json!(-300),
-            "",
+            &[],
         );
-        add("u16", "UINT16", "ABCD", vec![65000], json!(65000), "");
+        add("u16", "UINT16", "ABCD", vec![65000], json!(65000), &[]);
         for order in ["ABCD", "BADC", "CDAB", "DCBA"] {
             let key: &'static str = Box::leak(format!("f32_{order}").into_boxed_str());
             add(
@@ -71,7 +71,7 @@ impl RegisterTable {
                 order,
                 wire(&12.5f32.to_be_bytes(), order),
                 json!(12.5),
-                "",
+                &[],
             );
             let key: &'static str = Box::leak(format!("i32_{order}").into_boxed_str());
             add(
@@ -80,7 +80,7 @@ impl RegisterTable {
                 order,
                 wire(&(-123_456i32).to_be_bytes(), order),
                 json!(-123_456),
-                "",
+                &[],
             );
             let key: &'static str = Box::leak(format!("f64_{order}").into_boxed_str());
             add(
@@ -89,7 +89,7 @@ impl RegisterTable {
                 order,
                 wire(&(-2.25f64).to_be_bytes(), order),
                 json!(-2.25),
-                "",
+                &[],
             );
         }
         add(
@@ -98,7 +98,7 @@ impl RegisterTable {
             "CDAB",
             wire(&4_000_000_000u32.to_be_bytes(), "CDAB"),
             json!(4_000_000_000u64),
-            "",
+            &[],
         );
         add(
             "u64",
@@ -106,25 +106,25 @@ impl RegisterTable {
             "ABCD",
             wire(&u64::MAX.to_be_bytes(), "ABCD"),
             json!(u64::MAX),
-            "",
+            &[],
         );
-        add("bcd16", "BCD16", "ABCD", vec![0x1234], json!(1234), "");
+        add("bcd16", "BCD16", "ABCD", vec![0x1234], json!(1234), &[]);
         add(
             "bcd32",
             "BCD32",
             "ABCD",
             vec![0x0012, 0x3456],
             json!(123_456),
-            "",
+            &[],
         );
-        add("bad_bcd", "BCD16", "ABCD", vec![0x12F4], Value::Null, "");
+        add("bad_bcd", "BCD16", "ABCD", vec![0x12F4], Value::Null, &[]);
         add(
             "text",
             "STRING",
             "ABCD",
             vec![0x4142, 0x4344, 0x4500],
             json!("ABCDE"),
-            ", length: 5",
+            &[("length", json!(5))],
         );
         add(
             "scaled",
@@ -132,7 +132,7 @@ impl RegisterTable {
             "ABCD",
             vec![1234],
             json!(123.4),
-            ", factor: 0.1",
+            &[("factor", json!(0.1))],
         );
         add(
             "offset",
@@ -140,7 +140,7 @@ impl RegisterTable {
             "ABCD",
             vec![50],
             json!(-25.0),
-            ", factor: 0.5, offset: -50",
+            &[("factor", json!(0.5)), ("offset", json!(-50))],
         );
         add(
             "ranged",
@@ -148,9 +148,9 @@ impl RegisterTable {
             "ABCD",
             vec![150],
             json!(150),
-            ", min: 0, max: 100",
+            &[("min", json!(0)), ("max", json!(100))],
         );
-        add("bit", "BOOL", "ABCD", vec![0b1000], json!(true), "");
+        add("bit", "BOOL", "ABCD", vec![0b1000], json!(true), &[]);
         let bit_register = 40001 + hr.len() - 1;
         let map = json!({
             "hr": { "0": hr },
@@ -159,20 +159,19 @@ impl RegisterTable {
             "di": { "0": [0, 1] },
         });
 
-        let extra = format!(
-            "          - {{ key: bit3, address: '{bit_register}.3', dataType: BOOL, periodMs: 200 }}
-          - {{ key: bit2, address: '{bit_register}.2', dataType: BOOL, periodMs: 200 }}
-          - {{ key: input, address: '30001', dataType: INT16, periodMs: 200 }}
-          - {{ key: coil0, address: '00001', dataType: BOOL, periodMs: 200 }}
-          - {{ key: coil1, address: '00002', dataType: BOOL, periodMs: 200 }}
-          - {{ key: discrete, address: '10002', dataType: BOOL, periodMs: 200 }}
-          - {{ key: unmapped, address: '40500', dataType: INT16, periodMs: 200 }}
-          - {{ key: write_only, address: '40001', dataType: INT16, periodMs: 0, access: W }}
-"
-        );
+        tags.extend([
+            Tag::new("bit3", &format!("{bit_register}.3"), "BOOL", 200),
+            Tag::new("bit2", &format!("{bit_register}.2"), "BOOL", 200),
+            Tag::new("input", "30001", "INT16", 200),
+            Tag::new("coil0", "00001", "BOOL", 200),
+            Tag::new("coil1", "00002", "BOOL", 200),
+            Tag::new("discrete", "10002", "BOOL", 200),
+            Tag::new("unmapped", "40500", "INT16", 200),
+            Tag::new("write_only", "40001", "INT16", 0).set("access", "W"),
+        ]);
         Self {
             map,
-            tags: tags + &extra,
+            tags,
             expected,
         }
     }

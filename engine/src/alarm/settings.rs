@@ -1,12 +1,12 @@
 //! How alarms are delivered, as the configuration describes it.
 
-use super::delivery::{DeliveryPlan, QuietHours, Recipient};
+use super::delivery::{DeliverySettings, QuietHours, Recipient};
 use crate::config::GatewayConfig;
 use crate::uplink::Uplink;
 
 /// How alarms are delivered: the alarm topic under the uplink's prefix, the
 /// escalation delay, and each tenant's recipients with their quiet hours.
-pub fn delivery_plan(config: &GatewayConfig, uplink: &Uplink) -> DeliveryPlan {
+pub fn delivery_settings(config: &GatewayConfig, uplink: &Uplink) -> DeliverySettings {
     let alarms = &config.collector.alarms;
     let recipients = config
         .tenants
@@ -27,7 +27,7 @@ pub fn delivery_plan(config: &GatewayConfig, uplink: &Uplink) -> DeliveryPlan {
             (tenant.tenant_id, list)
         })
         .collect();
-    DeliveryPlan {
+    DeliverySettings {
         topic: uplink.topics().under_prefix(&alarms.topic),
         escalate_after_ms: (alarms.escalate_after_sec > 0).then(|| {
             i64::try_from(alarms.escalate_after_sec.saturating_mul(1000)).unwrap_or(i64::MAX)
