@@ -12,7 +12,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{run, run_with, test_engine};
+use super::{integration_tests, run, run_with};
 
 /// A gateway build: its Rust target, its Debian architecture, and the
 /// environment its build needs: the linker, and the C compiler and archiver of
@@ -53,24 +53,25 @@ pub fn dist(root: &Path, check: bool) -> Result<(), String> {
     let out = root.join("target").join("packages");
     fs::create_dir_all(&out).map_err(|e| format!("cannot make {}: {e}", out.display()))?;
     let version = version(root)?;
+    // Both targets in one build: their dependencies share the cores, and the
+    // two fat-LTO links (one thread each) run side by side.
+    let mut args = vec![
+        "build",
+        "--locked",
+        "--profile",
+        "dist",
+        "-p",
+        "sluice",
+        "--no-default-features",
+    ];
+    let mut env = Vec::new();
+    for arch in &ARCHES {
+        args.extend(["--target", arch.triple]);
+        env.extend_from_slice(arch.env);
+    }
+    run_with(root, "cargo", &args, &env)?;
     let mut sizes = Vec::new();
     for arch in &ARCHES {
-        run_with(
-            root,
-            "cargo",
-            &[
-                "build",
-                "--locked",
-                "--profile",
-                "dist",
-                "-p",
-                "sluice",
-                "--no-default-features",
-                "--target",
-                arch.triple,
-            ],
-            arch.env,
-        )?;
         let built = root
             .join("target")
             .join(arch.triple)
@@ -97,19 +98,25 @@ pub fn dist(root: &Path, check: bool) -> Result<(), String> {
         return Ok(());
     }
     let dir = out.display().to_string();
-    test_engine(
+    integration_tests(
         root,
-        &["--test", "it", "--", "dist::", "--ignored", "--nocapture"],
+        &["dist::", "--ignored", "--nocapture"],
         &[("SLUICE_DIST", &dir)],
     )?;
     // What the C library decides, tested against musl's: its wrappers differ
     // from glibc's (the sandbox threads' scheduling policy, `runtime/threads.rs`).
     let musl = &ARCHES[0];
-    test_engine(
-        root,
-        &["--lib", "--target", musl.triple, "runtime::threads"],
-        musl.env,
-    )
+    let lib_tests = [
+        "test",
+        "--locked",
+        "-p",
+        "sluice",
+        "--lib",
+        "--target",
+        musl.triple,
+        "runtime::threads",
+    ];
+    run_with(root, "cargo", &lib_tests, musl.env)
 }
 
 /// The workspace's version (`[workspace.package] version`).

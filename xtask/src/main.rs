@@ -79,9 +79,11 @@ fn run_with(dir: &Path, program: &str, args: &[&str], env: &[(&str, &str)]) -> R
     }
 }
 
-/// `cargo test --locked -p sluice` with `args` after it: some of the engine's tests.
-fn test_engine(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
-    let mut all = vec!["test", "--locked", "-p", "sluice"];
+/// The engine's integration tests (`--test it`) with `args` after `--` (filters
+/// and options). Built with the whole workspace's features, as `cargo test
+/// --workspace` builds them, so the binary that run built is run again.
+fn integration_tests(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
+    let mut all = vec!["test", "--locked", "--workspace", "--test", "it", "--"];
     all.extend_from_slice(args);
     run_with(root, "cargo", &all, env)
 }
@@ -124,17 +126,9 @@ fn store_tests_on_postgres(root: &Path) -> Result<(), String> {
         &["scripts/postgres.sh", "start", &dir_arg, &port, "fast"],
     )?;
     let server = format!("postgresql://postgres@127.0.0.1:{port}");
-    let tested = test_engine(
+    let tested = integration_tests(
         root,
-        &[
-            "--test",
-            "it",
-            "--",
-            "alarms::",
-            "commands::",
-            "alarm_delivery::",
-            "leases::",
-        ],
+        &["alarms::", "commands::", "alarm_delivery::", "leases::"],
         &[("SLUICE_TEST_POSTGRES", &server)],
     );
     let stopped = run(root, "bash", &["scripts/postgres.sh", "stop", &dir_arg]);

@@ -80,25 +80,11 @@ fn component(name: &str) -> Vec<u8> {
 
 /// Sends raw bytes with PUT; returns status and JSON body.
 async fn put_bytes(http: u16, path: &str, bytes: &[u8]) -> (u16, Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let head = format!(
         "PUT {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/wasm\r\nContent-Length: {}\r\n\r\n",
         bytes.len()
     );
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", http))
-        .await
-        .expect("connect");
-    stream.write_all(head.as_bytes()).await.expect("write");
-    stream.write_all(bytes).await.expect("write");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.expect("read");
-    let status = response
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status");
-    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    Engine::exchange(http, &head, bytes).await
 }
 
 async fn active_version(http: u16, name: &str) -> String {

@@ -136,15 +136,23 @@ impl Engine {
         token: Option<&str>,
         body: Option<&serde_json::Value>,
     ) -> (u16, serde_json::Value) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let body = body.map(|b| b.to_string()).unwrap_or_default();
         let auth = token
             .map(|t| format!("Authorization: Bearer {t}\r\n"))
             .unwrap_or_default();
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n",
             body.len()
         );
+        Self::exchange(port, &head, body.as_bytes()).await
+    }
+
+    /// Sends one HTTP request, `head` (its request line and headers) then
+    /// `body`, to the engine's API on `port`, waiting up to 10 s for it to
+    /// listen; returns the status code and the JSON body (`null` when it is
+    /// not JSON).
+    pub async fn exchange(port: u16, head: &str, body: &[u8]) -> (u16, serde_json::Value) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         // The engine may still be starting: retry the connection, bounded.
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut stream = loop {
@@ -154,7 +162,8 @@ impl Engine {
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         };
-        stream.write_all(request.as_bytes()).await.expect("write");
+        stream.write_all(head.as_bytes()).await.expect("write");
+        stream.write_all(body).await.expect("write");
         let mut response = String::new();
         stream.read_to_string(&mut response).await.expect("read");
         let status = response
