@@ -148,9 +148,7 @@ fn read_health(state: &ApiState) -> ApiReply {
     };
     let mut connections = BTreeMap::new();
     for info in roster.links() {
-        *connections
-            .entry(crate::io::state_of(&info.link).as_str())
-            .or_insert(0) += 1;
+        *connections.entry(info.link.state().as_str()).or_insert(0) += 1;
     }
     let uplink = &state.uplink;
     ok(Health {

@@ -5,7 +5,6 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Mutex as AsyncMutex;
 use tokio::time::Instant;
 
 use super::latest::{LatestValues, RoundsDone};
@@ -13,7 +12,7 @@ use super::metrics::DeviceCounters;
 use super::reporter::{Identity, Reporter};
 use super::sink::SampleSink;
 use crate::clock::now_ms;
-use crate::io::{Link, LinkError};
+use crate::io::{Link, LinkError, SharedLink};
 use crate::lease::{EntityState, EntityType, Leases, Renewal, TimeoutSource};
 use crate::model::{Batch, PlannedRead, TagSpec};
 use crate::pipeline::DevicePipeline;
@@ -27,7 +26,7 @@ use crate::uplink::Uplink;
 #[derive(Debug)]
 pub struct Channel {
     pub id: String,
-    pub link: Arc<AsyncMutex<Link>>,
+    pub link: Arc<SharedLink>,
     /// Taken once per round (or write): a new codec version applies from the next.
     pub session: Swappable<CodecSession>,
     /// Device tag index of each of the channel's tags.
@@ -67,7 +66,7 @@ pub struct Probe {
 impl Channel {
     pub fn new(
         id: String,
-        link: Arc<AsyncMutex<Link>>,
+        link: Arc<SharedLink>,
         session: CodecSession,
         tags: Vec<u32>,
         probe: Option<Probe>,

@@ -35,7 +35,7 @@ pub fn for_links(
     failures_allowed: u32,
     ownership: &Arc<Ownership>,
 ) -> Vec<Heartbeat> {
-    let mut seen: Vec<&Arc<tokio::sync::Mutex<crate::io::Link>>> = Vec::new();
+    let mut seen: Vec<&Arc<crate::io::SharedLink>> = Vec::new();
     let mut beats = Vec::new();
     for device in devices {
         for (index, channel) in device.channels.iter().enumerate() {

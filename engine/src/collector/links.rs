@@ -6,10 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Mutex as AsyncMutex;
-
 use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, Protocol};
-use crate::io::{Link, LinkSettings};
+use crate::io::{LinkSettings, SharedLink};
 
 /// Failed connection attempts in a row after which a link is reported FAILED.
 const FAILED_AFTER_ATTEMPTS: u32 = 10;
@@ -49,7 +47,7 @@ pub struct LinkInfo {
     /// (without its address, which `/metrics` never shows).
     pub name: String,
     pub settings: LinkSettings,
-    pub link: Arc<AsyncMutex<Link>>,
+    pub link: Arc<SharedLink>,
 }
 
 impl LinkInfo {

@@ -52,9 +52,6 @@ impl Collector for FleetState {
         let mut states = Vec::new();
         let mut reconnects = Vec::new();
         for info in roster.links() {
-            let Ok(link) = info.link.try_lock() else {
-                continue;
-            };
             let (protocol, connection) = (info.protocol(), info.name.clone());
             for state in LinkState::ALL {
                 let label = LinkStateLabel {
@@ -62,14 +59,14 @@ impl Collector for FleetState {
                     connection: connection.clone(),
                     state: state.as_str(),
                 };
-                states.push((label, i64::from(link.state() == state)));
+                states.push((label, i64::from(info.link.state() == state)));
             }
             reconnects.push((
                 LinkLabel {
                     protocol,
                     connection,
                 },
-                link.reconnects(),
+                info.link.reconnects(),
             ));
         }
         encode_scraped(

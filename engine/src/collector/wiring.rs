@@ -7,8 +7,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Mutex as AsyncMutex;
-
 use super::device::{Channel, Device, DeviceParts, LeaseTerms, Probe, Writable};
 use super::latest::RoundsDone;
 use super::links::{Endpoint, LinkInfo, link_settings};
@@ -19,7 +17,7 @@ use super::roster::Roster;
 use super::sink::SampleSink;
 use crate::compile::{CompiledDevice, DeviceRules};
 use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig};
-use crate::io::{Budget, Link};
+use crate::io::{Budget, Link, SharedLink};
 use crate::lease::Leases;
 use crate::mqtt::DeviceTopic;
 use crate::mqtt::sparkplug::MetricTable;
@@ -198,7 +196,7 @@ impl<'a> Wiring<'a> {
 
     /// The channel's link: one already taken into this build for its endpoint, else
     /// the previous build's with the same endpoint and settings, else a new one.
-    fn link(&mut self, device: &DeviceConfig, channel: &ChannelConfig) -> Arc<AsyncMutex<Link>> {
+    fn link(&mut self, device: &DeviceConfig, channel: &ChannelConfig) -> Arc<SharedLink> {
         let endpoint = Endpoint::of(device, channel);
         if let Some(index) = self.links.get(&endpoint) {
             return Arc::clone(&self.link_infos[*index].link);
@@ -215,7 +213,7 @@ impl<'a> Wiring<'a> {
                 endpoint: endpoint.clone(),
                 name: String::new(),
                 settings: settings.clone(),
-                link: Arc::new(AsyncMutex::new(Link::new(
+                link: Arc::new(SharedLink::new(Link::new(
                     settings,
                     self.budget.clone(),
                     seed,

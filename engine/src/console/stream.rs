@@ -218,7 +218,7 @@ fn device_values(device: &Device) -> Value {
         .channels
         .iter()
         .map(|channel| {
-            let state = crate::io::state_of(&channel.link).as_str();
+            let state = channel.link.state().as_str();
             json!({ "channelId": channel.id, "state": state })
         })
         .collect();

@@ -18,6 +18,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::{Instant, timeout};
@@ -68,6 +69,40 @@ impl LinkState {
     ];
 }
 
+/// What a link shows of itself to readers that must not wait for it (`/metrics`,
+/// `/health`, the console) while a round holds it: its state and reconnects,
+/// written by the link as they change.
+#[derive(Debug)]
+pub struct LinkStatus {
+    state: AtomicU8,
+    reconnects: AtomicU64,
+}
+
+impl LinkStatus {
+    fn new() -> Self {
+        Self {
+            state: AtomicU8::new(0),
+            reconnects: AtomicU64::new(0),
+        }
+    }
+
+    pub fn state(&self) -> LinkState {
+        let code = usize::from(self.state.load(Ordering::Relaxed));
+        LinkState::ALL.get(code).copied().unwrap_or(LinkState::Idle)
+    }
+
+    /// Successful connects after the first.
+    pub fn reconnects(&self) -> u64 {
+        self.reconnects.load(Ordering::Relaxed)
+    }
+
+    fn set_state(&self, state: LinkState) {
+        let code = LinkState::ALL.iter().position(|s| *s == state).unwrap_or(0);
+        self.state
+            .store(u8::try_from(code).unwrap_or(0), Ordering::Relaxed);
+    }
+}
+
 impl fmt::Display for LinkState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -114,7 +149,8 @@ impl LinkSettings {
 pub struct Link {
     settings: LinkSettings,
     budget: Budget,
-    state: LinkState,
+    /// The state and reconnects, readable without the link's lock.
+    status: Arc<LinkStatus>,
     dialer: Arc<dyn Dialer>,
     stream: Option<Connection>,
     permit: Option<Permit>,
@@ -135,15 +171,7 @@ pub struct Link {
     heartbeat_failures: u32,
     last_error: String,
     last_success: Option<Instant>,
-    reconnects: u64,
     jitter: Jitter,
-}
-
-/// The state of a shared link without waiting for it: one busy with a request
-/// is connected.
-pub fn state_of(link: &tokio::sync::Mutex<Link>) -> LinkState {
-    link.try_lock()
-        .map_or(LinkState::Online, |link| link.state())
 }
 
 impl Link {
@@ -166,7 +194,7 @@ impl Link {
         Self {
             settings,
             budget,
-            state: LinkState::Idle,
+            status: Arc::new(LinkStatus::new()),
             dialer,
             stream: None,
             permit: None,
@@ -179,13 +207,17 @@ impl Link {
             heartbeat_failures: 0,
             last_error: String::new(),
             last_success: None,
-            reconnects: 0,
             jitter: Jitter::new(seed),
         }
     }
 
     pub fn state(&self) -> LinkState {
-        self.state
+        self.status.state()
+    }
+
+    /// The link's state and reconnects, for readers that must not wait for it.
+    pub fn status(&self) -> Arc<LinkStatus> {
+        Arc::clone(&self.status)
     }
 
     pub fn settings(&self) -> &LinkSettings {
@@ -194,7 +226,7 @@ impl Link {
 
     /// Successful connects after the first.
     pub fn reconnects(&self) -> u64 {
-        self.reconnects
+        self.status.reconnects()
     }
 
     pub fn last_error(&self) -> &str {
@@ -207,9 +239,10 @@ impl Link {
     }
 
     fn enter(&mut self, state: LinkState) {
-        if self.state != state {
-            tracing::debug!(address = %self.settings.address(), from = %self.state, to = %state, "link state");
-            self.state = state;
+        let from = self.state();
+        if from != state {
+            tracing::debug!(address = %self.settings.address(), %from, to = %state, "link state");
+            self.status.set_state(state);
         }
     }
 
@@ -269,7 +302,7 @@ impl Link {
                 self.mark_offline("an exchange was cancelled mid-frame");
             }
         }
-        if self.state == LinkState::Online && self.stream.is_some() {
+        if self.state() == LinkState::Online && self.stream.is_some() {
             return Ok(self.epoch);
         }
         if let Some(at) = self.retry_at {
@@ -285,7 +318,7 @@ impl Link {
         match self.connect(framer).await {
             Ok(()) => {
                 if self.epoch > 0 {
-                    self.reconnects += 1;
+                    self.status.reconnects.fetch_add(1, Ordering::Relaxed);
                 }
                 self.epoch += 1;
                 self.attempts = 0;

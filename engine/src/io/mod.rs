@@ -10,6 +10,7 @@ mod error;
 mod exchange;
 mod framer;
 mod link;
+mod shared;
 mod transport;
 
 #[cfg(test)]
@@ -20,5 +21,6 @@ pub use budget::{Budget, BudgetExceeded, Permit};
 pub use error::LinkError;
 pub use exchange::MAX_FRAME;
 pub use framer::Framer;
-pub use link::{Link, LinkSettings, LinkState, state_of};
+pub use link::{Link, LinkSettings, LinkState, LinkStatus};
+pub use shared::SharedLink;
 pub use transport::{Connection, Dialer, Dialing, Stream, Tcp};

@@ -293,6 +293,26 @@ async fn a_malformed_answer_drops_the_connection_and_backs_off() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_shared_link_shows_its_state_and_reconnects_while_a_request_holds_it() {
+    let framer = LengthFramer::default();
+    let shared = SharedLink::new(link(Memory::new(Peer::Garbage)));
+    assert_eq!(shared.state(), LinkState::Idle);
+    let mut held = shared.lock().await;
+    held.ensure_online(&framer).await.expect("online");
+    assert!(shared.try_lock().is_err(), "held by the request");
+    assert_eq!(shared.state(), LinkState::Online);
+    let failed = held.request(&framer, &frame(b"read"), body).await;
+    assert!(failed.is_err());
+    assert_eq!(shared.state(), LinkState::Recovering);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    held.ensure_online(&framer).await.expect("again");
+    assert_eq!(
+        (shared.state(), shared.reconnects()),
+        (LinkState::Online, 1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_answer_in_pieces_is_read_whole() {
     let framer = LengthFramer::default();
     let mut link = link(Memory::new(Peer::Dribble));
