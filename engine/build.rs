@@ -1,5 +1,5 @@
 //! Builds the guest components in `../components` for wasm32-wasip2 and embeds the
-//! default ones in the engine binary.
+//! default ones, deflated, in the engine binary.
 //!
 //! - `components/{codecs,stages,rules}/NAME` are the default components, embedded
 //!   under NAME with the kind of their folder;
@@ -33,7 +33,7 @@ fn main() {
         for name in crate_dirs(&components.join(folder)) {
             let file = embed(&artifacts, &out_dir, &name);
             generated.push_str(&format!(
-                "    Builtin {{ name: {name:?}, kind: ComponentKind::{kind}, wasm: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{file}\")) }},\n"
+                "    Builtin {{ name: {name:?}, kind: ComponentKind::{kind}, wasm: Embedded(include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{file}\"))) }},\n"
             ));
         }
     }
@@ -41,7 +41,7 @@ fn main() {
     for name in crate_dirs(&components.join("sockets")) {
         let file = embed(&artifacts, &out_dir, &name);
         generated.push_str(&format!(
-            "/// The `{name}` socket component.\npub const {}: &[u8] = include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{file}\"));\n",
+            "/// The `{name}` socket component.\npub const {}: Embedded = Embedded(include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{file}\")));\n",
             name.to_uppercase().replace('-', "_")
         ));
     }
@@ -52,16 +52,19 @@ fn main() {
     );
 }
 
-/// Copies component `name` from the guests' build into `OUT_DIR`; its file name.
+/// Deflates component `name` from the guests' build into `OUT_DIR`; the file's name.
 fn embed(artifacts: &Path, out_dir: &Path, name: &str) -> String {
-    let file = format!("{}.wasm", name.replace('-', "_"));
-    let wasm = artifacts.join(&file);
-    fs::copy(&wasm, out_dir.join(&file)).unwrap_or_else(|e| {
+    let built = format!("{}.wasm", name.replace('-', "_"));
+    let wasm = artifacts.join(&built);
+    let bytes = fs::read(&wasm).unwrap_or_else(|e| {
         panic!(
             "component `{name}` was not built at {}: {e}",
             wasm.display()
         )
     });
+    let file = format!("{built}.deflate");
+    let deflated = miniz_oxide::deflate::compress_to_vec(&bytes, 10);
+    fs::write(out_dir.join(&file), deflated).expect("OUT_DIR is writable");
     file
 }
 

@@ -383,9 +383,11 @@ fn main() {
         .iter()
         .find(|b| b.name == "scale")
         .expect("scale is built in")
-        .wasm;
+        .wasm
+        .inflate("scale")
+        .expect("inflates");
     let component = runtime
-        .load(ComponentKind::Stage, "scale", wasm)
+        .load(ComponentKind::Stage, "scale", &wasm)
         .expect("loads");
     let pool = runtime
         .stage_pool(&component, Limits::default())

@@ -33,7 +33,8 @@ impl Runtime {
             .as_deref()
             .filter(|_| stage.kind() == ComponentKind::Stage)
             .ok_or_else(|| invalid("not a stage component".to_owned()))?;
-        let composed = compose(CHAIN_SOCKET, bytes).map_err(|e| invalid(format!("{e:#}")))?;
+        let socket = CHAIN_SOCKET.inflate("chain_socket")?;
+        let composed = compose(&socket, bytes).map_err(|e| invalid(format!("{e:#}")))?;
         self.load(ComponentKind::Stage, stage.name(), &composed)
     }
 }

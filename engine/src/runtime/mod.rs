@@ -34,7 +34,7 @@ mod stage;
 pub mod threads;
 
 pub use artifact::content_hash;
-pub use builtin::{BUILTIN, BUILTIN_VERSION, Builtin};
+pub use builtin::{BUILTIN, BUILTIN_VERSION, Builtin, Embedded};
 pub use codec::{CodecPool, CodecSession};
 pub use component::LoadedComponent;
 pub use engine::Runtime;

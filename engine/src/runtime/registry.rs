@@ -60,7 +60,7 @@ impl Registry {
                 builtin.kind,
                 builtin.name,
                 super::builtin::BUILTIN_VERSION,
-                builtin.wasm,
+                &builtin.wasm.inflate(builtin.name)?,
             )?;
         }
         Ok(registry)

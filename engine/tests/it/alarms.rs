@@ -35,7 +35,7 @@ fn default_rules(runtime: &Runtime) -> Arc<RulesPool> {
     rules_pool(
         runtime,
         "alarm_rules",
-        builtin("alarm_rules"),
+        &builtin("alarm_rules"),
         Limits::default(),
     )
 }

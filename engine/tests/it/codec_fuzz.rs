@@ -79,7 +79,7 @@ fn setup(codec: &str) -> (Vec<Setting>, Vec<TagSpec>) {
 fn pool(name: &str) -> Arc<CodecPool> {
     let runtime = runtime();
     let component = runtime
-        .load(ComponentKind::Codec, name, builtin(name))
+        .load(ComponentKind::Codec, name, &builtin(name))
         .expect("loads");
     runtime.codec_pool(&component, LIMITS).expect("pool")
 }

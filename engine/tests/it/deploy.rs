@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::common::builtin;
 use crate::support::config::{Device, Gateway, Tag, Tenant};
 use crate::support::engine::{Engine, scratch_dir};
 use crate::support::mqtt::{Subscriber, reports};
@@ -449,14 +450,6 @@ async fn a_tenants_component_that_keeps_failing_is_quarantined_with_an_alarm_and
     );
 }
 
-fn builtin(name: &str) -> &'static [u8] {
-    sluice::runtime::BUILTIN
-        .iter()
-        .find(|b| b.name == name)
-        .map(|b| b.wasm)
-        .expect("built in")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_codec_version_deployed_while_polling_reconnects_its_links_and_loses_nothing() {
     let rig = Rig::start(5).await;
@@ -483,7 +476,7 @@ async fn a_codec_version_deployed_while_polling_reconnects_its_links_and_loses_n
 
     // The same codec under a new version: sessions reopened, the link reconnects.
     let (status, body) =
-        put_bytes(http, "/components/modbus_tcp/2.0.0", builtin("modbus_tcp")).await;
+        put_bytes(http, "/components/modbus_tcp/2.0.0", &builtin("modbus_tcp")).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["kind"], "codec");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -500,7 +493,7 @@ async fn a_codec_version_deployed_while_polling_reconnects_its_links_and_loses_n
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // A codec that refuses the channel (S7 has no `unitId`): refused, nothing changes.
-    let (status, refused) = put_bytes(http, "/components/modbus_tcp/3.0.0", builtin("s7")).await;
+    let (status, refused) = put_bytes(http, "/components/modbus_tcp/3.0.0", &builtin("s7")).await;
     assert_eq!(status, 422, "{refused}");
     assert!(
         refused["error"].as_str().unwrap_or("").contains("unitId"),

@@ -12,7 +12,7 @@ use sluice::runtime::{CallError, CodecPool, CodecSession, ComponentKind, Limits}
 fn pool() -> Arc<CodecPool> {
     let runtime = runtime();
     let component = runtime
-        .load(ComponentKind::Codec, "modbus_tcp", builtin("modbus_tcp"))
+        .load(ComponentKind::Codec, "modbus_tcp", &builtin("modbus_tcp"))
         .expect("loads");
     runtime
         .codec_pool(&component, Limits::default())

@@ -61,7 +61,7 @@ fn every_builtin_component_is_tested() {
 #[test]
 fn scale_applies_factor_and_offset_per_tag() {
     let runtime = runtime();
-    let pool = pool(&runtime, "scale", builtin("scale"), Limits::default());
+    let pool = pool(&runtime, "scale", &builtin("scale"), Limits::default());
     let tags = [
         tag("t", 0.1, 0.0),
         tag("p", 2.0, -5.0),
@@ -98,7 +98,7 @@ fn scale_applies_factor_and_offset_per_tag() {
 #[test]
 fn scale_marks_non_finite_results_bad() {
     let runtime = runtime();
-    let pool = pool(&runtime, "scale", builtin("scale"), Limits::default());
+    let pool = pool(&runtime, "scale", &builtin("scale"), Limits::default());
     let processor = pool
         .processor(&[], Arc::from([tag("x", 1e300, 0.0)]))
         .expect("processor");
@@ -112,7 +112,7 @@ fn scale_marks_non_finite_results_bad() {
 #[test]
 fn scale_reports_every_bad_setting() {
     let runtime = runtime();
-    let pool = pool(&runtime, "scale", builtin("scale"), Limits::default());
+    let pool = pool(&runtime, "scale", &builtin("scale"), Limits::default());
     let error = pool
         .processor(
             &[
@@ -206,7 +206,7 @@ fn a_memory_bomb_is_refused_at_the_cap() {
 fn a_trap_fails_only_that_call_and_leaves_other_instances_working() {
     let runtime = runtime();
     let hostile = pool(&runtime, "hostile", &test_component("hostile"), SMALL);
-    let scale = pool(&runtime, "scale", builtin("scale"), SMALL);
+    let scale = pool(&runtime, "scale", &builtin("scale"), SMALL);
     let scaler = scale
         .processor(&[], Arc::from([tag("x", 2.0, 0.0)]))
         .expect("processor");
@@ -292,7 +292,7 @@ fn a_read_past_the_memory_traps_in_both_memory_layouts() {
             .process(batch(&[Value::Int(1)]))
             .expect("rebuilt after the trap");
         assert_eq!(echoed.samples.len(), 1);
-        let scaler = pool(&runtime, "scale", builtin("scale"), SMALL)
+        let scaler = pool(&runtime, "scale", &builtin("scale"), SMALL)
             .processor(&[], Arc::from([tag("x", 0.5, -3.0)]))
             .expect("processor");
         let out = scaler.process(batch(&[Value::Int(-7)])).expect("scaled");
@@ -305,7 +305,7 @@ fn a_component_of_the_wrong_world_is_refused_at_load() {
     let runtime = runtime();
     for kind in [ComponentKind::Codec, ComponentKind::Rules] {
         let error = runtime
-            .load(kind, "scale", builtin("scale"))
+            .load(kind, "scale", &builtin("scale"))
             .expect_err("wrong world");
         assert!(matches!(error, LoadError::WrongWorld { .. }), "{error}");
         let text = error.to_string();
@@ -394,7 +394,7 @@ fn a_failed_install_never_replaces_the_active_version() {
     ));
     assert!(
         registry
-            .install(ComponentKind::Codec, "scale", "2.0.0", builtin("scale"))
+            .install(ComponentKind::Codec, "scale", "2.0.0", &builtin("scale"))
             .is_err()
     );
 
@@ -424,7 +424,7 @@ fn precompiled_artifacts_are_cached_by_content_hash() {
     };
     let first = Runtime::new(config.clone()).expect("runtime");
     let loaded = first
-        .load(ComponentKind::Stage, "scale", builtin("scale"))
+        .load(ComponentKind::Stage, "scale", &builtin("scale"))
         .expect("loads");
     let files: Vec<_> = std::fs::read_dir(&dir)
         .expect("cache dir")
@@ -441,12 +441,12 @@ fn precompiled_artifacts_are_cached_by_content_hash() {
     // A second engine uses the artifact; a corrupt artifact is recompiled, not fatal.
     let second = Runtime::new(config.clone()).expect("runtime");
     second
-        .load(ComponentKind::Stage, "scale", builtin("scale"))
+        .load(ComponentKind::Stage, "scale", &builtin("scale"))
         .expect("from cache");
     std::fs::write(&file, b"corrupt").expect("write");
     let third = Runtime::new(config).expect("runtime");
     let reloaded = third
-        .load(ComponentKind::Stage, "scale", builtin("scale"))
+        .load(ComponentKind::Stage, "scale", &builtin("scale"))
         .expect("recompiled");
     let pool = third
         .stage_pool(&reloaded, Limits::default())

@@ -11,7 +11,7 @@ use sluice::runtime::{ComponentKind, Limits, Processor, Runtime, StagePool};
 
 fn pool(runtime: &Runtime, name: &str) -> Arc<StagePool> {
     let component = runtime
-        .load(ComponentKind::Stage, name, builtin(name))
+        .load(ComponentKind::Stage, name, &builtin(name))
         .expect("loads");
     runtime
         .stage_pool(&component, Limits::default())

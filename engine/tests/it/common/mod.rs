@@ -116,7 +116,7 @@ pub fn runtime() -> Runtime {
 pub fn whitelist() -> Whitelist {
     let runtime = runtime();
     let component = runtime
-        .load(ComponentKind::Rules, "alarm_rules", builtin("alarm_rules"))
+        .load(ComponentKind::Rules, "alarm_rules", &builtin("alarm_rules"))
         .expect("loads");
     runtime
         .rules_pool(&component, Limits::default())
@@ -131,12 +131,15 @@ pub fn test_component(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-pub fn builtin(name: &str) -> &'static [u8] {
+/// The bytes of the built-in component `name`.
+pub fn builtin(name: &str) -> Vec<u8> {
     BUILTIN
         .iter()
         .find(|b| b.name == name)
         .unwrap_or_else(|| panic!("no built-in component `{name}`"))
         .wasm
+        .inflate(name)
+        .expect("the built-in copy inflates")
 }
 
 pub fn tag(key: &str, address: &str, data_type: DataType) -> TagSpec {
