@@ -21,7 +21,7 @@
 //! write's echo with the request. A caller that checks these refuses such an
 //! answer, and so does this comparison (see `docs/fuzzing.md`).
 
-use sluice_guest::fuzz::{Codec, Decoded};
+use sluice_guest::fuzz::{Codec, Decoded, frame_in};
 use sluice_guest::numeric::Number;
 use sluice_guest::session::Failure;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -199,14 +199,11 @@ fn encode(session: &impl Codec, ask: &Ask) -> (Option<u32>, Vec<u8>) {
 fn ours(session: &impl Codec, ask: &Ask, answer: &[u8]) -> (Vec<u8>, Verdict) {
     let (id, sent) = encode(session, ask);
     let frame = ask.answer(answer, &sent, 0);
-    let head = frame.get(..7).unwrap_or(&frame).to_vec();
-    let Ok(len) = session.frame_length(head) else {
+    // Refused, or fewer bytes than the header announces: the connection ended first.
+    let Some(found) = frame_in(session, &frame) else {
         return (sent, Verdict::Refused);
     };
-    // Fewer bytes than the header announces: the connection ended first.
-    let Some(frame) = frame.get(..len as usize) else {
-        return (sent, Verdict::Refused);
-    };
+    let frame = &frame[found];
     let verdict = match id {
         None => session
             .check_write(frame.to_vec())

@@ -20,7 +20,7 @@ macro_rules! codec_component {
         });
 
         use exports::sluice::dataflow::protocol::{
-            DeviceError, FrameError, Guest, GuestSession, PlannedRead, Session,
+            DeviceError, FrameError, FrameSize, Guest, GuestSession, PlannedRead, Session,
         };
 
         struct Component;
@@ -235,8 +235,14 @@ macro_rules! range_session {
                 $crate::session::range_codec::RangeCodec::head_len(self) as u32
             }
 
-            fn frame_length(&self, head: alloc::vec::Vec<u8>) -> Result<u32, FrameError> {
-                $crate::session::range_codec::RangeCodec::total_len(self, &head).map_err(malformed)
+            fn frame_length(&self, head: alloc::vec::Vec<u8>) -> Result<FrameSize, FrameError> {
+                $crate::session::range_codec::RangeCodec::total_len(self, &head)
+                    .map(FrameSize::Length)
+                    .map_err(malformed)
+            }
+
+            fn lease_seconds(&self) -> Option<u32> {
+                None
             }
 
             fn handshake(&self, _step: u32) -> Option<alloc::vec::Vec<u8>> {
@@ -310,7 +316,7 @@ macro_rules! codec_test_kit {
                 Access, ByteOrder, DataType, Setting, SettingValue, TagSpec, Value,
             };
             use crate::{FrameError, GuestSession, PlannedRead};
-            use $crate::fuzz::{Codec, Decoded, Sample as Seen};
+            use $crate::fuzz::{Codec, Decoded, Sample as Seen, Size};
             use $crate::numeric::Number;
             use $crate::session::{Failure, Planned};
 
@@ -414,8 +420,12 @@ macro_rules! codec_test_kit {
                     GuestSession::header_len(self)
                 }
 
-                fn frame_length(&self, head: Vec<u8>) -> Result<u32, Failure> {
-                    GuestSession::frame_length(self, head).map_err(failure)
+                fn frame_length(&self, head: Vec<u8>) -> Result<Size, Failure> {
+                    match GuestSession::frame_length(self, head).map_err(failure)? {
+                        crate::FrameSize::Length(len) => Ok(Size::Length(len)),
+                        crate::FrameSize::Skip(len) => Ok(Size::Skip(len)),
+                        crate::FrameSize::Need(len) => Ok(Size::Need(len)),
+                    }
                 }
 
                 fn handshake(&self, step: u32) -> Option<Vec<u8>> {

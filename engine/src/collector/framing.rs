@@ -1,7 +1,7 @@
 //! The runtime's codec sessions as the framers of links.
 
 use crate::io::Framer;
-use crate::model::FrameError;
+use crate::model::{FrameError, FrameSize};
 use crate::runtime::{CallError, CodecSession};
 
 impl Framer for CodecSession {
@@ -27,7 +27,7 @@ impl Framer for CodecSession {
         CodecSession::header_len(self)
     }
 
-    fn frame_length(&self, head: &[u8]) -> Result<Result<u32, FrameError>, CallError> {
+    fn frame_length(&self, head: &[u8]) -> Result<Result<FrameSize, FrameError>, CallError> {
         CodecSession::frame_length(self, head)
     }
 }

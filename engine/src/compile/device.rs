@@ -25,6 +25,8 @@ pub struct CompiledChannel {
     pub session: CodecSession,
     /// Device tag index of each of the channel's tags.
     pub tags: Vec<u32>,
+    /// The device's lease as its codec knows it, seconds.
+    pub lease_seconds: Option<u32>,
 }
 
 /// An enabled device, checked by every component it uses and ready to run.
@@ -89,13 +91,21 @@ impl DeviceContext<'_> {
             .config
             .product(&device.product_id)
             .and_then(|p| p.state_timeout_s);
+        let channels: Option<Vec<_>> = channels.into_iter().collect();
+        // Of several channels' codecs, the longest lease: the device is alive while
+        // any of its connections may be.
+        let driver_timeout = channels
+            .iter()
+            .flatten()
+            .filter_map(|c| c.lease_seconds)
+            .max()
+            .map(u64::from);
         let lease = lease_length(
             device,
-            product_timeout,
+            [product_timeout, driver_timeout],
             &tag_configs,
             self.config.collector.per_device_timeout_ms,
         );
-        let channels: Option<Vec<_>> = channels.into_iter().collect();
         Some(CompiledDevice {
             config: device.clone(),
             tags,
@@ -135,14 +145,38 @@ impl DeviceContext<'_> {
         } else {
             indexes.iter().map(|i| tags[*i as usize].clone()).collect()
         };
-        match pool.session(&channel.settings, channel_tags) {
-            Ok(session) => Some(CompiledChannel {
-                session,
-                tags: indexes,
-            }),
+        let session = match pool.session(&channel.settings, channel_tags) {
+            Ok(session) => session,
             Err(error) => {
                 let placed: Vec<_> = channel.placed_tags().collect();
                 report_call(errors, &error, channel.pos, &placed);
+                return None;
+            }
+        };
+        match session.lease_seconds() {
+            Ok(Some(0)) => {
+                errors.push(
+                    channel.pos,
+                    format!(
+                        "protocol {}: its codec gives the device a lease of 0 s",
+                        channel.protocol
+                    ),
+                );
+                None
+            }
+            Ok(lease_seconds) => Some(CompiledChannel {
+                session,
+                tags: indexes,
+                lease_seconds,
+            }),
+            Err(error) => {
+                errors.push(
+                    channel.pos,
+                    format!(
+                        "protocol {}: its codec failed to tell the device's lease: {error}",
+                        channel.protocol
+                    ),
+                );
                 None
             }
         }
@@ -176,14 +210,15 @@ impl DeviceContext<'_> {
     }
 }
 
-/// A device's lease length and where it came from, in priority order: its own
-/// `stateTimeout`; its product's `stateTimeout`; else (no codec reports a lease of
-/// its own yet) the system default: three polling periods of its fastest tag plus
-/// one round's timeout (the seed's 3-5 periods for polled devices, with room for a
-/// slow round), or 15 minutes for a device with nothing polled.
+/// A device's lease length and where it came from, in priority order (seed
+/// 000): its own `stateTimeout`; its product's `stateTimeout`; the lease its
+/// codec reports (`[product, driver]` seconds); else the system default: three
+/// polling periods of its fastest tag plus one round's timeout (the seed's 3-5
+/// periods for polled devices, with room for a slow round), or 15 minutes for a
+/// device with nothing polled.
 pub fn lease_length(
     device: &DeviceConfig,
-    product_timeout_s: Option<u64>,
+    [product_timeout_s, driver_timeout_s]: [Option<u64>; 2],
     tags: &[&TagConfig],
     round_timeout_ms: u64,
 ) -> (u64, TimeoutSource) {
@@ -192,6 +227,9 @@ pub fn lease_length(
     }
     if let Some(seconds) = product_timeout_s {
         return (seconds, TimeoutSource::Profile);
+    }
+    if let Some(seconds) = driver_timeout_s {
+        return (seconds, TimeoutSource::Driver);
     }
     match tags.iter().map(|t| t.period_ms).filter(|p| *p > 0).min() {
         Some(period) => (

@@ -8,22 +8,27 @@ use std::sync::Arc;
 const UNPOLLED_LEASE_SECONDS: u64 = 900;
 
 #[test]
-fn lease_length_priority_device_then_product_then_polling() {
+fn lease_length_priority_device_then_product_then_driver_then_polling() {
     let config = load_str(
         "t.yaml",
         "products:\n  - { productId: P, stateTimeout: 40 }\ndevices:\n  - deviceId: own\n    productId: P\n    deviceNum: A\n    stateTimeout: 7\n    channels:\n      - channelId: c\n        protocol: modbus-tcp\n        host: 127.0.0.1\n        tags: [{ key: t, address: '40001', dataType: INT16, periodMs: 1000 }]\n  - deviceId: product\n    productId: P\n    deviceNum: B\n    channels:\n      - channelId: c\n        protocol: modbus-tcp\n        host: 127.0.0.1\n        tags: [{ key: t, address: '40001', dataType: INT16, periodMs: 1000 }]\n  - deviceId: polled\n    productId: Q\n    deviceNum: C\n    channels:\n      - channelId: c\n        protocol: modbus-tcp\n        host: 127.0.0.1\n        tags: [{ key: t, address: '40001', dataType: INT16, periodMs: 500 }, { key: w, address: '40002', dataType: INT16, periodMs: 0, access: W }]\n  - deviceId: idle\n    productId: Q\n    deviceNum: D\n    channels:\n      - channelId: c\n        protocol: modbus-tcp\n        host: 127.0.0.1\n        tags: [{ key: w, address: '40002', dataType: INT16, periodMs: 0, access: W }]\n",
     )
     .expect("valid");
-    let length = |id: &str| {
+    let lengths = |id: &str, driver: Option<u64>| {
         let device = config.device(id).expect("device");
         let tags: Vec<&TagConfig> = device.tags().collect();
         let product = config
             .product(&device.product_id)
             .and_then(|p| p.state_timeout_s);
-        lease_length(device, product, &tags, 3000)
+        lease_length(device, [product, driver], &tags, 3000)
     };
+    let length = |id: &str| lengths(id, None);
     assert_eq!(length("own"), (7, TimeoutSource::Device));
+    assert_eq!(lengths("own", Some(60)), (7, TimeoutSource::Device));
     assert_eq!(length("product"), (40, TimeoutSource::Profile));
+    assert_eq!(lengths("product", Some(60)), (40, TimeoutSource::Profile));
+    assert_eq!(lengths("polled", Some(60)), (60, TimeoutSource::Driver));
+    assert_eq!(lengths("idle", Some(60)), (60, TimeoutSource::Driver));
     assert_eq!(
         length("polled"),
         (5, TimeoutSource::System),

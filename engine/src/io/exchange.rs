@@ -1,6 +1,8 @@
-//! One request and its answer on a stream, framed in two phases: the codec's
-//! header length, then the size it reads from the header, bounded by
-//! [`MAX_FRAME`] before more than a small first read is buffered.
+//! One request and its answer on a stream, framed by the codec: shown the
+//! answer's first bytes (its header length), it tells the frame's size, bytes to
+//! skip before the frame (a preamble, garbage on a line), or how many bytes it
+//! must see to tell. The link bounds what it buffers ([`MAX_FRAME`]), what it
+//! skips ([`MAX_SKIPPED`]) and how often it asks ([`MAX_SIZING_CALLS`]).
 
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -10,10 +12,17 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadBuf};
 use super::error::LinkError;
 use super::framer::Framer;
 use super::transport::Stream;
-use crate::model::FrameError;
+use crate::model::{FrameError, FrameSize};
 
 /// The largest frame a link accepts; a header announcing more is malformed.
 pub const MAX_FRAME: u32 = 64 * 1024;
+
+/// The most bytes a link drops before an answer's frame.
+pub const MAX_SKIPPED: usize = 64 * 1024;
+
+/// The most `frame-length` calls for one answer: a preamble skipped, a longer
+/// head asked for, a few times over; a codec that needs more never finds a frame.
+pub const MAX_SIZING_CALLS: u32 = 64;
 
 /// Room for a whole answer in the first read: a Modbus read of 125 registers
 /// (259 bytes), an S7 or MC answer of a few hundred bytes. A longer one grows
@@ -22,12 +31,12 @@ const ANSWER_ROOM: usize = 512;
 
 /// Writes `frame` and reads the whole answer: one read of the socket for an
 /// answer that arrived at once (the header and the body together), more only
-/// when it came in pieces.
+/// when it came in pieces. Bytes the codec skipped are not part of the answer.
 ///
 /// # Errors
-/// An I/O error, a codec call that failed, a header the codec (or the size
-/// limit) refuses, or bytes after the answer (a stream in which an answer is
-/// followed by something nobody asked for cannot be trusted).
+/// An I/O error, a codec call that failed, a header the codec (or a bound)
+/// refuses, or bytes after the answer (a stream in which an answer is followed
+/// by something nobody asked for cannot be trusted).
 pub async fn transact<F: Framer>(
     stream: &mut dyn Stream,
     framer: &F,
@@ -35,39 +44,79 @@ pub async fn transact<F: Framer>(
 ) -> Result<Vec<u8>, LinkError> {
     let io = |e: std::io::Error| LinkError::Io(e.to_string());
     stream.write_all(frame).await.map_err(io)?;
-    let head_len = framer.header_len().map_err(LinkError::framing)?;
-    if head_len == 0 || head_len > MAX_FRAME {
-        return Err(LinkError::Malformed(format!("header length {head_len}")));
+    let header = framer.header_len().map_err(LinkError::framing)?;
+    if header == 0 || header > MAX_FRAME {
+        return Err(LinkError::Malformed(format!("header length {header}")));
     }
-    let head_len = head_len as usize;
-    let mut answer = Vec::with_capacity(ANSWER_ROOM.max(head_len));
-    read_at_least(stream, &mut answer, head_len).await?;
-    let total = match framer
-        .frame_length(&answer[..head_len])
-        .map_err(LinkError::framing)?
-    {
-        Ok(total) => total,
-        Err(FrameError::Malformed(message)) => return Err(LinkError::Malformed(message)),
-        Err(FrameError::Device(refusal)) => {
+    let header = header as usize;
+    let mut answer = Vec::with_capacity(ANSWER_ROOM.max(header));
+    // Where the frame starts in `answer`, and how many bytes the codec sees next.
+    let (mut start, mut shown) = (0, header);
+    let mut calls = 0;
+    let total = loop {
+        calls += 1;
+        if calls > MAX_SIZING_CALLS {
             return Err(LinkError::Malformed(format!(
-                "a header refused as a device error: {refusal}"
+                "no frame size after {MAX_SIZING_CALLS} calls of the codec"
             )));
         }
+        read_at_least(stream, &mut answer, start + shown).await?;
+        match size_of(framer, &answer[start..start + shown])? {
+            FrameSize::Length(len) if (shown..=MAX_FRAME as usize).contains(&(len as usize)) => {
+                break len as usize;
+            }
+            FrameSize::Length(len) => {
+                return Err(LinkError::Malformed(format!(
+                    "a frame of {len} bytes (the codec saw {shown}, limit {MAX_FRAME})"
+                )));
+            }
+            FrameSize::Skip(len) if (1..=shown).contains(&(len as usize)) => {
+                start += len as usize;
+                if start > MAX_SKIPPED {
+                    return Err(LinkError::Malformed(format!(
+                        "no frame in the first {start} bytes"
+                    )));
+                }
+                shown = header;
+            }
+            FrameSize::Skip(len) => {
+                return Err(LinkError::Malformed(format!(
+                    "the codec skips {len} of the {shown} bytes it saw"
+                )));
+            }
+            FrameSize::Need(len) if (shown + 1..=MAX_FRAME as usize).contains(&(len as usize)) => {
+                shown = len as usize;
+            }
+            FrameSize::Need(len) => {
+                return Err(LinkError::Malformed(format!(
+                    "the codec asks to see {len} bytes after {shown} (limit {MAX_FRAME})"
+                )));
+            }
+        }
     };
-    if (total as usize) < head_len || total > MAX_FRAME {
-        return Err(LinkError::Malformed(format!(
-            "a frame of {total} bytes (header {head_len}, limit {MAX_FRAME})"
-        )));
-    }
-    let total = total as usize;
-    read_at_least(stream, &mut answer, total).await?;
-    if answer.len() > total {
+    read_at_least(stream, &mut answer, start + total).await?;
+    if answer.len() > start + total {
         return Err(LinkError::Malformed(format!(
             "an answer of {total} bytes followed by {} more",
-            answer.len() - total
+            answer.len() - start - total
         )));
     }
+    if start > 0 {
+        tracing::debug!(skipped = start, "bytes before the answer's frame");
+        answer.drain(..start);
+    }
     Ok(answer)
+}
+
+/// The codec's verdict on `head`, its refusals as malformed answers.
+fn size_of<F: Framer>(framer: &F, head: &[u8]) -> Result<FrameSize, LinkError> {
+    match framer.frame_length(head).map_err(LinkError::framing)? {
+        Ok(size) => Ok(size),
+        Err(FrameError::Malformed(message)) => Err(LinkError::Malformed(message)),
+        Err(FrameError::Device(refusal)) => Err(LinkError::Malformed(format!(
+            "a header refused as a device error: {refusal}"
+        ))),
+    }
 }
 
 /// Reads into `buffer` until it holds at least `len` bytes, each read taking

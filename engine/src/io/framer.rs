@@ -3,7 +3,7 @@
 //! size the header announces). The runtime's codec sessions implement it; so does
 //! any native framer, which is how the link is tested.
 
-use crate::model::FrameError;
+use crate::model::{FrameError, FrameSize};
 
 /// The framing side of a codec, as the link uses it: `io` owns it, the runtime
 /// fills it in (ARCH-2). Every call answers with the
@@ -42,9 +42,10 @@ pub trait Framer {
     /// A failed call.
     fn header_len(&self) -> Result<u32, Self::Failure>;
 
-    /// The whole size of the frame that starts with `head`.
+    /// What `head` tells of the answer's frame: its size, bytes to skip before
+    /// it, or how many bytes the codec must see to tell.
     ///
     /// # Errors
     /// A failed call (outer) or a header the codec rejects (inner).
-    fn frame_length(&self, head: &[u8]) -> Result<Result<u32, FrameError>, Self::Failure>;
+    fn frame_length(&self, head: &[u8]) -> Result<Result<FrameSize, FrameError>, Self::Failure>;
 }

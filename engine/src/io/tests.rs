@@ -11,14 +11,18 @@ use tokio::time::Instant;
 
 use super::*;
 use crate::config::{BackoffConfig, ConnectionLimits};
-use crate::model::{DeviceError, FrameError};
+use crate::model::{DeviceError, FrameError, FrameSize};
 
 /// A length-prefixed protocol: two bytes of big-endian length, then the body. A
 /// body starting with `E` is a device's refusal; a header of `FF FF` is garbage.
+/// `FE` bytes before a frame are a preamble, skipped; `AA AA` announces a long
+/// header (`AA AA` and the length), shown whole before it is sized.
 /// With `handshake`, a connection starts by sending `HELLO` and expects `OK`.
 #[derive(Debug, Default)]
 struct LengthFramer {
     handshake: bool,
+    /// What `frame_length` answers instead of the truth.
+    lie: Option<FrameSize>,
     resets: AtomicU32,
     /// `frame_length` calls that fail (a codec that trapped) before one works.
     broken_lengths: AtomicU32,
@@ -55,7 +59,7 @@ impl Framer for LengthFramer {
         Ok(2)
     }
 
-    fn frame_length(&self, head: &[u8]) -> Result<Result<u32, FrameError>, Broken> {
+    fn frame_length(&self, head: &[u8]) -> Result<Result<FrameSize, FrameError>, Broken> {
         if self
             .broken_lengths
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
@@ -63,9 +67,20 @@ impl Framer for LengthFramer {
         {
             return Err(Broken);
         }
+        if let Some(lie) = self.lie {
+            return Ok(Ok(lie));
+        }
+        let preamble = head.iter().take_while(|b| **b == 0xFE).count();
         Ok(match head {
+            _ if preamble > 0 => Ok(FrameSize::Skip(preamble as u32)),
             [0xFF, 0xFF] => Err(FrameError::Malformed("a garbage header".into())),
-            [high, low] => Ok(2 + u32::from(u16::from_be_bytes([*high, *low]))),
+            [0xAA, 0xAA] => Ok(FrameSize::Need(4)),
+            [0xAA, 0xAA, high, low] => Ok(FrameSize::Length(
+                4 + u32::from(u16::from_be_bytes([*high, *low])),
+            )),
+            [high, low] => Ok(FrameSize::Length(
+                2 + u32::from(u16::from_be_bytes([*high, *low])),
+            )),
             _ => Err(FrameError::Malformed("short header".into())),
         })
     }
@@ -111,6 +126,10 @@ enum Peer {
     Dribble,
     /// An echo with a byte after it that nobody asked for.
     Trailing,
+    /// An echo after this many `FE` bytes.
+    Preamble(usize),
+    /// An echo behind the long header's `AA AA`.
+    LongHeader,
 }
 
 /// Opens in-memory connections to a peer; refuses the first `refuse_first`.
@@ -182,6 +201,8 @@ async fn serve(mut stream: DuplexStream, peer: Peer) {
                 continue;
             }
             Peer::Trailing => [frame(&request), vec![0]].concat(),
+            Peer::Preamble(bytes) => [vec![0xFE; bytes], frame(&request)].concat(),
+            Peer::LongHeader => [vec![0xAA, 0xAA], frame(&request)].concat(),
             Peer::Echo | Peer::Late(_) if request == b"HELLO" => frame(b"OK"),
             Peer::Echo => frame(&request),
             Peer::Late(after) => {
@@ -290,6 +311,81 @@ async fn a_malformed_answer_drops_the_connection_and_backs_off() {
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(link.ensure_online(&framer).await.expect("again"), 2);
     assert_eq!(link.reconnects(), 1);
+}
+
+/// The whole answer, as the link handed it over.
+fn whole(answer: &[u8]) -> Result<Result<Vec<u8>, FrameError>, Broken> {
+    Ok(Ok(answer.to_vec()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_preamble_before_an_answer_is_skipped_and_not_part_of_it() {
+    let framer = LengthFramer::default();
+    let mut link = link(Memory::new(Peer::Preamble(3)));
+    link.ensure_online(&framer).await.expect("online");
+    for request in [&b"read 1"[..], b"read 2"] {
+        let answer = link.request(&framer, &frame(request), whole).await;
+        assert_eq!(answer.expect("exchange").expect("data"), frame(request));
+    }
+    assert_eq!(link.state(), LinkState::Online);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_codec_that_needs_more_bytes_to_size_a_frame_is_shown_them() {
+    let framer = LengthFramer::default();
+    let mut link = link(Memory::new(Peer::LongHeader));
+    link.ensure_online(&framer).await.expect("online");
+    let answer = link.request(&framer, &frame(b"read"), whole).await;
+    let expected = [vec![0xAA, 0xAA], frame(b"read")].concat();
+    assert_eq!(answer.expect("exchange").expect("data"), expected);
+}
+
+#[tokio::test(start_paused = true)]
+async fn framing_answers_out_of_bounds_drop_the_connection_with_the_reason() {
+    for (peer, lie, reason) in [
+        (
+            Peer::Echo,
+            Some(FrameSize::Skip(0)),
+            "skips 0 of the 2 bytes",
+        ),
+        (
+            Peer::Echo,
+            Some(FrameSize::Skip(3)),
+            "skips 3 of the 2 bytes",
+        ),
+        (
+            Peer::Echo,
+            Some(FrameSize::Need(2)),
+            "to see 2 bytes after 2",
+        ),
+        (
+            Peer::Echo,
+            Some(FrameSize::Need(MAX_FRAME + 1)),
+            "to see 65537 bytes after 2",
+        ),
+        (Peer::Echo, Some(FrameSize::Length(1)), "a frame of 1 bytes"),
+        (
+            Peer::Echo,
+            Some(FrameSize::Length(MAX_FRAME + 1)),
+            "a frame of 65537 bytes",
+        ),
+        (Peer::Preamble(1000), None, "no frame size after 64 calls"),
+    ] {
+        let framer = LengthFramer {
+            lie,
+            ..LengthFramer::default()
+        };
+        let mut link = link(Memory::new(peer));
+        link.ensure_online(&framer).await.expect("online");
+        let failed = link.request(&framer, &frame(b"read"), whole).await;
+        match failed {
+            Err(LinkError::Malformed(message)) => {
+                assert!(message.contains(reason), "{lie:?}: {message}");
+            }
+            other => panic!("{lie:?}: {other:?}"),
+        }
+        assert_eq!(link.state(), LinkState::Recovering, "{lie:?}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

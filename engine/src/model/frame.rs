@@ -8,6 +8,18 @@ pub struct PlannedRead {
     pub tags: Vec<u32>,
 }
 
+/// What the first bytes of an answer tell a codec of its frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameSize {
+    /// A frame starts at the first byte and has this many bytes in all.
+    Length(u32),
+    /// This many bytes come before a frame (a preamble, or garbage): drop them
+    /// and ask again with what follows.
+    Skip(u32),
+    /// The codec must see this many bytes before it can tell.
+    Need(u32),
+}
+
 /// The device answered with an exception or end code: it is there and the
 /// connection is fine, it just refused this request.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

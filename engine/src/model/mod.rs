@@ -20,7 +20,7 @@ pub use command::{CommandAction, CommandKind, CommandStatus, ReceiptResult, resu
 pub use entity::{
     EntityState, EntityType, Renewal, StateFilter, StateRow, TimeoutSource, Transition,
 };
-pub use frame::{DeviceError, FrameError, PlannedRead};
+pub use frame::{DeviceError, FrameError, FrameSize, PlannedRead};
 pub use sample::{Batch, Quality, Sample, Span, Value};
 pub use scope::Scope;
 pub use secret::Secret;

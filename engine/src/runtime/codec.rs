@@ -15,7 +15,9 @@ use super::convert::{Recipe, batch_from_wit, value_to_wit};
 use super::last_plan::LastPlan;
 use super::pool::{Binding, Live, Pool};
 use super::sandbox::Sandbox;
-use crate::model::{Batch, DeviceError, FrameError, PlannedRead, Setting, TagSpec, Value};
+use crate::model::{
+    Batch, DeviceError, FrameError, FrameSize, PlannedRead, Setting, TagSpec, Value,
+};
 use crate::sync::lock;
 
 /// One tenant's instances of one codec component.
@@ -67,6 +69,14 @@ fn planned_from_wit(read: wit_protocol::PlannedRead) -> PlannedRead {
     PlannedRead {
         id: read.id,
         tags: read.tags,
+    }
+}
+
+fn frame_size_from_wit(size: wit_protocol::FrameSize) -> FrameSize {
+    match size {
+        wit_protocol::FrameSize::Length(len) => FrameSize::Length(len),
+        wit_protocol::FrameSize::Skip(len) => FrameSize::Skip(len),
+        wit_protocol::FrameSize::Need(len) => FrameSize::Need(len),
     }
 }
 
@@ -152,14 +162,25 @@ impl CodecSession {
         Ok(*self.header_len.get_or_init(|| len))
     }
 
-    /// Total size of the frame starting with `head`.
+    /// What `head` tells of the answer's frame.
     ///
     /// # Errors
     /// A failed call (outer) or a header the codec rejects (inner).
-    pub fn frame_length(&self, head: &[u8]) -> Outcome<u32> {
-        self.answer(self.call("frame-length", |s, store, r| {
+    pub fn frame_length(&self, head: &[u8]) -> Outcome<FrameSize> {
+        let answer = self.answer(self.call("frame-length", |s, store, r| {
             s.call_frame_length(store, r, head)
-        }))
+        }))?;
+        Ok(answer.map(frame_size_from_wit))
+    }
+
+    /// The lease the codec knows for its device, in seconds, if any.
+    ///
+    /// # Errors
+    /// A failed call.
+    pub fn lease_seconds(&self) -> Result<Option<u32>, CallError> {
+        self.call("lease-seconds", |s, store, r| {
+            s.call_lease_seconds(store, r)
+        })
     }
 
     /// Frame of handshake step `step`, none when the handshake is complete.

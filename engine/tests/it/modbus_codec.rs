@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use crate::common::{TS, builtin, runtime, setting, tag};
 use sluice::model::{
-    Batch, ByteOrder, DataType, DeviceError, FrameError, Quality, SettingValue, TagSpec, Value,
+    Batch, ByteOrder, DataType, DeviceError, FrameError, FrameSize, Quality, SettingValue, TagSpec,
+    Value,
 };
 use sluice::runtime::{CallError, CodecPool, CodecSession, ComponentKind, Limits};
 
@@ -79,7 +80,7 @@ fn nearby_registers_are_read_in_one_request_and_mapped_back_per_tag() {
     let frame = answer(&sent, &pdu);
     assert_eq!(
         session.frame_length(&frame[..6]).expect("call"),
-        Ok(frame.len() as u32)
+        Ok(FrameSize::Length(frame.len() as u32))
     );
     let batch = session
         .parse_read(registers.id, &frame, TS)

@@ -59,7 +59,7 @@ fn an_answer_is_sized_from_its_first_three_bytes() {
     assert!(frame::total_len(&[1, 0x03]).is_err(), "short header");
     let s = session(&[], vec![spec("40001", Wit::Int16)]);
     assert_eq!(s.header_len(), 3);
-    assert_eq!(s.frame_length(vec![1, 0x04, 4]), Ok(9));
+    assert_eq!(s.frame_length(vec![1, 0x04, 4]), Ok(FrameSize::Length(9)));
 }
 
 #[test]

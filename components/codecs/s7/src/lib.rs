@@ -220,8 +220,14 @@ impl GuestSession for S7Session {
         frame::HEAD_LEN as u32
     }
 
-    fn frame_length(&self, head: Vec<u8>) -> Result<u32, FrameError> {
-        frame::total_len(&head).map_err(malformed)
+    fn frame_length(&self, head: Vec<u8>) -> Result<FrameSize, FrameError> {
+        frame::total_len(&head)
+            .map(FrameSize::Length)
+            .map_err(malformed)
+    }
+
+    fn lease_seconds(&self) -> Option<u32> {
+        None
     }
 
     fn handshake(&self, step: u32) -> Option<Vec<u8>> {

@@ -21,7 +21,7 @@
 use alloc::vec::Vec;
 use core::ops::Range;
 
-use super::{Codec, MAX_FRAME, check_decoded, check_plan, check_read_refusal, refused};
+use super::{Codec, MAX_FRAME, check_decoded, check_plan, check_read_refusal, frame_in, refused};
 use crate::numeric::Number;
 
 /// The call an input makes.
@@ -146,20 +146,9 @@ pub fn one_input(
     data: &[u8],
 ) -> Outcome {
     let input = Input::parse(data);
-    let header = codec.header_len() as usize;
-    let head = input.answer.get(..header).unwrap_or(input.answer);
-    let length = match codec.frame_length(head.to_vec()) {
-        Ok(len) => {
-            assert!(
-                (header as u32..=MAX_FRAME as u32).contains(&len),
-                "frame length {len} with a header of {header}"
-            );
-            Outcome::Accepted
-        }
-        Err(refusal) => {
-            refused(&refusal);
-            Outcome::Refused
-        }
+    let length = match frame_in(codec, input.answer) {
+        Some(_) => Outcome::Accepted,
+        None => Outcome::Refused,
     };
     let answer = |sent: &[u8]| {
         let mut frame = input.answer.to_vec();

@@ -7,7 +7,9 @@
 //! checked against the invariants all codecs keep (FUZZ-6 of `docs/fuzzing.md`):
 //!
 //! - no call panics;
-//! - `frame-length` refuses, or gives a length from `header-len` to [`MAX_FRAME`];
+//! - `frame-length` refuses, or gives a length from the bytes it saw to
+//!   [`MAX_FRAME`], skips from one to the bytes it saw, or asks to see more bytes,
+//!   up to [`MAX_FRAME`];
 //! - a refusal says why (its message is not empty);
 //! - a plan reads every due tag the session has, and no other;
 //! - an answer to a read decodes into samples of the request's tags, good
@@ -24,6 +26,7 @@ mod input;
 mod rng;
 
 use alloc::vec::Vec;
+use core::ops::Range;
 
 pub use input::{Call, Input, Outcome, one_input};
 pub use rng::Rng;
@@ -33,6 +36,62 @@ use crate::session::{Failure, Planned};
 
 /// The largest frame, and the most batch bytes, any codec may produce.
 pub const MAX_FRAME: usize = 65_536;
+
+/// The most `frame-length` calls the engine makes for one answer.
+pub const MAX_SIZING_CALLS: usize = 64;
+
+/// What a codec says the first bytes of an answer tell (the WIT `frame-size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Size {
+    Length(u32),
+    Skip(u32),
+    Need(u32),
+}
+
+/// Where the frame lies in `bytes`, found as the engine finds it: the codec is
+/// shown `header-len` bytes, then as many as it asks for, after the bytes it
+/// skipped. `None` when it refuses, `bytes` end first, or it has not sized a
+/// frame in [`MAX_SIZING_CALLS`] calls (the engine's limit).
+///
+/// # Panics
+/// When an answer breaks the framing invariants.
+pub fn frame_in(codec: &impl Codec, bytes: &[u8]) -> Option<Range<usize>> {
+    let header = codec.header_len() as usize;
+    assert!((1..=MAX_FRAME).contains(&header), "a header of {header}");
+    let (mut start, mut shown) = (0, header);
+    for _ in 0..MAX_SIZING_CALLS {
+        let head = bytes.get(start..start + shown)?;
+        match codec.frame_length(head.to_vec()) {
+            Ok(Size::Length(len)) => {
+                let len = len as usize;
+                assert!(
+                    (shown..=MAX_FRAME).contains(&len),
+                    "frame length {len} after seeing {shown} bytes"
+                );
+                return bytes.get(start..start + len).map(|_| start..start + len);
+            }
+            Ok(Size::Skip(len)) => {
+                let len = len as usize;
+                assert!((1..=shown).contains(&len), "skips {len} of {shown} bytes");
+                start += len;
+                shown = header;
+            }
+            Ok(Size::Need(len)) => {
+                let len = len as usize;
+                assert!(
+                    (shown + 1..=MAX_FRAME).contains(&len),
+                    "needs {len} bytes after seeing {shown}"
+                );
+                shown = len;
+            }
+            Err(refusal) => {
+                refused(&refusal);
+                return None;
+            }
+        }
+    }
+    None
+}
 
 /// A sample of a decoded answer, as far as the invariants look at it.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,7 +122,7 @@ pub struct Decoded {
 /// own types.
 pub trait Codec {
     fn header_len(&self) -> u32;
-    fn frame_length(&self, head: Vec<u8>) -> Result<u32, Failure>;
+    fn frame_length(&self, head: Vec<u8>) -> Result<Size, Failure>;
     fn handshake(&self, step: u32) -> Option<Vec<u8>>;
     fn check_handshake(&self, step: u32, frame: Vec<u8>) -> Result<(), Failure>;
     fn plan(&self, due: Vec<u32>) -> Vec<Planned>;
@@ -144,16 +203,8 @@ impl<C: Codec, P: Peer> Fuzz<'_, C, P> {
     }
 
     fn frame_length(&mut self) {
-        let header = self.codec.header_len();
-        let head = self.last.get(..header as usize).unwrap_or(&self.last);
-        let head = self.rng.mutate(head);
-        match self.codec.frame_length(head) {
-            Ok(len) => assert!(
-                (header..=MAX_FRAME as u32).contains(&len),
-                "frame length {len} with a header of {header}"
-            ),
-            Err(refusal) => refused(&refusal),
-        }
+        let answer = self.rng.mutate(&self.last);
+        frame_in(self.codec, &answer);
     }
 
     fn handshake(&mut self) {

@@ -6,12 +6,13 @@ use core::cell::RefCell;
 
 use super::*;
 
-/// Frames are a length byte and that many bytes. Every plan is one request,
-/// id 0; a read answer is `[1, 0]`, a write answer echoes the tag written.
-/// `lie` makes `frame-length` short.
+/// Frames are a length byte and that many bytes, after any number of `FE`
+/// bytes (a preamble). Every plan is one request, id 0; a read answer is
+/// `[1, 0]`, a write answer echoes the tag written. `lie` is what
+/// `frame-length` answers instead.
 #[derive(Default)]
 struct Toy {
-    lie: bool,
+    lie: Option<Size>,
     /// The tags of request 0, the one request of the last plan.
     planned: RefCell<Vec<u32>>,
     read: RefCell<Option<Vec<u32>>>,
@@ -23,10 +24,11 @@ impl Codec for Toy {
         1
     }
 
-    fn frame_length(&self, head: Vec<u8>) -> Result<u32, Failure> {
+    fn frame_length(&self, head: Vec<u8>) -> Result<Size, Failure> {
         match head.first() {
-            Some(_) if self.lie => Ok(0),
-            Some(&len) => Ok(1 + u32::from(len)),
+            Some(_) if self.lie.is_some() => Ok(self.lie.unwrap_or(Size::Length(0))),
+            Some(0xFE) => Ok(Size::Skip(1)),
+            Some(&len) => Ok(Size::Length(1 + u32::from(len))),
             None => Err(Failure::Malformed("no header".into())),
         }
     }
@@ -118,13 +120,46 @@ fn a_sound_session_passes_and_reaches_its_success_paths() {
 }
 
 #[test]
-#[should_panic(expected = "frame length 0 with a header of 1")]
+#[should_panic(expected = "frame length 0 after seeing 1 bytes")]
 fn a_frame_length_shorter_than_the_header_is_caught() {
     let liar = Toy {
-        lie: true,
+        lie: Some(Size::Length(0)),
         ..Toy::default()
     };
     run(&liar, &Device, 3, 7, 2000);
+}
+
+#[test]
+fn a_frame_is_found_after_the_bytes_skipped() {
+    let toy = Toy::default();
+    assert_eq!(frame_in(&toy, &[0xFE, 0xFE, 2, 7, 8]), Some(2..5));
+    assert_eq!(frame_in(&toy, &[0xFE, 0xFE, 2, 7]), None, "ends first");
+    let endless = [0xFE; 100];
+    assert_eq!(
+        frame_in(&toy, &endless),
+        None,
+        "the engine's limit of calls"
+    );
+}
+
+#[test]
+#[should_panic(expected = "skips 0 of 1 bytes")]
+fn a_skip_of_nothing_is_caught() {
+    let liar = Toy {
+        lie: Some(Size::Skip(0)),
+        ..Toy::default()
+    };
+    frame_in(&liar, &[1, 0]);
+}
+
+#[test]
+#[should_panic(expected = "needs 1 bytes after seeing 1")]
+fn a_need_of_no_more_bytes_is_caught() {
+    let liar = Toy {
+        lie: Some(Size::Need(1)),
+        ..Toy::default()
+    };
+    frame_in(&liar, &[1, 0]);
 }
 
 #[test]
@@ -178,10 +213,10 @@ fn one_input_makes_one_call_and_tells_what_it_reached() {
 }
 
 #[test]
-#[should_panic(expected = "frame length 0 with a header of 1")]
+#[should_panic(expected = "frame length 0 after seeing 1 bytes")]
 fn one_input_catches_a_frame_length_shorter_than_the_header() {
     let liar = Toy {
-        lie: true,
+        lie: Some(Size::Length(0)),
         ..Toy::default()
     };
     one_input(&liar, 3, None, &[0, 0, 5]);

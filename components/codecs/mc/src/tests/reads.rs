@@ -189,7 +189,7 @@ fn malformed_and_out_of_turn_responses() {
     assert!(s.parse_read(id, good, 0).is_err(), "reset forgets the read");
     assert_eq!(
         s.frame_length(answer(0, &[1, 0, 2, 0])[..9].to_vec()).ok(),
-        Some(15)
+        Some(FrameSize::Length(15))
     );
     assert!(
         s.frame_length(alloc::vec![0x50, 0, 0, 0xFF, 0xFF, 3, 0, 2, 0])

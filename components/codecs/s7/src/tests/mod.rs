@@ -111,7 +111,10 @@ fn handshake_frames_are_byte_exact() {
         [0xC1, 0x02, 0x4D, 0x57, 0xC2, 0x02, 0x4D, 0x57]
     );
     assert_eq!(s.header_len(), 4);
-    assert_eq!(s.frame_length(vec![3, 0, 0, 0x16]), Ok(22));
+    assert_eq!(
+        s.frame_length(vec![3, 0, 0, 0x16]),
+        Ok(FrameSize::Length(22))
+    );
     assert!(is_malformed(&s.frame_length(vec![4, 0, 0, 0x16])));
     assert!(is_malformed(&s.frame_length(vec![3, 0, 0x7F, 0xFF])));
 }
