@@ -6,7 +6,9 @@
 //! - `components/sockets/NAME` are components the engine composes others into,
 //!   embedded as the constant `NAME` (upper case) and never registered;
 //! - `components/testing/NAME` are guests for the engine's own tests; their
-//!   directory is handed to the tests as `SLUICE_TEST_COMPONENTS`.
+//!   directory is handed to the tests as `SLUICE_TEST_COMPONENTS`;
+//! - the WIT, the guest kit and `components/templates/KIND` are embedded as text
+//!   for `sluice component new` (the SDK), which writes them into a crate of its own.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -46,6 +48,7 @@ fn main() {
         ));
     }
     fs::write(out_dir.join("builtin_components.rs"), generated).expect("OUT_DIR is writable");
+    sdk_sources(root, &components, &out_dir);
     println!(
         "cargo:rustc-env=SLUICE_TEST_COMPONENTS={}",
         artifacts.display()
@@ -74,12 +77,116 @@ fn watch(root: &Path, components: &Path) {
     for file in ["Cargo.toml", "Cargo.lock", ".cargo/config.toml"] {
         println!("cargo:rerun-if-changed={}", components.join(file).display());
     }
-    for folder in ["guest", "codecs", "stages", "sockets", "rules", "testing"] {
+    for folder in [
+        "guest",
+        "codecs",
+        "stages",
+        "sockets",
+        "rules",
+        "testing",
+        "templates",
+    ] {
         let path = components.join(folder);
         if path.exists() {
             println!("cargo:rerun-if-changed={}", path.display());
         }
     }
+}
+
+/// `sdk_sources.rs`: what `sluice component new` writes, as text. The guest
+/// kit's manifest gets the values it inherits from the components' workspace,
+/// and a new crate the same `wit-bindgen` and release profile as the built-in
+/// components.
+fn sdk_sources(root: &Path, components: &Path, out_dir: &Path) {
+    let workspace =
+        fs::read_to_string(components.join("Cargo.toml")).expect("components/Cargo.toml");
+    let inherited = section(&workspace, "[workspace.package]");
+    let mut kit_manifest = String::new();
+    for line in fs::read_to_string(components.join("guest/Cargo.toml"))
+        .expect("components/guest/Cargo.toml")
+        .lines()
+    {
+        match line.strip_suffix(".workspace = true") {
+            Some(key) => {
+                let value = inherited
+                    .lines()
+                    .find(|l| l.split('=').next().map(str::trim) == Some(key))
+                    .unwrap_or_else(|| panic!("`{key}` is not in [workspace.package]"));
+                kit_manifest.push_str(value);
+            }
+            None => kit_manifest.push_str(line),
+        }
+        kit_manifest.push('\n');
+    }
+    let bindgen = section(&workspace, "[workspace.dependencies]")
+        .lines()
+        .find(|l| l.starts_with("wit-bindgen "))
+        .expect("wit-bindgen in [workspace.dependencies]")
+        .to_owned();
+    let profile = format!(
+        "[profile.release]\n{}",
+        section(&workspace, "[profile.release]")
+    );
+    let text = |path: &Path| format!("include_str!({:?})", path.display().to_string());
+    let mut out =
+        String::from("/// The WIT package, file by file.\npub const WIT: &[(&str, &str)] = &[\n");
+    for file in files(&root.join("wit"), "") {
+        out.push_str(&format!(
+            "    ({file:?}, {}),\n",
+            text(&root.join("wit").join(&file))
+        ));
+    }
+    out.push_str("];\n/// The guest kit's sources, by their path in its crate.\npub const KIT: &[(&str, &str)] = &[\n");
+    let kit = components.join("guest");
+    for file in files(&kit.join("src"), "src") {
+        out.push_str(&format!("    ({file:?}, {}),\n", text(&kit.join(&file))));
+    }
+    out.push_str("];\n");
+    out.push_str(&format!(
+        "/// The guest kit's manifest.\npub const KIT_MANIFEST: &str = {kit_manifest:?};\n"
+    ));
+    out.push_str(&format!("/// The `wit-bindgen` dependency of a component crate.\npub const WIT_BINDGEN: &str = {bindgen:?};\n"));
+    out.push_str(&format!("/// The release profile of a component crate.\npub const RELEASE_PROFILE: &str = {profile:?};\n"));
+    out.push_str(&format!(
+        "/// The versions the built-in components are built with.\npub const LOCK: &str = {};\n",
+        text(&components.join("Cargo.lock"))
+    ));
+    out.push_str(&format!(
+        "/// The stage template's source.\npub const STAGE_TEMPLATE: &str = {};\n",
+        text(&components.join("templates/stage/src/lib.rs"))
+    ));
+    fs::write(out_dir.join("sdk_sources.rs"), out).expect("OUT_DIR is writable");
+}
+
+/// The lines of TOML `text` after the header `name`, up to the next header.
+fn section<'a>(text: &'a str, name: &str) -> &'a str {
+    let start = text.find(name).unwrap_or_else(|| panic!("no {name}")) + name.len();
+    let rest = text[start..].trim_start_matches('\n');
+    &rest[..rest.find("\n[").map_or(rest.len(), |end| end + 1)]
+}
+
+/// The files under `dir`, recursively, as paths from `dir` prefixed by `prefix`, sorted.
+fn files(dir: &Path, prefix: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
+        if entry.path().is_dir() {
+            found.extend(files(&entry.path(), &path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
 }
 
 /// Package folders (holding a Cargo.toml) under `dir`, sorted.

@@ -51,6 +51,7 @@ pub mod mqtt;
 pub mod pipeline;
 pub mod runtime;
 pub mod scheduler;
+pub mod sdk;
 #[cfg(feature = "demo")]
 pub mod sim;
 pub mod store;

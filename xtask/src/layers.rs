@@ -47,7 +47,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("wiring", &["gateway", "api", "console"]),
-    ("tools", &["cli", "sim", "broker"]),
+    ("tools", &["cli", "sdk", "sim", "broker"]),
 ];
 
 /// Modules the wasm runtime must never name: it knows components, not the domain

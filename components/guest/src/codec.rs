@@ -5,17 +5,22 @@
 /// Generates, in a codec crate's root, the bindings of the WIT `codec` world
 /// exported for `$session`, the guest runtime (outside tests), the conversions
 /// of [`wit_conversions!`](crate::wit_conversions) and the helpers every codec
-/// uses to build its answers. Invoke once, after `extern crate alloc;`.
+/// uses to build its answers. Invoke once, after `extern crate alloc;`. The WIT
+/// is read from `$wit`, a path from the crate's folder: the repository's `wit/`
+/// when none is given.
 #[macro_export]
 #[allow(clippy::crate_in_macro_def)] // `crate` is the codec's crate, as meant.
 macro_rules! codec_component {
     ($session:ident) => {
+        $crate::codec_component!($session, "../../../wit");
+    };
+    ($session:ident, $wit:tt) => {
         #[cfg(not(any(test, feature = "native")))]
         $crate::guest_runtime!();
 
         wit_bindgen::generate!({
             world: "codec",
-            path: "../../../wit",
+            path: $wit,
             additional_derives: [PartialEq],
         });
 

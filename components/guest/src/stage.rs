@@ -3,14 +3,18 @@
 /// Generates, in a stage crate's root, the bindings of the WIT `stage` world
 /// exported for `$stage` (a [`Stage`](crate::stages::Stage)), the guest runtime
 /// (outside tests) and the conversions of [`wit_conversions!`](crate::wit_conversions).
-/// Invoke once, after `extern crate alloc;`.
+/// Invoke once, after `extern crate alloc;`. The WIT is read from `$wit`, a path
+/// from the crate's folder: the repository's `wit/` when none is given.
 #[macro_export]
 macro_rules! stage_component {
     ($stage:ty) => {
+        $crate::stage_component!($stage, "../../../wit");
+    };
+    ($stage:ty, $wit:tt) => {
         #[cfg(not(test))]
         $crate::guest_runtime!();
 
-        wit_bindgen::generate!({ world: "stage", path: "../../../wit" });
+        wit_bindgen::generate!({ world: "stage", path: $wit });
 
         use exports::sluice::dataflow::transform::{Guest, GuestProcessor, Processor};
         use sluice::dataflow::types::{Batch, ConfigError, Setting, TagSpec};

@@ -113,6 +113,23 @@ enum ComponentAction {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Write a new component crate into DIR that builds on its own, anywhere
+    /// (`cargo build --release --target wasm32-wasip2`): the WIT and the guest
+    /// kit go into the crate.
+    New {
+        /// The kind of component: `stage`.
+        kind: String,
+        /// The crate's and the component's name.
+        name: String,
+        /// Where the crate goes (a new or empty directory).
+        dir: PathBuf,
+    },
+    /// Say, without a gateway, whether a `.wasm` fits this engine: which world it
+    /// implements and for which WIT version, or why it fits none.
+    Check {
+        /// The component (`.wasm`).
+        file: PathBuf,
+    },
 }
 
 /// Logs go to stderr; stdout carries command output only.
@@ -152,16 +169,17 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             topic,
             payload,
         } => sign::run(&key_file, &topic, payload),
-        Command::Component {
-            action:
-                ComponentAction::Add {
-                    file,
-                    name,
-                    version,
-                    kind,
-                    config,
-                },
-        } => component::add(&file, &name, &version, &kind, &config),
+        Command::Component { action } => match action {
+            ComponentAction::Add {
+                file,
+                name,
+                version,
+                kind,
+                config,
+            } => component::add(&file, &name, &version, &kind, &config),
+            ComponentAction::New { kind, name, dir } => component::new(&kind, &name, &dir),
+            ComponentAction::Check { file } => component::check(&file),
+        },
     }
 }
 

@@ -34,6 +34,7 @@ mod stage;
 pub mod threads;
 
 pub use artifact::content_hash;
+pub use bindings::{WIT_PACKAGE, WIT_VERSION};
 pub use builtin::{BUILTIN, BUILTIN_VERSION, Builtin, Embedded};
 pub use codec::{CodecPool, CodecSession};
 pub use component::LoadedComponent;

@@ -30,6 +30,7 @@ mod openapi;
 mod peers_harness;
 mod runtime;
 mod s7_mc_peers;
+mod sdk;
 mod security;
 mod shared_engines;
 mod shared_store;

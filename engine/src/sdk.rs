@@ -1,0 +1,164 @@
+//! The component SDK: `sluice component new stage NAME DIR` writes a crate that
+//! builds a component on its own (`cargo build --release --target wasm32-wasip2`)
+//! anywhere: the WIT package and the guest kit go into the crate, from copies
+//! built into this binary, since an author's machine may have no Sluice source.
+//! The crate's `Cargo.lock` pins the versions the built-in components use.
+
+use std::path::{Path, PathBuf};
+
+include!(concat!(env!("OUT_DIR"), "/sdk_sources.rs"));
+
+/// Why a crate was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum SdkError {
+    #[error("there is no `{0}` template: `stage`")]
+    Kind(String),
+    #[error(
+        "`{0}` cannot name a component crate: use 1 to 64 letters, digits, `_` or `-`, \
+         starting with a letter"
+    )]
+    Name(String),
+    #[error("{} is not empty: a new crate goes into a new or empty directory", .0.display())]
+    NotEmpty(PathBuf),
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The line of the stage template that glues its stage to the WIT, and what it
+/// becomes in a crate of its own, whose WIT is in `wit/`.
+const STAGE_GLUE: (&str, &str) = (
+    "sluice_guest::stage_component!(AddConstant);",
+    "sluice_guest::stage_component!(AddConstant, \"wit\");",
+);
+
+/// Writes a `kind` component crate named `name` into `dir` (created if missing,
+/// refused if not empty); returns the files written, relative to `dir`.
+///
+/// # Errors
+/// An unknown kind, a name that is not a crate's, a directory in use, a write
+/// that failed.
+pub fn new_crate(kind: &str, name: &str, dir: &Path) -> Result<Vec<PathBuf>, SdkError> {
+    if kind != "stage" {
+        return Err(SdkError::Kind(kind.to_owned()));
+    }
+    let fine = name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+    if !fine {
+        return Err(SdkError::Name(name.to_owned()));
+    }
+    let in_use = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some());
+    if in_use {
+        return Err(SdkError::NotEmpty(dir.to_owned()));
+    }
+    let mut files: Vec<(String, String)> = vec![
+        ("Cargo.toml".into(), manifest(name)),
+        // The built-in components' versions: the same build, offline if need be.
+        ("Cargo.lock".into(), LOCK.to_owned()),
+        (
+            "src/lib.rs".into(),
+            STAGE_TEMPLATE.replace(STAGE_GLUE.0, STAGE_GLUE.1),
+        ),
+        ("README.md".into(), readme(name)),
+        (".gitignore".into(), "/target\n".into()),
+        ("sluice-guest/Cargo.toml".into(), KIT_MANIFEST.to_owned()),
+    ];
+    files.extend(
+        WIT.iter()
+            .map(|(file, text)| (format!("wit/{file}"), (*text).to_owned())),
+    );
+    files.extend(
+        KIT.iter()
+            .map(|(file, text)| (format!("sluice-guest/{file}"), (*text).to_owned())),
+    );
+    let mut written = Vec::new();
+    for (file, text) in files {
+        let path = dir.join(&file);
+        let write = |path: &Path| {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(path, text)
+        };
+        write(&path).map_err(|source| SdkError::Write { path, source })?;
+        written.push(PathBuf::from(file));
+    }
+    Ok(written)
+}
+
+fn manifest(name: &str) -> String {
+    format!(
+        "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2024\"\npublish = false\n\n\
+         [lib]\ncrate-type = [\"cdylib\"]\n\n\
+         [dependencies]\nsluice-guest = {{ path = \"sluice-guest\" }}\n{WIT_BINDGEN}\n\n\
+         # A crate of its own, not a member of a workspace around it.\n[workspace]\n\n\
+         {RELEASE_PROFILE}"
+    )
+}
+
+fn readme(name: &str) -> String {
+    let file = name.replace('-', "_");
+    format!(
+        "# {name}\n\n\
+         A Sluice pipeline stage. `src/lib.rs` is the stage; `wit/` is the contract it\n\
+         implements (`sluice:dataflow` version {version} of the WIT) and `sluice-guest/` the\n\
+         guest kit, both written by `sluice component new`; change them only with a new\n\
+         Sluice release.\n\n\
+         ```sh\n\
+         rustup target add wasm32-wasip2\n\
+         cargo build --release --target wasm32-wasip2\n\
+         sluice component check target/wasm32-wasip2/release/{file}.wasm\n\
+         curl -X PUT -H \"Authorization: Bearer $ADMIN\" --data-binary @target/wasm32-wasip2/release/{file}.wasm \\\n\
+         \x20 \"http://GATEWAY:8080/components/{name}/1.0.0?kind=stage\"\n\
+         ```\n\n\
+         A pipeline then names it (`- use: {name}` with its settings, e.g. `add: 1.5`).\n",
+        version = crate::runtime::WIT_VERSION,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stage_template_is_glued_to_its_own_wit() {
+        assert!(STAGE_TEMPLATE.contains(STAGE_GLUE.0));
+    }
+
+    #[test]
+    fn a_crate_is_written_only_with_a_good_name_into_an_empty_directory() {
+        let dir = std::env::temp_dir().join(format!("sluice-sdk-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for name in ["", "1st", "a b", "a/b", &"x".repeat(65)] {
+            assert!(
+                matches!(new_crate("stage", name, &dir), Err(SdkError::Name(_))),
+                "{name}"
+            );
+        }
+        assert!(matches!(
+            new_crate("codec", "x", &dir),
+            Err(SdkError::Kind(_))
+        ));
+        let written = new_crate("stage", "my-stage", &dir).expect("written");
+        for file in [
+            "Cargo.toml",
+            "src/lib.rs",
+            "wit/stage.wit",
+            "sluice-guest/src/lib.rs",
+        ] {
+            assert!(written.contains(&PathBuf::from(file)), "{file}");
+        }
+        let kit = std::fs::read_to_string(dir.join("sluice-guest/Cargo.toml")).expect("kit");
+        assert!(!kit.contains("workspace"), "{kit}");
+        assert!(matches!(
+            new_crate("stage", "again", &dir),
+            Err(SdkError::NotEmpty(_))
+        ));
+        std::fs::remove_dir_all(&dir).expect("cleaned up");
+    }
+}
