@@ -151,10 +151,13 @@ fn sdk_sources(root: &Path, components: &Path, out_dir: &Path) {
         "/// The versions the built-in components are built with.\npub const LOCK: &str = {};\n",
         text(&components.join("Cargo.lock"))
     ));
-    out.push_str(&format!(
-        "/// The stage template's source.\npub const STAGE_TEMPLATE: &str = {};\n",
-        text(&components.join("templates/stage/src/lib.rs"))
-    ));
+    for kind in ["stage", "codec"] {
+        out.push_str(&format!(
+            "/// The {kind} template's source.\npub const {}_TEMPLATE: &str = {};\n",
+            kind.to_uppercase(),
+            text(&components.join(format!("templates/{kind}/src/lib.rs")))
+        ));
+    }
     fs::write(out_dir.join("sdk_sources.rs"), out).expect("OUT_DIR is writable");
 }
 

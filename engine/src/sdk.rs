@@ -1,4 +1,4 @@
-//! The component SDK: `sluice component new stage NAME DIR` writes a crate that
+//! The component SDK: `sluice component new stage|codec NAME DIR` writes a crate that
 //! builds a component on its own (`cargo build --release --target wasm32-wasip2`)
 //! anywhere: the WIT package and the guest kit go into the crate, from copies
 //! built into this binary, since an author's machine may have no Sluice source.
@@ -11,7 +11,7 @@ include!(concat!(env!("OUT_DIR"), "/sdk_sources.rs"));
 /// Why a crate was not written.
 #[derive(Debug, thiserror::Error)]
 pub enum SdkError {
-    #[error("there is no `{0}` template: `stage`")]
+    #[error("there is no `{0}` template: `stage` or `codec`")]
     Kind(String),
     #[error(
         "`{0}` cannot name a component crate: use 1 to 64 letters, digits, `_` or `-`, \
@@ -27,12 +27,43 @@ pub enum SdkError {
     },
 }
 
-/// The line of the stage template that glues its stage to the WIT, and what it
-/// becomes in a crate of its own, whose WIT is in `wit/`.
-const STAGE_GLUE: (&str, &str) = (
-    "sluice_guest::stage_component!(AddConstant);",
-    "sluice_guest::stage_component!(AddConstant, \"wit\");",
-);
+/// What differs between the crates of two kinds.
+struct Template {
+    kind: &'static str,
+    source: &'static str,
+    /// The line that glues the template to the WIT, and what it becomes in a
+    /// crate of its own, whose WIT is in `wit/`.
+    glue: (&'static str, &'static str),
+    /// The crate's `[features]`, if any.
+    features: &'static str,
+    /// How a gateway uses the component once uploaded.
+    usage: &'static str,
+}
+
+const TEMPLATES: [Template; 2] = [
+    Template {
+        kind: "stage",
+        source: STAGE_TEMPLATE,
+        glue: (
+            "sluice_guest::stage_component!(AddConstant);",
+            "sluice_guest::stage_component!(AddConstant, \"wit\");",
+        ),
+        features: "",
+        usage: "A pipeline then names it (`- use: NAME` with its settings, e.g. `add: 1.5`).",
+    },
+    Template {
+        kind: "codec",
+        source: CODEC_TEMPLATE,
+        glue: (
+            "sluice_guest::codec_component!(Registers);",
+            "sluice_guest::codec_component!(Registers, \"wit\");",
+        ),
+        // The kit's native test helpers, for `cargo test --features native`.
+        features: "[features]\nnative = [\"sluice-guest/fuzz\"]\n\n",
+        usage: "Uploaded under the name of a built-in codec (`modbus_tcp`, `modbus_rtu`, `s7`, \
+                `mc`), it serves the channels of that protocol.",
+    },
+];
 
 /// Writes a `kind` component crate named `name` into `dir` (created if missing,
 /// refused if not empty); returns the files written, relative to `dir`.
@@ -41,9 +72,10 @@ const STAGE_GLUE: (&str, &str) = (
 /// An unknown kind, a name that is not a crate's, a directory in use, a write
 /// that failed.
 pub fn new_crate(kind: &str, name: &str, dir: &Path) -> Result<Vec<PathBuf>, SdkError> {
-    if kind != "stage" {
-        return Err(SdkError::Kind(kind.to_owned()));
-    }
+    let template = TEMPLATES
+        .iter()
+        .find(|t| t.kind == kind)
+        .ok_or_else(|| SdkError::Kind(kind.to_owned()))?;
     let fine = name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_alphabetic())
         && name
@@ -57,14 +89,14 @@ pub fn new_crate(kind: &str, name: &str, dir: &Path) -> Result<Vec<PathBuf>, Sdk
         return Err(SdkError::NotEmpty(dir.to_owned()));
     }
     let mut files: Vec<(String, String)> = vec![
-        ("Cargo.toml".into(), manifest(name)),
+        ("Cargo.toml".into(), manifest(name, template)),
         // The built-in components' versions: the same build, offline if need be.
         ("Cargo.lock".into(), LOCK.to_owned()),
         (
             "src/lib.rs".into(),
-            STAGE_TEMPLATE.replace(STAGE_GLUE.0, STAGE_GLUE.1),
+            template.source.replace(template.glue.0, template.glue.1),
         ),
-        ("README.md".into(), readme(name)),
+        ("README.md".into(), readme(name, template)),
         (".gitignore".into(), "/target\n".into()),
         ("sluice-guest/Cargo.toml".into(), KIT_MANIFEST.to_owned()),
     ];
@@ -91,21 +123,23 @@ pub fn new_crate(kind: &str, name: &str, dir: &Path) -> Result<Vec<PathBuf>, Sdk
     Ok(written)
 }
 
-fn manifest(name: &str) -> String {
+fn manifest(name: &str, template: &Template) -> String {
     format!(
         "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2024\"\npublish = false\n\n\
          [lib]\ncrate-type = [\"cdylib\"]\n\n\
-         [dependencies]\nsluice-guest = {{ path = \"sluice-guest\" }}\n{WIT_BINDGEN}\n\n\
+         [dependencies]\nsluice-guest = {{ path = \"sluice-guest\" }}\n{WIT_BINDGEN}\n\n{}\
          # A crate of its own, not a member of a workspace around it.\n[workspace]\n\n\
-         {RELEASE_PROFILE}"
+         {RELEASE_PROFILE}",
+        template.features
     )
 }
 
-fn readme(name: &str) -> String {
+fn readme(name: &str, template: &Template) -> String {
     let file = name.replace('-', "_");
+    let kind = template.kind;
     format!(
         "# {name}\n\n\
-         A Sluice pipeline stage. `src/lib.rs` is the stage; `wit/` is the contract it\n\
+         A Sluice {kind} component. `src/lib.rs` is the {kind}; `wit/` is the contract it\n\
          implements (`sluice:dataflow` version {version} of the WIT) and `sluice-guest/` the\n\
          guest kit, both written by `sluice component new`; change them only with a new\n\
          Sluice release.\n\n\
@@ -114,9 +148,9 @@ fn readme(name: &str) -> String {
          cargo build --release --target wasm32-wasip2\n\
          sluice component check target/wasm32-wasip2/release/{file}.wasm\n\
          curl -X PUT -H \"Authorization: Bearer $ADMIN\" --data-binary @target/wasm32-wasip2/release/{file}.wasm \\\n\
-         \x20 \"http://GATEWAY:8080/components/{name}/1.0.0?kind=stage\"\n\
-         ```\n\n\
-         A pipeline then names it (`- use: {name}` with its settings, e.g. `add: 1.5`).\n",
+         \x20 \"http://GATEWAY:8080/components/{name}/1.0.0?kind={kind}\"\n\
+         ```\n\n{}\n",
+        template.usage.replace("NAME", name),
         version = crate::runtime::WIT_VERSION,
     )
 }
@@ -126,8 +160,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_stage_template_is_glued_to_its_own_wit() {
-        assert!(STAGE_TEMPLATE.contains(STAGE_GLUE.0));
+    fn every_template_is_glued_to_its_own_wit() {
+        for template in &TEMPLATES {
+            assert!(
+                template.source.contains(template.glue.0),
+                "{}",
+                template.kind
+            );
+        }
     }
 
     #[test]
@@ -141,7 +181,7 @@ mod tests {
             );
         }
         assert!(matches!(
-            new_crate("codec", "x", &dir),
+            new_crate("rules", "x", &dir),
             Err(SdkError::Kind(_))
         ));
         let written = new_crate("stage", "my-stage", &dir).expect("written");

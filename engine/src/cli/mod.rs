@@ -117,7 +117,7 @@ enum ComponentAction {
     /// (`cargo build --release --target wasm32-wasip2`): the WIT and the guest
     /// kit go into the crate.
     New {
-        /// The kind of component: `stage`.
+        /// The kind of component: `stage` or `codec`.
         kind: String,
         /// The crate's and the component's name.
         name: String,

@@ -2,19 +2,19 @@
 //! `sluice component new` writes a crate into a fresh directory, cargo builds it
 //! there, `sluice component check` says it fits, and the engine runs it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use crate::common::{batch, runtime, setting, tag};
+use crate::common::{TS, batch, runtime, setting, tag};
 use crate::support::engine::scratch_dir;
-use sluice::model::{DataType, Quality, SettingValue, Value};
-use sluice::runtime::{ComponentKind, Limits};
+use sluice::model::{DataType, FrameError, FrameSize, Quality, SettingValue, Value};
+use sluice::runtime::{CallError, ComponentKind, Limits, LoadedComponent, Runtime};
 
-fn sluice(args: &[&str], dir: &Path) -> (bool, String) {
+fn sluice(args: &[&str], path: &Path) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(args)
-        .arg(dir)
+        .arg(path)
         .output()
         .expect("sluice runs");
     let text = format!(
@@ -25,17 +25,19 @@ fn sluice(args: &[&str], dir: &Path) -> (bool, String) {
     (out.status.success(), text)
 }
 
-#[test]
-fn a_stage_written_by_the_sdk_builds_outside_the_repository_and_runs() {
-    let dir = scratch_dir("sdk").join("add_offset");
-    let (made, said) = sluice(&["component", "new", "stage", "add_offset"], &dir);
+/// A `kind` crate named `name`, written by the SDK into a fresh directory and
+/// built there as an author would; the component, loaded, and the crate's
+/// directory (removed by the caller when all went well).
+fn author(kind: ComponentKind, name: &str) -> (Runtime, Arc<LoadedComponent>, PathBuf) {
+    let dir = scratch_dir("sdk").join(name);
+    let (made, said) = sluice(&["component", "new", kind.as_str(), name], &dir);
     assert!(made, "{said}");
-    let (again, said) = sluice(&["component", "new", "stage", "add_offset"], &dir);
+    let (again, said) = sluice(&["component", "new", kind.as_str(), name], &dir);
     assert!(!again && said.contains("is not empty"), "{said}");
 
-    // The author's build: no path of the crate leads back into this checkout, and
-    // the build runs from the crate's own directory. The target directory is the
-    // tests' own, so a second run of the suite builds nothing.
+    // No path of the crate leads back into this checkout, and the build runs
+    // from the crate's own directory. The target directory is the tests' own,
+    // so a second run of the suite builds little.
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("manifest");
     assert!(!manifest.contains(".."), "{manifest}");
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-target");
@@ -52,21 +54,28 @@ fn a_stage_written_by_the_sdk_builds_outside_the_repository_and_runs() {
         "{}",
         String::from_utf8_lossy(&built.stderr)
     );
-    let wasm = target.join("wasm32-wasip2/release/add_offset.wasm");
-
+    let wasm = target.join(format!("wasm32-wasip2/release/{name}.wasm"));
     let (fits, said) = sluice(&["component", "check"], &wasm);
-    assert!(
-        fits && said.contains("a stage component for sluice:dataflow@0.4.0"),
-        "{said}"
-    );
-    let (fits, said) = sluice(&["component", "check"], &dir.join("Cargo.toml"));
-    assert!(!fits && said.contains("fits no world"), "{said}");
+    let expected = format!("a {kind} component for sluice:dataflow@0.4.0");
+    assert!(fits && said.contains(&expected), "{said}");
 
     let runtime = runtime();
     let bytes = std::fs::read(&wasm).expect("built");
-    let component = runtime
-        .load(ComponentKind::Stage, "add_offset", &bytes)
-        .expect("loads as a stage");
+    let component = runtime.load(kind, name, &bytes).expect("loads");
+    (runtime, component, dir)
+}
+
+fn clean_up(dir: &Path) {
+    if let Some(scratch) = dir.parent() {
+        std::fs::remove_dir_all(scratch).expect("cleaned up");
+    }
+}
+
+#[test]
+fn a_stage_written_by_the_sdk_builds_outside_the_repository_and_runs() {
+    let (runtime, component, dir) = author(ComponentKind::Stage, "add_offset");
+    let (fits, said) = sluice(&["component", "check"], &dir.join("Cargo.toml"));
+    assert!(!fits && said.contains("fits no world"), "{said}");
     let pool = runtime
         .stage_pool(&component, Limits::default())
         .expect("pool");
@@ -86,7 +95,58 @@ fn a_stage_written_by_the_sdk_builds_outside_the_repository_and_runs() {
         .expect("process");
     assert_eq!(out.samples[0].value, Value::Float(21.5));
     assert_eq!(out.samples[0].quality, Quality::Good);
-    if let Some(scratch) = dir.parent() {
-        std::fs::remove_dir_all(scratch).expect("cleaned up");
+    clean_up(&dir);
+}
+
+#[test]
+fn a_codec_written_by_the_sdk_builds_outside_the_repository_and_frames_its_answers() {
+    let (runtime, component, dir) = author(ComponentKind::Codec, "registers");
+    let pool = runtime
+        .codec_pool(&component, Limits::default())
+        .expect("pool");
+    let unit = [setting("unit", SettingValue::Int(7))];
+    let refused = pool
+        .session(&unit, Arc::from(&[tag("t", "x", DataType::Uint16)][..]))
+        .expect_err("not a register number");
+    match refused {
+        CallError::Config { issues, .. } => {
+            assert!(format!("{issues:?}").contains("not a register number"));
+        }
+        other => panic!("{other:?}"),
     }
+    let session = pool
+        .session(&unit, Arc::from(&[tag("t", "17", DataType::Uint16)][..]))
+        .expect("session");
+    let plan = session.plan(&[0]).expect("plan");
+    assert_eq!(plan.len(), 1);
+    let sent = session
+        .encode_read(plan[0].id)
+        .expect("call")
+        .expect("frame");
+    assert_eq!(sent, [0xA5, 7, 0, 17]);
+    let size = |head: &[u8]| session.frame_length(head).expect("call").expect("sized");
+    assert_eq!(size(&[0xFE, 0xFE, 0xA5, 7, 0, 17]), FrameSize::Skip(2));
+    let answer = [0xA5, 7, 0, 17, 0, 2, 0x12, 0x34];
+    assert_eq!(size(&answer[..6]), FrameSize::Length(8));
+    let batch = session
+        .parse_read(plan[0].id, &answer, TS)
+        .expect("call")
+        .expect("parsed");
+    let Value::Raw(span) = batch.samples[0].value else {
+        panic!("{:?}", batch.samples[0]);
+    };
+    assert_eq!(batch.raw(span), Some(&[0x12, 0x34][..]));
+
+    session
+        .encode_read(plan[0].id)
+        .expect("call")
+        .expect("frame");
+    let refusal = session
+        .parse_read(plan[0].id, &[0xA5, 7, 0, 17, 3, 0], TS)
+        .expect("call");
+    assert!(
+        matches!(&refusal, Err(FrameError::Device(e)) if e.code == 3),
+        "{refusal:?}"
+    );
+    clean_up(&dir);
 }
