@@ -4,7 +4,7 @@
 # does nothing when its work is already done, so a second run takes well under
 # a second.
 #
-#   .peers/venv               Python venv with pymodbus (and pyserial), python-snap7, virtual-plc
+#   .peers/venv               Python venv with pymodbus (and pyserial), python-snap7, virtual-plc, dlt645
 #   .peers/libmodbus_server   tests/peers/libmodbus_server.c compiled against libmodbus
 #   mosquitto, libmodbus-dev, gcc, pkg-config, postgresql   Debian packages (installed,
 #                             never started: the tests make and start their own clusters)
@@ -21,7 +21,7 @@ PY="$VENV/bin/python"
 
 # Pinned Python packages, as given to pip; the check below compares what is
 # installed against them.
-PY_REQS=("pymodbus==3.16.1" "pyserial==3.5" "python-snap7<3" "virtual-plc==0.3.0")
+PY_REQS=("pymodbus==3.16.1" "pyserial==3.5" "python-snap7<3" "virtual-plc==0.3.0" "dlt645==3.2.0")
 # The pinned npm package, as given to npm.
 NPM_PKG="sparkplug-payload@1.0.3"
 DEB_PKGS=(mosquitto libmodbus-dev gcc pkg-config postgresql chromium chromium-driver socat)

@@ -206,6 +206,17 @@ fn lint(root: &Path) -> Result<(), String> {
     let components = root.join("components");
     run(root, "cargo", &["fmt", "--all", "--", "--check"])?;
     run(&components, "cargo", &["fmt", "--all", "--", "--check"])?;
+    // The examples are crates of their own, built by the tests from SDK crates.
+    run(
+        root,
+        "rustfmt",
+        &[
+            "--edition",
+            "2024",
+            "--check",
+            "examples/codecs/dlt645/src/lib.rs",
+        ],
+    )?;
     run(
         &components,
         "cargo",

@@ -6,10 +6,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use crate::common::{TS, batch, runtime, setting, tag};
 use crate::support::engine::scratch_dir;
+use crate::support::peers::{Dlt645Meter, project_root};
+use serde_json::json;
+use sluice::config::{BackoffConfig, ConnectionLimits};
+use sluice::io::{Budget, Link, LinkSettings};
 use sluice::model::{DataType, FrameError, FrameSize, Quality, SettingValue, Value};
-use sluice::runtime::{CallError, ComponentKind, Limits, LoadedComponent, Runtime};
+use sluice::runtime::{CallError, CodecSession, ComponentKind, Limits, LoadedComponent, Runtime};
 
 fn sluice(args: &[&str], path: &Path) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -25,15 +31,23 @@ fn sluice(args: &[&str], path: &Path) -> (bool, String) {
     (out.status.success(), text)
 }
 
-/// A `kind` crate named `name`, written by the SDK into a fresh directory and
-/// built there as an author would; the component, loaded, and the crate's
-/// directory (removed by the caller when all went well).
-fn author(kind: ComponentKind, name: &str) -> (Runtime, Arc<LoadedComponent>, PathBuf) {
+/// A `kind` crate named `name`, written by the SDK into a fresh directory (its
+/// `src/lib.rs` replaced by `source`, if given) and built there as an author
+/// would; the component, loaded, and the crate's directory (removed by the
+/// caller when all went well).
+fn author(
+    kind: ComponentKind,
+    name: &str,
+    source: Option<&Path>,
+) -> (Runtime, Arc<LoadedComponent>, PathBuf) {
     let dir = scratch_dir("sdk").join(name);
     let (made, said) = sluice(&["component", "new", kind.as_str(), name], &dir);
     assert!(made, "{said}");
     let (again, said) = sluice(&["component", "new", kind.as_str(), name], &dir);
     assert!(!again && said.contains("is not empty"), "{said}");
+    if let Some(source) = source {
+        std::fs::copy(source, dir.join("src/lib.rs")).expect("the author's source");
+    }
 
     // No path of the crate leads back into this checkout, and the build runs
     // from the crate's own directory. The target directory is the tests' own,
@@ -73,7 +87,7 @@ fn clean_up(dir: &Path) {
 
 #[test]
 fn a_stage_written_by_the_sdk_builds_outside_the_repository_and_runs() {
-    let (runtime, component, dir) = author(ComponentKind::Stage, "add_offset");
+    let (runtime, component, dir) = author(ComponentKind::Stage, "add_offset", None);
     let (fits, said) = sluice(&["component", "check"], &dir.join("Cargo.toml"));
     assert!(!fits && said.contains("fits no world"), "{said}");
     let pool = runtime
@@ -100,7 +114,7 @@ fn a_stage_written_by_the_sdk_builds_outside_the_repository_and_runs() {
 
 #[test]
 fn a_codec_written_by_the_sdk_builds_outside_the_repository_and_frames_its_answers() {
-    let (runtime, component, dir) = author(ComponentKind::Codec, "registers");
+    let (runtime, component, dir) = author(ComponentKind::Codec, "registers", None);
     let pool = runtime
         .codec_pool(&component, Limits::default())
         .expect("pool");
@@ -147,6 +161,90 @@ fn a_codec_written_by_the_sdk_builds_outside_the_repository_and_frames_its_answe
     assert!(
         matches!(&refusal, Err(FrameError::Device(e)) if e.code == 3),
         "{refusal:?}"
+    );
+    clean_up(&dir);
+}
+
+/// One read of tag `tag` through `link`: its value, or the meter's refusal.
+async fn read(link: &mut Link, session: &CodecSession, tag: u32) -> Result<Value, String> {
+    let frame = session.encode_read(tag).expect("call").expect("frame");
+    let answer = link
+        .request(session, &frame, |answer| {
+            session.parse_read(tag, answer, TS)
+        })
+        .await
+        .expect("an exchange");
+    answer
+        .map(|batch| batch.samples[0].value.clone())
+        .map_err(|refusal| format!("{} {}", refusal.code, refusal.message))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dlt645_example_reads_a_meter_over_tcp_through_the_engines_link() {
+    let example = project_root().join("examples/codecs/dlt645/src/lib.rs");
+    let (runtime, component, dir) = author(ComponentKind::Codec, "dlt645", Some(&example));
+    let meter = Dlt645Meter::start(&json!({
+        "address": "000000000001",
+        "values": {"02010100": 229.7, "00000000": 45678.91, "02020100": 1.234, "02030000": -2.5},
+    }));
+    let pool = runtime
+        .codec_pool(&component, Limits::default())
+        .expect("pool");
+    let tags: Arc<[_]> = ["02010100", "00000000", "02020100", "02030000"]
+        .iter()
+        .map(|id| tag(id, id, DataType::Float64))
+        .collect();
+    let address = |digits: &str| [setting("meterAddress", SettingValue::Text(digits.into()))];
+    let refused = pool
+        .session(
+            &address("12345"),
+            Arc::from(&[tag("x", "2010100", DataType::Int16)][..]),
+        )
+        .expect_err("three problems");
+    let said = format!("{refused:?}");
+    for words in ["12 digits", "8 hex digits", "FLOAT64"] {
+        assert!(said.contains(words), "{words}: {said}");
+    }
+    let session = pool
+        .session(&address("000000000001"), Arc::clone(&tags))
+        .expect("session");
+    let settings = LinkSettings {
+        host: "127.0.0.1".into(),
+        port: meter.port(),
+        connect_timeout: Duration::from_secs(2),
+        read_timeout: Duration::from_secs(2),
+        backoff: BackoffConfig {
+            base_ms: 100,
+            max_ms: 1000,
+            jitter: 0.0,
+        },
+        failed_after: 3,
+        line: None,
+        serial: None,
+    };
+    let budget = Budget::new(&ConnectionLimits {
+        max_total: 2,
+        max_per_host: 2,
+    });
+    let mut link = Link::new(settings, budget, 1);
+    link.ensure_online(&session).await.expect("connected");
+    // The meter's four FE wake-up bytes are skipped; the values carry the
+    // standard's decimals and signs.
+    for (tag, expected) in [(0, 229.7), (1, 45_678.91), (2, 1.234), (3, -2.5)] {
+        let value = read(&mut link, &session, tag).await;
+        match value {
+            Ok(Value::Float(v)) => assert!((v - expected).abs() < 1e-9, "{tag}: {v}"),
+            other => panic!("{tag}: {other:?}"),
+        }
+    }
+    // Another meter's address on the same connection: this meter refuses it.
+    let other = pool
+        .session(&address("000000000002"), tags)
+        .expect("session");
+    let refusal = read(&mut link, &other, 0).await.expect_err("refused");
+    assert!(
+        refusal.starts_with("1 ") && refusal.contains("other error"),
+        "{refusal}"
     );
     clean_up(&dir);
 }

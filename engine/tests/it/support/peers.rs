@@ -395,6 +395,17 @@ impl PyModbus {
     }
 }
 
+/// DL/T 645-2007 meters of `tests/peers/dlt645_meter.py` (the `dlt645`
+/// package's meter). `map` looks like `{"address": "000000000001", "values":
+/// {"02010100": 229.7}}`: values by data identifier.
+pub struct Dlt645Meter;
+
+impl Dlt645Meter {
+    pub fn start(map: &serde_json::Value) -> Peer {
+        python_peer("dlt645", "dlt645_meter.py", free_port(), map, &[])
+    }
+}
+
 fn units_arg(units: &[u8]) -> Vec<String> {
     if units.is_empty() {
         return Vec::new();
