@@ -9,9 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::protocol::{self, Protocol};
-use super::read::{
-    Unique, at_least, list, ranged, read_at, required_name, required_text, required_with,
-};
+use super::read::{Unique, at_least, list, ranged, read_at, required_name, required_text};
 use super::tag::{self, TagConfig, TagPositions};
 use crate::model::{ByteOrder, Parity, SerialLine, Setting, SettingValue, SharedLists};
 use crate::yaml::{self, Diagnostics, Fields, Node, Pos};
@@ -135,10 +133,11 @@ pub(super) fn read(
         }
         id
     });
-    let protocol = required_with(&mut f, "protocol", errors, |node| {
-        yaml::enum_value(node, Protocol::NAMES)
-    })
-    .map(|(protocol, _)| protocol);
+    let protocol = f
+        .required_with("protocol", errors, |node| {
+            yaml::enum_value(node, Protocol::NAMES)
+        })
+        .map(|(protocol, _)| protocol);
     let (host, port, serial) = if protocol == Some(Protocol::ModbusRtu) {
         let (port, serial) = read_serial(&mut f, errors);
         (port, Some(0), serial)

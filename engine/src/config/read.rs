@@ -129,23 +129,6 @@ impl FromNode for Text {
     }
 }
 
-/// A required value read by `parse`; a missing key is reported at the mapping.
-pub(super) fn required_with<T>(
-    fields: &mut Fields<'_>,
-    key: &'static str,
-    errors: &mut Diagnostics,
-    parse: impl FnOnce(&Node) -> Result<T, String>,
-) -> Option<(T, Pos)> {
-    let Some(pos) = fields.node(key).map(|node| node.pos) else {
-        // Absent: let `Fields` record its standard "missing required key" error.
-        let _ = fields.required::<bool>(key, errors);
-        return None;
-    };
-    fields
-        .optional_with(key, errors, parse)
-        .map(|value| (value, pos))
-}
-
 /// One of `names` under `key`, or `default` when absent or invalid.
 pub(super) fn choice<T: Copy>(
     fields: &mut Fields<'_>,

@@ -1,7 +1,7 @@
 //! One entry of a channel's `tags`: a value in the PLC, where it lives, how to decode
 //! and scale it, and how often to read it.
 
-use super::read::{Text, Unique, choice, read_at, required_name, required_with, text};
+use super::read::{Text, Unique, choice, read_at, required_name, text};
 use crate::model::{Access, ByteOrder, DataType, ListKey, Setting, SettingValue, TagSpec};
 use crate::yaml::{self, Diagnostics, Fields, FromNode, Node, Pos};
 
@@ -98,11 +98,12 @@ pub(super) fn read(
         }
         key
     });
-    let address = required_with(&mut f, "address", errors, read_address);
-    let data_type = required_with(&mut f, "dataType", errors, |node| {
-        yaml::enum_value(node, DataType::NAMES)
-    })
-    .map(|(data_type, _)| data_type);
+    let address = f.required_with("address", errors, read_address);
+    let data_type = f
+        .required_with("dataType", errors, |node| {
+            yaml::enum_value(node, DataType::NAMES)
+        })
+        .map(|(data_type, _)| data_type);
     let length = read_length(&mut f, data_type, errors);
 
     let period = read_at::<u64>(&mut f, "periodMs", errors);

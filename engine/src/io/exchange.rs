@@ -4,6 +4,7 @@
 //! must see to tell. The link bounds what it buffers ([`MAX_FRAME`]), what it
 //! skips ([`MAX_SKIPPED`]) and how often it asks ([`MAX_SIZING_CALLS`]).
 
+use std::ops::Range;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
@@ -44,68 +45,121 @@ pub async fn transact<F: Framer>(
 ) -> Result<Vec<u8>, LinkError> {
     let io = |e: std::io::Error| LinkError::Io(e.to_string());
     stream.write_all(frame).await.map_err(io)?;
-    let header = framer.header_len().map_err(LinkError::framing)?;
-    if header == 0 || header > MAX_FRAME {
-        return Err(LinkError::Malformed(format!("header length {header}")));
-    }
-    let header = header as usize;
-    let mut answer = Vec::with_capacity(ANSWER_ROOM.max(header));
-    // Where the frame starts in `answer`, and how many bytes the codec sees next.
-    let (mut start, mut shown) = (0, header);
-    let mut calls = 0;
-    let total = loop {
-        calls += 1;
-        if calls > MAX_SIZING_CALLS {
-            return Err(LinkError::Malformed(format!(
-                "no frame size after {MAX_SIZING_CALLS} calls of the codec"
-            )));
-        }
-        read_at_least(stream, &mut answer, start + shown).await?;
-        match size_of(framer, &answer[start..start + shown])? {
-            FrameSize::Length(len) if (shown..=MAX_FRAME as usize).contains(&(len as usize)) => {
-                break len as usize;
-            }
-            FrameSize::Length(len) => {
-                return Err(LinkError::Malformed(format!(
-                    "a frame of {len} bytes (the codec saw {shown}, limit {MAX_FRAME})"
-                )));
-            }
-            FrameSize::Skip(len) if (1..=shown).contains(&(len as usize)) => {
-                start += len as usize;
-                if start > MAX_SKIPPED {
-                    return Err(LinkError::Malformed(format!(
-                        "no frame in the first {start} bytes"
-                    )));
-                }
-                shown = header;
-            }
-            FrameSize::Skip(len) => {
-                return Err(LinkError::Malformed(format!(
-                    "the codec skips {len} of the {shown} bytes it saw"
-                )));
-            }
-            FrameSize::Need(len) if (shown + 1..=MAX_FRAME as usize).contains(&(len as usize)) => {
-                shown = len as usize;
-            }
-            FrameSize::Need(len) => {
-                return Err(LinkError::Malformed(format!(
-                    "the codec asks to see {len} bytes after {shown} (limit {MAX_FRAME})"
-                )));
-            }
+    let mut finder = FrameFinder::new(framer)?;
+    let mut answer = Vec::with_capacity(ANSWER_ROOM.max(finder.header));
+    let frame = loop {
+        match finder.step(framer, &answer)? {
+            Found::Need(len) => read_at_least(stream, &mut answer, len).await?,
+            Found::Frame(frame) => break frame,
         }
     };
-    read_at_least(stream, &mut answer, start + total).await?;
-    if answer.len() > start + total {
+    read_at_least(stream, &mut answer, frame.end).await?;
+    if answer.len() > frame.end {
         return Err(LinkError::Malformed(format!(
-            "an answer of {total} bytes followed by {} more",
-            answer.len() - start - total
+            "an answer of {} bytes followed by {} more",
+            frame.len(),
+            answer.len() - frame.end
         )));
     }
-    if start > 0 {
-        tracing::debug!(skipped = start, "bytes before the answer's frame");
-        answer.drain(..start);
+    if frame.start > 0 {
+        tracing::debug!(skipped = frame.start, "bytes before the answer's frame");
+        answer.drain(..frame.start);
     }
     Ok(answer)
+}
+
+/// What [`FrameFinder::step`] found in the bytes of an answer so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// Bytes the answer must have in all before the next step.
+    Need(usize),
+    /// Where the frame lies (its end may be past the bytes read so far).
+    Frame(Range<usize>),
+}
+
+/// Finds an answer's frame the codec's way, within the link's bounds: shown the
+/// first `header-len` bytes, then as many as the codec asks for, after the bytes
+/// it skips.
+#[derive(Debug)]
+pub struct FrameFinder {
+    header: usize,
+    /// Where the frame starts, and how many bytes the codec sees next.
+    start: usize,
+    shown: usize,
+    calls: u32,
+}
+
+impl FrameFinder {
+    /// # Errors
+    /// A failed call, or a header length out of bounds.
+    pub fn new<F: Framer>(framer: &F) -> Result<Self, LinkError> {
+        let header = framer.header_len().map_err(LinkError::framing)?;
+        if header == 0 || header > MAX_FRAME {
+            return Err(LinkError::Malformed(format!("header length {header}")));
+        }
+        Ok(Self {
+            header: header as usize,
+            start: 0,
+            shown: header as usize,
+            calls: 0,
+        })
+    }
+
+    /// With `bytes`, the answer so far: how many it needs in all, or the frame.
+    ///
+    /// # Errors
+    /// A failed call, a head the codec refuses, an answer out of bounds.
+    pub fn step<F: Framer>(&mut self, framer: &F, bytes: &[u8]) -> Result<Found, LinkError> {
+        loop {
+            let (start, shown) = (self.start, self.shown);
+            let Some(head) = bytes.get(start..start + shown) else {
+                return Ok(Found::Need(start + shown));
+            };
+            self.calls += 1;
+            if self.calls > MAX_SIZING_CALLS {
+                return Err(LinkError::Malformed(format!(
+                    "no frame size after {MAX_SIZING_CALLS} calls of the codec"
+                )));
+            }
+            match size_of(framer, head)? {
+                FrameSize::Length(len)
+                    if (shown..=MAX_FRAME as usize).contains(&(len as usize)) =>
+                {
+                    return Ok(Found::Frame(start..start + len as usize));
+                }
+                FrameSize::Length(len) => {
+                    return Err(LinkError::Malformed(format!(
+                        "a frame of {len} bytes (the codec saw {shown}, limit {MAX_FRAME})"
+                    )));
+                }
+                FrameSize::Skip(len) if (1..=shown).contains(&(len as usize)) => {
+                    self.start += len as usize;
+                    if self.start > MAX_SKIPPED {
+                        return Err(LinkError::Malformed(format!(
+                            "no frame in the first {} bytes",
+                            self.start
+                        )));
+                    }
+                    self.shown = self.header;
+                }
+                FrameSize::Skip(len) => {
+                    return Err(LinkError::Malformed(format!(
+                        "the codec skips {len} of the {shown} bytes it saw"
+                    )));
+                }
+                FrameSize::Need(len)
+                    if (shown + 1..=MAX_FRAME as usize).contains(&(len as usize)) =>
+                {
+                    self.shown = len as usize;
+                }
+                FrameSize::Need(len) => {
+                    return Err(LinkError::Malformed(format!(
+                        "the codec asks to see {len} bytes after {shown} (limit {MAX_FRAME})"
+                    )));
+                }
+            }
+        }
+    }
 }
 
 /// The codec's verdict on `head`, its refusals as malformed answers.

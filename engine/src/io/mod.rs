@@ -19,7 +19,7 @@ mod tests;
 pub use backoff::{Jitter, delay, exponential};
 pub use budget::{Budget, BudgetExceeded, Permit};
 pub use error::LinkError;
-pub use exchange::MAX_FRAME;
+pub use exchange::{Found, FrameFinder, MAX_FRAME};
 pub use framer::Framer;
 pub use link::{Link, LinkSettings, LinkState, LinkStatus};
 pub use shared::SharedLink;

@@ -43,8 +43,15 @@ pub enum InputValue {
 pub struct Expected {
     pub tag: u32,
     /// `None`: the sample must not be in the output.
-    pub sample: Option<(Value, Quality)>,
+    pub sample: Option<(Want, Quality)>,
     pub pos: Pos,
+}
+
+/// What an expected sample carries: a value, or raw bytes (`raw: "04D2"`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Want {
+    Value(Value),
+    Raw(Vec<u8>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -117,7 +124,8 @@ fn read_tag(node: &Node, errors: &mut Diagnostics) -> Option<TagSpec> {
     })
 }
 
-fn hex(text: &str) -> Result<Vec<u8>, String> {
+/// Bytes written as hex digits, two a byte, spaces allowed between.
+pub(crate) fn hex(text: &str) -> Result<Vec<u8>, String> {
     let bad = || format!("`{text}` is not hex bytes, two digits each (e.g. \"04D2\")");
     let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
     if !digits.len().is_multiple_of(2) {
@@ -180,7 +188,13 @@ fn read_given(node: &Node, tags: &[TagSpec], errors: &mut Diagnostics) -> Option
     })
 }
 
-fn read_expected(node: &Node, tags: &[TagSpec], errors: &mut Diagnostics) -> Option<Expected> {
+/// An expected sample of one of `tags`: `value` (or `raw` bytes) and
+/// `quality`, or `dropped: true`.
+pub(crate) fn read_expected(
+    node: &Node,
+    tags: &[TagSpec],
+    errors: &mut Diagnostics,
+) -> Option<Expected> {
     let mut f = Fields::of(node, "expected sample", errors)?;
     let pos = f.pos();
     let tag = tag_index(tags, &mut f, errors);
@@ -191,15 +205,19 @@ fn read_expected(node: &Node, tags: &[TagSpec], errors: &mut Diagnostics) -> Opt
             .map_err(|message| errors.push(n.pos, format!("`value`: {message}")))
             .ok()
     });
+    let raw = f.optional_with("raw", errors, |n| {
+        String::from_node(n).and_then(|s| hex(&s))
+    });
     let quality = quality(&mut f, errors);
     f.finish(errors);
-    let sample = match (dropped, value) {
-        (true, None) => None,
-        (false, Some(value)) => Some((value, quality)),
+    let sample = match (dropped, value, raw) {
+        (true, None, None) => None,
+        (false, Some(value), None) => Some((Want::Value(value), quality)),
+        (false, None, Some(bytes)) => Some((Want::Raw(bytes), quality)),
         _ => {
             errors.push(
                 pos,
-                "expected sample: give either `value` or `dropped: true`",
+                "expected sample: give one of `value`, `raw` or `dropped: true`",
             );
             return None;
         }

@@ -14,12 +14,14 @@ mod verify;
 use std::sync::Arc;
 
 pub use cases::Case;
+pub(crate) use cases::{Expected, hex, read_expected};
 pub use device::DevicePipeline;
 pub use include::{DEFAULT_PIPELINE, builtin, load_set};
 pub use set::{PipelineSet, files_in};
 pub use settings::{PositionedSettings, flatten};
 pub use spec::{ComponentRef, Included, PipelineSpec, StageSpec, load_file, load_str};
 pub use stage::StageFailure;
+pub(crate) use verify::check_expected;
 pub use verify::run as run_tests;
 
 use crate::model::TagSpec;

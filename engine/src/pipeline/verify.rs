@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use super::Pipeline;
-use super::cases::{InputValue, Round};
+use super::cases::{Expected, InputValue, Round, Want};
 use super::spec::PipelineSpec;
-use crate::model::{Batch, Sample, Span, Value};
+use crate::model::{Batch, Sample, Span, TagSpec, Value};
 use crate::runtime::{Limits, Registry};
 use crate::yaml::Diagnostics;
 
@@ -46,10 +46,61 @@ fn same(got: &Value, want: &Value) -> bool {
     }
 }
 
-fn show(sample: Option<&Sample>) -> String {
+fn show(sample: Option<&Sample>, output: &Batch) -> String {
     match sample {
         None => "no sample (dropped)".to_owned(),
+        Some(Sample {
+            value: Value::Raw(span),
+            quality,
+            ..
+        }) => format!(
+            "raw {:02X?} {quality:?}",
+            output.raw(*span).unwrap_or_default()
+        ),
         Some(s) => format!("{:?} {:?}", s.value, s.quality),
+    }
+}
+
+/// Checks `output` against `expected` (samples of `tags`); each miss is a
+/// diagnostic at its expectation, `label` (the case and round) first.
+pub(crate) fn check_expected(
+    expected: &[Expected],
+    output: &Batch,
+    tags: &[TagSpec],
+    label: &str,
+    errors: &mut Diagnostics,
+) {
+    for expected in expected {
+        let got = output.samples.iter().find(|s| s.tag == expected.tag);
+        let fine = match (&expected.sample, got) {
+            (None, None) => true,
+            (Some((want, quality)), Some(sample)) => {
+                sample.quality == *quality
+                    && match (want, &sample.value) {
+                        (Want::Value(value), got) => same(got, value),
+                        (Want::Raw(bytes), Value::Raw(span)) => {
+                            output.raw(*span) == Some(bytes.as_slice())
+                        }
+                        (Want::Raw(_), _) => false,
+                    }
+            }
+            _ => false,
+        };
+        if !fine {
+            let tag = &tags[expected.tag as usize].key;
+            let want = match &expected.sample {
+                None => "no sample (dropped)".to_owned(),
+                Some((Want::Value(value), quality)) => format!("{value:?} {quality:?}"),
+                Some((Want::Raw(bytes), quality)) => format!("raw {bytes:02X?} {quality:?}"),
+            };
+            errors.push(
+                expected.pos,
+                format!(
+                    "{label}: tag `{tag}`: expected {want}, got {}",
+                    show(got, output)
+                ),
+            );
+        }
     }
 }
 
@@ -80,32 +131,8 @@ pub fn run(spec: &PipelineSpec, registry: &Registry) -> Result<usize, Diagnostic
                     break;
                 }
             };
-            for expected in &round.expect {
-                let got = output.samples.iter().find(|s| s.tag == expected.tag);
-                let fine = match (&expected.sample, got) {
-                    (None, None) => true,
-                    (Some((value, quality)), Some(sample)) => {
-                        same(&sample.value, value) && sample.quality == *quality
-                    }
-                    _ => false,
-                };
-                if !fine {
-                    let tag = &case.tags[expected.tag as usize].key;
-                    let want = match &expected.sample {
-                        None => "no sample (dropped)".to_owned(),
-                        Some((value, quality)) => format!("{value:?} {quality:?}"),
-                    };
-                    errors.push(
-                        expected.pos,
-                        format!(
-                            "test `{}` round {}: tag `{tag}`: expected {want}, got {}",
-                            case.name,
-                            number + 1,
-                            show(got)
-                        ),
-                    );
-                }
-            }
+            let label = format!("test `{}` round {}", case.name, number + 1);
+            check_expected(&round.expect, &output, &case.tags, &label, &mut errors);
         }
     }
     errors.into_result(spec.tests.len())

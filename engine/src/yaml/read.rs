@@ -176,6 +176,23 @@ impl<'a> Fields<'a> {
         self.node(key).and_then(|node| read(node, key, errors))
     }
 
+    /// A required value read by `parse`, with where it is written; a missing key
+    /// is reported at the mapping.
+    pub fn required_with<T>(
+        &mut self,
+        key: &'static str,
+        errors: &mut Diagnostics,
+        parse: impl FnOnce(&Node) -> Result<T, String>,
+    ) -> Option<(T, Pos)> {
+        let Some(pos) = self.node(key).map(|node| node.pos) else {
+            // Absent: the standard "missing required key" error.
+            let _ = self.required::<bool>(key, errors);
+            return None;
+        };
+        self.optional_with(key, errors, parse)
+            .map(|value| (value, pos))
+    }
+
     /// Like [`Fields::optional`], with the value read by `parse`.
     pub fn optional_with<T>(
         &mut self,

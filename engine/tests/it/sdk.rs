@@ -165,6 +165,43 @@ fn a_codec_written_by_the_sdk_builds_outside_the_repository_and_frames_its_answe
     clean_up(&dir);
 }
 
+/// The example's codec test cases pass with `sluice test`; a wrong expectation
+/// fails at its line and column.
+fn codec_cases_run(dir: &Path) {
+    let cases = project_root().join("examples/codecs/dlt645/tests/cases.yaml");
+    let text = std::fs::read_to_string(&cases).expect("the example's cases");
+    // The cases name the build relative to the crate; this build went elsewhere.
+    let wasm =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-target/wasm32-wasip2/release/dlt645.wasm");
+    let text = text.replace(
+        "../target/wasm32-wasip2/release/dlt645.wasm",
+        &wasm.display().to_string(),
+    );
+    let file = dir.join("cases.yaml");
+    std::fs::write(&file, &text).expect("written");
+    let (passed, said) = sluice(&["test"], &file);
+    assert!(passed && said.contains("2 test(s) passed"), "{said}");
+    std::fs::write(&file, text.replace("value: 229.7", "value: 229.8")).expect("written");
+    let (passed, said) = sluice(&["test"], &file);
+    let line = text
+        .lines()
+        .position(|l| l.contains("value: 229.7"))
+        .expect("line")
+        + 1;
+    assert!(
+        !passed
+            && said.contains(&format!("cases.yaml:{line}:"))
+            && said.contains("expected Float(229.8)"),
+        "{said}"
+    );
+    std::fs::write(&file, "codec: nosuch\ncases: []\n").expect("written");
+    let (passed, said) = sluice(&["test"], &file);
+    assert!(
+        !passed && said.contains("cases.yaml:1:8: no built-in codec `nosuch`"),
+        "{said}"
+    );
+}
+
 /// One read of tag `tag` through `link`: its value, or the meter's refusal.
 async fn read(link: &mut Link, session: &CodecSession, tag: u32) -> Result<Value, String> {
     let frame = session.encode_read(tag).expect("call").expect("frame");
@@ -183,6 +220,7 @@ async fn read(link: &mut Link, session: &CodecSession, tag: u32) -> Result<Value
 async fn the_dlt645_example_reads_a_meter_over_tcp_through_the_engines_link() {
     let example = project_root().join("examples/codecs/dlt645/src/lib.rs");
     let (runtime, component, dir) = author(ComponentKind::Codec, "dlt645", Some(&example));
+    codec_cases_run(&dir);
     let meter = Dlt645Meter::start(&json!({
         "address": "000000000001",
         "values": {"02010100": 229.7, "00000000": 45678.91, "02020100": 1.234, "02030000": -2.5},

@@ -3,8 +3,14 @@
 //! anywhere: the WIT package and the guest kit go into the crate, from copies
 //! built into this binary, since an author's machine may have no Sluice source.
 //! The crate's `Cargo.lock` pins the versions the built-in components use.
+//! Codec test cases (`sluice test` on a file with a top-level `codec`) check a
+//! codec's frames without a gateway.
+
+mod codec_cases;
 
 use std::path::{Path, PathBuf};
+
+pub use codec_cases::run as run_codec_cases;
 
 include!(concat!(env!("OUT_DIR"), "/sdk_sources.rs"));
 
