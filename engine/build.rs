@@ -151,6 +151,10 @@ fn sdk_sources(root: &Path, components: &Path, out_dir: &Path) {
         "/// The versions the built-in components are built with.\npub const LOCK: &str = {};\n",
         text(&components.join("Cargo.lock"))
     ));
+    out.push_str(&format!(
+        "/// The codec template's test cases (`NAME` the crate's name).\npub const CODEC_CASES: &str = {};\n",
+        text(&components.join("templates/codec/tests/cases.yaml"))
+    ));
     for kind in ["stage", "codec"] {
         out.push_str(&format!(
             "/// The {kind} template's source.\npub const {}_TEMPLATE: &str = {};\n",

@@ -44,6 +44,8 @@ struct Template {
     features: &'static str,
     /// How a gateway uses the component once uploaded.
     usage: &'static str,
+    /// Its test cases for `sluice test` (`NAME` the crate's name), if any.
+    cases: Option<&'static str>,
 }
 
 const TEMPLATES: [Template; 2] = [
@@ -56,6 +58,7 @@ const TEMPLATES: [Template; 2] = [
         ),
         features: "",
         usage: "A pipeline then names it (`- use: NAME` with its settings, e.g. `add: 1.5`).",
+        cases: None,
     },
     Template {
         kind: "codec",
@@ -67,7 +70,9 @@ const TEMPLATES: [Template; 2] = [
         // The kit's native test helpers, for `cargo test --features native`.
         features: "[features]\nnative = [\"sluice-guest/fuzz\"]\n\n",
         usage: "Uploaded under the name of a built-in codec (`modbus_tcp`, `modbus_rtu`, `s7`, \
-                `mc`), it serves the channels of that protocol.",
+                `mc`), it serves the channels of that protocol. `sluice test tests/cases.yaml` \
+                checks its frames without a gateway.",
+        cases: Some(CODEC_CASES),
     },
 ];
 
@@ -106,6 +111,10 @@ pub fn new_crate(kind: &str, name: &str, dir: &Path) -> Result<Vec<PathBuf>, Sdk
         (".gitignore".into(), "/target\n".into()),
         ("sluice-guest/Cargo.toml".into(), KIT_MANIFEST.to_owned()),
     ];
+    if let Some(cases) = template.cases {
+        let wasm = name.replace('-', "_");
+        files.push(("tests/cases.yaml".into(), cases.replace("NAME", &wasm)));
+    }
     files.extend(
         WIT.iter()
             .map(|(file, text)| (format!("wit/{file}"), (*text).to_owned())),

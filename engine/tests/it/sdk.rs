@@ -115,6 +115,20 @@ fn a_stage_written_by_the_sdk_builds_outside_the_repository_and_runs() {
 #[test]
 fn a_codec_written_by_the_sdk_builds_outside_the_repository_and_frames_its_answers() {
     let (runtime, component, dir) = author(ComponentKind::Codec, "registers", None);
+    // The template's own cases, as written, name the crate's build.
+    let cases = dir.join("tests/cases.yaml");
+    let text = std::fs::read_to_string(&cases).expect("the template's cases");
+    let wasm = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-target/wasm32-wasip2/release");
+    std::fs::write(
+        &cases,
+        text.replace(
+            "../target/wasm32-wasip2/release",
+            &wasm.display().to_string(),
+        ),
+    )
+    .expect("written");
+    let (passed, said) = sluice(&["test"], &cases);
+    assert!(passed && said.contains("2 test(s) passed"), "{said}");
     let pool = runtime
         .codec_pool(&component, Limits::default())
         .expect("pool");
