@@ -66,9 +66,14 @@ fn embed(artifacts: &Path, out_dir: &Path, name: &str) -> String {
         )
     });
     let file = format!("{built}.deflate");
-    let deflated = miniz_oxide::deflate::compress_to_vec(&bytes, 10);
-    fs::write(out_dir.join(&file), deflated).expect("OUT_DIR is writable");
+    deflate_into(&bytes, &out_dir.join(&file));
     file
+}
+
+/// Writes `bytes` deflated (the smallest stream miniz_oxide makes) to `to`.
+fn deflate_into(bytes: &[u8], to: &Path) {
+    let deflated = miniz_oxide::deflate::compress_to_vec(bytes, 10);
+    fs::write(to, deflated).expect("OUT_DIR is writable");
 }
 
 /// Rebuild when the contract or any component source changes (not on `target/`).
@@ -93,10 +98,10 @@ fn watch(root: &Path, components: &Path) {
     }
 }
 
-/// `sdk_sources.rs`: what `sluice component new` writes, as text. The guest
-/// kit's manifest gets the values it inherits from the components' workspace,
-/// and a new crate the same `wit-bindgen` and release profile as the built-in
-/// components.
+/// `sdk_sources.rs`: what `sluice component new` writes, the files deflated
+/// like the built-in components. The guest kit's manifest gets the values it
+/// inherits from the components' workspace, and a new crate the same
+/// `wit-bindgen` and release profile as the built-in components.
 fn sdk_sources(root: &Path, components: &Path, out_dir: &Path) {
     let workspace =
         fs::read_to_string(components.join("Cargo.toml")).expect("components/Cargo.toml");
@@ -127,16 +132,29 @@ fn sdk_sources(root: &Path, components: &Path, out_dir: &Path) {
         "[profile.release]\n{}",
         section(&workspace, "[profile.release]")
     );
-    let text = |path: &Path| format!("include_str!({:?})", path.display().to_string());
-    let mut out =
-        String::from("/// The WIT package, file by file.\npub const WIT: &[(&str, &str)] = &[\n");
+    let sdk = out_dir.join("sdk");
+    fs::create_dir_all(&sdk).expect("OUT_DIR is writable");
+    let mut packed = 0;
+    let mut text = |path: &Path| {
+        let bytes = fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        packed += 1;
+        let to = sdk.join(format!("{packed}.deflate"));
+        deflate_into(&bytes, &to);
+        format!(
+            "Embedded::new(include_bytes!({:?}))",
+            to.display().to_string()
+        )
+    };
+    let mut out = String::from(
+        "/// The WIT package, file by file.\npub const WIT: &[(&str, Embedded)] = &[\n",
+    );
     for file in files(&root.join("wit"), "") {
         out.push_str(&format!(
             "    ({file:?}, {}),\n",
             text(&root.join("wit").join(&file))
         ));
     }
-    out.push_str("];\n/// The guest kit's sources, by their path in its crate.\npub const KIT: &[(&str, &str)] = &[\n");
+    out.push_str("];\n/// The guest kit's sources, by their path in its crate.\npub const KIT: &[(&str, Embedded)] = &[\n");
     let kit = components.join("guest");
     for file in files(&kit.join("src"), "src") {
         out.push_str(&format!("    ({file:?}, {}),\n", text(&kit.join(&file))));
@@ -148,16 +166,16 @@ fn sdk_sources(root: &Path, components: &Path, out_dir: &Path) {
     out.push_str(&format!("/// The `wit-bindgen` dependency of a component crate.\npub const WIT_BINDGEN: &str = {bindgen:?};\n"));
     out.push_str(&format!("/// The release profile of a component crate.\npub const RELEASE_PROFILE: &str = {profile:?};\n"));
     out.push_str(&format!(
-        "/// The versions the built-in components are built with.\npub const LOCK: &str = {};\n",
+        "/// The versions the built-in components are built with.\npub const LOCK: Embedded = {};\n",
         text(&components.join("Cargo.lock"))
     ));
     out.push_str(&format!(
-        "/// The codec template's test cases (`NAME` the crate's name).\npub const CODEC_CASES: &str = {};\n",
+        "/// The codec template's test cases (`NAME` the crate's name).\npub const CODEC_CASES: Embedded = {};\n",
         text(&components.join("templates/codec/tests/cases.yaml"))
     ));
     for kind in ["stage", "codec"] {
         out.push_str(&format!(
-            "/// The {kind} template's source.\npub const {}_TEMPLATE: &str = {};\n",
+            "/// The {kind} template's source.\npub const {}_TEMPLATE: Embedded = {};\n",
             kind.to_uppercase(),
             text(&components.join(format!("templates/{kind}/src/lib.rs")))
         ));

@@ -9,6 +9,11 @@ use super::{ComponentKind, LoadError};
 pub struct Embedded(&'static [u8]);
 
 impl Embedded {
+    /// `bytes`, a deflate stream.
+    pub const fn new(bytes: &'static [u8]) -> Self {
+        Self(bytes)
+    }
+
     /// The component's WebAssembly bytes.
     ///
     /// # Errors

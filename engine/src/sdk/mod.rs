@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 pub use codec_cases::run as run_codec_cases;
 
+use crate::runtime::Embedded;
+
 include!(concat!(env!("OUT_DIR"), "/sdk_sources.rs"));
 
 /// Why a crate was not written.
@@ -26,6 +28,8 @@ pub enum SdkError {
     Name(String),
     #[error("{} is not empty: a new crate goes into a new or empty directory", .0.display())]
     NotEmpty(PathBuf),
+    #[error("`{0}`: the copy built into this binary is damaged")]
+    Damaged(String),
     #[error("cannot write {}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -36,7 +40,7 @@ pub enum SdkError {
 /// What differs between the crates of two kinds.
 struct Template {
     kind: &'static str,
-    source: &'static str,
+    source: Embedded,
     /// The line that glues the template to the WIT, and what it becomes in a
     /// crate of its own, whose WIT is in `wit/`.
     glue: (&'static str, &'static str),
@@ -45,7 +49,7 @@ struct Template {
     /// How a gateway uses the component once uploaded.
     usage: &'static str,
     /// Its test cases for `sluice test` (`NAME` the crate's name), if any.
-    cases: Option<&'static str>,
+    cases: Option<Embedded>,
 }
 
 const TEMPLATES: [Template; 2] = [
@@ -102,10 +106,10 @@ pub fn new_crate(kind: &str, name: &str, dir: &Path) -> Result<Vec<PathBuf>, Sdk
     let mut files: Vec<(String, String)> = vec![
         ("Cargo.toml".into(), manifest(name, template)),
         // The built-in components' versions: the same build, offline if need be.
-        ("Cargo.lock".into(), LOCK.to_owned()),
+        ("Cargo.lock".into(), unpack("Cargo.lock", LOCK)?),
         (
             "src/lib.rs".into(),
-            template.source.replace(template.glue.0, template.glue.1),
+            unpack("src/lib.rs", template.source)?.replace(template.glue.0, template.glue.1),
         ),
         ("README.md".into(), readme(name, template)),
         (".gitignore".into(), "/target\n".into()),
@@ -113,16 +117,16 @@ pub fn new_crate(kind: &str, name: &str, dir: &Path) -> Result<Vec<PathBuf>, Sdk
     ];
     if let Some(cases) = template.cases {
         let wasm = name.replace('-', "_");
+        let cases = unpack("tests/cases.yaml", cases)?;
         files.push(("tests/cases.yaml".into(), cases.replace("NAME", &wasm)));
     }
-    files.extend(
-        WIT.iter()
-            .map(|(file, text)| (format!("wit/{file}"), (*text).to_owned())),
-    );
-    files.extend(
-        KIT.iter()
-            .map(|(file, text)| (format!("sluice-guest/{file}"), (*text).to_owned())),
-    );
+    for (folder, packed) in [("wit", WIT), ("sluice-guest", KIT)] {
+        for (file, text) in packed {
+            let file = format!("{folder}/{file}");
+            let text = unpack(&file, *text)?;
+            files.push((file, text));
+        }
+    }
     let mut written = Vec::new();
     for (file, text) in files {
         let path = dir.join(&file);
@@ -136,6 +140,13 @@ pub fn new_crate(kind: &str, name: &str, dir: &Path) -> Result<Vec<PathBuf>, Sdk
         written.push(PathBuf::from(file));
     }
     Ok(written)
+}
+
+/// The text of an embedded file.
+fn unpack(file: &str, packed: Embedded) -> Result<String, SdkError> {
+    let damaged = || SdkError::Damaged(file.to_owned());
+    let bytes = packed.inflate(file).map_err(|_| damaged())?;
+    String::from_utf8(bytes).map_err(|_| damaged())
 }
 
 fn manifest(name: &str, template: &Template) -> String {
@@ -177,11 +188,8 @@ mod tests {
     #[test]
     fn every_template_is_glued_to_its_own_wit() {
         for template in &TEMPLATES {
-            assert!(
-                template.source.contains(template.glue.0),
-                "{}",
-                template.kind
-            );
+            let source = unpack("src/lib.rs", template.source).expect("inflates");
+            assert!(source.contains(template.glue.0), "{}", template.kind);
         }
     }
 
