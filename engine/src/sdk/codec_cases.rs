@@ -24,10 +24,10 @@ use std::sync::Arc;
 use compact_str::CompactString;
 
 use crate::io::{Found, FrameFinder};
-use crate::model::{Access, ByteOrder, DataType, FrameError, Setting, SettingValue, TagSpec};
-use crate::pipeline::{Expected, check_expected, hex, read_expected};
+use crate::model::{Access, ByteOrder, DataType, FrameError, TagSpec};
+use crate::pipeline::{Expected, check_expected, flatten, hex, read_expected};
 use crate::runtime::{CodecSession, ComponentKind, Limits, LoadedComponent, Registry};
-use crate::yaml::{Diagnostics, Fields, FromNode, Kind, Node, Pos, enum_value};
+use crate::yaml::{Diagnostics, Fields, FromNode, Node, Pos, enum_value};
 
 /// One entry of `cases`.
 struct Case {
@@ -53,7 +53,8 @@ pub fn run(file: &Path, root: &Node, registry: &Registry) -> Result<usize, Diagn
     };
     let codec = f.required::<String>("codec", &mut errors);
     let codec_pos = f.node("codec").map_or(root.pos, |n| n.pos);
-    let settings = f.node("settings").map(|n| read_settings(n, &mut errors));
+    // Nested mappings and lists flattened as pipeline stages get them.
+    let settings = f.node("settings").map(|n| flatten(n, &mut errors).settings);
     let tags: Vec<TagSpec> = match f.node("tags").map(|n| (n, n.as_seq())) {
         Some((_, Some(items))) => items
             .iter()
@@ -211,39 +212,6 @@ fn frame_of<'a>(session: &CodecSession, answer: &'a [u8]) -> Result<&'a [u8], St
 fn spaced(bytes: &[u8]) -> String {
     let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02X}")).collect();
     hex.join(" ")
-}
-
-/// `settings`: a mapping of scalar values.
-fn read_settings(node: &Node, errors: &mut Diagnostics) -> Vec<Setting> {
-    let Some(entries) = node.as_map() else {
-        errors.push(node.pos, "`settings`: expected a mapping of values");
-        return Vec::new();
-    };
-    let mut settings = Vec::new();
-    for (key, value) in entries {
-        let value = match &value.kind {
-            Kind::Bool(b) => SettingValue::Bool(*b),
-            Kind::Int(i) => SettingValue::Int(*i),
-            Kind::Float(x) => SettingValue::Float(*x),
-            Kind::Str(s) => SettingValue::Text(s.clone()),
-            other => {
-                errors.push(
-                    value.pos,
-                    format!(
-                        "`{}`: expected a value, found {}",
-                        key.name,
-                        other.describe()
-                    ),
-                );
-                continue;
-            }
-        };
-        settings.push(Setting {
-            key: key.name.clone(),
-            value,
-        });
-    }
-    settings
 }
 
 fn read_tag(node: &Node, errors: &mut Diagnostics) -> Option<TagSpec> {

@@ -54,7 +54,7 @@ fn author(
     // so a second run of the suite builds little.
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("manifest");
     assert!(!manifest.contains(".."), "{manifest}");
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-target");
+    let target = sdk_target();
     let built = Command::new(env!("CARGO"))
         .current_dir(&dir)
         .args(["build", "--release", "--target", "wasm32-wasip2"])
@@ -68,7 +68,7 @@ fn author(
         "{}",
         String::from_utf8_lossy(&built.stderr)
     );
-    let wasm = target.join(format!("wasm32-wasip2/release/{name}.wasm"));
+    let wasm = builds().join(format!("{name}.wasm"));
     let (fits, said) = sluice(&["component", "check"], &wasm);
     let expected = format!("a {kind} component for sluice:dataflow@0.4.0");
     assert!(fits && said.contains(&expected), "{said}");
@@ -77,6 +77,25 @@ fn author(
     let bytes = std::fs::read(&wasm).expect("built");
     let component = runtime.load(kind, name, &bytes).expect("loads");
     (runtime, component, dir)
+}
+
+/// Where the tests' builds of the SDK's crates go (kept between runs).
+fn sdk_target() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-target")
+}
+
+/// The directory of those builds' `.wasm` files.
+fn builds() -> PathBuf {
+    sdk_target().join("wasm32-wasip2/release")
+}
+
+/// A codec test file's text with its `codec` (the crate's own build) pointed
+/// at the tests' build.
+fn at_our_build(cases: &str) -> String {
+    cases.replace(
+        "../target/wasm32-wasip2/release",
+        &builds().display().to_string(),
+    )
 }
 
 fn clean_up(dir: &Path) {
@@ -118,15 +137,7 @@ fn a_codec_written_by_the_sdk_builds_outside_the_repository_and_frames_its_answe
     // The template's own cases, as written, name the crate's build.
     let cases = dir.join("tests/cases.yaml");
     let text = std::fs::read_to_string(&cases).expect("the template's cases");
-    let wasm = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-target/wasm32-wasip2/release");
-    std::fs::write(
-        &cases,
-        text.replace(
-            "../target/wasm32-wasip2/release",
-            &wasm.display().to_string(),
-        ),
-    )
-    .expect("written");
+    std::fs::write(&cases, at_our_build(&text)).expect("written");
     let (passed, said) = sluice(&["test"], &cases);
     assert!(passed && said.contains("2 test(s) passed"), "{said}");
     let pool = runtime
@@ -185,12 +196,7 @@ fn codec_cases_run(dir: &Path) {
     let cases = project_root().join("examples/codecs/dlt645/tests/cases.yaml");
     let text = std::fs::read_to_string(&cases).expect("the example's cases");
     // The cases name the build relative to the crate; this build went elsewhere.
-    let wasm =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-target/wasm32-wasip2/release/dlt645.wasm");
-    let text = text.replace(
-        "../target/wasm32-wasip2/release/dlt645.wasm",
-        &wasm.display().to_string(),
-    );
+    let text = at_our_build(&text);
     let file = dir.join("cases.yaml");
     std::fs::write(&file, &text).expect("written");
     let (passed, said) = sluice(&["test"], &file);
