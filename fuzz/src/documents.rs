@@ -2,6 +2,10 @@
 //! every problem at a position, each saying what is wrong.
 
 use std::path::Path;
+use std::sync::OnceLock;
+
+use sluice::model::Protocols;
+use sluice::runtime::{Registry, Runtime, RuntimeConfig};
 
 use sluice::yaml::Diagnostics;
 
@@ -22,10 +26,26 @@ pub(crate) fn check_refusal(what: &str, errors: &Diagnostics) {
     }
 }
 
+/// The protocols of the built-in codecs, asked of them once per process.
+pub(crate) fn protocols() -> &'static Protocols {
+    static PROTOCOLS: OnceLock<Protocols> = OnceLock::new();
+    PROTOCOLS.get_or_init(|| {
+        let runtime = Runtime::new(RuntimeConfig::default()).expect("a runtime");
+        Registry::with_builtins(runtime)
+            .expect("the built-in components")
+            .protocols()
+    })
+}
+
+/// Asks the built-in codecs for their protocols, once per process.
+pub(crate) fn prepare() {
+    protocols();
+}
+
 /// `sluice.yaml`: the gateway's configuration (devices, channels, tags, ...).
 pub fn device_config(data: &[u8]) {
     let Some(text) = text(data) else { return };
-    if let Err(errors) = sluice::config::load_str("fuzz.yaml", text) {
+    if let Err(errors) = sluice::config::load_str("fuzz.yaml", text, protocols()) {
         check_refusal("the configuration", &errors);
     }
 }

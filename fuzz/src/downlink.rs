@@ -135,8 +135,10 @@ fn config_push(payload: &[u8]) {
         Ok(node) => node,
         Err(errors) => return check_refusal("a pushed device", &errors),
     };
-    let context = sluice::config::load_str("context", "").expect("the empty configuration");
-    if let Err(errors) = sluice::config::read_device("push", &node, &context) {
+    let protocols = crate::documents::protocols();
+    let context =
+        sluice::config::load_str("context", "", protocols).expect("the empty configuration");
+    if let Err(errors) = sluice::config::read_device("push", &node, &context, protocols) {
         check_refusal("a pushed device", &errors);
     }
 }

@@ -5,7 +5,9 @@
 /// Generates, in a codec crate's root, the bindings of the WIT `codec` world
 /// exported for `$session`, the guest runtime (outside tests), the conversions
 /// of [`wit_conversions!`](crate::wit_conversions) and the helpers every codec
-/// uses to build its answers. Invoke once, after `extern crate alloc;`. The WIT
+/// uses to build its answers and its declaration. Invoke once, after `extern
+/// crate alloc;`; the crate root defines `fn protocols() ->
+/// Vec<ProtocolDeclaration>`, what the codec speaks (WIT `describe`). The WIT
 /// is read from `$wit`, a path from the crate's folder: the repository's `wit/`
 /// when none is given.
 #[macro_export]
@@ -24,14 +26,20 @@ macro_rules! codec_component {
             additional_derives: [PartialEq],
         });
 
+        #[allow(unused_imports)]
         use exports::sluice::dataflow::protocol::{
-            DeviceError, FrameError, FrameSize, Guest, GuestSession, PlannedRead, Session,
+            DeviceError, FrameError, FrameSize, Guest, GuestSession, IntegerRange, PlannedRead,
+            ProtocolDeclaration, Session, SettingDeclaration, SettingType, Transport,
         };
 
         struct Component;
 
         impl Guest for Component {
             type Session = $session;
+
+            fn describe() -> alloc::vec::Vec<ProtocolDeclaration> {
+                protocols()
+            }
         }
 
         $crate::wit_conversions!();
@@ -198,6 +206,47 @@ macro_rules! codec_helpers {
                     ts_ms: columns.ts_ms[i],
                 })
                 .collect()
+        }
+
+        /// A channel setting of `name`, valued as `kind` says, `default` when a
+        /// channel leaves it out.
+        #[allow(dead_code)]
+        fn declare(
+            name: &str,
+            kind: SettingType,
+            default: Option<sluice::dataflow::types::SettingValue>,
+            help: &str,
+        ) -> SettingDeclaration {
+            SettingDeclaration {
+                name: name.into(),
+                type_: kind,
+                default,
+                help: help.into(),
+            }
+        }
+
+        /// A whole number from `min` to `max`.
+        #[allow(dead_code)]
+        fn integers(min: i64, max: i64) -> SettingType {
+            SettingType::Integer(IntegerRange { min, max })
+        }
+
+        /// One of `names`.
+        #[allow(dead_code)]
+        fn choices(names: &[&str]) -> SettingType {
+            SettingType::Choice(names.iter().map(|n| (*n).into()).collect())
+        }
+
+        /// The text value `name`, for a default.
+        #[allow(dead_code)]
+        fn text(name: &str) -> Option<sluice::dataflow::types::SettingValue> {
+            Some(sluice::dataflow::types::SettingValue::Text(name.into()))
+        }
+
+        /// The integer value `value`, for a default.
+        #[allow(dead_code)]
+        fn int(value: i64) -> Option<sluice::dataflow::types::SettingValue> {
+            Some(sluice::dataflow::types::SettingValue::Int(value))
         }
 
         /// Reads each channel setting with `apply`, which gives the message of a

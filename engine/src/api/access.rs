@@ -66,6 +66,7 @@ pub const API: &[Route] = &[
     ("GET", "/components", Access::Admin),
     ("POST", "/reload", Access::Admin),
     ("PUT", "/components/{name}/{version}", Access::Admin),
+    ("DELETE", "/components/{name}/{version}", Access::Admin),
     (
         "POST",
         "/components/{name}/{version}/activate",

@@ -7,6 +7,8 @@
 //!   refused (422) and the previous one stays;
 //! - `POST /components/{name}/{version}/activate`: make a registered version
 //!   active again (rollback);
+//! - `DELETE /components/{name}/{version}`: remove an inactive version, or the
+//!   only version of a component nothing uses;
 //! - `POST /reload`: read the pipeline files and the device configuration again now.
 
 use std::sync::Arc;
@@ -22,7 +24,7 @@ use super::reply::{ApiReply, ErrorBody, error, json, ok};
 use super::state::ApiState;
 use crate::compile::Conflict;
 use crate::deploy::{DeployError, Deployer};
-use crate::runtime::{ComponentInfo, ComponentKind};
+use crate::runtime::{ComponentInfo, ComponentKind, LoadError};
 
 /// A registered version of a component.
 #[derive(Debug, Serialize, ToSchema)]
@@ -91,11 +93,14 @@ struct DevicesChanged {
 
 fn deploy_status(e: &DeployError) -> StatusCode {
     match e {
-        DeployError::Invalid(_) | DeployError::Load(_) => StatusCode::BAD_REQUEST,
-        DeployError::Taken { .. } => StatusCode::CONFLICT,
-        DeployError::Breaks(_) | DeployError::Pipelines(_) | DeployError::Devices(_) => {
-            StatusCode::UNPROCESSABLE_ENTITY
+        DeployError::Load(LoadError::ProtocolTaken { .. }) | DeployError::Taken { .. } => {
+            StatusCode::CONFLICT
         }
+        DeployError::Invalid(_) | DeployError::Load(_) => StatusCode::BAD_REQUEST,
+        DeployError::Breaks(_)
+        | DeployError::InUse(_)
+        | DeployError::Pipelines(_)
+        | DeployError::Devices(_) => StatusCode::UNPROCESSABLE_ENTITY,
         DeployError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -140,9 +145,10 @@ pub struct KindQuery {
     responses(
         (status = 200, description = "Registered and active", body = ComponentView),
         (status = 400, description = "Not a valid component of its kind", body = ErrorBody),
-        (status = 409, description = "This version is registered with other bytes", body = ErrorBody),
-        (status = 422, description = "It would break a pipeline or a device; the previous version stays",
-            body = ErrorBody)))]
+        (status = 409, description = "This version is registered with other bytes, or the codec \
+            declares a protocol another codec speaks", body = ErrorBody),
+        (status = 422, description = "It would break a pipeline or a device, or no longer speak a \
+            protocol devices use (they are named); the previous version stays", body = ErrorBody)))]
 pub async fn upload(
     State(state): State<ApiState>,
     _admin: Admin,
@@ -216,13 +222,34 @@ pub async fn reload(State(state): State<ApiState>, _admin: Admin) -> ApiReply {
     json(status, ReloadReply { pipelines, devices })
 }
 
+/// `DELETE /components/{name}/{version}`: an inactive version, or the only
+/// version of a component nothing uses.
+#[utoipa::path(delete, path = "/components/{name}/{version}", tag = "components",
+    security(("bearer" = [])),
+    params(("name" = String, Path), ("version" = String, Path)),
+    responses(
+        (status = 200, description = "Removed", body = ComponentView),
+        (status = 400, description = "No such version, the engine's own build, or the active \
+            version of a component with others", body = ErrorBody),
+        (status = 422, description = "Devices or pipelines use it (they are named)",
+            body = ErrorBody)))]
+pub async fn remove(
+    State(state): State<ApiState>,
+    _admin: Admin,
+    Path((name, version)): Path<(String, String)>,
+) -> ApiReply {
+    blocking(&state.deployer, move |d| d.remove(&name, &version)).await
+}
+
 #[utoipa::path(post, path = "/components/{name}/{version}/activate", tag = "components",
     security(("bearer" = [])),
     params(("name" = String, Path), ("version" = String, Path)),
     responses(
         (status = 200, description = "Active again", body = ComponentView),
         (status = 400, description = "No such version registered", body = ErrorBody),
-        (status = 422, description = "It would break a pipeline or a device", body = ErrorBody)))]
+        (status = 409, description = "It declares a protocol another codec speaks", body = ErrorBody),
+        (status = 422, description = "It would break a pipeline or a device, or no longer speak a \
+            protocol devices use (they are named)", body = ErrorBody)))]
 pub async fn activate(
     State(state): State<ApiState>,
     _admin: Admin,

@@ -48,7 +48,7 @@ pub struct DeviceView {
 struct ChannelView {
     channel_id: String,
     /// `modbus-tcp`, `s7`, `mc`.
-    protocol: &'static str,
+    protocol: String,
     host: String,
     port: u16,
     tags: Vec<TagView>,
@@ -114,7 +114,7 @@ fn channel_view(channel: &ChannelConfig) -> ChannelView {
         .collect();
     ChannelView {
         channel_id: channel.channel_id.clone(),
-        protocol: channel.protocol.name(),
+        protocol: channel.protocol.name().to_owned(),
         host: channel.host.clone(),
         port: channel.port,
         tags,

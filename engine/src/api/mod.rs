@@ -54,7 +54,7 @@ pub fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(alarms::post_event))
         .routes(routes!(components::list))
         .routes(routes!(components::reload))
-        .routes(routes!(components::upload))
+        .routes(routes!(components::upload, components::remove))
         .routes(routes!(components::activate))
         .routes(routes!(commands::list, commands::create))
         .routes(routes!(commands::claim))

@@ -19,11 +19,11 @@ pub fn run(files: &[PathBuf], pipelines_dir: Option<PathBuf>) -> anyhow::Result<
     if !pipelines.is_empty() {
         // The components the first configuration's gateway runs (a gateway with
         // every default without one), those deployed into its data directory included.
-        let config = configs
+        let collector = configs
             .first()
-            .and_then(|c| sluice::config::load_file(c).ok())
+            .and_then(|c| sluice::config::load_collector(c).ok())
             .unwrap_or_default();
-        let (registry, _) = gateway::registry(&config, Purpose::Check)?;
+        let (registry, _) = gateway::registry(&collector, Purpose::Check)?;
         // Loaded as one set, so the files may include each other's pipelines.
         for (file, spec) in pipelines.iter().zip(pipeline::load_set(&pipelines)) {
             let built = spec

@@ -12,6 +12,7 @@ use anyhow::Context;
 
 use sluice::config;
 use sluice::deploy::Shelf;
+use sluice::model::{ProtocolInfo, SettingType};
 use sluice::runtime::{ComponentKind, Runtime, RuntimeConfig, WIT_PACKAGE, WIT_VERSION};
 use sluice::sdk;
 
@@ -25,19 +26,19 @@ pub fn add(
     let Some(kind) = ComponentKind::parse(kind) else {
         anyhow::bail!("--kind is one of codec, stage, rules, not `{kind}`");
     };
-    let config =
-        config::load_file(config_path).map_err(|problems| anyhow::anyhow!("{problems}"))?;
+    let collector =
+        config::load_collector(config_path).map_err(|problems| anyhow::anyhow!("{problems}"))?;
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let runtime = Runtime::new(RuntimeConfig::default())?;
     let loaded = runtime.load(kind, name, &bytes)?;
-    let shelf = Shelf::new(&config.collector.wal.dir);
+    let shelf = Shelf::new(&collector.wal.dir);
     shelf.keep(kind, name, version, &bytes, loaded.hash())?;
     #[allow(clippy::print_stdout)]
     {
         println!(
             "{name} {version} ({kind}, sha256 {}) kept in {}; active from the gateway's next start",
             loaded.hash(),
-            config.collector.wal.dir.display()
+            collector.wal.dir.display()
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -57,6 +58,39 @@ pub fn new(kind: &str, name: &str, dir: &Path) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What a channel of `protocol` may say, as `sluice component check` prints it.
+fn describe(protocol: &ProtocolInfo) -> String {
+    let transports: Vec<&str> = protocol.transports.iter().map(|t| t.describe()).collect();
+    let port = protocol.default_port.map_or_else(
+        || "no standard port".to_owned(),
+        |port| format!("port {port} by default"),
+    );
+    let mut text = format!(
+        "  protocol {}: on {}; {port}\n    address: {}\n",
+        protocol.name,
+        transports.join(" or "),
+        protocol.address_help
+    );
+    for setting in &protocol.settings {
+        let kind = match &setting.kind {
+            SettingType::Boolean => "true or false".to_owned(),
+            SettingType::Integer { min, max } => format!("{min} to {max}"),
+            SettingType::Float => "a number".to_owned(),
+            SettingType::Text => "text".to_owned(),
+            SettingType::Choice(names) => names.join(" | "),
+        };
+        let default = setting
+            .default
+            .as_ref()
+            .map_or_else(String::new, |value| format!(", default {value}"));
+        text.push_str(&format!(
+            "    {}: {kind}{default}: {}\n",
+            setting.name, setting.help
+        ));
+    }
+    text
+}
+
 pub fn check(file: &Path) -> anyhow::Result<ExitCode> {
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let name = file
@@ -74,6 +108,9 @@ pub fn check(file: &Path) -> anyhow::Result<ExitCode> {
                         file.display(),
                         loaded.hash()
                     );
+                    for protocol in loaded.protocols() {
+                        print!("{}", describe(protocol));
+                    }
                 }
                 return Ok(ExitCode::SUCCESS);
             }

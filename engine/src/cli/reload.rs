@@ -18,16 +18,16 @@ use sluice::gateway::ADMIN_TOKEN_FILE;
 const ANSWER_WITHIN: Duration = Duration::from_secs(120);
 
 pub fn run(config_path: &Path) -> anyhow::Result<ExitCode> {
-    let config =
-        config::load_file(config_path).map_err(|problems| anyhow::anyhow!("{problems}"))?;
-    let Some(http) = &config.collector.http else {
+    let collector =
+        config::load_collector(config_path).map_err(|problems| anyhow::anyhow!("{problems}"))?;
+    let Some(http) = &collector.http else {
         anyhow::bail!(
             "{}: the gateway has no HTTP API (`collector.http`); it still reloads edited files by itself",
             config_path.display()
         );
     };
     // The configured admin token, else the one the gateway made and kept.
-    let kept = Path::new(&config.collector.wal.dir).join(ADMIN_TOKEN_FILE);
+    let kept = Path::new(&collector.wal.dir).join(ADMIN_TOKEN_FILE);
     let token = match &http.admin_token {
         Some(token) => token.clone(),
         None => std::fs::read_to_string(&kept)

@@ -21,6 +21,7 @@ use crate::compile::Compiled;
 use crate::config::{DeviceConfig, GatewayConfig, resolve_pipelines};
 use crate::io::Budget;
 use crate::lease::{Announce, EntityState, EntityType};
+use crate::mqtt::DRIVER_PRODUCT;
 use crate::scheduler::ScheduleChange;
 use crate::sync::{lock, read, write};
 use crate::yaml::Diagnostics;
@@ -253,6 +254,14 @@ impl Fleet {
                     (EntityType::Device, id.clone()),
                     Announce::device(&device.product_id, &device.device_num),
                 );
+                // The driver of a protocol uploaded while the gateway runs.
+                for channel in &device.channels {
+                    let codec = channel.session.get().pool();
+                    leases.announce(
+                        (EntityType::Driver, codec.name().to_owned()),
+                        Announce::device(DRIVER_PRODUCT, codec.name()),
+                    );
+                }
             }
         }
         *write(&self.roster) = Arc::clone(roster);

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, Protocol};
+use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig};
 use crate::io::{LinkSettings, SharedLink};
 
 /// Failed connection attempts in a row after which a link is reported FAILED.
@@ -16,7 +16,8 @@ const FAILED_AFTER_ATTEMPTS: u32 = 10;
 /// channel with `sharedConnection: false` names itself as the owner of its own.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Endpoint {
-    protocol: Protocol,
+    /// The protocol's name.
+    protocol: Arc<str>,
     host: String,
     port: u16,
     /// The device and channel of an unshared connection.
@@ -24,13 +25,13 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    pub fn protocol(&self) -> Protocol {
-        self.protocol
+    pub fn protocol(&self) -> &str {
+        &self.protocol
     }
 
     pub(super) fn of(device: &DeviceConfig, channel: &ChannelConfig) -> Self {
         Self {
-            protocol: channel.protocol,
+            protocol: Arc::from(channel.protocol.name()),
             host: channel.host.clone(),
             port: channel.port,
             owner: (!channel.shared_connection)
@@ -51,8 +52,8 @@ pub struct LinkInfo {
 }
 
 impl LinkInfo {
-    pub fn protocol(&self) -> &'static str {
-        self.endpoint.protocol().name()
+    pub fn protocol(&self) -> &str {
+        self.endpoint.protocol()
     }
 }
 
@@ -66,7 +67,7 @@ pub(super) fn link_settings(config: &GatewayConfig, channel: &ChannelConfig) -> 
         read_timeout: Duration::from_millis(channel.read_timeout_ms),
         backoff: config.collector.backoff.clone(),
         failed_after: FAILED_AFTER_ATTEMPTS,
-        line: channel.protocol.is_line().then(|| {
+        line: channel.is_line().then(|| {
             channel
                 .serial
                 .map_or(Duration::ZERO, |line| line.frame_silence())

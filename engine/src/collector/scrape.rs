@@ -14,14 +14,14 @@ use crate::telemetry::{
 /// by its address: `/metrics` may be open to anyone).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LinkLabel {
-    protocol: &'static str,
+    protocol: String,
     connection: String,
 }
 
 /// A connection in one of its states.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LinkStateLabel {
-    protocol: &'static str,
+    protocol: String,
     connection: String,
     state: &'static str,
 }
@@ -55,7 +55,7 @@ impl Collector for FleetState {
             let (protocol, connection) = (info.protocol(), info.name.clone());
             for state in LinkState::ALL {
                 let label = LinkStateLabel {
-                    protocol,
+                    protocol: protocol.to_owned(),
                     connection: connection.clone(),
                     state: state.as_str(),
                 };
@@ -63,7 +63,7 @@ impl Collector for FleetState {
             }
             reconnects.push((
                 LinkLabel {
-                    protocol,
+                    protocol: protocol.to_owned(),
                     connection,
                 },
                 info.link.reconnects(),

@@ -40,7 +40,12 @@ pub fn compile(
     registry: &Registry,
     pools: &mut Pools,
 ) -> Result<Compiled, Diagnostics> {
-    build(sources.load()?, registry, pools, &|_| true)
+    build(
+        sources.load(&registry.protocols())?,
+        registry,
+        pools,
+        &|_| true,
+    )
 }
 
 /// Compiles loaded files: the tenants' sandboxes, the whitelists, and each enabled

@@ -40,7 +40,7 @@ mod tests {
 
     #[test]
     fn a_tenants_limits_reach_its_sandboxes_and_others_get_the_defaults() {
-        let config = crate::config::load_str(
+        let config = crate::config::tests::load_str(
             "gw.yaml",
             "tenants:\n  - { tenantId: 1, name: t, limits: { memoryMb: 16, fuelPerCall: 5000000, instances: 2, quarantineAfter: 3, quarantineSeconds: 5 } }\n  - { tenantId: 2, name: plain }\n",
         )

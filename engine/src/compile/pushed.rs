@@ -10,6 +10,7 @@ use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
 use crate::config::{self, DeviceConfig, GatewayConfig};
+use crate::model::Protocols;
 use crate::yaml::{self, Diagnostics, Kind, Node, Pos};
 
 /// Sub-directory of the data directory holding the pushed configurations.
@@ -126,14 +127,18 @@ impl PushedDevices {
     ///
     /// # Errors
     /// Every problem of a kept file, at its position in that file.
-    pub fn overlay(&self, file_config: GatewayConfig) -> Result<Overlaid, Diagnostics> {
+    pub fn overlay(
+        &self,
+        file_config: GatewayConfig,
+        protocols: &Protocols,
+    ) -> Result<Overlaid, Diagnostics> {
         let mut errors = Diagnostics::new(self.dir.display().to_string());
         // Read against the file's configuration as it is, then laid over it in
         // place: the configuration (hundreds of bytes a tag) is never copied.
         let kept: Vec<_> = kept_files(&self.dir, &mut errors)
             .into_iter()
             .filter_map(|path| {
-                let (pushed, device) = read_kept(&path, &file_config, &mut errors)?;
+                let (pushed, device) = read_kept(&path, &file_config, protocols, &mut errors)?;
                 let file_edit = edit_since(
                     pushed.replaces.as_deref(),
                     file_config.device(&pushed.device_id),
@@ -229,6 +234,7 @@ fn kept_files(dir: &Path, errors: &mut Diagnostics) -> Vec<PathBuf> {
 fn read_kept(
     path: &Path,
     context: &GatewayConfig,
+    protocols: &Protocols,
     errors: &mut Diagnostics,
 ) -> Option<(Pushed, DeviceConfig)> {
     let file = path.display().to_string();
@@ -263,7 +269,7 @@ fn read_kept(
         }
     };
     let node = device_node(&root)?;
-    match config::read_device(&file, node, context) {
+    match config::read_device(&file, node, context, protocols) {
         Ok(device) if device.device_id == kept.pushed.device_id => Some((kept.pushed, device)),
         Ok(device) => {
             let message = format!(

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use super::pushed::{Conflict, Overlaid, PushedDevices};
-use crate::config::{self, GatewayConfig};
+use crate::config::{self, CollectorConfig, GatewayConfig};
+use crate::model::Protocols;
 use crate::pipeline::{PipelineSet, files_in};
 use crate::yaml::Diagnostics;
 
@@ -41,13 +42,25 @@ impl Sources {
             .map_or_else(|| "configuration".to_owned(), |f| f.display().to_string())
     }
 
-    /// Reads the device configuration file.
+    /// Reads the `collector` section of the device configuration file: what
+    /// finding the gateway's components (its protocols) takes.
+    ///
+    /// # Errors
+    /// Every problem of the section, at its position.
+    pub fn load_collector(&self) -> Result<CollectorConfig, Diagnostics> {
+        match &self.config_file {
+            Some(file) => config::load_collector(file),
+            None => Ok(CollectorConfig::default()),
+        }
+    }
+
+    /// Reads the device configuration file, whose channels may name `protocols`.
     ///
     /// # Errors
     /// Every problem of the file, at its position.
-    pub fn load_config(&self) -> Result<GatewayConfig, Diagnostics> {
+    pub fn load_config(&self, protocols: &Protocols) -> Result<GatewayConfig, Diagnostics> {
         match &self.config_file {
-            Some(file) => config::load_file(file),
+            Some(file) => config::load_file(file, protocols),
             None => Ok(GatewayConfig::default()),
         }
     }
@@ -57,9 +70,9 @@ impl Sources {
     ///
     /// # Errors
     /// Every problem of the file, or of a kept push.
-    pub fn load_running(&self) -> Result<Overlaid, Diagnostics> {
-        let file = self.load_config()?;
-        PushedDevices::of(&file).overlay(file)
+    pub fn load_running(&self, protocols: &Protocols) -> Result<Overlaid, Diagnostics> {
+        let file = self.load_config(protocols)?;
+        PushedDevices::of(&file).overlay(file, protocols)
     }
 
     /// Reads the pipeline files (the directory's and the others) as one set.
@@ -79,8 +92,8 @@ impl Sources {
     ///
     /// # Errors
     /// Every problem of every file.
-    pub fn load(&self) -> Result<Loaded, Diagnostics> {
-        match (self.load_running(), self.load_pipelines()) {
+    pub fn load(&self, protocols: &Protocols) -> Result<Loaded, Diagnostics> {
+        match (self.load_running(protocols), self.load_pipelines()) {
             (Ok(overlaid), Ok(pipelines)) => Ok(Loaded {
                 file: self.config_name(),
                 config: overlaid.config,

@@ -1,7 +1,8 @@
 //! The compiler: lease lengths, and compiles beside a quarantined sandbox.
 
 use super::lease_length;
-use crate::config::{TagConfig, load_str};
+use crate::config::TagConfig;
+use crate::config::tests::load_str;
 use crate::model::TimeoutSource;
 use std::sync::Arc;
 

@@ -1,17 +1,20 @@
 //! One entry of a device's `channels`: a connection to a PLC over one protocol, and
 //! the tags read through it.
 //!
-//! The engine is protocol-agnostic: protocol-specific keys (`unitId`, `plcType`,
-//! `rack`, ...) are checked by the `protocol` module, then kept as plain [`Setting`]s,
-//! defaults filled in, for the codec component of the protocol.
+//! The engine is protocol-agnostic: it reads the keys it owns (where to connect,
+//! timeouts) and checks every other key against what the protocol's codec
+//! declares (the `protocol` module), then keeps them as plain [`Setting`]s,
+//! defaults filled in, for that codec.
 
 use std::fmt;
 use std::sync::Arc;
 
-use super::protocol::{self, Protocol};
+use super::protocol::{self, ChannelContext, ChannelOption, ChannelProtocol};
 use super::read::{Unique, at_least, list, ranged, read_at, required_name, required_text};
 use super::tag::{self, TagConfig, TagPositions};
-use crate::model::{ByteOrder, Parity, SerialLine, Setting, SettingValue, SharedLists};
+use crate::model::{
+    ByteOrder, Parity, ProtocolInfo, SerialLine, Setting, SettingValue, SharedLists, Transport,
+};
 use crate::yaml::{self, Diagnostics, Fields, Node, Pos};
 
 /// One entry of a device's `channels`.
@@ -19,14 +22,18 @@ use crate::yaml::{self, Diagnostics, Fields, Node, Pos};
 pub struct ChannelConfig {
     /// `channelId`: unique within the device.
     pub channel_id: String,
-    /// `protocol`: `modbus-tcp`, `s7` or `mc`.
-    pub protocol: Protocol,
-    /// `host`: the PLC's address or host name; for `modbus-rtu`, its `serialPort`.
+    /// `protocol`: a protocol a codec declares (`modbus-tcp`, `s7`, `mc`,
+    /// `modbus-rtu`, `modbus-rtu-over-tcp` built in), with its declaration.
+    pub protocol: ChannelProtocol,
+    /// How its frames travel: a serial line when the channel names a
+    /// `serialPort`, else the TCP transport its protocol declares.
+    pub transport: Transport,
+    /// `host`: the PLC's address or host name; on a serial line, its `serialPort`.
     pub host: String,
-    /// `port`: TCP port (default 502 for modbus-tcp, 102 for s7; required for mc and
-    /// modbus-rtu-over-tcp); 0 for `modbus-rtu`.
+    /// `port`: TCP port (default the protocol's standard port, when it has
+    /// one); 0 on a serial line.
     pub port: u16,
-    /// For `modbus-rtu`: how the serial port is driven.
+    /// On a serial line: how the serial port is driven.
     pub serial: Option<SerialLine>,
     /// `connectTimeoutMs`: time allowed to open the connection (at least 1; default 3000).
     pub connect_timeout_ms: u64,
@@ -40,9 +47,12 @@ pub struct ChannelConfig {
     /// `sharedConnection`: channels of several devices naming the same protocol, host
     /// and port share one TCP connection (default true).
     pub shared_connection: bool,
-    /// The protocol-specific keys, named as written (`unitId`, `plcType`, ...), with
-    /// the protocol's defaults filled in; handed to the codec unchanged.
+    /// The protocol's settings, named as written (`unitId`, `plcType`, ...), with
+    /// its defaults filled in; handed to the codec unchanged.
     pub settings: Vec<Setting>,
+    /// Every key the engine does not own, as written: what `settings` were
+    /// made from, checked again against a new version of the codec.
+    pub options: Vec<ChannelOption>,
     /// `tags`, in file order (default none); channels with equal tags share one
     /// list (a fleet of one model keeps it once).
     pub tags: Arc<[TagConfig]>,
@@ -102,6 +112,34 @@ impl ChannelConfig {
         self.tags.iter().zip(self.tag_positions.iter().copied())
     }
 
+    /// Whether its link carries one request at a time with no transaction id.
+    pub fn is_line(&self) -> bool {
+        self.transport.is_line()
+    }
+
+    /// Checks the settings again against `protocol`, a new declaration of the
+    /// channel's protocol (a new version of its codec), and takes them.
+    pub(super) fn rebind(
+        &mut self,
+        protocol: &Arc<ProtocolInfo>,
+        context: &ChannelContext<'_>,
+        errors: &mut Diagnostics,
+    ) {
+        if protocol.transport(self.serial.is_some()) != Some(self.transport) {
+            errors.push(
+                self.pos,
+                format!(
+                    "protocol {} no longer runs on {}",
+                    protocol.name,
+                    self.transport.describe()
+                ),
+            );
+        }
+        self.settings = protocol::bind(protocol, &self.options, context, errors);
+        self.byte_order = protocol::byte_order(&self.settings);
+        self.protocol = ChannelProtocol(Arc::clone(protocol));
+    }
+
     /// The protocol-specific setting `key` (as written, e.g. `unitId`), if any.
     pub fn setting(&self, key: &str) -> Option<&SettingValue> {
         self.settings
@@ -112,10 +150,10 @@ impl ChannelConfig {
 }
 
 /// Reads one channel. `channel_ids` and `tag_keys` are the names already used in the
-/// device; `merge_gap` is the collector's; `tag_lists` the tag lists read so far.
+/// device; `tag_lists` the tag lists read so far.
 pub(super) fn read(
     node: &Node,
-    merge_gap: u32,
+    context: &ChannelContext<'_>,
     channel_ids: &mut Unique,
     tag_keys: &mut Unique,
     tag_lists: &mut SharedLists<TagConfig>,
@@ -135,42 +173,54 @@ pub(super) fn read(
     });
     let protocol = f
         .required_with("protocol", errors, |node| {
-            yaml::enum_value(node, Protocol::NAMES)
+            protocol_of(node, context.protocols)
         })
         .map(|(protocol, _)| protocol);
-    let (host, port, serial) = if protocol == Some(Protocol::ModbusRtu) {
-        let (port, serial) = read_serial(&mut f, errors);
+    let serial_port = f.node("serialPort").map(|node| node.pos);
+    let transport = protocol
+        .as_ref()
+        .and_then(|p| transport(p, serial_port, errors));
+    let on_line = match transport {
+        Some(transport) => transport == Transport::SerialLine,
+        None => serial_port.is_some(),
+    };
+    let (host, port, serial) = if on_line {
+        let (port, serial) = read_serial(&mut f, protocol.as_deref(), errors);
         (port, Some(0), serial)
     } else {
-        refuse_serial_keys(&mut f, errors);
+        refuse_serial_keys(&mut f, protocol.as_deref(), errors);
         let host = read_host(&mut f, errors);
-        (host, read_port(&mut f, protocol, errors), None)
+        (host, read_port(&mut f, protocol.as_deref(), errors), None)
     };
     let connect_timeout_ms = at_least(&mut f, "connectTimeoutMs", 1, 3000, errors);
     let read_timeout_ms = at_least(&mut f, "readTimeoutMs", 1, 2000, errors);
     let heartbeat_ms = at_least(&mut f, "heartbeatMs", 0, 0, errors);
     let shared_connection =
         read_at::<bool>(&mut f, "sharedConnection", errors).is_none_or(|(shared, _)| shared);
-    let settings = protocol::read_settings(node, &mut f, protocol, merge_gap, errors);
-    let byte_order = settings
-        .iter()
-        .find(|s| s.key == "byteOrder")
-        .and_then(|s| match &s.value {
-            SettingValue::Text(name) => ByteOrder::NAMES
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, order)| *order),
-            _ => None,
-        });
     let items = f.node("tags").map_or(&[][..], |n| list(n, "tags", errors));
+    let named = node
+        .as_map()
+        .is_some_and(|entries| entries.iter().any(|(k, _)| k.name == "protocol"));
+    let options = protocol::options(f.rest());
+    let settings = match &protocol {
+        Some(p) => protocol::bind(p, &options, context, errors),
+        // Without a protocol, a key no protocol has is a mistake; an unknown
+        // protocol's keys are left alone: they may be its own.
+        None if !named => {
+            protocol::refuse_undeclared(&options, context.protocols, errors);
+            Vec::new()
+        }
+        None => Vec::new(),
+    };
+    let byte_order = protocol::byte_order(&settings);
     let (tags, tag_positions): (Vec<_>, Vec<_>) = items
         .iter()
         .filter_map(|item| tag::read(item, byte_order, tag_keys, errors))
         .unzip();
-    f.finish(errors);
     Some(ChannelConfig {
         channel_id: channel_id?,
-        protocol: protocol?,
+        protocol: ChannelProtocol(protocol?),
+        transport: transport?,
         host: host?,
         port: port?,
         serial,
@@ -180,22 +230,79 @@ pub(super) fn read(
         byte_order,
         shared_connection,
         settings,
+        options,
         tags: tag_lists.share(tags),
         tag_positions: tag_positions.into_boxed_slice(),
         pos: node.pos,
     })
 }
 
-/// The serial keys, for a channel of another protocol: each is a mistake.
-const SERIAL_KEYS: [&str; 5] = ["serialPort", "baudRate", "parity", "dataBits", "stopBits"];
+/// The protocol `node` names, among those the gateway speaks.
+fn protocol_of(
+    node: &Node,
+    protocols: &crate::model::Protocols,
+) -> Result<Arc<ProtocolInfo>, String> {
+    let name = match &node.kind {
+        yaml::Kind::Str(name) => name,
+        other => {
+            return Err(format!(
+                "expected a protocol name, found {}",
+                other.describe()
+            ));
+        }
+    };
+    protocols.get(name).cloned().ok_or_else(|| {
+        format!(
+            "unknown protocol `{name}`: this gateway speaks {} (built in, or uploaded as codecs)",
+            protocols.names()
+        )
+    })
+}
 
-fn refuse_serial_keys(f: &mut Fields<'_>, errors: &mut Diagnostics) {
+/// How `protocol`'s frames travel on a channel that names a serial port at
+/// `serial_port` (or none); `None`, with the error, when it cannot.
+fn transport(
+    protocol: &ProtocolInfo,
+    serial_port: Option<Pos>,
+    errors: &mut Diagnostics,
+) -> Option<Transport> {
+    if let Some(transport) = protocol.transport(serial_port.is_some()) {
+        return Some(transport);
+    }
+    match serial_port {
+        // A serial-only protocol: `read_serial` asks for the port.
+        None => protocol.transports.first().copied(),
+        Some(pos) => {
+            errors.push(
+                pos,
+                format!(
+                    "`serialPort`: protocol {} does not run on a serial line; it runs on {}",
+                    protocol.name,
+                    protocol.transports[0].describe()
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// The serial keys, for a channel that is not on a serial line: each is a mistake.
+const SERIAL_KEYS: [&str; 4] = ["baudRate", "parity", "dataBits", "stopBits"];
+
+fn refuse_serial_keys(
+    f: &mut Fields<'_>,
+    protocol: Option<&ProtocolInfo>,
+    errors: &mut Diagnostics,
+) {
+    let runs = match protocol {
+        Some(p) if !p.transports.contains(&Transport::SerialLine) => {
+            format!("protocol {} does not run on a serial line", p.name)
+        }
+        _ => "only a channel on a serial line (`serialPort`) has one".to_owned(),
+    };
     for key in SERIAL_KEYS {
         if let Some(node) = f.node(key) {
-            errors.push(
-                node.pos,
-                format!("`{key}`: only a modbus-rtu channel has a serial line"),
-            );
+            errors.push(node.pos, format!("`{key}`: {runs}"));
         }
     }
 }
@@ -213,17 +320,22 @@ fn read_host(f: &mut Fields<'_>, errors: &mut Diagnostics) -> Option<String> {
     }
 }
 
-/// The serial port of a `modbus-rtu` channel and how it is driven; `host` and
-/// `port` have no place there.
+/// The serial port of a channel on a serial line and how it is driven; `host`
+/// and `port` have no place there.
 fn read_serial(
     f: &mut Fields<'_>,
+    protocol: Option<&ProtocolInfo>,
     errors: &mut Diagnostics,
 ) -> (Option<String>, Option<SerialLine>) {
     for key in ["host", "port"] {
         if let Some(node) = f.node(key) {
+            let runs = protocol.map_or_else(
+                || "a channel on a serial line".to_owned(),
+                |p| format!("protocol {} runs on a serial line", p.name),
+            );
             errors.push(
                 node.pos,
-                format!("`{key}`: a modbus-rtu channel names its line with `serialPort`"),
+                format!("`{key}`: {runs}: name the line with `serialPort`"),
             );
         }
     }
@@ -261,7 +373,7 @@ fn parity_of(node: &Node) -> Result<Parity, String> {
 /// `port`, or the protocol's standard port; an error when the protocol has none.
 fn read_port(
     f: &mut Fields<'_>,
-    protocol: Option<Protocol>,
+    protocol: Option<&ProtocolInfo>,
     errors: &mut Diagnostics,
 ) -> Option<u16> {
     match read_at::<u16>(f, "port", errors) {
@@ -271,14 +383,14 @@ fn read_port(
         }
         Some((port, _)) => Some(port),
         None if f.node("port").is_some() => None, // present but invalid: already reported
-        None => match protocol?.default_port() {
+        None => match protocol?.default_port {
             Some(port) => Some(port),
             None => {
                 errors.push(
                     f.pos(),
                     format!(
                         "channel: missing required key `port` (protocol {} has no standard port)",
-                        protocol?.name()
+                        protocol?.name
                     ),
                 );
                 None
@@ -370,7 +482,7 @@ pub(super) mod tests {
             "        protocol: modbus-rtu\n        host: plc\n        serialPort: /dev/ttyS0\n        parity: X\n        dataBits: 9\n",
         )).to_string();
         for expected in [
-            "gw.yaml:8:15: `host`: a modbus-rtu channel names its line with `serialPort`",
+            "gw.yaml:8:15: `host`: protocol modbus-rtu runs on a serial line: name the line with `serialPort`",
             "gw.yaml:10:17: `parity`: unknown value `X`: expected N | E | O",
             "gw.yaml:11:19: `dataBits`: must be at most 8, found 9",
         ] {
@@ -381,7 +493,9 @@ pub(super) mod tests {
         ))
         .to_string();
         assert!(
-            text.contains("gw.yaml:9:19: `baudRate`: only a modbus-rtu channel has a serial line"),
+            text.contains(
+                "gw.yaml:9:19: `baudRate`: protocol modbus-tcp does not run on a serial line"
+            ),
             "{text}"
         );
         let text = errors_of(&doc("        protocol: modbus-rtu\n")).to_string();
@@ -477,7 +591,9 @@ pub(super) mod tests {
             "{text}"
         );
         assert!(
-            text.contains("gw.yaml:7:9: unknown key `hots` in channel"),
+            text.contains(
+                "gw.yaml:7:9: unknown key `hots` in channel: no protocol has such a setting"
+            ),
             "{text}"
         );
         assert_eq!(errors.len(), 3, "{text}");

@@ -10,10 +10,11 @@ use super::TenantConfig;
 use super::channel::{self, ChannelConfig};
 use super::collector::CollectorConfig;
 use super::fence;
+use super::protocol::ChannelContext;
 use super::read::{Unique, at_least, list, read_at, required_name, text};
 use super::sparkplug::{UplinkPayload, sparkplug_id_problem};
 use super::tag::{TagConfig, TagPositions};
-use crate::model::{SerialLine, SharedLists};
+use crate::model::{Protocols, SerialLine, SharedLists};
 use crate::mqtt::sparkplug;
 use crate::yaml::{Diagnostics, Fields, Node, Pos};
 
@@ -76,6 +77,10 @@ impl DeviceConfig {
         for channel in &mut device.channels {
             channel.pos = Pos::default();
             channel.tag_positions.fill(TagPositions::default());
+            for option in &mut channel.options {
+                option.key_pos = Pos::default();
+                option.value_pos = Pos::default();
+            }
         }
         device
     }
@@ -121,8 +126,13 @@ pub(super) fn read_all(
     node: &Node,
     collector: &CollectorConfig,
     tenants: &[TenantConfig],
+    protocols: &Protocols,
     errors: &mut Diagnostics,
 ) -> Vec<DeviceConfig> {
+    let context = ChannelContext {
+        merge_gap: collector.merge_gap,
+        protocols,
+    };
     let mut ids = Unique::default();
     let mut topics: HashMap<(String, String), Pos> = HashMap::new();
     let mut tag_lists = SharedLists::default();
@@ -172,7 +182,7 @@ pub(super) fn read_all(
         // Empty until resolved from the product or tenant (see `resolve_pipelines`).
         let pipeline = text(&mut f, "pipeline", errors).unwrap_or_default();
         let pipeline_named = !pipeline.is_empty();
-        let channels = read_channels(item, &mut f, collector.merge_gap, &mut tag_lists, errors);
+        let channels = read_channels(item, &mut f, &context, &mut tag_lists, errors);
         f.finish(errors);
         if let (Some(device_id), Some((product_id, _)), Some((device_num, _))) =
             (device_id, product_id, device_num)
@@ -281,7 +291,7 @@ fn topic_part(
 fn read_channels(
     device: &Node,
     f: &mut Fields<'_>,
-    merge_gap: u32,
+    context: &ChannelContext<'_>,
     tag_lists: &mut SharedLists<TagConfig>,
     errors: &mut Diagnostics,
 ) -> Vec<ChannelConfig> {
@@ -303,7 +313,7 @@ fn read_channels(
         .filter_map(|item| {
             channel::read(
                 item,
-                merge_gap,
+                context,
                 &mut channel_ids,
                 &mut tag_keys,
                 tag_lists,

@@ -222,7 +222,7 @@ fn range_of(node: &Node, bounds: RangeInclusive<i64>) -> Result<(i64, i64), Stri
 
 #[cfg(test)]
 mod tests {
-    use crate::config::load_str;
+    use crate::config::tests::load_str;
 
     fn config(fence: &str, channel: &str) -> String {
         format!(

@@ -43,6 +43,7 @@ mod tenant;
 
 use std::path::Path;
 
+use crate::model::Protocols;
 use crate::yaml::{self, Diagnostics, Fields, Kind, Node, Pos};
 
 pub use alarms::AlarmConfig;
@@ -58,7 +59,7 @@ pub use fence::{FenceEntry, FenceHost, FenceTarget};
 pub use keyfile::{KeyFile, MIN_KEY_BYTES, read_keys};
 pub use network::{HttpConfig, MqttConfig, NodeToken};
 pub use product::ProductConfig;
-pub use protocol::Protocol;
+pub use protocol::{ChannelOption, ChannelProtocol, channel_settings};
 pub use sparkplug::{SparkplugConfig, UplinkPayload};
 pub use store::{StoreConfig, StoreKind};
 pub use tag::{TagConfig, TagPositions};
@@ -138,13 +139,20 @@ pub fn read_device(
     file: &str,
     entry: &Node,
     context: &GatewayConfig,
+    protocols: &Protocols,
 ) -> Result<DeviceConfig, Diagnostics> {
     let mut errors = Diagnostics::new(file);
     let list = Node {
         pos: entry.pos,
         kind: Kind::Seq(vec![entry.clone()]),
     };
-    let mut devices = device::read_all(&list, &context.collector, &context.tenants, &mut errors);
+    let mut devices = device::read_all(
+        &list,
+        &context.collector,
+        &context.tenants,
+        protocols,
+        &mut errors,
+    );
     resolve_pipelines(&mut devices, &context.products, &context.tenants);
     match devices.pop() {
         Some(device) if errors.is_empty() => Ok(device),
@@ -152,47 +160,109 @@ pub fn read_device(
     }
 }
 
-/// Reads and checks the configuration file at `path`.
+/// Checks every channel of `config` again against `protocols` (new versions
+/// of codecs may declare their settings otherwise) and takes their settings.
+///
+/// # Errors
+/// Every problem, at its position in `file`; `config` is then half-checked.
+pub fn rebind(
+    config: &mut GatewayConfig,
+    protocols: &Protocols,
+    file: &str,
+) -> Result<(), Diagnostics> {
+    let mut errors = Diagnostics::new(file);
+    let context = protocol::ChannelContext {
+        merge_gap: config.collector.merge_gap,
+        protocols,
+    };
+    for channel in config.devices.iter_mut().flat_map(|d| &mut d.channels) {
+        match protocols.get(channel.protocol.name()) {
+            Some(declared) => channel.rebind(declared, &context, &mut errors),
+            None => errors.push(
+                channel.pos,
+                format!(
+                    "protocol {}: no codec speaks it any more (the gateway speaks {})",
+                    channel.protocol,
+                    protocols.names()
+                ),
+            ),
+        }
+    }
+    errors.into_result(())
+}
+
+/// The text of the configuration file at `path`, or the problem reading it.
+fn read_file(path: &Path) -> Result<String, Diagnostics> {
+    std::fs::read_to_string(path).map_err(|error| {
+        let mut errors = Diagnostics::new(path.display().to_string());
+        errors.push(
+            Pos::default(),
+            format!("cannot read the configuration file: {error}"),
+        );
+        errors
+    })
+}
+
+/// Reads and checks the configuration file at `path`; its channels may name
+/// `protocols`.
 ///
 /// # Errors
 /// Every problem found, each at its position; the file name in the diagnostics is
 /// `path` as given. A file that cannot be read gives one diagnostic at 0:0.
-pub fn load_file(path: &Path) -> Result<GatewayConfig, Diagnostics> {
+pub fn load_file(path: &Path, protocols: &Protocols) -> Result<GatewayConfig, Diagnostics> {
+    load_str(&path.display().to_string(), &read_file(path)?, protocols)
+}
+
+/// Reads and checks only the `collector` section of the configuration file at
+/// `path` (and the key files it names): what is needed before the gateway's
+/// components, and so its protocols, are known.
+///
+/// # Errors
+/// A file that cannot be read, a YAML syntax error, or the section's problems.
+pub fn load_collector(path: &Path) -> Result<CollectorConfig, Diagnostics> {
     let file = path.display().to_string();
-    match std::fs::read_to_string(path) {
-        Ok(text) => load_str(&file, &text),
-        Err(error) => {
-            let mut errors = Diagnostics::new(file);
-            errors.push(
-                Pos::default(),
-                format!("cannot read the configuration file: {error}"),
-            );
-            Err(errors)
-        }
-    }
+    let root = yaml::parse(&file, &read_file(path)?)?;
+    let mut errors = Diagnostics::new(&file);
+    let mut collector = root
+        .as_map()
+        .and_then(|entries| entries.iter().find(|(k, _)| k.name == "collector"))
+        .map_or_else(CollectorConfig::default, |(_, node)| {
+            collector::read(node, &mut errors)
+        });
+    secrets::load(&mut collector, &mut [], base_of(&file), &mut errors);
+    errors.into_result(collector)
+}
+
+/// The directory key files are read from: the configuration file's.
+fn base_of(file: &str) -> &Path {
+    Path::new(file).parent().unwrap_or(Path::new(""))
 }
 
 /// Reads and checks a configuration document, and the key files it names (a
-/// relative path from the directory of `file`, the name used in diagnostics).
+/// relative path from the directory of `file`, the name used in diagnostics);
+/// its channels may name `protocols`.
 ///
 /// # Errors
 /// A YAML syntax error, or else every problem found in the document, in line order.
-pub fn load_str(file: &str, text: &str) -> Result<GatewayConfig, Diagnostics> {
+pub fn load_str(
+    file: &str,
+    text: &str,
+    protocols: &Protocols,
+) -> Result<GatewayConfig, Diagnostics> {
     let root = yaml::parse(file, text)?;
     let mut errors = Diagnostics::new(file);
-    let mut config = read_gateway(&root, &mut errors);
+    let mut config = read_gateway(&root, protocols, &mut errors);
     // Key files are read from beside the configuration file.
-    let base = Path::new(file).parent().unwrap_or(Path::new(""));
     secrets::load(
         &mut config.collector,
         &mut config.tenants,
-        base,
+        base_of(file),
         &mut errors,
     );
     errors.into_result(config)
 }
 
-fn read_gateway(root: &Node, errors: &mut Diagnostics) -> GatewayConfig {
+fn read_gateway(root: &Node, protocols: &Protocols, errors: &mut Diagnostics) -> GatewayConfig {
     // An empty file is a gateway with default settings and nothing to collect.
     if root.kind == Kind::Null {
         return GatewayConfig::default();
@@ -216,7 +286,7 @@ fn read_gateway(root: &Node, errors: &mut Diagnostics) -> GatewayConfig {
         .unwrap_or_default();
     let mut devices = fields
         .node("devices")
-        .map(|node| device::read_all(node, &collector, &tenants, errors))
+        .map(|node| device::read_all(node, &collector, &tenants, protocols, errors))
         .unwrap_or_default();
     fields.finish(errors);
     resolve_pipelines(&mut devices, &products, &tenants);
@@ -229,11 +299,28 @@ fn read_gateway(root: &Node, errors: &mut Diagnostics) -> GatewayConfig {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::{Access, ByteOrder, DataType, SettingValue};
 
     const SEED: &str = include_str!("testdata/seed.yaml");
+
+    /// The protocols of the built-in codecs, asked of them once for all tests.
+    pub(crate) fn protocols() -> &'static Protocols {
+        use crate::runtime::{Registry, Runtime, RuntimeConfig};
+        static PROTOCOLS: std::sync::OnceLock<Protocols> = std::sync::OnceLock::new();
+        PROTOCOLS.get_or_init(|| {
+            let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
+            Registry::with_builtins(runtime)
+                .expect("built-in components")
+                .protocols()
+        })
+    }
+
+    /// Loads `text` with the built-in protocols.
+    pub(crate) fn load_str(file: &str, text: &str) -> Result<GatewayConfig, Diagnostics> {
+        super::load_str(file, text, protocols())
+    }
 
     /// Loads `text`, expecting failure; returns the rendered diagnostics.
     pub(super) fn errors_of(text: &str) -> Diagnostics {
@@ -305,7 +392,7 @@ mod tests {
         assert!(s7.enabled);
         assert_eq!(s7.pipeline, "default");
         let ch = &s7.channels[0];
-        assert_eq!(ch.protocol, Protocol::S7);
+        assert_eq!(ch.protocol.name(), "s7");
         assert_eq!((ch.host.as_str(), ch.port), ("192.168.1.110", 102));
         assert_eq!(ch.heartbeat_ms, 3000);
         assert_eq!(
@@ -326,7 +413,7 @@ mod tests {
         assert!(tags[2].readback);
 
         let mc = &config.devices[1].channels[0];
-        assert_eq!(mc.protocol, Protocol::Mc);
+        assert_eq!(mc.protocol.name(), "mc");
         assert_eq!(mc.port, 6000);
         assert_eq!(
             mc.setting("series"),
@@ -342,7 +429,7 @@ mod tests {
 
         let modbus = &config.devices[2];
         let ch = &modbus.channels[0];
-        assert_eq!(ch.protocol, Protocol::ModbusTcp);
+        assert_eq!(ch.protocol.name(), "modbus-tcp");
         assert_eq!(ch.byte_order, Some(ByteOrder::Cdab));
         assert_eq!(ch.setting("unitId"), Some(&SettingValue::Int(1)));
         assert_eq!(
@@ -435,7 +522,7 @@ devices:
     #[test]
     fn unreadable_file_is_one_diagnostic_at_0_0() {
         let path = Path::new("/nonexistent/sluice/devices.yaml");
-        let errors = match load_file(path) {
+        let errors = match load_file(path, protocols()) {
             Ok(_) => panic!("a missing file loaded"),
             Err(errors) => errors,
         };
@@ -453,7 +540,7 @@ devices:
     fn load_file_reads_a_file() {
         let path = std::env::temp_dir().join(format!("sluice-config-{}.yaml", std::process::id()));
         std::fs::write(&path, SEED).expect("write the seed");
-        let loaded = load_file(&path);
+        let loaded = load_file(&path, protocols());
         let _ = std::fs::remove_file(&path);
         assert_eq!(loaded.map(|c| c.devices.len()), Ok(3));
     }

@@ -64,7 +64,7 @@ pub(super) fn read_all(node: &Node, errors: &mut Diagnostics) -> Vec<ProductConf
 
 #[cfg(test)]
 mod tests {
-    use crate::config::load_str;
+    use crate::config::tests::load_str;
 
     #[test]
     fn products_give_defaults_and_are_checked() {

@@ -1,292 +1,130 @@
-//! The protocols a channel can speak, and their own channel keys: which key belongs
-//! to which protocol, what a valid value is, and the default when it is absent.
+//! A channel's protocol settings, checked against what the protocol's codec
+//! declares (its keys, their types and defaults): a protocol uploaded as a
+//! codec is checked exactly as a built-in one. The engine's own channel keys
+//! (`host`, `port`, the serial line's, timeouts) are read by `channel`; every
+//! other key of a channel is kept here with where it is written, so a new
+//! version of the codec can check it again.
 
-use crate::model::{Setting, SettingValue};
-use crate::yaml::{self, Diagnostics, Fields, Kind, Node, Pos};
-use Protocol::{Mc, ModbusRtu, ModbusRtuOverTcp, ModbusTcp, S7};
+use std::fmt;
+use std::sync::Arc;
 
-/// The protocols a channel can speak (`protocol`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Protocol {
-    /// `modbus-tcp`: Modbus over TCP.
-    ModbusTcp,
-    /// `s7`: Siemens S7 communication (ISO-on-TCP).
-    S7,
-    /// `mc`: Mitsubishi MELSEC communication protocol (MC protocol).
-    Mc,
-    /// `modbus-rtu`: Modbus RTU on a serial line (`serialPort`).
-    ModbusRtu,
-    /// `modbus-rtu-over-tcp`: Modbus RTU frames through a TCP connection (serial
-    /// servers and gateways that tunnel RTU).
-    ModbusRtuOverTcp,
+use crate::model::{ByteOrder, ProtocolInfo, Protocols, Setting, SettingValue};
+use crate::yaml::{Diagnostics, Key, Kind, Node, Pos};
+
+/// A channel key the engine does not own, as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelOption {
+    pub key: String,
+    /// The value, or what was written instead of one (a list, a mapping).
+    pub value: Result<SettingValue, &'static str>,
+    pub key_pos: Pos,
+    pub value_pos: Pos,
 }
 
-impl Protocol {
-    /// Names as the file writes them.
-    pub const NAMES: &'static [(&'static str, Protocol)] = &[
-        ("modbus-tcp", Protocol::ModbusTcp),
-        ("s7", Protocol::S7),
-        ("mc", Protocol::Mc),
-        ("modbus-rtu", Protocol::ModbusRtu),
-        ("modbus-rtu-over-tcp", Protocol::ModbusRtuOverTcp),
-    ];
-
-    /// The name as the file writes it: `modbus-tcp`, `s7`, `mc`, `modbus-rtu` or
-    /// `modbus-rtu-over-tcp`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Protocol::ModbusTcp => "modbus-tcp",
-            Protocol::S7 => "s7",
-            Protocol::Mc => "mc",
-            Protocol::ModbusRtu => "modbus-rtu",
-            Protocol::ModbusRtuOverTcp => "modbus-rtu-over-tcp",
-        }
-    }
-
-    /// Whether it carries one request at a time with no transaction id (Modbus
-    /// RTU, on a line or tunnelled): a lost or broken answer leaves the line to
-    /// fall silent and be drained, not the connection to be dropped.
-    pub fn is_line(&self) -> bool {
-        matches!(self, Protocol::ModbusRtu | Protocol::ModbusRtuOverTcp)
-    }
-
-    /// The codec component that speaks it.
-    pub fn codec(&self) -> &'static str {
-        match self {
-            Protocol::ModbusTcp => "modbus_tcp",
-            Protocol::S7 => "s7",
-            Protocol::Mc => "mc",
-            Protocol::ModbusRtu | Protocol::ModbusRtuOverTcp => "modbus_rtu",
-        }
-    }
-
-    /// The port used when a channel names none; MC and RTU tunnels have no
-    /// standard port (a serial line has none at all).
-    pub fn default_port(&self) -> Option<u16> {
-        match self {
-            Protocol::ModbusTcp => Some(502),
-            Protocol::S7 => Some(102),
-            Protocol::Mc | Protocol::ModbusRtu | Protocol::ModbusRtuOverTcp => None,
-        }
-    }
-}
-
-impl std::fmt::Display for Protocol {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A protocol-specific channel key.
-struct ProtocolKey {
-    /// The key as written.
-    name: &'static str,
-    /// The protocols it belongs to, each with the value used when it is absent.
-    protocols: &'static [(Protocol, Fallback)],
-    /// What a valid value is.
-    value: KeyValue,
-}
-
-/// The value of an absent protocol key.
-#[derive(Clone, Copy)]
-enum Fallback {
-    Int(i64),
-    Name(&'static str),
-    /// The collector's `mergeGap`.
-    MergeGap,
-    /// No setting at all: the codec chooses.
-    Codec,
-}
-
-/// What a valid protocol key value is.
-enum KeyValue {
-    /// An integer in `min..=max`; `why` explains the bounds.
-    Int {
-        min: i64,
-        max: i64,
-        why: &'static str,
-    },
-    /// One of these names.
-    Name(&'static [&'static str]),
-}
-
-/// Every protocol-specific channel key. A key present for a protocol not listed here
-/// is an error naming the protocol.
-const PROTOCOL_KEYS: &[ProtocolKey] = &[
-    ProtocolKey {
-        name: "unitId",
-        protocols: &[
-            (ModbusTcp, Fallback::Int(1)),
-            (ModbusRtu, Fallback::Int(1)),
-            (ModbusRtuOverTcp, Fallback::Int(1)),
-        ],
-        value: KeyValue::Int {
-            min: 0,
-            max: 255,
-            why: "",
-        },
-    },
-    ProtocolKey {
-        name: "byteOrder",
-        protocols: &[
-            (ModbusTcp, Fallback::Name("ABCD")),
-            (ModbusRtu, Fallback::Name("ABCD")),
-            (ModbusRtuOverTcp, Fallback::Name("ABCD")),
-            (S7, Fallback::Name("ABCD")),
-            (Mc, Fallback::Codec),
-        ],
-        value: KeyValue::Name(&["ABCD", "BADC", "CDAB", "DCBA"]),
-    },
-    ProtocolKey {
-        name: "mergeGap",
-        protocols: &[
-            (ModbusTcp, Fallback::MergeGap),
-            (ModbusRtu, Fallback::MergeGap),
-            (ModbusRtuOverTcp, Fallback::MergeGap),
-        ],
-        value: KeyValue::Int {
-            min: 0,
-            max: u32::MAX as i64,
-            why: "",
-        },
-    },
-    ProtocolKey {
-        name: "plcType",
-        protocols: &[(S7, Fallback::Name("S1200"))],
-        value: KeyValue::Name(&[
-            "S200",
-            "S200_SMART",
-            "S300",
-            "S400",
-            "S1200",
-            "S1500",
-            "SINUMERIK_828D",
-        ]),
-    },
-    ProtocolKey {
-        name: "rack",
-        protocols: &[(S7, Fallback::Int(0))],
-        value: KeyValue::Int {
-            min: 0,
-            max: 7,
-            why: " (the S7 connection address has 3 bits for the rack)",
-        },
-    },
-    ProtocolKey {
-        name: "slot",
-        protocols: &[(S7, Fallback::Int(1))],
-        value: KeyValue::Int {
-            min: 0,
-            max: 31,
-            why: " (the S7 connection address has 5 bits for the slot)",
-        },
-    },
-    ProtocolKey {
-        name: "series",
-        protocols: &[(Mc, Fallback::Name("Q_L"))],
-        value: KeyValue::Name(&["A", "QnA", "Q_L", "IQ_R"]),
-    },
-    ProtocolKey {
-        name: "frameType",
-        protocols: &[(Mc, Fallback::Name("FRAME_3E"))],
-        value: KeyValue::Name(&["FRAME_1E", "FRAME_3E", "FRAME_4E"]),
-    },
-    ProtocolKey {
-        name: "monitorTimer",
-        protocols: &[(Mc, Fallback::Int(4))],
-        value: KeyValue::Int {
-            min: 1,
-            max: u16::MAX as i64,
-            why: " (units of 250 ms; 0 would let the PLC wait forever)",
-        },
-    },
-];
-
-impl ProtocolKey {
-    /// The value used for `protocol` when the key is absent; `None` when the key does
-    /// not belong to `protocol`.
-    fn fallback(&self, protocol: Protocol) -> Option<Fallback> {
-        self.protocols
-            .iter()
-            .find(|(p, _)| *p == protocol)
-            .map(|(_, fallback)| *fallback)
-    }
-
-    /// The names of the protocols the key belongs to, for messages.
-    fn owners(&self) -> String {
-        let names: Vec<_> = self.protocols.iter().map(|(p, _)| p.name()).collect();
-        names.join(", ")
-    }
-}
-
-impl KeyValue {
-    fn check(&self, node: &Node) -> Result<SettingValue, String> {
-        match *self {
-            KeyValue::Int { min, max, why } => match node.kind {
-                Kind::Int(value) if (min..=max).contains(&value) => Ok(SettingValue::Int(value)),
-                Kind::Int(value) => Err(format!(
-                    "{value} is out of range: expected {min} to {max}{why}"
-                )),
-                ref other => Err(format!("expected an integer, found {}", other.describe())),
+/// Every channel key `entries` holds that the engine does not own.
+pub(super) fn options(entries: Vec<&(Key, Node)>) -> Vec<ChannelOption> {
+    entries
+        .into_iter()
+        .map(|(key, node)| ChannelOption {
+            key: key.name.clone(),
+            value: match &node.kind {
+                Kind::Bool(v) => Ok(SettingValue::Bool(*v)),
+                Kind::Int(v) => Ok(SettingValue::Int(*v)),
+                Kind::Float(v) => Ok(SettingValue::Float(*v)),
+                Kind::Str(v) => Ok(SettingValue::Text(v.clone())),
+                other => Err(other.describe()),
             },
-            KeyValue::Name(names) => {
-                let choices: Vec<(&str, &str)> = names.iter().map(|n| (*n, *n)).collect();
-                yaml::enum_value(node, &choices).map(|name| SettingValue::Text(name.to_owned()))
-            }
+            key_pos: key.pos,
+            value_pos: node.pos,
+        })
+        .collect()
+}
+
+/// Refuses, in a channel naming no protocol, each key that no protocol declares.
+pub(super) fn refuse_undeclared(
+    options: &[ChannelOption],
+    protocols: &Protocols,
+    errors: &mut Diagnostics,
+) {
+    for option in options {
+        if protocols.declaring(&option.key).is_empty() {
+            errors.push(
+                option.key_pos,
+                format!(
+                    "unknown key `{}` in channel: no protocol has such a setting",
+                    option.key
+                ),
+            );
         }
     }
 }
 
-impl Fallback {
-    fn value(self, merge_gap: u32) -> Option<SettingValue> {
-        match self {
-            Fallback::Int(value) => Some(SettingValue::Int(value)),
-            Fallback::Name(name) => Some(SettingValue::Text(name.to_owned())),
-            Fallback::MergeGap => Some(SettingValue::Int(i64::from(merge_gap))),
-            Fallback::Codec => None,
-        }
-    }
-}
-
-/// Checks the protocol-specific keys of the channel mapping `node` and returns them as
-/// settings, with the protocol's defaults for those absent. When the protocol is
-/// unknown, values are still checked but nothing is said about which keys apply.
-pub(super) fn read_settings(
-    node: &Node,
-    f: &mut Fields<'_>,
-    protocol: Option<Protocol>,
-    merge_gap: u32,
+/// The settings `protocol`'s codec gets from a channel with `options`: each
+/// declared setting, as written or its default (a `mergeGap` without one the
+/// collector's), in the order the protocol declares them. Every key it does
+/// not declare, and every value not of its type, is an error at its position.
+pub(super) fn bind(
+    protocol: &ProtocolInfo,
+    options: &[ChannelOption],
+    context: &ChannelContext<'_>,
     errors: &mut Diagnostics,
 ) -> Vec<Setting> {
-    let mut settings = Vec::new();
-    for key in PROTOCOL_KEYS {
-        let fallback = protocol.map(|p| key.fallback(p));
-        let value = match (f.node(key.name), fallback) {
-            (Some(_), Some(None)) => {
-                let protocol = protocol.map_or("", |p| p.name());
-                errors.push(
-                    key_pos(node, key.name),
-                    format!(
-                        "`{}` does not apply to protocol {protocol}; it is a setting of {}",
-                        key.name,
-                        key.owners()
-                    ),
-                );
-                None
-            }
-            (Some(value), _) => match key.value.check(value) {
-                Ok(value) => Some(value),
-                Err(message) => {
-                    errors.push(value.pos, format!("`{}`: {message}", key.name));
-                    None
+    for option in options {
+        if protocol.setting(&option.key).is_some() {
+            continue;
+        }
+        let owners = context.protocols.declaring(&option.key);
+        let message = if owners.is_empty() {
+            let declared: Vec<&str> = protocol.settings.iter().map(|s| s.name.as_str()).collect();
+            format!(
+                "unknown key `{}` in channel; protocol {} has the settings: {}",
+                option.key,
+                protocol.name,
+                if declared.is_empty() {
+                    "none".to_owned()
+                } else {
+                    declared.join(", ")
                 }
-            },
-            (None, Some(Some(fallback))) => fallback.value(merge_gap),
-            (None, _) => None,
+            )
+        } else {
+            format!(
+                "`{}` does not apply to protocol {}; it is a setting of {}",
+                option.key,
+                protocol.name,
+                owners.join(", ")
+            )
+        };
+        errors.push(option.key_pos, message);
+    }
+    let mut settings = Vec::new();
+    for declared in &protocol.settings {
+        let written = options.iter().find(|o| o.key == declared.name);
+        let value = match written {
+            Some(option) => {
+                let checked = option
+                    .value
+                    .as_ref()
+                    .map_err(|found| format!("expected a value, found {found}"))
+                    .and_then(|value| declared.kind.admit(value).map(|()| value.clone()));
+                match checked {
+                    Ok(value) => Some(value),
+                    Err(problem) => {
+                        errors.push(
+                            option.value_pos,
+                            format!("`{}`: {problem} ({})", declared.name, declared.help),
+                        );
+                        None
+                    }
+                }
+            }
+            None if declared.default.is_none() && declared.name == "mergeGap" => {
+                Some(SettingValue::Int(i64::from(context.merge_gap)))
+            }
+            None => declared.default.clone(),
         };
         if let Some(value) = value {
             settings.push(Setting {
-                key: key.name.to_owned(),
+                key: declared.name.clone(),
                 value,
             });
         }
@@ -294,17 +132,97 @@ pub(super) fn read_settings(
     settings
 }
 
-/// Where `key` is written in the mapping `node` (the mapping's own position if absent).
-fn key_pos(node: &Node, key: &str) -> Pos {
-    node.as_map()
-        .and_then(|entries| entries.iter().find(|(k, _)| k.name == key))
-        .map_or(node.pos, |(k, _)| k.pos)
+/// The settings a channel of `protocol` writing the mapping `node` gives its
+/// codec, checked as a gateway checks them (with the collector's default
+/// `mergeGap`): for checking a codec without a gateway (`sluice test`).
+pub fn channel_settings(
+    protocol: &Arc<ProtocolInfo>,
+    node: Option<&Node>,
+    errors: &mut Diagnostics,
+) -> Vec<Setting> {
+    let entries: Vec<&(Key, Node)> = match node.map(|n| (n, &n.kind)) {
+        Some((_, Kind::Map(entries))) => entries.iter().collect(),
+        Some((_, Kind::Null)) | None => Vec::new(),
+        Some((node, other)) => {
+            errors.push(
+                node.pos,
+                format!("settings: expected a mapping, found {}", other.describe()),
+            );
+            Vec::new()
+        }
+    };
+    let mut protocols = Protocols::default();
+    // One protocol cannot clash with itself.
+    let _ = protocols.add(std::slice::from_ref(protocol));
+    let context = ChannelContext {
+        merge_gap: super::CollectorConfig::default().merge_gap,
+        protocols: &protocols,
+    };
+    bind(protocol, &options(entries), &context, errors)
+}
+
+/// The byte order `settings` give a channel's tags (`byteOrder`), if any.
+pub(super) fn byte_order(settings: &[Setting]) -> Option<ByteOrder> {
+    settings
+        .iter()
+        .find(|s| s.key == "byteOrder")
+        .and_then(|s| match &s.value {
+            SettingValue::Text(name) => ByteOrder::NAMES
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, order)| *order),
+            _ => None,
+        })
+}
+
+/// What reading a channel needs beyond the channel itself.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ChannelContext<'a> {
+    /// The collector's `mergeGap`.
+    pub merge_gap: u32,
+    /// The protocols a channel may name.
+    pub protocols: &'a Protocols,
+}
+
+/// A channel's protocol: its name as the file writes it, and what its codec declares.
+#[derive(Clone, PartialEq)]
+pub struct ChannelProtocol(pub Arc<ProtocolInfo>);
+
+impl ChannelProtocol {
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// The codec component that speaks it.
+    pub fn codec(&self) -> &str {
+        &self.0.codec
+    }
+}
+
+impl fmt::Display for ChannelProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The name in upper camel case (`ModbusTcp`): how configurations digested by
+/// earlier versions showed it, so their fingerprints still match.
+impl fmt::Debug for ChannelProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for word in self.name().split('-') {
+            let mut chars = word.chars();
+            if let Some(first) = chars.next() {
+                write!(f, "{}{}", first.to_ascii_uppercase(), chars.as_str())?;
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::channel::tests::doc;
-    use super::super::tests::errors_of;
+    use super::super::tests::{errors_of, load_ok};
 
     #[test]
     fn foreign_protocol_keys_are_errors_at_the_key() {
@@ -320,15 +238,22 @@ mod tests {
             "        protocol: s7\n        host: plc1\n        unitId: 3\n",
         ));
         assert!(
-            errors
-                .to_string()
-                .contains("`unitId` does not apply to protocol s7"),
+            errors.to_string().contains(
+                "`unitId` does not apply to protocol s7; it is a setting of modbus-rtu, modbus-rtu-over-tcp, modbus-tcp"
+            ),
             "{errors}"
+        );
+        let errors = errors_of(&doc(
+            "        protocol: s7\n        host: plc1\n        rak: 3\n",
+        ));
+        assert_eq!(
+            errors.to_string(),
+            "gw.yaml:9:9: unknown key `rak` in channel; protocol s7 has the settings: plcType, rack, slot, byteOrder"
         );
     }
 
     #[test]
-    fn bad_protocol_values() {
+    fn bad_protocol_values_are_errors_at_the_value_with_the_codecs_words() {
         let errors = errors_of(&doc(
             "        protocol: s7\n        host: plc1\n        plcType: S7_1200\n        rack: 8\n        slot: x\n        byteOrder: ABDC\n        port: 0\n",
         ));
@@ -341,11 +266,11 @@ mod tests {
         );
         assert_eq!(
             lines[1],
-            "gw.yaml:10:15: `rack`: 8 is out of range: expected 0 to 7 (the S7 connection address has 3 bits for the rack)"
+            "gw.yaml:10:15: `rack`: 8 is out of range: expected 0 to 7 (the CPU's rack: 3 bits of the S7 connection address)"
         );
         assert_eq!(
             lines[2],
-            "gw.yaml:11:15: `slot`: expected an integer, found a string"
+            "gw.yaml:11:15: `slot`: expected an integer, found a string (the CPU's slot: 5 bits of the S7 connection address)"
         );
         assert!(lines[3].starts_with("gw.yaml:12:20: `byteOrder`: unknown value `ABDC`"));
         assert_eq!(
@@ -354,13 +279,13 @@ mod tests {
         );
 
         let errors = errors_of(&doc(
-            "        protocol: mc\n        host: plc1\n        port: 1\n        monitorTimer: 0\n",
+            "        protocol: mc\n        host: plc1\n        port: 1\n        monitorTimer: 0\n        series: [A]\n",
         ));
+        let text = errors.to_string();
+        assert!(text.contains("0 would let it wait forever"), "{text}");
         assert!(
-            errors
-                .to_string()
-                .contains("0 would let the PLC wait forever"),
-            "{errors}"
+            text.contains("gw.yaml:11:17: `series`: expected a value, found a list"),
+            "{text}"
         );
         let errors = errors_of(&doc(
             "        protocol: modbus-tcp\n        host: plc1\n        unitId: 256\n",
@@ -374,13 +299,37 @@ mod tests {
     }
 
     #[test]
-    fn unknown_protocol_checks_values_but_not_ownership() {
+    fn an_unknown_protocol_names_those_there_are_and_leaves_its_keys_alone() {
         let errors = errors_of(&doc(
             "        protocol: opcua\n        host: plc1\n        rack: 1\n",
         ));
         assert_eq!(
             errors.to_string(),
-            "gw.yaml:7:19: `protocol`: unknown value `opcua`: expected modbus-tcp | s7 | mc | modbus-rtu | modbus-rtu-over-tcp"
+            "gw.yaml:7:19: `protocol`: unknown protocol `opcua`: this gateway speaks mc | modbus-rtu | modbus-rtu-over-tcp | modbus-tcp | s7 (built in, or uploaded as codecs)"
         );
+    }
+
+    #[test]
+    fn declared_settings_get_their_defaults_and_the_collectors_merge_gap() {
+        let config = load_ok(&format!(
+            "collector: {{ mergeGap: 4 }}\n{}",
+            doc("        protocol: modbus-tcp\n        host: plc1\n        maxRegisters: 60\n")
+        ));
+        let channel = &config.devices[0].channels[0];
+        let settings: Vec<String> = channel
+            .settings
+            .iter()
+            .map(|s| format!("{}={}", s.key, s.value))
+            .collect();
+        assert_eq!(
+            settings,
+            [
+                "unitId=1",
+                "byteOrder=ABCD",
+                "mergeGap=4",
+                "maxRegisters=60"
+            ]
+        );
+        assert_eq!(format!("{:?}", channel.protocol), "ModbusTcp");
     }
 }

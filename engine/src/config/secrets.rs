@@ -120,7 +120,7 @@ fn distinct_tokens(
 
 #[cfg(test)]
 mod tests {
-    use crate::config::load_str;
+    use crate::config::tests::load_str;
 
     #[test]
     fn a_token_or_a_key_standing_for_two_parties_is_refused() {

@@ -260,12 +260,12 @@ mod tests {
     #[test]
     fn a_tenant_with_rules_and_recipients() {
         let text = "tenants:\n  - tenantId: 3\n    name: t\n    rules: my_rules\n    recipients:\n      - { name: ops, quietHours: '22:00-06:00', utcOffset: '+01:00' }\n      - { name: bad, quietHours: '25:00-06:00' }\n";
-        let errors = crate::config::load_str("t.yaml", text).expect_err("bad window");
+        let errors = crate::config::tests::load_str("t.yaml", text).expect_err("bad window");
         let rendered = errors.to_string();
         assert!(rendered.contains("t.yaml:7:"), "{rendered}");
         assert!(rendered.contains("not a time of day"), "{rendered}");
         let good = text.replace("25:00", "23:00");
-        let config = crate::config::load_str("t.yaml", &good).expect("valid");
+        let config = crate::config::tests::load_str("t.yaml", &good).expect("valid");
         let tenant = &config.tenants[0];
         assert_eq!(tenant.rules, "my_rules");
         assert_eq!(tenant.recipients[0].quiet_hours, Some((1320, 360)));
@@ -277,7 +277,7 @@ mod tests {
     #[test]
     fn limits_are_read_and_bounded() {
         let text = "tenants:\n  - tenantId: 1\n    name: t\n    limits: { memoryMb: 16, fuelPerCall: 5000000, instances: 4, quarantineAfter: 1000, quarantineSeconds: 5 }\n";
-        let config = crate::config::load_str("t.yaml", text).expect("valid");
+        let config = crate::config::tests::load_str("t.yaml", text).expect("valid");
         let limits = config.tenants[0].limits;
         assert_eq!(
             (
@@ -294,7 +294,7 @@ mod tests {
             .replace("memoryMb: 16", "memoryMb: 99999")
             .replace("quarantineAfter: 1000", "quarantineAfter: 0")
             .replace("quarantineSeconds: 5", "quarantineSeconds: 0");
-        let rendered = crate::config::load_str("t.yaml", &bad)
+        let rendered = crate::config::tests::load_str("t.yaml", &bad)
             .expect_err("out of range")
             .to_string();
         for key in [

@@ -1,6 +1,7 @@
 //! The deployer: components uploaded or activated, checked against the running
 //! configuration, and put to use in every pipeline, link and sandbox.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use super::error::{DeployError, check_word};
@@ -9,6 +10,7 @@ use super::status::ReloadStatus;
 use crate::alarm::Alarms;
 use crate::collector::{Fleet, swap_codec, swap_pipelines};
 use crate::compile::{self, Compiled, Conflict, Loaded, Pools, Sources};
+use crate::config;
 use crate::model::Whitelist;
 use crate::pipeline::PipelineSet;
 use crate::runtime::{ComponentInfo, ComponentKind, Registry, content_hash};
@@ -127,9 +129,9 @@ impl Deployer {
         }
         let previous = self.active_version(name);
         let loaded = self.registry.install(kind, name, version, bytes)?;
-        if let Err(problems) = self.rebuild(kind, name) {
+        if let Err(refused) = self.rebuild(kind, name) {
             self.restore_previous(name, previous);
-            return Err(DeployError::Breaks(problems));
+            return Err(refused);
         }
         // On disk before the deployment is answered (COMP-7).
         self.shelf.keep(kind, name, version, bytes, loaded.hash())?;
@@ -156,9 +158,9 @@ impl Deployer {
         let _one = lock(&self.busy);
         let previous = self.active_version(name);
         let loaded = self.registry.activate(name, version)?;
-        if let Err(problems) = self.rebuild(loaded.kind(), name) {
+        if let Err(refused) = self.rebuild(loaded.kind(), name) {
             self.restore_previous(name, previous);
-            return Err(DeployError::Breaks(problems));
+            return Err(refused);
         }
         self.shelf.record_active(loaded.kind(), name, version)?;
         tracing::info!(component = name, version, "component activated");
@@ -168,6 +170,33 @@ impl Deployer {
             kind: loaded.kind(),
             hash: loaded.hash().to_owned(),
             active: true,
+        })
+    }
+
+    /// Removes version `version` of `name`, from the registry and the data
+    /// directory: an inactive version, or the only one when nothing uses it
+    /// (a codec whose protocols devices use is refused, naming them).
+    ///
+    /// # Errors
+    /// No such version, the engine's own build, an active version with others
+    /// beside it, a component in use, or storage trouble.
+    pub fn remove(&self, name: &str, version: &str) -> Result<ComponentInfo, DeployError> {
+        let _one = lock(&self.busy);
+        let removed = self.registry.remove(name, version)?;
+        let kind = removed.kind();
+        let gone = self.registry.active(name).is_none();
+        if gone && let Err(refused) = self.rebuild(kind, name) {
+            self.registry.put_back(version, Arc::clone(&removed));
+            return Err(refused);
+        }
+        self.shelf.forget(name, version)?;
+        tracing::info!(component = name, version, "component removed");
+        Ok(ComponentInfo {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            kind,
+            hash: removed.hash().to_owned(),
+            active: false,
         })
     }
 
@@ -191,8 +220,11 @@ impl Deployer {
     /// a codec in every channel that speaks it (those links reconnect), rules in
     /// every tenant sandbox that runs it. The running configuration is compiled
     /// again with it first; nothing is swapped unless all of it compiles (COMP-6).
-    fn rebuild(&self, kind: ComponentKind, name: &str) -> Result<usize, Diagnostics> {
-        let mut compiled = self.compile_running(None)?;
+    fn rebuild(&self, kind: ComponentKind, name: &str) -> Result<usize, DeployError> {
+        if kind == ComponentKind::Codec {
+            self.still_spoken(name)?;
+        }
+        let mut compiled = self.compile_running(None).map_err(DeployError::Breaks)?;
         let roster = self.fleet.roster();
         Ok(match kind {
             ComponentKind::Stage => swap_pipelines(roster.devices(), compiled),
@@ -202,6 +234,40 @@ impl Deployer {
                 .as_ref()
                 .map_or(0, |alarms| alarms.replace_rules(&mut compiled, Some(name))),
         })
+    }
+
+    /// Refuses an active version of codec `codec` that no longer speaks a
+    /// protocol running devices use, naming them.
+    fn still_spoken(&self, codec: &str) -> Result<(), DeployError> {
+        let protocols = self.registry.protocols();
+        let config = self.fleet.config();
+        let mut dropped: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for device in &config.devices {
+            for channel in &device.channels {
+                let name = channel.protocol.name();
+                let spoken = protocols.get(name).is_some_and(|p| p.codec == codec);
+                if channel.protocol.codec() == codec && !spoken {
+                    dropped
+                        .entry(name)
+                        .or_default()
+                        .insert(device.device_id.as_str());
+                }
+            }
+        }
+        if dropped.is_empty() {
+            return Ok(());
+        }
+        let uses: Vec<String> = dropped
+            .iter()
+            .map(|(protocol, devices)| {
+                let devices: Vec<&str> = devices.iter().copied().collect();
+                format!("{protocol}, which devices {} use", devices.join(", "))
+            })
+            .collect();
+        Err(DeployError::InUse(format!(
+            "this version of codec `{codec}` does not speak {}: change or remove those devices first",
+            uses.join("; ")
+        )))
     }
 
     /// The pools the running devices and tenants use, for a device reload to put
@@ -229,9 +295,13 @@ impl Deployer {
         let mut pools = Pools::new();
         pools.reuse_whitelist(self.whitelist.clone());
         let pipelines = pipelines.unwrap_or_else(|| lock(&self.pipelines).clone());
+        let file = self.sources.config_name();
+        // A new version of a codec may declare its settings otherwise.
+        let mut config = self.fleet.config();
+        config::rebind(&mut config, &self.registry.protocols(), &file)?;
         let loaded = Loaded {
-            file: self.sources.config_name(),
-            config: self.fleet.config(),
+            file,
+            config,
             pipelines,
             conflicts: Vec::new(),
         };

@@ -22,6 +22,9 @@ pub enum DeployError {
     Load(#[from] LoadError),
     #[error("the new version breaks a pipeline, so the previous one stays active:\n{0}")]
     Breaks(Diagnostics),
+    /// Devices use what the version would take away.
+    #[error("{0}; the previous version stays active")]
+    InUse(String),
     #[error("cannot keep the component in the data directory: {0}")]
     Storage(String),
     #[error("the pipeline files have problems, so the running pipelines stay:\n{0}")]

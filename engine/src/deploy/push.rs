@@ -181,13 +181,14 @@ impl Deployer {
             problems.push(creation_refused());
         }
         let file = format!("pushed configuration of {}", describe(&push.target));
-        let device = match config::read_device(&file, &entry.node, &running) {
-            Ok(device) => Some(device),
-            Err(found) => {
-                problems.extend(as_problems(&file, &entry.paths, &found));
-                None
-            }
-        };
+        let device =
+            match config::read_device(&file, &entry.node, &running, &self.registry.protocols()) {
+                Ok(device) => Some(device),
+                Err(found) => {
+                    problems.extend(as_problems(&file, &entry.paths, &found));
+                    None
+                }
+            };
         if let Some(device) = &device {
             outcome.device_id = Some(device.device_id.clone());
             problems.extend(ownership(device, existing, &running, push.scope));
@@ -260,7 +261,7 @@ impl Deployer {
             return Err(refusal);
         }
         let mut config = running.clone();
-        let file_config = self.sources.load_config()?;
+        let file_config = self.sources.load_config(&self.registry.protocols())?;
         match file_config.device(device_id) {
             Some(entry) => put_device(&mut config, entry.clone()),
             None => config.devices.retain(|d| d.device_id != device_id),

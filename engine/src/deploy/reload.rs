@@ -141,7 +141,7 @@ impl Deployer {
         let _one = lock(&self.busy);
         let result = self
             .sources
-            .load_running()
+            .load_running(&self.registry.protocols())
             .and_then(|overlaid| {
                 let file = self.sources.config_name();
                 let changes = self.apply_devices(&file, &overlaid.config, || Ok(()))?;

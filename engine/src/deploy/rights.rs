@@ -80,7 +80,7 @@ fn channel_widenings(
     fenced: bool,
     problems: &mut Vec<PushProblem>,
 ) {
-    if new.protocol != old.protocol {
+    if new.protocol.name() != old.protocol.name() {
         problems.push(PushProblem::new(
             &format!("{at}.protocol"),
             "only the operator changes a channel's protocol",
@@ -176,7 +176,7 @@ fn tag_widenings(old: &TagConfig, new: &TagConfig, at: &str, problems: &mut Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::load_str;
+    use crate::config::tests::load_str;
 
     fn device(channel: &str, tags: &str) -> DeviceConfig {
         let text = format!(

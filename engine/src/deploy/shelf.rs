@@ -111,6 +111,25 @@ impl Shelf {
 
     /// Installs every kept version into `registry` and activates the recorded
     /// one; returns what could not be installed (the engine runs without it).
+    /// Forgets version `version` of `name`: its file, and its folder when it
+    /// was the last one.
+    pub fn forget(&self, name: &str, version: &str) -> Result<(), DeployError> {
+        let storage = |e: std::io::Error| DeployError::Storage(e.to_string());
+        let Some(mut manifest) = self.manifest(name) else {
+            return Ok(()); // never kept: an upload of the same name failed
+        };
+        manifest.versions.remove(version);
+        let folder = self.dir.join(name);
+        if manifest.versions.is_empty() {
+            return std::fs::remove_dir_all(&folder).map_err(storage);
+        }
+        self.save_manifest(name, &manifest)?;
+        match std::fs::remove_file(folder.join(format!("{version}.wasm"))) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(storage(e)),
+            _ => Ok(()),
+        }
+    }
+
     pub fn restore(&self, registry: &Registry) -> Vec<String> {
         let mut problems = Vec::new();
         let Ok(entries) = std::fs::read_dir(&self.dir) else {

@@ -57,7 +57,7 @@ mod tests {
             "collector:\n  http: {{ listen: 127.0.0.1:0 }}\n  wal: {{ dir: '{}' }}\n",
             dir.display()
         );
-        let mut config = crate::config::load_str("gw.yaml", &text).expect("config");
+        let mut config = crate::config::tests::load_str("gw.yaml", &text).expect("config");
         let made = admin_token(&config).expect("made").expect("a token");
         assert_eq!(made.len(), 64);
         let file = dir.join(ADMIN_TOKEN_FILE);

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::compile::{self, Compiled, Conflict, Pools, Sources};
-use crate::config::GatewayConfig;
+use crate::config::CollectorConfig;
 use crate::deploy::Shelf;
 use crate::runtime::{LoadError, Registry, Runtime, RuntimeConfig};
 use crate::yaml::Diagnostics;
@@ -35,16 +35,16 @@ pub enum Refusal {
     Runtime(#[from] LoadError),
 }
 
-/// The components a gateway with `config` runs: the built-in ones, and those
+/// The components a gateway with `collector` runs: the built-in ones, and those
 /// deployed into its data directory (active as they were when it last ran).
 ///
 /// # Errors
 /// A runtime that cannot start, or a built-in component that does not load.
 pub fn registry(
-    config: &GatewayConfig,
+    collector: &CollectorConfig,
     purpose: Purpose,
 ) -> Result<(Arc<Registry>, Shelf), LoadError> {
-    let data_dir = &config.collector.wal.dir;
+    let data_dir = &collector.wal.dir;
     let cache_dir = std::env::var_os(COMPONENT_CACHE_VAR)
         .filter(|dir| !dir.is_empty())
         .map_or_else(|| data_dir.join(COMPONENT_CACHE), std::path::PathBuf::from);
@@ -77,7 +77,17 @@ pub struct Prepared {
 /// # Errors
 /// Every problem of the files or the components, or a runtime that cannot start.
 pub fn compile(sources: &Sources, purpose: Purpose) -> Result<Prepared, Refusal> {
-    let loaded = sources.load().map_err(Refusal::Problems)?;
+    // The components come first: the channels may name protocols uploaded into
+    // the data directory. With a collector section in error, the defaults
+    // find the built-in ones, nothing is written, and the whole file's
+    // problems are reported below.
+    let (registry, shelf) = match sources.load_collector() {
+        Ok(collector) => registry(&collector, purpose)?,
+        Err(_) => registry(&CollectorConfig::default(), Purpose::Check)?,
+    };
+    let loaded = sources
+        .load(&registry.protocols())
+        .map_err(Refusal::Problems)?;
     let conflicts = loaded.conflicts.clone();
     for conflict in &conflicts {
         tracing::warn!(
@@ -86,7 +96,6 @@ pub fn compile(sources: &Sources, purpose: Purpose) -> Result<Prepared, Refusal>
             "the file's entry of a pushed device was edited since the push; the pushed configuration is in force until it is withdrawn"
         );
     }
-    let (registry, shelf) = registry(&loaded.config, purpose)?;
     let compiled = compile::build(loaded, &registry, &mut Pools::new(), &|_| true)
         .map_err(Refusal::Problems)?;
     Ok(Prepared {

@@ -22,7 +22,7 @@ use crate::collector::{
 };
 use crate::command::{self, CommandParts, CommandStore, Commands, Timings, WriteService};
 use crate::compile::{Compiled, Sources};
-use crate::config::{GatewayConfig, Protocol};
+use crate::config::GatewayConfig;
 use crate::deploy::{Deployer, DeployerParts};
 use crate::lease::{Announce, EntityType, Leases, StateStore};
 use crate::model::{CommandAction, CommandStatus, Transitions};
@@ -40,13 +40,19 @@ fn announcements(config: &GatewayConfig) -> HashMap<(EntityType, String), Announ
             Announce::device(&device.product_id, &device.device_num),
         )
     });
-    let drivers = Protocol::NAMES.iter().map(|protocol| {
-        let driver = protocol.1.codec();
-        (
-            (EntityType::Driver, driver.to_owned()),
-            Announce::device(DRIVER_PRODUCT, driver),
-        )
-    });
+    // The codecs the devices speak through; those of devices added later are
+    // announced as they come (`Fleet`).
+    let drivers = config
+        .devices
+        .iter()
+        .flat_map(|device| &device.channels)
+        .map(|channel| {
+            let driver = channel.protocol.codec();
+            (
+                (EntityType::Driver, driver.to_owned()),
+                Announce::device(DRIVER_PRODUCT, driver),
+            )
+        });
     devices.chain(drivers).collect()
 }
 

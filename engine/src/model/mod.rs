@@ -7,6 +7,7 @@ mod alarm;
 mod command;
 mod entity;
 mod frame;
+mod protocol;
 mod sample;
 mod scope;
 mod secret;
@@ -21,6 +22,10 @@ pub use entity::{
     EntityState, EntityType, Renewal, StateFilter, StateRow, TimeoutSource, Transition,
 };
 pub use frame::{DeviceError, FrameError, FrameSize, PlannedRead};
+pub use protocol::{
+    ENGINE_CHANNEL_KEYS, ProtocolInfo, ProtocolTaken, Protocols, SettingDecl, SettingType,
+    Transport,
+};
 pub use sample::{Batch, Quality, Sample, Span, Value};
 pub use scope::Scope;
 pub use secret::Secret;

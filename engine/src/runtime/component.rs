@@ -8,6 +8,7 @@ use wasmtime::component::InstancePre;
 use super::error::LoadError;
 use super::kind::ComponentKind;
 use super::sandbox::Sandbox;
+use crate::model::ProtocolInfo;
 
 /// A compiled component checked against the world of its kind.
 pub struct LoadedComponent {
@@ -18,6 +19,8 @@ pub struct LoadedComponent {
     /// A stage's bytes, which [`Runtime::plug_into_chain`](super::Runtime::plug_into_chain)
     /// composes; other kinds keep none.
     pub(super) wasm: Option<Arc<[u8]>>,
+    /// The protocols a codec speaks (WIT `describe`); none for other kinds.
+    pub(super) protocols: Arc<[Arc<ProtocolInfo>]>,
 }
 
 impl LoadedComponent {
@@ -32,6 +35,11 @@ impl LoadedComponent {
     /// SHA-256 of the component's bytes, hex.
     pub fn hash(&self) -> &str {
         &self.hash
+    }
+
+    /// The protocols a codec declares it speaks, checked; none for other kinds.
+    pub fn protocols(&self) -> &[Arc<ProtocolInfo>] {
+        &self.protocols
     }
 }
 

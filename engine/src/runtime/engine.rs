@@ -12,6 +12,7 @@ use super::bindings;
 use super::bindings::{WIT_PACKAGE, WIT_VERSION};
 use super::codec::CodecPool;
 use super::component::LoadedComponent;
+use super::declaration;
 use super::error::{LoadError, human_bytes};
 use super::kind::ComponentKind;
 use super::limits::{Limits, MemoryLayout, RuntimeConfig};
@@ -150,13 +151,31 @@ impl Runtime {
             ComponentKind::Rules => bindings::rules::Rules::prepare(pre.clone()).map(drop),
         }
         .map_err(wrong_world)?;
-        Ok(Arc::new(LoadedComponent {
+        let mut loaded = LoadedComponent {
             name: name.to_owned(),
             kind,
             hash,
             pre,
             wasm: (kind == ComponentKind::Stage).then(|| Arc::from(bytes)),
-        }))
+            protocols: Arc::from([]),
+        };
+        if kind == ComponentKind::Codec {
+            // Asked in a sandbox of its own, with the default limits (COMP-3).
+            let limits = Limits {
+                memory_bytes: Limits::DEFAULT
+                    .memory_bytes
+                    .min(self.config.max_memory_bytes),
+                ..Limits::DEFAULT
+            };
+            let pool: Arc<CodecPool> = self.pool(&loaded, limits)?;
+            loaded.protocols = declaration::describe(&pool, name)
+                .map_err(|detail| LoadError::Declaration {
+                    name: name.to_owned(),
+                    detail,
+                })?
+                .into();
+        }
+        Ok(Arc::new(loaded))
     }
 
     /// Instances of a stage component for one tenant.

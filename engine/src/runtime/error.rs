@@ -1,7 +1,7 @@
 //! Errors of the component runtime. Each says which component, which limit and how much.
 
 use super::ComponentKind;
-use crate::model::ConfigIssue;
+use crate::model::{ConfigIssue, ProtocolTaken};
 
 /// A component could not be loaded; the running version (if any) stays in place.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +24,12 @@ pub enum LoadError {
         found: String,
         needed: &'static str,
     },
+    /// A codec whose declaration of what it speaks cannot be used.
+    #[error("codec `{name}` cannot say what it speaks: {detail}")]
+    Declaration { name: String, detail: String },
+    /// A codec declaring a protocol another codec speaks.
+    #[error("codec `{name}` cannot be installed: it declares {taken}")]
+    ProtocolTaken { name: String, taken: ProtocolTaken },
     #[error("component runtime setup failed: {0}")]
     Engine(String),
 }

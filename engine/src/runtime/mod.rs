@@ -21,6 +21,7 @@ mod codec;
 mod component;
 mod compose;
 mod convert;
+mod declaration;
 mod engine;
 mod error;
 mod kind;

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::{ComponentKind, LoadError, LoadedComponent, Runtime};
+use crate::model::Protocols;
 use crate::sync::{lock, read, write};
 
 /// What a caller may know of a registered version.
@@ -107,6 +108,7 @@ impl Registry {
         // Compile and check outside the lock: readers are never held up.
         let loaded = self.runtime.load(kind, name, bytes)?;
         let mut entries = write(&self.entries);
+        speaks_alone(&entries, &loaded)?;
         let entry = entries.entry(name.to_owned()).or_default();
         entry
             .versions
@@ -124,18 +126,70 @@ impl Registry {
     /// When no such version is registered.
     pub fn activate(&self, name: &str, version: &str) -> Result<Arc<LoadedComponent>, LoadError> {
         let mut entries = write(&self.entries);
-        let entry = entries
-            .get_mut(name)
-            .ok_or_else(|| unknown(name, version))?;
-        let loaded = entry
-            .versions
-            .get(version)
+        let loaded = entries
+            .get(name)
+            .and_then(|entry| entry.versions.get(version))
             .cloned()
             .ok_or_else(|| unknown(name, version))?;
+        speaks_alone(&entries, &loaded)?;
+        let Some(entry) = entries.get_mut(name) else {
+            return Err(unknown(name, version));
+        };
         entry.active = version.to_owned();
         drop(entries);
         self.bump();
         Ok(loaded)
+    }
+
+    /// Takes version `version` of `name` out: an inactive version, or the
+    /// active one when it is the only one (the name goes with it). Returns it,
+    /// for [`Registry::put_back`].
+    ///
+    /// # Errors
+    /// No such version, the engine's own build, or the active version of a
+    /// name with others (one of them must be made active first).
+    pub fn remove(&self, name: &str, version: &str) -> Result<Arc<LoadedComponent>, LoadError> {
+        let mut entries = write(&self.entries);
+        let entry = entries
+            .get_mut(name)
+            .ok_or_else(|| unknown(name, version))?;
+        let refused = |detail: String| LoadError::Invalid {
+            name: name.to_owned(),
+            detail,
+        };
+        if version == super::builtin::BUILTIN_VERSION {
+            return Err(refused(
+                "the engine's own build stays: upload another version to use instead".into(),
+            ));
+        }
+        if entry.active == version && entry.versions.len() > 1 {
+            return Err(refused(format!(
+                "version `{version}` is active: make another version active first"
+            )));
+        }
+        let removed = entry
+            .versions
+            .remove(version)
+            .ok_or_else(|| unknown(name, version))?;
+        if entry.versions.is_empty() {
+            entries.remove(name);
+            drop(entries);
+            self.bump();
+        }
+        Ok(removed)
+    }
+
+    /// Registers again a version [`Registry::remove`] took out (a removal that
+    /// was refused after all), active if nothing else of its name is.
+    pub fn put_back(&self, version: &str, component: Arc<LoadedComponent>) {
+        let mut entries = write(&self.entries);
+        let entry = entries.entry(component.name().to_owned()).or_default();
+        if entry.versions.is_empty() {
+            entry.active = version.to_owned();
+        }
+        entry.versions.insert(version.to_owned(), component);
+        drop(entries);
+        self.bump();
     }
 
     /// The active version of `name`.
@@ -143,6 +197,19 @@ impl Registry {
         let entries = read(&self.entries);
         let entry = entries.get(name)?;
         entry.versions.get(&entry.active).cloned()
+    }
+
+    /// The protocols the active codecs speak, by name.
+    pub fn protocols(&self) -> Protocols {
+        let entries = read(&self.entries);
+        let mut protocols = Protocols::default();
+        for loaded in active_codecs(&entries) {
+            // Installs and activations keep each protocol to one codec.
+            if let Err(taken) = protocols.add(loaded.protocols()) {
+                tracing::error!(codec = loaded.name(), %taken, "two codecs speak one protocol");
+            }
+        }
+        protocols
     }
 
     /// A given version of `name`, active or not.
@@ -199,6 +266,33 @@ impl Registry {
             })
             .collect()
     }
+}
+
+/// The active version of every codec.
+fn active_codecs(entries: &BTreeMap<String, Entry>) -> impl Iterator<Item = &Arc<LoadedComponent>> {
+    entries
+        .values()
+        .filter_map(|entry| entry.versions.get(&entry.active))
+        .filter(|loaded| loaded.kind() == ComponentKind::Codec)
+}
+
+/// Refuses a codec that would speak a protocol the active version of another
+/// codec speaks: a channel's protocol names one codec.
+fn speaks_alone(
+    entries: &BTreeMap<String, Entry>,
+    codec: &LoadedComponent,
+) -> Result<(), LoadError> {
+    let mut others = Protocols::default();
+    for loaded in active_codecs(entries).filter(|l| l.name() != codec.name()) {
+        // Already one codec a protocol: adding cannot fail.
+        let _ = others.add(loaded.protocols());
+    }
+    others
+        .add(codec.protocols())
+        .map_err(|taken| LoadError::ProtocolTaken {
+            name: codec.name().to_owned(),
+            taken,
+        })
 }
 
 fn unknown(name: &str, version: &str) -> LoadError {

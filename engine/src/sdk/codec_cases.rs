@@ -3,7 +3,8 @@
 //!
 //! ```yaml
 //! codec: target/wasm32-wasip2/release/dlt645.wasm  # beside this file, or a built-in name
-//! settings: { meterAddress: "000000000001" }
+//! protocol: dlt645              # which of the codec's protocols; its first when left out
+//! settings: { meterAddress: "000000000001" }   # checked as a channel's, defaults filled in
 //! tags:
 //!   - { key: ua, address: '02010100', dataType: FLOAT64 }
 //! cases:
@@ -23,9 +24,10 @@ use std::sync::Arc;
 
 use compact_str::CompactString;
 
+use crate::config;
 use crate::io::{Found, FrameFinder};
 use crate::model::{Access, ByteOrder, DataType, FrameError, TagSpec};
-use crate::pipeline::{Expected, check_expected, flatten, hex, read_expected};
+use crate::pipeline::{Expected, check_expected, hex, read_expected};
 use crate::runtime::{CodecSession, ComponentKind, Limits, LoadedComponent, Registry};
 use crate::yaml::{Diagnostics, Fields, FromNode, Node, Pos, enum_value};
 
@@ -53,8 +55,10 @@ pub fn run(file: &Path, root: &Node, registry: &Registry) -> Result<usize, Diagn
     };
     let codec = f.required::<String>("codec", &mut errors);
     let codec_pos = f.node("codec").map_or(root.pos, |n| n.pos);
-    // Nested mappings and lists flattened as pipeline stages get them.
-    let settings = f.node("settings").map(|n| flatten(n, &mut errors).settings);
+    let protocol = f
+        .optional::<String>("protocol", &mut errors)
+        .zip(f.node("protocol").map(|n| n.pos));
+    let settings = f.node("settings");
     let tags: Vec<TagSpec> = match f.node("tags").map(|n| (n, n.as_seq())) {
         Some((_, Some(items))) => items
             .iter()
@@ -90,6 +94,34 @@ pub fn run(file: &Path, root: &Node, registry: &Registry) -> Result<usize, Diagn
             return Err(errors);
         }
     };
+    // Checked against the protocol's declaration, as a gateway checks a channel.
+    let declared = match protocol {
+        None => component.protocols().first(),
+        Some((name, pos)) => {
+            let found = component.protocols().iter().find(|p| p.name == name);
+            if found.is_none() {
+                let names: Vec<&str> = component
+                    .protocols()
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect();
+                errors.push(
+                    pos,
+                    format!(
+                        "`protocol`: the codec speaks {}, not `{name}`",
+                        names.join(", ")
+                    ),
+                );
+            }
+            found
+        }
+    };
+    let settings = declared.map_or_else(Vec::new, |declared| {
+        config::channel_settings(declared, settings, &mut errors)
+    });
+    if !errors.is_empty() {
+        return Err(errors);
+    }
     let pool = match registry.runtime().codec_pool(&component, Limits::default()) {
         Ok(pool) => pool,
         Err(problem) => {
@@ -97,7 +129,7 @@ pub fn run(file: &Path, root: &Node, registry: &Registry) -> Result<usize, Diagn
             return Err(errors);
         }
     };
-    let session = match pool.session(&settings.unwrap_or_default(), Arc::from(tags.as_slice())) {
+    let session = match pool.session(&settings, Arc::from(tags.as_slice())) {
         Ok(session) => session,
         Err(refused) => {
             errors.push(

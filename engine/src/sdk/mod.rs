@@ -73,9 +73,10 @@ const TEMPLATES: [Template; 2] = [
         ),
         // The kit's native test helpers, for `cargo test --features native`.
         features: "[features]\nnative = [\"sluice-guest/fuzz\"]\n\n",
-        usage: "Uploaded under the name of a built-in codec (`modbus_tcp`, `modbus_rtu`, `s7`, \
-                `mc`), it serves the channels of that protocol. `sluice test tests/cases.yaml` \
-                checks its frames without a gateway.",
+        usage: "It speaks the protocol `PROTOCOL` (`fn protocols` in `src/lib.rs` declares its \
+                name, transports and settings): once uploaded, a channel names it with \
+                `protocol: PROTOCOL`. `sluice test tests/cases.yaml` checks its frames without a \
+                gateway.",
         cases: Some(CODEC_CASES),
     },
 ];
@@ -109,7 +110,9 @@ pub fn new_crate(kind: &str, name: &str, dir: &Path) -> Result<Vec<PathBuf>, Sdk
         ("Cargo.lock".into(), unpack("Cargo.lock", LOCK)?),
         (
             "src/lib.rs".into(),
-            unpack("src/lib.rs", template.source)?.replace(template.glue.0, template.glue.1),
+            unpack("src/lib.rs", template.source)?
+                .replace(template.glue.0, template.glue.1)
+                .replace(TEMPLATE_PROTOCOL, &format!("\"{}\"", protocol_name(name))),
         ),
         ("README.md".into(), readme(name, template)),
         (".gitignore".into(), "/target\n".into()),
@@ -140,6 +143,15 @@ pub fn new_crate(kind: &str, name: &str, dir: &Path) -> Result<Vec<PathBuf>, Sdk
         written.push(PathBuf::from(file));
     }
     Ok(written)
+}
+
+/// The protocol name the codec template declares, which a new crate's name replaces.
+const TEMPLATE_PROTOCOL: &str = "\"registers\"";
+
+/// The protocol a codec crate named `name` declares: the name in lower case,
+/// `_` as `-` (a protocol name's alphabet).
+fn protocol_name(name: &str) -> String {
+    name.to_ascii_lowercase().replace('_', "-")
 }
 
 /// The text of an embedded file.
@@ -176,7 +188,10 @@ fn readme(name: &str, template: &Template) -> String {
          curl -X PUT -H \"Authorization: Bearer $ADMIN\" --data-binary @target/wasm32-wasip2/release/{file}.wasm \\\n\
          \x20 \"http://GATEWAY:8080/components/{name}/1.0.0?kind={kind}\"\n\
          ```\n\n{}\n",
-        template.usage.replace("NAME", name),
+        template
+            .usage
+            .replace("NAME", name)
+            .replace("PROTOCOL", &protocol_name(name)),
         version = crate::runtime::WIT_VERSION,
     )
 }
@@ -191,6 +206,9 @@ mod tests {
             let source = unpack("src/lib.rs", template.source).expect("inflates");
             assert!(source.contains(template.glue.0), "{}", template.kind);
         }
+        let codec = unpack("src/lib.rs", CODEC_TEMPLATE).expect("inflates");
+        assert_eq!(codec.matches(TEMPLATE_PROTOCOL).count(), 1);
+        assert_eq!(protocol_name("Fins_Omron"), "fins-omron");
     }
 
     #[test]

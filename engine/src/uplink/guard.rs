@@ -286,7 +286,7 @@ mod tests {
         config.collector.downlink.require_signature = require_signature;
         config.collector.downlink.operator_keys = keys(OPERATOR);
         let text = "tenants:\n  - { tenantId: 1, name: t }\n";
-        let mut tenant: TenantConfig = crate::config::load_str("t.yaml", text)
+        let mut tenant: TenantConfig = crate::config::tests::load_str("t.yaml", text)
             .expect("a tenant")
             .tenants
             .remove(0);

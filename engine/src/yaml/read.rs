@@ -210,6 +210,16 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// The entries no reader asked for, for a reader that takes keys it cannot
+    /// name in advance (a protocol's settings): it reports those it refuses,
+    /// so nothing is left to [`Fields::finish`].
+    pub fn rest(self) -> Vec<&'a (Key, Node)> {
+        self.entries
+            .iter()
+            .filter(|(key, _)| !self.known.contains(&key.name.as_str()))
+            .collect()
+    }
+
     /// Reports every key that no reader asked for.
     pub fn finish(self, errors: &mut Diagnostics) {
         for (key, _) in self.entries {

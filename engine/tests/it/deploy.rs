@@ -492,11 +492,28 @@ async fn a_codec_version_deployed_while_polling_reconnects_its_links_and_loses_n
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // A codec that refuses the channel (S7 has no `unitId`): refused, nothing changes.
+    // A version that speaks another codec's protocol (S7's): refused, nothing changes.
     let (status, refused) = put_bytes(http, "/components/modbus_tcp/3.0.0", &builtin("s7")).await;
+    assert_eq!(status, 409, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("it declares protocol s7, which codec `s7` speaks already"),
+        "{refused}"
+    );
+    // A version that no longer speaks the device's protocol: refused, naming it.
+    let (status, refused) = put_bytes(
+        http,
+        "/components/modbus_tcp/3.0.0",
+        &crate::common::test_component("codec_template"),
+    )
+    .await;
     assert_eq!(status, 422, "{refused}");
     assert!(
-        refused["error"].as_str().unwrap_or("").contains("unitId"),
+        refused["error"].as_str().unwrap_or("").contains(
+            "this version of codec `modbus_tcp` does not speak modbus-tcp, which devices d use"
+        ),
         "{refused}"
     );
     assert_eq!(active_version(http, "modbus_tcp").await, "2.0.0");

@@ -35,7 +35,7 @@ fn sluice(args: &[&str], path: &Path) -> (bool, String) {
 /// `src/lib.rs` replaced by `source`, if given) and built there as an author
 /// would; the component, loaded, and the crate's directory (removed by the
 /// caller when all went well).
-fn author(
+pub(crate) fn author(
     kind: ComponentKind,
     name: &str,
     source: Option<&Path>,
@@ -70,7 +70,7 @@ fn author(
     );
     let wasm = builds().join(format!("{name}.wasm"));
     let (fits, said) = sluice(&["component", "check"], &wasm);
-    let expected = format!("a {kind} component for sluice:dataflow@0.4.0");
+    let expected = format!("a {kind} component for sluice:dataflow@0.5.0");
     assert!(fits && said.contains(&expected), "{said}");
 
     let runtime = runtime();
@@ -85,7 +85,7 @@ fn sdk_target() -> PathBuf {
 }
 
 /// The directory of those builds' `.wasm` files.
-fn builds() -> PathBuf {
+pub(crate) fn builds() -> PathBuf {
     sdk_target().join("wasm32-wasip2/release")
 }
 

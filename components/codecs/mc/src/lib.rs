@@ -71,6 +71,45 @@ use sluice_guest::session::{Failure, tag_at};
 
 sluice_guest::codec_component!(McSession);
 
+/// The MELSEC communication protocol (MC protocol) over TCP, which has no
+/// standard port: each Ethernet module's is set in the PLC.
+fn protocols() -> Vec<ProtocolDeclaration> {
+    alloc::vec![ProtocolDeclaration {
+        name: "mc".into(),
+        transports: alloc::vec![Transport::Tcp],
+        default_port: None,
+        settings: alloc::vec![
+            declare(
+                "series",
+                choices(&["A", "QnA", "Q_L", "IQ_R"]),
+                text("Q_L"),
+                "the PLC series, which sets the width of device numbers",
+            ),
+            declare(
+                "frameType",
+                choices(&["FRAME_1E", "FRAME_3E", "FRAME_4E"]),
+                text("FRAME_3E"),
+                "the frame the Ethernet module is set to speak",
+            ),
+            declare(
+                "monitorTimer",
+                integers(1, i64::from(u16::MAX)),
+                int(4),
+                "how long the PLC may take to answer, in units of 250 ms; 0 would let it wait forever",
+            ),
+            declare(
+                "byteOrder",
+                choices(&["ABCD", "BADC", "CDAB", "DCBA"]),
+                None,
+                "how the channel's multi-word values are laid out (the codec's own order when left out)",
+            ),
+        ],
+        address_help: "a device and its number in the device's radix: `D100`, `M10`, `X1F`, \
+                       `ZR1000`, with `.N` for one bit of a word"
+            .into(),
+    }]
+}
+
 use sluice::dataflow::types::{Batch, ConfigError, Setting, TagSpec, Value};
 
 /// Channel settings.

@@ -34,3 +34,19 @@ use session::{ModbusSession, Tag};
 
 sluice_guest::codec_component!(ModbusSession);
 sluice_guest::range_session!(ModbusSession, "Modbus RTU");
+
+/// Modbus RTU on a serial line, and tunnelled through TCP by a serial server
+/// (which has no standard port).
+fn protocols() -> alloc::vec::Vec<ProtocolDeclaration> {
+    let protocol = |name: &str, transport| ProtocolDeclaration {
+        name: name.into(),
+        transports: alloc::vec![transport],
+        default_port: None,
+        settings: config::declared(),
+        address_help: config::ADDRESS_HELP.into(),
+    };
+    alloc::vec![
+        protocol("modbus-rtu", Transport::SerialLine),
+        protocol("modbus-rtu-over-tcp", Transport::LineOverTcp),
+    ]
+}

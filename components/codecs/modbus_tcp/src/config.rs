@@ -2,6 +2,7 @@
 
 use alloc::format;
 use alloc::string::String;
+use alloc::vec;
 use alloc::vec::Vec;
 
 use sluice_guest::session::ranges::{Extent, NotBool, RangeLimits, points};
@@ -10,7 +11,10 @@ use sluice_guest::settings::{SettingValue, integer, read_all, unknown_key, wrong
 use crate::address;
 use crate::frame::UNITS;
 use crate::sluice::dataflow::types::{ConfigError, Setting, TagSpec};
-use crate::{Tag, config_error, each_setting, tag_byte_order, tag_data_type};
+use crate::{
+    SettingDeclaration, Tag, choices, config_error, declare, each_setting, int, integers,
+    tag_byte_order, tag_data_type, text,
+};
 
 const SETTINGS: &[&str] = &[
     "unitId",
@@ -20,6 +24,54 @@ const SETTINGS: &[&str] = &[
     "writeMultiple",
     "byteOrder",
 ];
+
+/// The channel settings a Modbus protocol declares: the ones `read_settings`
+/// takes, in the order channels are shown.
+pub fn declared() -> Vec<SettingDeclaration> {
+    use crate::SettingType::Boolean;
+    vec![
+        declare(
+            "unitId",
+            integers(i64::from(UNITS.0), i64::from(UNITS.1)),
+            int(1),
+            "the unit (slave) id the device answers to",
+        ),
+        declare(
+            "byteOrder",
+            choices(&["ABCD", "BADC", "CDAB", "DCBA"]),
+            text("ABCD"),
+            "how the channel's multi-register values are laid out; a tag may say otherwise",
+        ),
+        declare(
+            "mergeGap",
+            integers(0, 1000),
+            None,
+            "unused registers a read may span to merge two tags into one request",
+        ),
+        declare(
+            "maxRegisters",
+            integers(1, 125),
+            None,
+            "the most registers one request reads (120 when left out)",
+        ),
+        declare(
+            "maxBits",
+            integers(1, 2000),
+            None,
+            "the most coils or inputs one request reads (2000 when left out)",
+        ),
+        declare(
+            "writeMultiple",
+            Boolean,
+            None,
+            "write single registers and coils with FC16/FC15 too",
+        ),
+    ]
+}
+
+/// What a tag's address is, on every Modbus protocol.
+pub const ADDRESS_HELP: &str = "a Modicon number (`40001`, `30001`, `00001`, `10001`) or a table and a 0-based \
+     number (`hr:0`, `ir:0`, `co:0`, `di:0`), with `.N` for one bit of a register";
 
 /// The unit id and `writeMultiple` of the channel.
 pub struct Options {

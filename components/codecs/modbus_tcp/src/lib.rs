@@ -30,3 +30,14 @@ use session::{ModbusSession, Tag};
 
 sluice_guest::codec_component!(ModbusSession);
 sluice_guest::range_session!(ModbusSession, "Modbus TCP");
+
+/// Modbus over TCP, on the standard port 502.
+fn protocols() -> alloc::vec::Vec<ProtocolDeclaration> {
+    alloc::vec![ProtocolDeclaration {
+        name: "modbus-tcp".into(),
+        transports: alloc::vec![Transport::Tcp],
+        default_port: Some(502),
+        settings: config::declared(),
+        address_help: config::ADDRESS_HELP.into(),
+    }]
+}

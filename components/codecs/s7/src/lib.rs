@@ -69,6 +69,44 @@ use sluice_guest::settings::read_all;
 
 sluice_guest::codec_component!(S7Session);
 
+/// S7 communication over ISO-on-TCP, on the standard port 102.
+fn protocols() -> Vec<ProtocolDeclaration> {
+    alloc::vec![ProtocolDeclaration {
+        name: "s7".into(),
+        transports: alloc::vec![Transport::Tcp],
+        default_port: Some(102),
+        settings: alloc::vec![
+            declare(
+                "plcType",
+                choices(plc::NAMES),
+                text("S1200"),
+                "the CPU family, which sets how the connection is addressed",
+            ),
+            declare(
+                "rack",
+                integers(0, 7),
+                int(0),
+                "the CPU's rack: 3 bits of the S7 connection address",
+            ),
+            declare(
+                "slot",
+                integers(0, 31),
+                int(1),
+                "the CPU's slot: 5 bits of the S7 connection address",
+            ),
+            declare(
+                "byteOrder",
+                choices(&["ABCD", "BADC", "CDAB", "DCBA"]),
+                text("ABCD"),
+                "how the channel's multi-byte values are laid out; a tag may say otherwise",
+            ),
+        ],
+        address_help: "`DB1.DBW4`, `DB1.6.0`, `M10.1`, `MW20`, `I0.0`, `Q0.1`, `VW100` and \
+                       the other Step 7 forms"
+            .into(),
+    }]
+}
+
 use sluice::dataflow::types::{Batch, ConfigError, Setting, TagSpec, Value};
 
 /// PDU size asked for in Setup Communication.

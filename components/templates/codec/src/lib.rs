@@ -9,8 +9,9 @@
 //! - an answer is `A5 UNIT ADDR_HI ADDR_LO STATUS LEN DATA...`, after any number
 //!   of `FE` wake-up bytes; a `STATUS` other than 0 is the device's refusal.
 //!
-//! Channel setting: `unit` (0-255, default 1). A tag's `address` is the register
-//! number, 0-65535. Writes are refused.
+//! A channel names it `protocol: registers` (`fn protocols` declares the name,
+//! the transports and the settings). Channel setting: `unit` (0-255, default
+//! 1). A tag's `address` is the register number, 0-65535. Writes are refused.
 //!
 //! Build: `cargo build --release --target wasm32-wasip2`; check:
 //! `sluice component check target/wasm32-wasip2/release/NAME.wasm` (README.md).
@@ -197,3 +198,20 @@ impl GuestSession for Registers {
 }
 
 sluice_guest::codec_component!(Registers);
+
+/// What a channel of this protocol may say: `protocol: registers` (the name
+/// channels give), over TCP or a serial line, and its one setting.
+fn protocols() -> Vec<ProtocolDeclaration> {
+    vec![ProtocolDeclaration {
+        name: "registers".into(),
+        transports: vec![Transport::Tcp, Transport::SerialLine],
+        default_port: None,
+        settings: vec![declare(
+            "unit",
+            integers(0, 255),
+            int(1),
+            "the unit number the device answers to",
+        )],
+        address_help: "the register number, 0 to 65535".into(),
+    }]
+}

@@ -71,7 +71,7 @@ impl Gateway {
 
     /// The file's text.
     pub fn yaml(&self) -> String {
-        let devices = self.devices.iter().map(Device::value).collect();
+        let devices = self.devices.iter().map(Device::json).collect();
         self.text(Some(Value::Array(devices)))
     }
 
@@ -168,7 +168,8 @@ impl Device {
         self
     }
 
-    fn value(&self) -> Value {
+    /// The entry as JSON, as a push sends it.
+    pub fn json(&self) -> Value {
         let mut channel = self.channel.clone();
         let tags = self
             .tags

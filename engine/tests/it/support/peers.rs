@@ -404,6 +404,15 @@ impl Dlt645Meter {
     pub fn start(map: &serde_json::Value) -> Peer {
         python_peer("dlt645", "dlt645_meter.py", free_port(), map, &[])
     }
+
+    /// Meters sharing the serial port `tty` (one end of a [`SerialPair`], 9600
+    /// baud, 8E1), each answering its own address: `map` is `{"meters": [...]}`
+    /// of maps as [`Dlt645Meter::start`] takes. Its TCP port only tells the
+    /// harness it is up.
+    pub fn serial(tty: &Path, map: &serde_json::Value) -> Peer {
+        let args = ["--serial".to_owned(), tty.display().to_string()];
+        python_peer("dlt645-serial", "dlt645_meter.py", free_port(), map, &args)
+    }
 }
 
 fn units_arg(units: &[u8]) -> Vec<String> {

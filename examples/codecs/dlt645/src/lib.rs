@@ -8,7 +8,10 @@
 //! four `FE` wake-up bytes first, which `frame-length` skips, as it skips any
 //! garbage before a `68` on a line.
 //!
-//! Channel setting: `meterAddress`, the 12 digits printed on the meter. A tag's
+//! A channel names it `protocol: dlt645` (`fn protocols` declares it). Channel
+//! settings: `meterAddress`, the 12 digits printed on the meter; `leaseSeconds`,
+//! how long the meter may stay silent before it is offline (60 when left out,
+//! reported to the engine as the device's lease). A tag's
 //! `address` is a data identifier of 8 hex digits (`02010100`: phase A
 //! voltage); its `dataType` is FLOAT64, the value scaled by the standard's
 //! decimal format for that identifier (see `FORMATS`). Writes are refused.
@@ -72,6 +75,8 @@ pub struct Meter {
     items: Vec<Item>,
     /// The tag whose read was sent last.
     sent: Cell<Option<u32>>,
+    /// How long the meter may stay silent before it is offline.
+    lease_seconds: u32,
 }
 
 /// The six BCD bytes of a 12-digit meter address, lowest first.
@@ -105,7 +110,15 @@ impl Meter {
     fn create(settings: &[Setting], tags: Vec<TagSpec>) -> Result<Self, Vec<ConfigError>> {
         let mut errors = Vec::new();
         let mut address = None;
+        let mut lease = DEFAULT_LEASE_SECONDS;
         each_setting(settings, &mut errors, |key, value| match (key, value) {
+            ("leaseSeconds", value) => match value.as_u32() {
+                Some(seconds @ 1..) => {
+                    lease = seconds;
+                    Ok(())
+                }
+                _ => Err(format!("a lease is 1 s or more, not {}", value.kind())),
+            },
             ("meterAddress", sluice_guest::settings::SettingValue::Text(text)) => {
                 address = wire_address(text);
                 address
@@ -117,7 +130,7 @@ impl Meter {
                 other.kind()
             )),
             (other, _) => Err(format!(
-                "unknown setting `{other}`: DL/T 645 has `meterAddress`"
+                "unknown setting `{other}`: DL/T 645 has `meterAddress` and `leaseSeconds`"
             )),
         });
         if address.is_none() && !settings.iter().any(|s| s.key == "meterAddress") {
@@ -163,6 +176,7 @@ impl Meter {
                 address,
                 items,
                 sent: Cell::new(None),
+                lease_seconds: lease,
             }),
             _ => Err(errors),
         }
@@ -257,7 +271,7 @@ impl GuestSession for Meter {
     }
 
     fn lease_seconds(&self) -> Option<u32> {
-        None
+        Some(self.lease_seconds)
     }
 
     fn handshake(&self, _step: u32) -> Option<Vec<u8>> {
@@ -375,3 +389,33 @@ impl GuestSession for Meter {
 }
 
 sluice_guest::codec_component!(Meter, "wit");
+
+/// A meter's lease when the channel sets none: a meter on a busy RS-485 line
+/// answers one item at a time, so a round of many items takes seconds.
+const DEFAULT_LEASE_SECONDS: u32 = 60;
+
+/// `protocol: dlt645`, on a serial line shared by meters or through a serial
+/// server's TCP port (which has no standard port).
+fn protocols() -> Vec<ProtocolDeclaration> {
+    vec![ProtocolDeclaration {
+        name: "dlt645".into(),
+        transports: vec![Transport::SerialLine, Transport::LineOverTcp],
+        default_port: None,
+        settings: vec![
+            declare(
+                "meterAddress",
+                SettingType::Text,
+                None,
+                "the 12 digits printed on the meter, in quotes",
+            ),
+            declare(
+                "leaseSeconds",
+                integers(1, 86_400),
+                int(i64::from(DEFAULT_LEASE_SECONDS)),
+                "how long the meter may stay silent before it is offline",
+            ),
+        ],
+        address_help: "a data identifier of 8 hex digits, e.g. `02010100` for phase A voltage"
+            .into(),
+    }]
+}
