@@ -240,6 +240,73 @@ fn component_add_keeps_a_checked_component_for_the_next_start() {
     assert!(err.contains("does not fit the `codec` world"), "{err}");
 }
 
+/// `sluice check` knows the protocols of the codecs kept in the gateway's data
+/// directory, and names those there are when a channel names another;
+/// `sluice component check` prints a codec's declaration.
+#[test]
+fn check_speaks_the_protocols_of_the_codecs_kept_in_the_data_directory() {
+    let device = |mode: &str| {
+        format!(
+            "collector:\n  wal:\n    dir: ./protocol-data\ndevices:\n  - deviceId: h\n    productId: P\n    deviceNum: H\n    channels:\n      - channelId: c\n        protocol: hostile\n        host: 127.0.0.1\n        mode: {mode}\n        tags: [ {{ key: x, address: '1', dataType: UINT16 }} ]\n"
+        )
+    };
+    let config = scratch("protocol-check.yaml", &device("calm"));
+    let dir = config.parent().expect("dir").to_path_buf();
+    let in_dir = |args: &[&str]| {
+        outcome(
+            Command::new(env!("CARGO_BIN_EXE_sluice"))
+                .args(args)
+                .current_dir(&dir),
+        )
+    };
+    let file = config.display().to_string();
+    let (code, out, _) = in_dir(&["check", &file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "protocol-check.yaml:10:19: `protocol`: unknown protocol `hostile`: this gateway speaks mc | modbus-rtu | modbus-rtu-over-tcp | modbus-tcp | s7"
+        ),
+        "{out}"
+    );
+    let wasm = PathBuf::from(env!("SLUICE_TEST_COMPONENTS")).join("hostile_codec.wasm");
+    let wasm = wasm.display().to_string();
+    let (code, out, err) = in_dir(&["component", "check", &wasm]);
+    assert_eq!(code, 0, "{out}{err}");
+    for line in [
+        "  protocol hostile: on a TCP connection (`host`); port 1 by default",
+        "    mode: calm | trap | loop | memory, default calm: how the codec misbehaves when a channel is checked",
+    ] {
+        assert!(out.contains(line), "{line} in {out}");
+    }
+    let add = [
+        "component",
+        "add",
+        &wasm,
+        "--name",
+        "hostile",
+        "--version",
+        "1.0.0",
+        "--kind",
+        "codec",
+        "--config",
+        &file,
+    ];
+    let (code, out, err) = in_dir(&add);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = in_dir(&["check", &file]);
+    assert_eq!(code, 0, "{out}{err}");
+    // Its settings are checked as the codec declares them.
+    std::fs::write(&config, device("wild")).expect("write");
+    let (code, out, _) = in_dir(&["check", &file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "protocol-check.yaml:12:15: `mode`: unknown value `wild`: expected calm | trap | loop | memory (how the codec misbehaves when a channel is checked)"
+        ),
+        "{out}"
+    );
+}
+
 #[test]
 fn test_runs_pipeline_cases_and_points_at_failed_expectations() {
     let (code, out, err) = sluice(&["test", &project_file("pipelines/default.yaml")]);
