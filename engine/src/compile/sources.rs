@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::pushed::{Conflict, Overlaid, PushedDevices};
-use crate::config::{self, CollectorConfig, GatewayConfig};
+use crate::config::{Document, GatewayConfig};
 use crate::model::Protocols;
 use crate::pipeline::{PipelineSet, files_in};
 use crate::yaml::Diagnostics;
@@ -23,6 +23,14 @@ pub struct Sources {
 }
 
 /// The files read and checked on their own, before any component sees them.
+/// The configuration a parsed file (or none: every default) says.
+fn config_of(
+    document: Option<&Document>,
+    protocols: &Protocols,
+) -> Result<GatewayConfig, Diagnostics> {
+    document.map_or_else(|| Ok(GatewayConfig::default()), |d| d.config(protocols))
+}
+
 #[derive(Debug, Clone)]
 pub struct Loaded {
     /// The configuration file's name, as diagnostics print it.
@@ -42,16 +50,14 @@ impl Sources {
             .map_or_else(|| "configuration".to_owned(), |f| f.display().to_string())
     }
 
-    /// Reads the `collector` section of the device configuration file: what
-    /// finding the gateway's components (its protocols) takes.
+    /// Reads and parses the device configuration file, if there is one: its
+    /// `collector` section finds the gateway's components (their protocols)
+    /// before the rest is checked.
     ///
     /// # Errors
-    /// Every problem of the section, at its position.
-    pub fn load_collector(&self) -> Result<CollectorConfig, Diagnostics> {
-        match &self.config_file {
-            Some(file) => config::load_collector(file),
-            None => Ok(CollectorConfig::default()),
-        }
+    /// A file that cannot be read, or a YAML syntax error.
+    pub fn document(&self) -> Result<Option<Document>, Diagnostics> {
+        self.config_file.as_deref().map(Document::read).transpose()
     }
 
     /// Reads the device configuration file, whose channels may name `protocols`.
@@ -59,10 +65,7 @@ impl Sources {
     /// # Errors
     /// Every problem of the file, at its position.
     pub fn load_config(&self, protocols: &Protocols) -> Result<GatewayConfig, Diagnostics> {
-        match &self.config_file {
-            Some(file) => config::load_file(file, protocols),
-            None => Ok(GatewayConfig::default()),
-        }
+        config_of(self.document()?.as_ref(), protocols)
     }
 
     /// Reads the device configuration file and lays the devices pushed into its
@@ -71,7 +74,16 @@ impl Sources {
     /// # Errors
     /// Every problem of the file, or of a kept push.
     pub fn load_running(&self, protocols: &Protocols) -> Result<Overlaid, Diagnostics> {
-        let file = self.load_config(protocols)?;
+        self.running_of(self.document()?.as_ref(), protocols)
+    }
+
+    /// [`Sources::load_running`] of the file's `document`, parsed already.
+    fn running_of(
+        &self,
+        document: Option<&Document>,
+        protocols: &Protocols,
+    ) -> Result<Overlaid, Diagnostics> {
+        let file = config_of(document, protocols)?;
         PushedDevices::of(&file).overlay(file, protocols)
     }
 
@@ -93,7 +105,19 @@ impl Sources {
     /// # Errors
     /// Every problem of every file.
     pub fn load(&self, protocols: &Protocols) -> Result<Loaded, Diagnostics> {
-        match (self.load_running(protocols), self.load_pipelines()) {
+        self.load_document(self.document()?.as_ref(), protocols)
+    }
+
+    /// [`Sources::load`] with the configuration file's `document`, parsed already.
+    ///
+    /// # Errors
+    /// Every problem of every file.
+    pub fn load_document(
+        &self,
+        document: Option<&Document>,
+        protocols: &Protocols,
+    ) -> Result<Loaded, Diagnostics> {
+        match (self.running_of(document, protocols), self.load_pipelines()) {
             (Ok(overlaid), Ok(pipelines)) => Ok(Loaded {
                 file: self.config_name(),
                 config: overlaid.config,

@@ -210,32 +210,16 @@ fn read_file(path: &Path) -> Result<String, Diagnostics> {
 /// Every problem found, each at its position; the file name in the diagnostics is
 /// `path` as given. A file that cannot be read gives one diagnostic at 0:0.
 pub fn load_file(path: &Path, protocols: &Protocols) -> Result<GatewayConfig, Diagnostics> {
-    load_str(&path.display().to_string(), &read_file(path)?, protocols)
+    Document::read(path)?.config(protocols)
 }
 
 /// Reads and checks only the `collector` section of the configuration file at
-/// `path` (and the key files it names): what is needed before the gateway's
-/// components, and so its protocols, are known.
+/// `path` (and the key files it names).
 ///
 /// # Errors
 /// A file that cannot be read, a YAML syntax error, or the section's problems.
 pub fn load_collector(path: &Path) -> Result<CollectorConfig, Diagnostics> {
-    let file = path.display().to_string();
-    let root = yaml::parse(&file, &read_file(path)?)?;
-    let mut errors = Diagnostics::new(&file);
-    let mut collector = root
-        .as_map()
-        .and_then(|entries| entries.iter().find(|(k, _)| k.name == "collector"))
-        .map_or_else(CollectorConfig::default, |(_, node)| {
-            collector::read(node, &mut errors)
-        });
-    secrets::load(&mut collector, &mut [], base_of(&file), &mut errors);
-    errors.into_result(collector)
-}
-
-/// The directory key files are read from: the configuration file's.
-fn base_of(file: &str) -> &Path {
-    Path::new(file).parent().unwrap_or(Path::new(""))
+    Document::read(path)?.collector()
 }
 
 /// Reads and checks a configuration document, and the key files it names (a
@@ -249,17 +233,78 @@ pub fn load_str(
     text: &str,
     protocols: &Protocols,
 ) -> Result<GatewayConfig, Diagnostics> {
-    let root = yaml::parse(file, text)?;
-    let mut errors = Diagnostics::new(file);
-    let mut config = read_gateway(&root, protocols, &mut errors);
-    // Key files are read from beside the configuration file.
-    secrets::load(
-        &mut config.collector,
-        &mut config.tenants,
-        base_of(file),
-        &mut errors,
-    );
-    errors.into_result(config)
+    Document::parse(file, text)?.config(protocols)
+}
+
+/// A configuration file parsed, not yet checked: its `collector` section can
+/// be read first, to find the gateway's components (and so the protocols its
+/// channels may name), without parsing the file twice.
+#[derive(Debug)]
+pub struct Document {
+    /// The file's name, as diagnostics print it.
+    file: String,
+    root: Node,
+}
+
+impl Document {
+    /// Reads and parses the file at `path`.
+    ///
+    /// # Errors
+    /// A file that cannot be read (one diagnostic at 0:0), or a YAML syntax error.
+    pub fn read(path: &Path) -> Result<Self, Diagnostics> {
+        Self::parse(&path.display().to_string(), &read_file(path)?)
+    }
+
+    /// Parses `text`, named `file` in diagnostics.
+    ///
+    /// # Errors
+    /// A YAML syntax error.
+    pub fn parse(file: &str, text: &str) -> Result<Self, Diagnostics> {
+        Ok(Self {
+            file: file.to_owned(),
+            root: yaml::parse(file, text)?,
+        })
+    }
+
+    /// The `collector` section, checked, with the key files it names.
+    ///
+    /// # Errors
+    /// The section's problems.
+    pub fn collector(&self) -> Result<CollectorConfig, Diagnostics> {
+        let mut errors = Diagnostics::new(&self.file);
+        let mut collector = self
+            .root
+            .as_map()
+            .and_then(|entries| entries.iter().find(|(k, _)| k.name == "collector"))
+            .map_or_else(CollectorConfig::default, |(_, node)| {
+                collector::read(node, &mut errors)
+            });
+        secrets::load(&mut collector, &mut [], self.base(), &mut errors);
+        errors.into_result(collector)
+    }
+
+    /// The whole configuration, checked, with the key files it names; its
+    /// channels may name `protocols`.
+    ///
+    /// # Errors
+    /// Every problem found in the document, in line order.
+    pub fn config(&self, protocols: &Protocols) -> Result<GatewayConfig, Diagnostics> {
+        let mut errors = Diagnostics::new(&self.file);
+        let mut config = read_gateway(&self.root, protocols, &mut errors);
+        // Key files are read from beside the configuration file.
+        secrets::load(
+            &mut config.collector,
+            &mut config.tenants,
+            self.base(),
+            &mut errors,
+        );
+        errors.into_result(config)
+    }
+
+    /// The directory key files are read from: the configuration file's.
+    fn base(&self) -> &Path {
+        Path::new(&self.file).parent().unwrap_or(Path::new(""))
+    }
 }
 
 fn read_gateway(root: &Node, protocols: &Protocols, errors: &mut Diagnostics) -> GatewayConfig {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::compile::{self, Compiled, Conflict, Pools, Sources};
-use crate::config::CollectorConfig;
+use crate::config::{CollectorConfig, Document};
 use crate::deploy::Shelf;
 use crate::runtime::{LoadError, Registry, Runtime, RuntimeConfig};
 use crate::yaml::Diagnostics;
@@ -81,13 +81,19 @@ pub fn compile(sources: &Sources, purpose: Purpose) -> Result<Prepared, Refusal>
     // the data directory. With a collector section in error, the defaults
     // find the built-in ones, nothing is written, and the whole file's
     // problems are reported below.
-    let (registry, shelf) = match sources.load_collector() {
+    let document = sources.document().map_err(Refusal::Problems)?;
+    let collector = document
+        .as_ref()
+        .map_or_else(|| Ok(CollectorConfig::default()), Document::collector);
+    let (registry, shelf) = match collector {
         Ok(collector) => registry(&collector, purpose)?,
         Err(_) => registry(&CollectorConfig::default(), Purpose::Check)?,
     };
     let loaded = sources
-        .load(&registry.protocols())
+        .load_document(document.as_ref(), &registry.protocols())
         .map_err(Refusal::Problems)?;
+    // The file's tree (far larger than its text) goes before the devices are built.
+    drop(document);
     let conflicts = loaded.conflicts.clone();
     for conflict in &conflicts {
         tracing::warn!(
