@@ -149,7 +149,7 @@ impl DeviceContext<'_> {
             Ok(session) => session,
             Err(error) => {
                 let placed: Vec<_> = channel.placed_tags().collect();
-                report_call(errors, &error, channel.pos, &placed);
+                report_call(errors, &error, channel, &placed);
                 return None;
             }
         };

@@ -1,30 +1,33 @@
 //! A component's refusal, reported where the configuration says what it refused.
 
-use crate::config::{TagConfig, TagPositions};
+use crate::config::{ChannelConfig, TagConfig, TagPositions};
 use crate::runtime::CallError;
-use crate::yaml::{Diagnostics, Pos};
+use crate::yaml::Diagnostics;
 
-/// Reports `error` of a codec (or rules) call about `tags`: each issue at the tag
-/// (or the tag's address) it names, the others at `at`.
+/// Reports `error` of a codec's call about `channel`'s `tags`: each issue at
+/// the tag (or the tag's address) it names, or at the value of the channel
+/// setting it names, the others at the channel.
 pub fn report_call(
     errors: &mut Diagnostics,
     error: &CallError,
-    at: Pos,
+    channel: &ChannelConfig,
     tags: &[(&TagConfig, TagPositions)],
 ) {
     match error {
         CallError::Config { component, issues } => {
             for issue in issues {
-                let (pos, what) = match issue.tag.and_then(|t| tags.get(t as usize)) {
-                    Some((tag, written)) if issue.key == "address" => {
+                let setting = channel.options.iter().find(|o| o.key == issue.key);
+                let (pos, what) = match (issue.tag.and_then(|t| tags.get(t as usize)), setting) {
+                    (Some((tag, written)), _) if issue.key == "address" => {
                         (written.address, format!("tag `{}`", tag.spec.key))
                     }
-                    Some((tag, written)) => (written.entry, format!("tag `{}`", tag.spec.key)),
-                    None => (at, "channel".to_owned()),
+                    (Some((tag, written)), _) => (written.entry, format!("tag `{}`", tag.spec.key)),
+                    (None, Some(option)) => (option.value_pos, format!("`{}`", option.key)),
+                    (None, None) => (channel.pos, "channel".to_owned()),
                 };
                 errors.push(pos, format!("{what}: {component}: {}", issue.message));
             }
         }
-        other => errors.push(at, other.to_string()),
+        other => errors.push(channel.pos, other.to_string()),
     }
 }

@@ -131,7 +131,7 @@ devices:
         protocol: mc
         host: 127.0.0.1
         port: 5000
-        series: Q_L
+        series: A
         tags:
           - { key: s7ish, address: 'DB1.0', dataType: INT16 }
           - { key: fine, address: 'D100', dataType: INT16 }
@@ -150,9 +150,15 @@ fn bad_addresses_of_every_protocol_are_refused_by_check_and_run_alike() {
     );
     expect(&lines, &at(&dir, "gw.yaml", 25, "'DB.1'"), "tag `nodb`");
     expect(&lines, &at(&dir, "gw.yaml", 36, "'DB1.0'"), "tag `s7ish`");
+    // A setting the codec refuses in its own words, at the setting's value.
+    expect(
+        &lines,
+        &at(&dir, "gw.yaml", 34, "A"),
+        "`series`: mc: series A is not supported",
+    );
     assert_eq!(
         lines.len(),
-        5,
+        6,
         "nothing about the good tags:\n{}",
         lines.join("\n")
     );
