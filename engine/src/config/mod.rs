@@ -57,7 +57,7 @@ pub use device::DeviceConfig;
 pub use downlink::DownlinkConfig;
 pub use fence::{FenceEntry, FenceHost, FenceTarget};
 pub use keyfile::{KeyFile, MIN_KEY_BYTES, read_keys};
-pub use network::{HttpConfig, MqttConfig, NodeToken};
+pub use network::{HttpConfig, MqttConfig, NodeToken, TlsConfig};
 pub use product::ProductConfig;
 pub use protocol::{ChannelOption, ChannelProtocol, channel_settings};
 pub use sparkplug::{SparkplugConfig, UplinkPayload};
@@ -280,6 +280,9 @@ impl Document {
                 collector::read(node, &mut errors)
             });
         secrets::load(&mut collector, &mut [], self.base(), &mut errors);
+        if let Some(tls) = &mut collector.mqtt.tls {
+            tls.resolve(self.base());
+        }
         errors.into_result(collector)
     }
 
@@ -298,6 +301,9 @@ impl Document {
             self.base(),
             &mut errors,
         );
+        if let Some(tls) = &mut config.collector.mqtt.tls {
+            tls.resolve(self.base());
+        }
         errors.into_result(config)
     }
 

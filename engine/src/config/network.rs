@@ -2,6 +2,7 @@
 //! (`collector.mqtt`) and the local HTTP API (`collector.http`).
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use super::read::{
     Unique, at_least, list, ranged, read_at, required_name, required_text, text, text_at,
@@ -12,11 +13,14 @@ use crate::yaml::{Diagnostics, Fields, Kind, Node, Pos};
 /// `collector.mqtt`: the broker samples are published to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MqttConfig {
-    /// Host part of `brokerUrl` (`tcp://HOST:PORT` or `mqtt://HOST:PORT`; default
+    /// Host part of `brokerUrl` (`tcp://HOST:PORT` or `mqtt://HOST:PORT`, over
+    /// TLS `mqtts://HOST:PORT` or `ssl://HOST:PORT`; default
     /// `tcp://127.0.0.1:1883`). An IPv6 address is written in brackets and kept without.
     pub broker_host: String,
-    /// Port part of `brokerUrl` (default 1883).
+    /// Port part of `brokerUrl` (default 1883, 8883 over TLS).
     pub broker_port: u16,
+    /// Over TLS (`mqtts://`, `ssl://`): how (`tls`).
+    pub tls: Option<TlsConfig>,
     /// `clientId`: the MQTT client identifier. Without one, the engine makes one
     /// up the first time it runs on a data directory and keeps it there, so it
     /// stays the same across restarts (the broker keeps its session by it).
@@ -51,6 +55,7 @@ impl Default for MqttConfig {
         Self {
             broker_host: "127.0.0.1".to_owned(),
             broker_port: DEFAULT_MQTT_PORT,
+            tls: None,
             client_id: None,
             username: None,
             password: None,
@@ -65,6 +70,40 @@ impl Default for MqttConfig {
 
 /// The MQTT port when `brokerUrl` names none.
 const DEFAULT_MQTT_PORT: u16 = 1883;
+/// The MQTT port over TLS when `brokerUrl` names none.
+const DEFAULT_MQTTS_PORT: u16 = 8883;
+
+/// `collector.mqtt.tls`: how the broker is checked and how the engine proves
+/// who it is. The files are read at every connect, so a rotated certificate
+/// is used from the next reconnect; relative paths are from the
+/// configuration file's directory.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TlsConfig {
+    /// `caFile`: PEM certificates the broker's must chain to; the system's
+    /// roots without it.
+    pub ca_file: Option<PathBuf>,
+    /// `certFile`: the engine's certificate chain (PEM), for mutual TLS.
+    pub cert_file: Option<PathBuf>,
+    /// `keyFile`: its private key (PEM: PKCS#8, RSA or EC).
+    pub key_file: Option<PathBuf>,
+    /// `alpn`: protocol names offered in the handshake (`x-amzn-mqtt-ca` for
+    /// AWS IoT on port 443).
+    pub alpn: Vec<String>,
+}
+
+impl TlsConfig {
+    /// The paths made relative to `base`, the configuration file's directory.
+    pub(super) fn resolve(&mut self, base: &Path) {
+        for path in [&mut self.ca_file, &mut self.cert_file, &mut self.key_file]
+            .into_iter()
+            .flatten()
+        {
+            if path.is_relative() {
+                *path = base.join(&*path);
+            }
+        }
+    }
+}
 
 /// `collector.http`: the local HTTP API.
 #[derive(Debug, Clone)]
@@ -157,12 +196,13 @@ pub(super) fn read_mqtt(node: &Node, errors: &mut Diagnostics) -> MqttConfig {
     let Some(mut f) = Fields::of(node, "collector.mqtt", errors) else {
         return d;
     };
-    let (broker_host, broker_port) = f
+    let (broker_host, broker_port, secure) = f
         .optional_with("brokerUrl", errors, |node| match &node.kind {
             Kind::Str(url) => parse_broker_url(url),
             other => Err(format!("expected a URL, found {}", other.describe())),
         })
-        .unwrap_or((d.broker_host, d.broker_port));
+        .unwrap_or((d.broker_host, d.broker_port, false));
+    let tls = read_tls(&mut f, secure, errors);
     let client_id = text(&mut f, "clientId", errors);
     let username = text_at(&mut f, "username", errors).map(|(v, _)| v);
     let password = text_at(&mut f, "password", errors).map(|(v, _)| v);
@@ -202,6 +242,7 @@ pub(super) fn read_mqtt(node: &Node, errors: &mut Diagnostics) -> MqttConfig {
     MqttConfig {
         broker_host,
         broker_port,
+        tls,
         client_id,
         username,
         password,
@@ -213,18 +254,79 @@ pub(super) fn read_mqtt(node: &Node, errors: &mut Diagnostics) -> MqttConfig {
     }
 }
 
-/// Splits `tcp://HOST[:PORT]` or `mqtt://HOST[:PORT]` into host and port.
-fn parse_broker_url(url: &str) -> Result<(String, u16), String> {
+/// `tls` of a broker over TLS (`secure`); refused beside a plain one.
+fn read_tls(f: &mut Fields<'_>, secure: bool, errors: &mut Diagnostics) -> Option<TlsConfig> {
+    let node = f.node("tls");
+    if !secure {
+        if let Some(node) = node {
+            errors.push(
+                node.pos,
+                "`tls`: the broker URL is plain MQTT; write mqtts://HOST:PORT (or ssl://) to use TLS",
+            );
+        }
+        return None;
+    }
+    let Some(node) = node else {
+        return Some(TlsConfig::default());
+    };
+    let mut t = Fields::of(node, "collector.mqtt.tls", errors)?;
+    let path = |t: &mut Fields<'_>, key: &'static str, errors: &mut Diagnostics| {
+        text_at(t, key, errors).map(|(path, _)| PathBuf::from(path))
+    };
+    let ca_file = path(&mut t, "caFile", errors);
+    let cert_file = path(&mut t, "certFile", errors);
+    let key_file = path(&mut t, "keyFile", errors);
+    let alpn = t
+        .node("alpn")
+        .map(|n| list(n, "alpn", errors))
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|item| match &item.kind {
+            Kind::Str(name) if !name.is_empty() && name.len() <= 255 => Some(name.clone()),
+            other => {
+                errors.push(
+                    item.pos,
+                    format!(
+                        "`alpn`: expected a protocol name, found {}",
+                        other.describe()
+                    ),
+                );
+                None
+            }
+        })
+        .collect();
+    if cert_file.is_some() != key_file.is_some() {
+        errors.push(
+            node.pos,
+            "`tls`: mutual TLS needs both `certFile` and `keyFile`",
+        );
+    }
+    t.finish(errors);
+    Some(TlsConfig {
+        ca_file,
+        cert_file,
+        key_file,
+        alpn,
+    })
+}
+
+/// Splits `tcp://HOST[:PORT]`, `mqtt://HOST[:PORT]`, `mqtts://HOST[:PORT]` or
+/// `ssl://HOST[:PORT]` into host, port and whether it is over TLS.
+fn parse_broker_url(url: &str) -> Result<(String, u16, bool), String> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(format!(
-            "`{url}` is not a broker URL: expected tcp://HOST:PORT or mqtt://HOST:PORT"
+            "`{url}` is not a broker URL: expected tcp://HOST:PORT, mqtt://HOST:PORT, mqtts://HOST:PORT or ssl://HOST:PORT"
         ));
     };
-    if scheme != "tcp" && scheme != "mqtt" {
-        return Err(format!(
-            "scheme `{scheme}://` is not supported: expected tcp:// or mqtt://"
-        ));
-    }
+    let secure = match scheme {
+        "tcp" | "mqtt" => false,
+        "mqtts" | "ssl" => true,
+        _ => {
+            return Err(format!(
+                "scheme `{scheme}://` is not supported: expected tcp://, mqtt://, mqtts:// or ssl://"
+            ));
+        }
+    };
     if rest.contains('@') {
         return Err(
             "put the user name and password under `username` and `password`, not in the URL"
@@ -264,13 +366,14 @@ fn parse_broker_url(url: &str) -> Result<(String, u16), String> {
         return Err(format!("`{url}` names no host"));
     }
     let port = match port {
+        None if secure => DEFAULT_MQTTS_PORT,
         None => DEFAULT_MQTT_PORT,
         Some(port) => match port.parse::<u16>() {
             Ok(port) if port != 0 => port,
             _ => return Err(format!("`{port}` is not a port number (1 to 65535)")),
         },
     };
-    Ok((host.to_owned(), port))
+    Ok((host.to_owned(), port, secure))
 }
 
 /// Reads `collector.http`.
@@ -419,15 +522,18 @@ mod tests {
     #[test]
     fn broker_urls() {
         let ok = |url: &str| parse_broker_url(url).expect(url);
-        assert_eq!(ok("tcp://127.0.0.1:1883"), ("127.0.0.1".to_owned(), 1883));
-        assert_eq!(ok("mqtt://broker:8883"), ("broker".to_owned(), 8883));
-        assert_eq!(ok("tcp://broker"), ("broker".to_owned(), 1883));
-        assert_eq!(ok("tcp://[::1]:1884"), ("::1".to_owned(), 1884));
-        assert_eq!(ok("tcp://[fe80::1]"), ("fe80::1".to_owned(), 1883));
+        let plain = |host: &str, port| (host.to_owned(), port, false);
+        assert_eq!(ok("tcp://127.0.0.1:1883"), plain("127.0.0.1", 1883));
+        assert_eq!(ok("mqtt://broker:8883"), plain("broker", 8883));
+        assert_eq!(ok("tcp://broker"), plain("broker", 1883));
+        assert_eq!(ok("tcp://[::1]:1884"), plain("::1", 1884));
+        assert_eq!(ok("tcp://[fe80::1]"), plain("fe80::1", 1883));
+        assert_eq!(ok("mqtts://broker"), ("broker".to_owned(), 8883, true));
+        assert_eq!(ok("ssl://broker:443"), ("broker".to_owned(), 443, true));
 
         let err = |url: &str| parse_broker_url(url).expect_err(url);
         assert!(err("127.0.0.1:1883").contains("is not a broker URL"));
-        assert!(err("ssl://broker:8883").contains("scheme `ssl://` is not supported"));
+        assert!(err("wss://broker:8883").contains("scheme `wss://` is not supported"));
         assert!(err("tcp://:1883").contains("names no host"));
         assert!(err("tcp://broker:http").contains("`http` is not a port number"));
         assert!(err("tcp://broker:0").contains("`0` is not a port number"));
@@ -440,10 +546,38 @@ mod tests {
 
     #[test]
     fn broker_url_error_is_at_the_value() {
-        let errors = errors_of("collector:\n  mqtt:\n    brokerUrl: ssl://broker:8883\n");
+        let errors = errors_of("collector:\n  mqtt:\n    brokerUrl: ws://broker:8883\n");
         assert_eq!(
             errors.to_string(),
-            "gw.yaml:3:16: `brokerUrl`: scheme `ssl://` is not supported: expected tcp:// or mqtt://"
+            "gw.yaml:3:16: `brokerUrl`: scheme `ws://` is not supported: expected tcp://, mqtt://, mqtts:// or ssl://"
+        );
+    }
+
+    #[test]
+    fn tls_settings_go_with_a_tls_url_and_paths_are_from_the_file() {
+        let config = load_ok(
+            "collector:\n  mqtt:\n    brokerUrl: mqtts://broker\n    tls: { caFile: ca.pem, certFile: /etc/gw.pem, keyFile: gw.key, alpn: [x-amzn-mqtt-ca] }\n",
+        );
+        let tls = config.collector.mqtt.tls.expect("tls");
+        assert_eq!(config.collector.mqtt.broker_port, 8883);
+        assert_eq!(tls.ca_file, Some(PathBuf::from("ca.pem")));
+        assert_eq!(tls.cert_file, Some(PathBuf::from("/etc/gw.pem")));
+        assert_eq!(tls.alpn, ["x-amzn-mqtt-ca"]);
+        let text = errors_of(
+            "collector:\n  mqtt:\n    brokerUrl: tcp://broker\n    tls: { caFile: ca.pem }\n",
+        )
+        .to_string();
+        assert!(
+            text.contains("gw.yaml:4:10: `tls`: the broker URL is plain MQTT"),
+            "{text}"
+        );
+        let text = errors_of(
+            "collector:\n  mqtt:\n    brokerUrl: ssl://broker\n    tls: { certFile: gw.pem }\n",
+        )
+        .to_string();
+        assert!(
+            text.contains("needs both `certFile` and `keyFile`"),
+            "{text}"
         );
     }
 

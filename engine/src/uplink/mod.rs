@@ -20,6 +20,7 @@ mod publisher;
 mod refusals;
 mod sparkplug;
 mod stats;
+mod tls;
 mod wire;
 
 pub use guard::{Admitted, Authority, DownlinkGuard};

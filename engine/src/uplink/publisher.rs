@@ -22,9 +22,10 @@ use super::connection::{Carried, Connection, Ended, INFLIGHT, Route};
 use super::message::{Downlink, DownlinkRoute, Input, NodeEvent};
 use super::outbound::Outbound;
 use super::sparkplug::EdgeNode;
+use super::tls;
 use super::wire::Wire;
 use crate::clock::now_ms;
-use crate::config::{BackoffConfig, MqttConfig};
+use crate::config::{BackoffConfig, MqttConfig, TlsConfig};
 use crate::io::{Jitter, delay};
 use crate::model::EntityState;
 use crate::mqtt::{Topics, status};
@@ -53,6 +54,8 @@ const MAX_INCOMING_PACKET: usize = 268_435_455;
 
 pub(super) struct Publisher {
     options: MqttOptions,
+    /// `collector.mqtt.tls`, for a broker over TLS.
+    tls: Option<TlsConfig>,
     status_topic: String,
     /// The largest packet the broker takes (`collector.mqtt.maxPacketKb`).
     max_packet: usize,
@@ -118,6 +121,7 @@ impl Publisher {
         }
         Self {
             options,
+            tls: config.tls.clone(),
             status_topic,
             max_packet,
             route,
@@ -158,7 +162,18 @@ impl Publisher {
             }
             let outbound = Outbound::new(QUEUE_CAPACITY, self.max_packet);
             let mut connection = Connection::new(number, outbound, self.route.clone(), carried);
-            let mut wire = Wire::new(options, QUEUE_CAPACITY);
+            // The TLS files are read at every connect (a rotated certificate
+            // is used from the next one).
+            let made = match &self.tls {
+                Some(tls) => tls::transport(tls).map(|t| {
+                    options.set_transport(t);
+                }),
+                None => Ok(()),
+            };
+            let mut wire = match made {
+                Ok(()) => Wire::new(options, QUEUE_CAPACITY),
+                Err(problem) => Wire::unusable(options, problem),
+            };
             let outcome = self.drive(&mut connection, &mut wire, &mut between).await;
             if let Outcome::ShutDown = outcome {
                 self.goodbye(&mut connection, &mut wire).await;
@@ -369,10 +384,11 @@ impl Publisher {
 
     /// The connection failed: counted, and logged once per outage.
     fn lost(&self, error: &rumqttc::ConnectionError) {
+        let cause = tls::cause(error);
         if self.route.stats.set_connected(false) {
-            tracing::warn!(%error, "lost the MQTT broker");
+            tracing::warn!(error = %cause, "lost the MQTT broker");
         }
-        *lock(&self.route.stats.last_error) = error.to_string();
+        *lock(&self.route.stats.last_error) = cause;
     }
 
     /// Subscribes to the downlink, and the edge node to its commands.

@@ -23,6 +23,9 @@ pub(super) struct Wire {
     eventloop: EventLoop,
     /// Publishes the broker may leave unacknowledged at once.
     window: u16,
+    /// Why this connection cannot even be tried (its TLS files), said at
+    /// the first poll as the connection's failure.
+    unusable: Option<String>,
 }
 
 impl Wire {
@@ -33,6 +36,16 @@ impl Wire {
         Self {
             eventloop: EventLoop::new(options, capacity),
             window,
+            unusable: None,
+        }
+    }
+
+    /// A wire whose connection cannot be tried: its first poll fails with
+    /// `problem`.
+    pub(super) fn unusable(options: MqttOptions, problem: String) -> Self {
+        Self {
+            unusable: Some(problem),
+            ..Self::new(options, 1)
         }
     }
 
@@ -41,6 +54,9 @@ impl Wire {
     /// # Errors
     /// The connection could not be made, or failed.
     pub(super) async fn poll(&mut self) -> Result<Event, ConnectionError> {
+        if let Some(problem) = self.unusable.take() {
+            return Err(ConnectionError::Io(std::io::Error::other(problem)));
+        }
         self.eventloop.poll().await
     }
 

@@ -26,6 +26,7 @@ mod leases;
 mod modbus_codec;
 mod modbus_rtu;
 mod modbus_slice;
+mod mqtt_tls;
 mod openapi;
 mod peers_harness;
 mod protocols;

@@ -395,6 +395,110 @@ impl PyModbus {
     }
 }
 
+/// Certificates made by the `openssl` command for a test, in `dir`: a CA
+/// (`ca.pem`), a broker certificate for 127.0.0.1 (`trusted`), one for another
+/// name (`stranger`), a client certificate of the CA (`client`) and one of
+/// another CA (`intruder`), each `NAME.pem` with `NAME.key`.
+pub struct Certificates {
+    pub dir: PathBuf,
+}
+
+impl Certificates {
+    pub fn make(name: &str) -> Self {
+        let dir = scratch_dir(name, free_port());
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .unwrap_or_else(|e| panic!("openssl: {e} ({SETUP_HINT})"));
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ca = |name: &str| {
+            openssl(&[
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.pem"),
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN={name}"),
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ]);
+        };
+        ca("ca");
+        ca("other-ca");
+        let leaf = |name: &str, issuer: &str, ext: &str| {
+            openssl(&[
+                "req",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+                "-subj",
+                &format!("/CN={name}"),
+            ]);
+            fs::write(dir.join(format!("{name}.ext")), ext).expect("extensions");
+            openssl(&[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                &format!("{issuer}.pem"),
+                "-CAkey",
+                &format!("{issuer}.key"),
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                &format!("{name}.pem"),
+                "-extfile",
+                &format!("{name}.ext"),
+            ]);
+        };
+        let server = "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n";
+        leaf(
+            "trusted",
+            "ca",
+            &format!("{server}subjectAltName=IP:127.0.0.1\n"),
+        );
+        leaf(
+            "stranger",
+            "ca",
+            &format!("{server}subjectAltName=DNS:broker.example\n"),
+        );
+        let client = "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n";
+        leaf("client", "ca", client);
+        leaf("intruder", "other-ca", client);
+        Self { dir }
+    }
+
+    pub fn path(&self, file: &str) -> String {
+        self.dir.join(file).display().to_string()
+    }
+}
+
 /// DL/T 645-2007 meters of `tests/peers/dlt645_meter.py` (the `dlt645`
 /// package's meter). `map` looks like `{"address": "000000000001", "values":
 /// {"02010100": 229.7}}`: values by data identifier.
@@ -604,6 +708,12 @@ impl Mosquitto {
     /// Starts a broker on a free port with more lines of configuration
     /// (`max_packet_size 2048\n`, say).
     pub fn start_with(extra: &str) -> Peer {
+        Self::start_configured("", extra)
+    }
+
+    /// A broker whose configuration starts with `head` (options that must come
+    /// before any listener) and ends with `extra`.
+    fn start_configured(head: &str, extra: &str) -> Peer {
         let port = free_port();
         let dir = scratch_dir("mosquitto", port);
         let data = dir.join("data");
@@ -611,7 +721,7 @@ impl Mosquitto {
         // `user root`: started as root, Mosquitto would otherwise switch to
         // the `mosquitto` user, which cannot write the persistence directory.
         let config = format!(
-            "listener {port} 127.0.0.1\n\
+            "{head}listener {port} 127.0.0.1\n\
              allow_anonymous true\n\
              persistence true\n\
              persistence_location {}/\n\
@@ -626,6 +736,32 @@ impl Mosquitto {
             .unwrap_or_else(|e| panic!("write {}: {e}", config_path.display()));
         let args = vec!["-c".to_string(), config_path.display().to_string()];
         Peer::launch_in("mosquitto", port, Self::binary(), args, dir)
+    }
+
+    /// Starts a broker with a plain listener (the peer's port, for the tests'
+    /// subscribers) and a TLS one on another free port (returned), serving
+    /// `certs`' server certificate for `server` (`trusted` or `stranger`); with
+    /// `require_certificate`, only clients with a certificate of the CA get in.
+    pub fn start_tls(certs: &Certificates, server: &str, require_certificate: bool) -> (Peer, u16) {
+        let tls_port = free_port();
+        let dir = &certs.dir;
+        let extra = format!(
+            "listener {tls_port} 127.0.0.1\n\
+             allow_anonymous true\n\
+             cafile {ca}\n\
+             certfile {cert}\n\
+             keyfile {key}\n\
+             require_certificate {require_certificate}\n",
+            ca = dir.join("ca.pem").display(),
+            cert = dir.join(format!("{server}.pem")).display(),
+            key = dir.join(format!("{server}.key")).display(),
+        );
+        // With `per_listener_settings` (before any listener), each listener
+        // has its own `allow_anonymous` and certificates.
+        (
+            Self::start_configured("per_listener_settings true\n", &extra),
+            tls_port,
+        )
     }
 
     /// Debian's broker path, else `mosquitto` from PATH.

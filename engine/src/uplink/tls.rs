@@ -1,0 +1,145 @@
+//! MQTT over TLS (rustls with ring, no OpenSSL): the client configuration made
+//! from `collector.mqtt.tls` at every connect, so a rotated certificate or CA
+//! is used from the next reconnect, and a failed handshake said in words.
+
+use std::io::BufReader;
+use std::path::Path;
+use std::sync::Arc;
+
+use rumqttc::{ConnectionError, TlsConfiguration, Transport};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{AlertDescription, CertificateError, ClientConfig, RootCertStore};
+
+use crate::config::TlsConfig;
+
+/// The transport of one connect: the files read now.
+///
+/// # Errors
+/// A file that cannot be read or holds no certificate (key), in words
+/// naming the file.
+pub(super) fn transport(tls: &TlsConfig) -> Result<Transport, String> {
+    // ring, not aws-lc-rs: no C library to build for the gateway targets. rustls
+    // marks it deprecated because it offers no post-quantum key exchange,
+    // which MQTT brokers do not ask for.
+    #[allow(deprecated)]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_root_certificates(roots(tls.ca_file.as_deref())?);
+    let mut config = match (&tls.cert_file, &tls.key_file) {
+        (Some(cert), Some(key)) => builder
+            .with_client_auth_cert(certificates(cert)?, private_key(key)?)
+            .map_err(|e| format!("TLS client certificate {}: {e}", cert.display()))?,
+        _ => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = tls.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+    Ok(Transport::tls_with_config(TlsConfiguration::Rustls(
+        Arc::new(config),
+    )))
+}
+
+/// The roots the broker's certificate must chain to: `ca_file`'s, else the
+/// system's.
+fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    match ca_file {
+        Some(file) => {
+            let (added, _) = roots.add_parsable_certificates(certificates(file)?);
+            if added == 0 {
+                return Err(format!(
+                    "TLS caFile {}: no usable CA certificate",
+                    file.display()
+                ));
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            let (added, _) = roots.add_parsable_certificates(found.certs);
+            if added == 0 {
+                return Err(
+                    "TLS: the system has no CA certificates; name one with `tls.caFile`".into(),
+                );
+            }
+        }
+    }
+    Ok(roots)
+}
+
+fn read(file: &Path, what: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(file).map_err(|e| format!("TLS {what} {}: {e}", file.display()))
+}
+
+/// The PEM certificates of `file`.
+fn certificates(file: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let bytes = read(file, "certificate file")?;
+    let certs: Vec<_> = rustls_pemfile::certs(&mut BufReader::new(bytes.as_slice()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("TLS certificate file {}: {e}", file.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "TLS certificate file {}: no PEM certificate in it",
+            file.display()
+        ));
+    }
+    Ok(certs)
+}
+
+/// The PEM private key of `file` (PKCS#8, RSA or EC).
+fn private_key(file: &Path) -> Result<PrivateKeyDer<'static>, String> {
+    let bytes = read(file, "key file")?;
+    rustls_pemfile::private_key(&mut BufReader::new(bytes.as_slice()))
+        .map_err(|e| format!("TLS key file {}: {e}", file.display()))?
+        .ok_or_else(|| {
+            format!(
+                "TLS key file {}: no PEM private key (PKCS#8, RSA or EC) in it",
+                file.display()
+            )
+        })
+}
+
+/// Why a connection failed, in words: a TLS handshake's cause named (unknown
+/// issuer, expired, name mismatch, certificate required, the client's
+/// certificate refused), anything else as the client says it.
+pub(super) fn cause(error: &ConnectionError) -> String {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(tls) = current.downcast_ref::<rustls::Error>() {
+            return format!("TLS handshake failed: {}", tls_cause(tls));
+        }
+        // An I/O error's `source` skips the error it wraps (rustls's).
+        source = match current.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => current.source(),
+        };
+    }
+    error.to_string()
+}
+
+fn tls_cause(error: &rustls::Error) -> String {
+    use rustls::Error::{AlertReceived, InvalidCertificate};
+    match error {
+        InvalidCertificate(CertificateError::UnknownIssuer) => {
+            "unknown issuer: the broker's certificate is not signed by a trusted CA (`tls.caFile`)"
+                .into()
+        }
+        InvalidCertificate(CertificateError::Expired | CertificateError::ExpiredContext { .. }) => {
+            "expired: the broker's certificate is past its validity".into()
+        }
+        InvalidCertificate(
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+        ) => "name mismatch: the broker's certificate is not for the host of `brokerUrl`".into(),
+        AlertReceived(AlertDescription::CertificateRequired) => {
+            "certificate required: the broker wants a client certificate (`tls.certFile`, `tls.keyFile`)"
+                .into()
+        }
+        AlertReceived(
+            AlertDescription::UnknownCA
+            | AlertDescription::BadCertificate
+            | AlertDescription::CertificateUnknown,
+        ) => "the broker refused the client certificate (not signed by a CA it trusts)".into(),
+        other => other.to_string(),
+    }
+}

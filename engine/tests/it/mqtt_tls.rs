@@ -1,0 +1,132 @@
+//! MQTT over TLS against Mosquitto's TLS listener, with certificates the test
+//! makes with `openssl`: the broker checked against `tls.caFile`, mutual TLS
+//! with a client certificate, and the failures a platform engineer meets (a
+//! broker certificate for another name, a client certificate of another CA)
+//! named in `/health` while the engine stays up and connects once the files
+//! are fixed, without a restart.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::config::{Device, Gateway, Tag};
+use crate::support::engine::{Engine, scratch_dir};
+use crate::support::mqtt::Subscriber;
+use crate::support::peers::{Certificates, Mosquitto, free_port};
+
+const ADMIN: &str = "admin-token";
+const TOPIC: &str = "P/d/property/post";
+
+/// A gateway reporting one simulated register to the broker's TLS port.
+fn gateway(tls_port: u16, http: u16, sim: u16, tls: Value) -> String {
+    Gateway::without_client_id(0)
+        .set("mqtt.brokerUrl", format!("mqtts://127.0.0.1:{tls_port}"))
+        .set("mqtt.tls", tls)
+        .set("backoff.baseMs", 200)
+        .set("backoff.maxMs", 500)
+        .http(http, ADMIN)
+        .device(Device::modbus("d", sim).tag(Tag::new("t", "40001", "UINT16", 200)))
+        .yaml()
+}
+
+async fn broker_error(http: u16, words: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let health = Engine::health(http, ADMIN).await;
+        let said = health["broker"]["lastError"].as_str().unwrap_or("");
+        if said.contains(words) {
+            assert_eq!(health["broker"]["connected"], false, "{health}");
+            return health;
+        }
+        assert!(Instant::now() < deadline, "no `{words}` in {health}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_reports_and_a_wrong_client_certificate_is_named_then_fixed_without_a_restart() {
+    let certs = Certificates::make("mtls");
+    let (broker, tls_port) = Mosquitto::start_tls(&certs, "trusted", true);
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let (sim, handle) = crate::support::sim::simulator(10, Duration::ZERO).await;
+    sim.set_holding(0, &[42]);
+    let http = free_port();
+    let dir = scratch_dir("mtls");
+    // The engine's certificate files, which the test puts in place as it runs.
+    let (cert, key) = (dir.join("gw.pem"), dir.join("gw.key"));
+    let tls = serde_json::json!({
+        "caFile": certs.path("ca.pem"), "certFile": "gw.pem", "keyFile": "gw.key",
+    });
+    let sim_port = handle.local_addr().port();
+    let mut engine = Engine::start(&dir, &gateway(tls_port, http, sim_port, tls));
+    let pid = engine.pid();
+    // No files yet: said, and tried again.
+    broker_error(http, "gw.pem: No such file").await;
+    std::fs::copy(certs.dir.join("intruder.pem"), &cert).expect("cert");
+    std::fs::copy(certs.dir.join("intruder.key"), &key).expect("key");
+    // A client certificate of another CA: the broker refuses it, and says so.
+    broker_error(
+        http,
+        "TLS handshake failed: the broker refused the client certificate",
+    )
+    .await;
+    assert!(subscriber.on(TOPIC).is_empty());
+    // The right certificate, picked up at the next reconnect.
+    std::fs::copy(certs.dir.join("client.pem"), &cert).expect("cert");
+    std::fs::copy(certs.dir.join("client.key"), &key).expect("key");
+    subscriber
+        .until_value(TOPIC, 42.0, "reports over mutual TLS")
+        .await;
+    let health = Engine::health(http, ADMIN).await;
+    assert_eq!(health["broker"]["connected"], true, "{health}");
+    engine.assert_running();
+    assert_eq!(engine.pid(), pid);
+
+    // Without a certificate of its own the broker will not have the engine.
+    let http = free_port();
+    let tls = serde_json::json!({ "caFile": certs.path("ca.pem") });
+    let _alone = Engine::start(
+        &scratch_dir("mtls-none"),
+        &gateway(tls_port, http, sim_port, tls),
+    );
+    broker_error(http, "certificate required").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_broker_is_checked_against_the_ca_and_its_name() {
+    let certs = Certificates::make("tls-server");
+    // A broker whose certificate is for another name: refused, named.
+    let (stranger, stranger_port) = Mosquitto::start_tls(&certs, "stranger", false);
+    let (sim, handle) = crate::support::sim::simulator(10, Duration::ZERO).await;
+    sim.set_holding(0, &[7]);
+    let sim_port = handle.local_addr().port();
+    let http = free_port();
+    let tls = serde_json::json!({ "caFile": certs.path("ca.pem") });
+    let mut engine = Engine::start(
+        &scratch_dir("tls-name"),
+        &gateway(stranger_port, http, sim_port, tls.clone()),
+    );
+    broker_error(http, "name mismatch").await;
+    engine.assert_running();
+    drop(engine);
+    drop(stranger);
+
+    // Without the CA, the system's roots do not know the test's CA.
+    let (broker, tls_port) = Mosquitto::start_tls(&certs, "trusted", false);
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let engine = Engine::start(
+        &scratch_dir("tls-issuer"),
+        &gateway(tls_port, http, sim_port, serde_json::json!({})),
+    );
+    broker_error(http, "unknown issuer").await;
+    drop(engine);
+
+    // With it: the broker is trusted, reports flow.
+    let http = free_port();
+    let _engine = Engine::start(
+        &scratch_dir("tls-ok"),
+        &gateway(tls_port, http, sim_port, tls),
+    );
+    subscriber.until_value(TOPIC, 7.0, "reports over TLS").await;
+}
