@@ -51,6 +51,10 @@ struct Broker {
     /// Reports waiting in the client for the broker.
     backlog: usize,
     last_error: String,
+    /// Days until the client certificate (mutual TLS) of the last connect
+    /// expires; absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_certificate_days_left: Option<i64>,
 }
 
 /// The write-ahead log reports wait in until the broker has them.
@@ -163,6 +167,7 @@ fn read_health(state: &ApiState) -> ApiReply {
             dropped: uplink.dropped(),
             backlog: uplink.backlog(),
             last_error: uplink.last_error(),
+            client_certificate_days_left: uplink.client_certificate_days_left(),
         },
         wal: wal(state),
         devices: DeviceCounts {

@@ -11,6 +11,7 @@
 //! outbox (write-ahead log) and the publisher sends them from there, releasing each
 //! on its PUBACK. Publishing never blocks a poll round.
 
+mod certificate;
 mod connection;
 mod guard;
 mod handle;

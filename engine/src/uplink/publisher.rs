@@ -165,8 +165,9 @@ impl Publisher {
             // The TLS files are read at every connect (a rotated certificate
             // is used from the next one).
             let made = match &self.tls {
-                Some(tls) => tls::transport(tls).map(|t| {
-                    options.set_transport(t);
+                Some(tls) => tls::transport(tls).map(|(transport, expires)| {
+                    options.set_transport(transport);
+                    self.route.stats.set_client_certificate_expiry(expires);
                 }),
                 None => Ok(()),
             };

@@ -1,14 +1,44 @@
 //! Counters of the uplink, for `/health` and `/metrics`.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::clock::now_ms;
 use crate::sync::lock;
-use crate::telemetry::{Counter, Gauge, Histogram, Metrics};
+use crate::telemetry::{
+    Collector, ConstGauge, Counter, DescriptorEncoder, Gauge, Histogram, Metrics, encode_scraped,
+};
 
 /// Upper bounds (s) of the publish latency histogram (queued to PUBACK).
 const PUBLISH_BUCKETS_S: [f64; 10] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+
+/// Whole days from now until `expiry_ms` (0: none).
+fn days_left(expiry_ms: &AtomicI64) -> Option<i64> {
+    match expiry_ms.load(Ordering::Relaxed) {
+        0 => None,
+        expires => Some((expires - now_ms()).div_euclid(86_400_000)),
+    }
+}
+
+/// The days left on the client certificate, computed at each scrape.
+#[derive(Debug)]
+struct CertificateDays(Arc<AtomicI64>);
+
+impl Collector for CertificateDays {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        let Some(days) = days_left(&self.0) else {
+            return Ok(());
+        };
+        encode_scraped(
+            &mut encoder,
+            "sluice_mqtt_client_certificate_days_left",
+            "Days until the MQTT client certificate of the last connect expires.",
+            &ConstGauge::new(days),
+        )
+    }
+}
 
 /// Counters of the uplink, for `/health` and `/metrics`.
 #[derive(Debug)]
@@ -19,6 +49,9 @@ pub struct UplinkStats {
     pub(super) acked: Counter,
     pub(super) dropped: Counter,
     pub(super) last_error: Mutex<String>,
+    /// When the client certificate of the last connect stops being valid, ms
+    /// since the epoch; 0 without one.
+    client_certificate_expiry_ms: Arc<AtomicI64>,
     /// When each QoS 1 publish awaiting its PUBACK was queued, oldest first (a
     /// broker acknowledges QoS 1 publishes of one connection in order).
     pending: Mutex<VecDeque<Instant>>,
@@ -35,6 +68,7 @@ impl Default for UplinkStats {
             acked: Counter::default(),
             dropped: Counter::default(),
             last_error: Mutex::default(),
+            client_certificate_expiry_ms: Arc::default(),
             pending: Mutex::default(),
             backlog: Gauge::default(),
             latency: Histogram::new(PUBLISH_BUCKETS_S),
@@ -81,6 +115,20 @@ impl UplinkStats {
             "Time from queueing a QoS 1 publish to its PUBACK.",
             self.latency.clone(),
         );
+        metrics.collect(CertificateDays(Arc::clone(
+            &self.client_certificate_expiry_ms,
+        )));
+    }
+
+    /// Days until the client certificate of the last connect stops being
+    /// valid (negative once it has), without one `None`.
+    pub fn client_certificate_days_left(&self) -> Option<i64> {
+        days_left(&self.client_certificate_expiry_ms)
+    }
+
+    pub(super) fn set_client_certificate_expiry(&self, expires_ms: Option<i64>) {
+        self.client_certificate_expiry_ms
+            .store(expires_ms.unwrap_or(0), Ordering::Relaxed);
     }
 
     pub fn connected(&self) -> bool {

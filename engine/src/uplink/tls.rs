@@ -10,14 +10,16 @@ use rumqttc::{ConnectionError, TlsConfiguration, Transport};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{AlertDescription, CertificateError, ClientConfig, RootCertStore};
 
+use super::certificate::not_after_ms;
 use crate::config::TlsConfig;
 
-/// The transport of one connect: the files read now.
+/// The transport of one connect: the files read now; with the end of the
+/// client certificate's validity (ms since the epoch), when there is one.
 ///
 /// # Errors
 /// A file that cannot be read or holds no certificate (key), in words
 /// naming the file.
-pub(super) fn transport(tls: &TlsConfig) -> Result<Transport, String> {
+pub(super) fn transport(tls: &TlsConfig) -> Result<(Transport, Option<i64>), String> {
     // ring, not aws-lc-rs: no C library to build for the gateway targets. rustls
     // marks it deprecated because it offers no post-quantum key exchange,
     // which MQTT brokers do not ask for.
@@ -27,16 +29,20 @@ pub(super) fn transport(tls: &TlsConfig) -> Result<Transport, String> {
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS: {e}"))?
         .with_root_certificates(roots(tls.ca_file.as_deref())?);
-    let mut config = match (&tls.cert_file, &tls.key_file) {
-        (Some(cert), Some(key)) => builder
-            .with_client_auth_cert(certificates(cert)?, private_key(key)?)
-            .map_err(|e| format!("TLS client certificate {}: {e}", cert.display()))?,
-        _ => builder.with_no_client_auth(),
+    let (mut config, expires) = match (&tls.cert_file, &tls.key_file) {
+        (Some(cert), Some(key)) => {
+            let chain = certificates(cert)?;
+            let expires = chain.first().and_then(|c| not_after_ms(c));
+            let config = builder
+                .with_client_auth_cert(chain, private_key(key)?)
+                .map_err(|e| format!("TLS client certificate {}: {e}", cert.display()))?;
+            (config, expires)
+        }
+        _ => (builder.with_no_client_auth(), None),
     };
     config.alpn_protocols = tls.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
-    Ok(Transport::tls_with_config(TlsConfiguration::Rustls(
-        Arc::new(config),
-    )))
+    let transport = Transport::tls_with_config(TlsConfiguration::Rustls(Arc::new(config)));
+    Ok((transport, expires))
 }
 
 /// The roots the broker's certificate must chain to: `ca_file`'s, else the

@@ -79,6 +79,15 @@ async fn mutual_tls_reports_and_a_wrong_client_certificate_is_named_then_fixed_w
         .await;
     let health = Engine::health(http, ADMIN).await;
     assert_eq!(health["broker"]["connected"], true, "{health}");
+    // `openssl -days 2`: the certificate ends in two days, less a little.
+    assert_eq!(health["broker"]["clientCertificateDaysLeft"], 1, "{health}");
+    let metrics = Engine::http_get(http, "/metrics", Some(ADMIN))
+        .await
+        .expect("metrics");
+    assert!(
+        metrics.contains("sluice_mqtt_client_certificate_days_left 1"),
+        "{metrics}"
+    );
     engine.assert_running();
     assert_eq!(engine.pid(), pid);
 
