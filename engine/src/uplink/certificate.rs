@@ -51,8 +51,8 @@ fn element(bytes: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
 /// A UTCTime or GeneralizedTime at the start of `bytes`, in ms since the
 /// epoch, and what follows it.
 fn time(bytes: &[u8]) -> Option<(i64, &[u8])> {
-    let (text, rest, year) = match bytes.first()? {
-        &UTC_TIME => {
+    let (text, rest, year) = match *bytes.first()? {
+        UTC_TIME => {
             let (text, rest) = element(bytes, UTC_TIME)?;
             let yy = digits(text.get(..2)?)?;
             // RFC 5280: 50-99 are 19xx, 00-49 are 20xx.
@@ -62,7 +62,7 @@ fn time(bytes: &[u8]) -> Option<(i64, &[u8])> {
                 if yy >= 50 { 1900 + yy } else { 2000 + yy },
             )
         }
-        &GENERALIZED_TIME => {
+        GENERALIZED_TIME => {
             let (text, rest) = element(bytes, GENERALIZED_TIME)?;
             (text.get(4..)?, rest, digits(text.get(..4)?)?)
         }
