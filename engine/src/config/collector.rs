@@ -1,7 +1,7 @@
 //! The `collector` section: how the engine runs, independent of any device. Every key
 //! is optional; a missing section or key takes the default documented on its field.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::alarms::{self, AlarmConfig};
 use super::commands::{self, CommandConfig};
@@ -212,7 +212,8 @@ impl Default for LeaseConfig {
 }
 
 /// Reads the `collector` section.
-pub(super) fn read(node: &Node, errors: &mut Diagnostics) -> CollectorConfig {
+/// Secrets written as files are read from `base`, the configuration file's directory.
+pub(super) fn read(node: &Node, base: &Path, errors: &mut Diagnostics) -> CollectorConfig {
     let d = CollectorConfig::default();
     let Some(mut f) = Fields::of(node, "collector", errors) else {
         return d;
@@ -235,8 +236,8 @@ pub(super) fn read(node: &Node, errors: &mut Diagnostics) -> CollectorConfig {
         ),
         mqtt: f
             .node("mqtt")
-            .map_or_else(MqttConfig::default, |n| network::read_mqtt(n, errors)),
-        http: f.node("http").map(|n| network::read_http(n, errors)),
+            .map_or_else(MqttConfig::default, |n| network::read_mqtt(n, base, errors)),
+        http: f.node("http").map(|n| network::read_http(n, base, errors)),
         wal: f
             .node("wal")
             .map_or_else(WalConfig::default, |n| read_wal(n, errors)),

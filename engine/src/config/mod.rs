@@ -35,6 +35,7 @@ mod network;
 mod product;
 mod protocol;
 mod read;
+mod secret_text;
 mod secrets;
 mod sparkplug;
 mod store;
@@ -277,7 +278,7 @@ impl Document {
             .as_map()
             .and_then(|entries| entries.iter().find(|(k, _)| k.name == "collector"))
             .map_or_else(CollectorConfig::default, |(_, node)| {
-                collector::read(node, &mut errors)
+                collector::read(node, self.base(), &mut errors)
             });
         secrets::load(&mut collector, &mut [], self.base(), &mut errors);
         if let Some(tls) = &mut collector.mqtt.tls {
@@ -293,7 +294,7 @@ impl Document {
     /// Every problem found in the document, in line order.
     pub fn config(&self, protocols: &Protocols) -> Result<GatewayConfig, Diagnostics> {
         let mut errors = Diagnostics::new(&self.file);
-        let mut config = read_gateway(&self.root, protocols, &mut errors);
+        let mut config = read_gateway(&self.root, self.base(), protocols, &mut errors);
         // Key files are read from beside the configuration file.
         secrets::load(
             &mut config.collector,
@@ -313,7 +314,12 @@ impl Document {
     }
 }
 
-fn read_gateway(root: &Node, protocols: &Protocols, errors: &mut Diagnostics) -> GatewayConfig {
+fn read_gateway(
+    root: &Node,
+    base: &Path,
+    protocols: &Protocols,
+    errors: &mut Diagnostics,
+) -> GatewayConfig {
     // An empty file is a gateway with default settings and nothing to collect.
     if root.kind == Kind::Null {
         return GatewayConfig::default();
@@ -325,11 +331,11 @@ fn read_gateway(root: &Node, protocols: &Protocols, errors: &mut Diagnostics) ->
     let collector = fields
         .node("collector")
         .map_or_else(CollectorConfig::default, |node| {
-            collector::read(node, errors)
+            collector::read(node, base, errors)
         });
     let tenants = fields
         .node("tenants")
-        .map(|node| tenant::read_all(node, errors))
+        .map(|node| tenant::read_all(node, base, errors))
         .unwrap_or_default();
     let products = fields
         .node("products")

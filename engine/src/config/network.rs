@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use super::read::{
     Unique, at_least, list, ranged, read_at, required_name, required_text, text, text_at,
 };
+use super::secret_text::{from_file, secret_at, secret_of};
 use super::sparkplug::{UplinkPayload, read_payload};
 use crate::yaml::{Diagnostics, Fields, Kind, Node, Pos};
 
@@ -191,7 +192,7 @@ impl Default for HttpConfig {
 }
 
 /// Reads `collector.mqtt`.
-pub(super) fn read_mqtt(node: &Node, errors: &mut Diagnostics) -> MqttConfig {
+pub(super) fn read_mqtt(node: &Node, base: &Path, errors: &mut Diagnostics) -> MqttConfig {
     let d = MqttConfig::default();
     let Some(mut f) = Fields::of(node, "collector.mqtt", errors) else {
         return d;
@@ -205,7 +206,26 @@ pub(super) fn read_mqtt(node: &Node, errors: &mut Diagnostics) -> MqttConfig {
     let tls = read_tls(&mut f, secure, errors);
     let client_id = text(&mut f, "clientId", errors);
     let username = text_at(&mut f, "username", errors).map(|(v, _)| v);
-    let password = text_at(&mut f, "password", errors).map(|(v, _)| v);
+    let password = secret_at(&mut f, "password", base, errors).map(|(v, _)| v);
+    // `passwordFile: PATH`, the same as `password: { file: PATH }`.
+    let password = match (password, text_at(&mut f, "passwordFile", errors)) {
+        (Some(_), Some((_, pos))) => {
+            errors.push(pos, "`passwordFile`: `password` is given too; keep one");
+            None
+        }
+        (password, None) => password,
+        (None, Some((path, pos))) => match from_file(&base.join(&path)) {
+            Ok(secret) if !secret.is_empty() => Some(secret),
+            Ok(_) => {
+                errors.push(pos, format!("`passwordFile`: {path} is empty"));
+                None
+            }
+            Err(problem) => {
+                errors.push(pos, format!("`passwordFile`: {problem}"));
+                None
+            }
+        },
+    };
     let qos = match read_at::<u8>(&mut f, "qos", errors) {
         Some((qos @ (0 | 1), _)) => qos,
         Some((2, pos)) => {
@@ -377,7 +397,7 @@ fn parse_broker_url(url: &str) -> Result<(String, u16, bool), String> {
 }
 
 /// Reads `collector.http`.
-pub(super) fn read_http(node: &Node, errors: &mut Diagnostics) -> HttpConfig {
+pub(super) fn read_http(node: &Node, base: &Path, errors: &mut Diagnostics) -> HttpConfig {
     let d = HttpConfig::default();
     let Some(mut f) = Fields::of(node, "collector.http", errors) else {
         return d;
@@ -390,12 +410,12 @@ pub(super) fn read_http(node: &Node, errors: &mut Diagnostics) -> HttpConfig {
             other => Err(format!("expected IP:PORT, found {}", other.describe())),
         })
         .unwrap_or(d.listen);
-    let admin_token = text_at(&mut f, "adminToken", errors);
+    let admin_token = secret_at(&mut f, "adminToken", base, errors);
     let node_tokens = f
         .node("nodeTokens")
-        .map(|n| read_node_tokens(n, errors))
+        .map(|n| read_node_tokens(n, base, errors))
         .unwrap_or_default();
-    let metrics_token = text_at(&mut f, "metricsToken", errors);
+    let metrics_token = secret_at(&mut f, "metricsToken", base, errors);
     let allowed_hosts = f
         .node("allowedHosts")
         .map(|n| read_hosts(n, errors))
@@ -463,7 +483,7 @@ fn read_hosts(node: &Node, errors: &mut Diagnostics) -> Vec<String> {
 }
 
 /// `nodeTokens`: a list of `{ nodeId, token }`, node ids and tokens unique.
-fn read_node_tokens(node: &Node, errors: &mut Diagnostics) -> Vec<NodeToken> {
+fn read_node_tokens(node: &Node, base: &Path, errors: &mut Diagnostics) -> Vec<NodeToken> {
     let (mut nodes, mut tokens) = (Unique::default(), Unique::default());
     let mut read = Vec::new();
     for item in list(node, "nodeTokens", errors) {
@@ -479,7 +499,10 @@ fn read_node_tokens(node: &Node, errors: &mut Diagnostics) -> Vec<NodeToken> {
             continue;
         };
         let node_id = required_name(&mut f, "nodeId", errors);
-        let token = required_text(&mut f, "token", errors);
+        let token = match f.node("token") {
+            Some(node) => secret_of(node, "token", base, errors).map(|token| (token, node.pos)),
+            None => required_text(&mut f, "token", errors),
+        };
         f.finish(errors);
         let (Some((node_id, node_pos)), Some((token, token_pos))) = (node_id, token) else {
             continue;

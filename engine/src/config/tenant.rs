@@ -12,12 +12,14 @@
 //! ```
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use super::alarms::{parse_clock, parse_offset, text_of};
 use super::fence::{self, FenceEntry};
 use super::keyfile::KeyFile;
-use super::read::{Text, Unique, at_least, list, ranged, required_at, required_text, text};
-use crate::yaml::{Diagnostics, Fields, FromNode, Node, Pos};
+use super::read::{Unique, at_least, list, ranged, required_at, required_text, text};
+use super::secret_text::secret_of;
+use crate::yaml::{Diagnostics, Fields, Node, Pos};
 
 /// The rules component a tenant gets unless it names another.
 pub const DEFAULT_RULES: &str = "alarm_rules";
@@ -126,7 +128,7 @@ pub struct RecipientConfig {
     pub utc_offset_min: Option<i16>,
 }
 
-pub(super) fn read_all(node: &Node, errors: &mut Diagnostics) -> Vec<TenantConfig> {
+pub(super) fn read_all(node: &Node, base: &Path, errors: &mut Diagnostics) -> Vec<TenantConfig> {
     let mut ids: HashMap<u32, Pos> = HashMap::new();
     let mut tokens = Unique::default();
     let mut tenants = Vec::new();
@@ -155,7 +157,7 @@ pub(super) fn read_all(node: &Node, errors: &mut Diagnostics) -> Vec<TenantConfi
         }
         let tenant_tokens = fields
             .node("tokens")
-            .map(|node| read_tokens(node, &mut tokens, errors))
+            .map(|node| read_tokens(node, &mut tokens, base, errors))
             .unwrap_or_default();
         let rules = text(&mut fields, "rules", errors).unwrap_or_else(|| DEFAULT_RULES.to_owned());
         let recipients = fields
@@ -190,14 +192,19 @@ pub(super) fn read_all(node: &Node, errors: &mut Diagnostics) -> Vec<TenantConfi
 }
 
 /// A list of bearer tokens, each non-empty and not given before (in `seen`).
-pub(super) fn read_tokens(node: &Node, seen: &mut Unique, errors: &mut Diagnostics) -> Vec<String> {
+pub(super) fn read_tokens(
+    node: &Node,
+    seen: &mut Unique,
+    base: &Path,
+    errors: &mut Diagnostics,
+) -> Vec<String> {
     let mut tokens = Vec::new();
     for token_node in list(node, "tokens", errors) {
-        match Text::from_node(token_node).map(|token| token.0) {
-            Ok(token) if token.trim().is_empty() => {
+        match secret_of(token_node, "tokens", base, errors) {
+            Some(token) if token.trim().is_empty() => {
                 errors.push(token_node.pos, "`tokens`: a token must not be empty");
             }
-            Ok(token) => {
+            Some(token) => {
                 if let Some(first) = seen.first(&token, token_node.pos) {
                     errors.push(
                         token_node.pos,
@@ -206,7 +213,7 @@ pub(super) fn read_tokens(node: &Node, seen: &mut Unique, errors: &mut Diagnosti
                 }
                 tokens.push(token);
             }
-            Err(message) => errors.push(token_node.pos, format!("`tokens`: {message}")),
+            None => {}
         }
     }
     tokens

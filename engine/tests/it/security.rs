@@ -1093,3 +1093,103 @@ impl Stream {
         }
     }
 }
+
+/// A gateway whose password, tokens and keys all come from files: no secret
+/// is in its log, in any `GET` answer (every route of its OpenAPI document,
+/// with the admin's token and a tenant's) or in `sluice check`'s output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_appears_in_the_log_the_answers_or_check() {
+    let dir = scratch_dir("sec-secrets");
+    let secrets = [
+        ("mqtt.password", "password-0f5b9c1d2e"),
+        ("admin.token", "admin-7a3e9b1c5d0f"),
+        ("tenant.token", "tenant-4c8d2e6f0a1b"),
+        ("metrics.token", "metrics-9e1f3a5b7c2d"),
+        ("node.token", "node-2b4d6f8a0c1e"),
+    ];
+    for (file, secret) in secrets {
+        std::fs::write(dir.join(file), format!("{secret}\n")).expect("secret file");
+    }
+    crate::support::mqtt::write_operator_key(&dir);
+    let broker = Mosquitto::start();
+    let (sim, handle) = crate::support::sim::simulator(10, Duration::ZERO).await;
+    sim.set_holding(0, &[3]);
+    let http = free_port();
+    let file = |name: &str| json!({ "file": name });
+    let config = Gateway::new("gw-secrets", broker.port())
+        .set("mqtt.username", "gateway")
+        .set("mqtt.passwordFile", "mqtt.password")
+        .set("http.listen", format!("127.0.0.1:{http}"))
+        .set("http.adminToken", file("admin.token"))
+        .set("http.metricsToken", file("metrics.token"))
+        .set(
+            "http.nodeTokens",
+            json!([{ "nodeId": "n1", "token": file("node.token") }]),
+        )
+        .operator_key()
+        .tenant(Tenant::new(1, "plant").set("tokens", json!([file("tenant.token")])))
+        .device(
+            Device::modbus("plc", handle.local_addr().port())
+                .set("tenantId", 1)
+                .tag(Tag::new("t", "40001", "UINT16", 200)),
+        )
+        .yaml();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let engine = Engine::start(&dir, &config);
+    subscriber
+        .until_value("P/plc/property/post", 3.0, "reports")
+        .await;
+    let leaked = |what: &str, text: &str| {
+        for (_, secret) in secrets {
+            assert!(!text.contains(secret), "{what} shows a secret: {text}");
+        }
+    };
+    let (status, doc) = Engine::request(http, "GET", "/openapi.json", None, None).await;
+    assert_eq!(status, 200);
+    let mut answered = 0;
+    for (path, operations) in doc["paths"].as_object().expect("paths") {
+        if operations.get("get").is_none() || path == "/console/stream" {
+            continue;
+        }
+        for token in ["admin-7a3e9b1c5d0f", "tenant-4c8d2e6f0a1b"] {
+            let head = format!(
+                "GET {} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {token}\r\n\r\n",
+                concrete(path)
+            );
+            let (_, text) = raw(http, head.as_bytes()).await;
+            leaked(&format!("GET {path}"), &text);
+            answered += 1;
+        }
+    }
+    assert!(answered >= 30, "{answered} answers");
+    for page in ["/", "/console"] {
+        let head = format!("GET {page} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        leaked(page, &raw(http, head.as_bytes()).await.1);
+    }
+    let log = engine.log();
+    assert!(!log.is_empty());
+    leaked("the log", &log);
+    drop(engine);
+    // `sluice check`, of the file as it is and with mistakes beside the secrets.
+    let config_path = dir.join("devices.yaml");
+    let check = |path: &PathBuf| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("check")
+            .arg(path)
+            .current_dir(&dir)
+            .output()
+            .expect("sluice check runs");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    leaked("check", &check(&config_path));
+    let broken = dir.join("broken.yaml");
+    let text = std::fs::read_to_string(&config_path).expect("config");
+    std::fs::write(&broken, text.replace("UINT16", "UINT17") + "colour: red\n").expect("write");
+    let said = check(&broken);
+    assert!(said.contains("UINT17"), "{said}");
+    leaked("check of a broken file", &said);
+}
