@@ -57,6 +57,7 @@ pub mod sim;
 pub mod store;
 pub mod sync;
 pub mod telemetry;
+pub mod tls;
 pub mod uplink;
 pub mod wal;
 pub mod watchdog;

@@ -27,7 +27,15 @@ use tree::Part;
 pub const LAYERS: &[(&str, &[&str])] = &[
     (
         "foundation",
-        &["model", "clock", "sync", "memory", "yaml", "telemetry"],
+        &[
+            "model",
+            "clock",
+            "sync",
+            "memory",
+            "yaml",
+            "telemetry",
+            "tls",
+        ],
     ),
     ("platform", &["config", "runtime", "store", "mqtt"]),
     (

@@ -15,9 +15,10 @@ use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
 
 /// How a server treats its connections (`collector.http`).
 #[derive(Debug, Clone, Copy)]
@@ -33,16 +34,19 @@ pub struct ServerLimits {
 /// A wait after a failed accept (the process is out of descriptors, say).
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
-/// Serves `app` on `listener` within `limits` until `shutdown` turns true;
-/// connections still open then finish their request in progress.
+/// Serves `app` on `listener` within `limits` (over TLS with `tls`) until
+/// `shutdown` turns true; connections still open then finish their request
+/// in progress.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ServerLimits,
+    tls: Option<TlsAcceptor>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     if let Ok(address) = listener.local_addr() {
-        tracing::info!(%address, max_connections = limits.max_connections, "HTTP API listening");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        tracing::info!(%address, scheme, max_connections = limits.max_connections, "HTTP API listening");
     }
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     // Refused connections in a row, for a bounded log.
@@ -73,21 +77,26 @@ pub async fn serve(
             continue;
         };
         refused = 0;
-        tokio::spawn(connection(
-            stream,
-            app.clone(),
-            limits,
-            permit,
-            shutdown.clone(),
-        ));
+        let (app, shutdown, tls) = (app.clone(), shutdown.clone(), tls.clone());
+        tokio::spawn(async move {
+            let Some(tls) = tls else {
+                return connection(stream, app, limits, permit, shutdown).await;
+            };
+            // The handshake within the time a client has for its headers.
+            match tokio::time::timeout(limits.header_timeout, tls.accept(stream)).await {
+                Ok(Ok(stream)) => connection(stream, app, limits, permit, shutdown).await,
+                Ok(Err(error)) => tracing::debug!(%error, "HTTPS handshake failed"),
+                Err(_) => tracing::debug!("HTTPS handshake not done in time"),
+            }
+        });
     }
 }
 
 /// Serves one connection until it ends, goes idle past its deadline, or the
 /// engine stops (then after the request in progress); holds `_permit`, its
 /// place among `maxConnections`, until then.
-async fn connection(
-    stream: TcpStream,
+async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
     app: Router,
     limits: ServerLimits,
     _permit: OwnedSemaphorePermit,
@@ -126,20 +135,20 @@ async fn connection(
 }
 
 /// A connection that notes when it last moved a byte (ms after `started`).
-struct Watched {
-    inner: TcpStream,
+struct Watched<S> {
+    inner: S,
     started: Instant,
     moved: Arc<AtomicU64>,
 }
 
-impl Watched {
+impl<S> Watched<S> {
     fn moved(&self) {
         let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.moved.store(ms, Ordering::Relaxed);
     }
 }
 
-impl AsyncRead for Watched {
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     fn poll_read(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -154,7 +163,7 @@ impl AsyncRead for Watched {
     }
 }
 
-impl AsyncWrite for Watched {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut Context<'_>,

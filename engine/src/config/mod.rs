@@ -58,7 +58,7 @@ pub use device::DeviceConfig;
 pub use downlink::DownlinkConfig;
 pub use fence::{FenceEntry, FenceHost, FenceTarget};
 pub use keyfile::{KeyFile, MIN_KEY_BYTES, read_keys};
-pub use network::{HttpConfig, MqttConfig, NodeToken, TlsConfig};
+pub use network::{HttpConfig, HttpTls, MqttConfig, NodeToken, TlsConfig};
 pub use product::ProductConfig;
 pub use protocol::{ChannelOption, ChannelProtocol, channel_settings};
 pub use sparkplug::{SparkplugConfig, UplinkPayload};

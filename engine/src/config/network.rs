@@ -128,6 +128,9 @@ pub struct HttpConfig {
     /// `allowedHosts`: host names the API answers to besides any IP address
     /// and `localhost` (a `Host` it does not know is refused: DNS rebinding).
     pub allowed_hosts: Vec<String>,
+    /// `tls`: HTTPS with this certificate (`certFile`, `keyFile`, PEM), read
+    /// again when the files change.
+    pub tls: Option<HttpTls>,
     /// `maxConnections`: connections served at once; more are closed at once
     /// (1 to 65536, default 256).
     pub max_connections: u32,
@@ -158,6 +161,14 @@ impl PartialEq for HttpConfig {
     }
 }
 
+/// `collector.http.tls`: the API's certificate and key (PEM files; relative
+/// paths from the configuration file's directory).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpTls {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+}
+
 /// One entry of `nodeTokens`: `{ nodeId, token }`.
 #[derive(Debug, Clone)]
 pub struct NodeToken {
@@ -184,6 +195,7 @@ impl Default for HttpConfig {
             metrics_token: None,
             metrics_token_pos: Pos::default(),
             allowed_hosts: Vec::new(),
+            tls: None,
             max_connections: 256,
             header_timeout_ms: 10_000,
             idle_timeout_ms: 30_000,
@@ -420,6 +432,16 @@ pub(super) fn read_http(node: &Node, base: &Path, errors: &mut Diagnostics) -> H
         .node("allowedHosts")
         .map(|n| read_hosts(n, errors))
         .unwrap_or_default();
+    let tls = f.node("tls").and_then(|node| {
+        let mut t = Fields::of(node, "collector.http.tls", errors)?;
+        let cert = required_text(&mut t, "certFile", errors);
+        let key = required_text(&mut t, "keyFile", errors);
+        t.finish(errors);
+        Some(HttpTls {
+            cert_file: base.join(cert?.0),
+            key_file: base.join(key?.0),
+        })
+    });
     let max_connections = ranged(
         &mut f,
         "maxConnections",
@@ -454,6 +476,7 @@ pub(super) fn read_http(node: &Node, base: &Path, errors: &mut Diagnostics) -> H
             .map_or_else(Pos::default, |(_, pos)| *pos),
         metrics_token: metrics_token.map(|(token, _)| token),
         allowed_hosts,
+        tls,
         max_connections,
         header_timeout_ms,
         idle_timeout_ms,

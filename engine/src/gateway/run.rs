@@ -29,6 +29,7 @@ use crate::model::{CommandAction, CommandStatus, Transitions};
 use crate::mqtt::{DRIVER_PRODUCT, Topics};
 use crate::store::{SeenRequests, SeqAllocator, StateDatabase};
 use crate::telemetry::Metrics;
+use crate::tls::ReloadingCertificate;
 use crate::uplink::{Downlink, DownlinkGuard, DownlinkRoute, Uplink, UplinkIdentity};
 use crate::wal::Outbox;
 
@@ -410,7 +411,19 @@ pub async fn run(
             header_timeout: Duration::from_millis(http.header_timeout_ms),
             idle_timeout: Duration::from_millis(http.idle_timeout_ms),
         };
-        tasks.spawn(api::serve(listener, app, limits, shutdown.clone()));
+        // HTTPS: the certificate follows its files (read again when they change).
+        let tls = match &http.tls {
+            Some(files) => {
+                let certificate = ReloadingCertificate::new(&files.cert_file, &files.key_file)
+                    .map_err(|problem| anyhow::anyhow!("collector.http.tls: {problem}"))?;
+                let config = Arc::new(certificate)
+                    .server_config()
+                    .map_err(|problem| anyhow::anyhow!(problem))?;
+                Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+            }
+            None => None,
+        };
+        tasks.spawn(api::serve(listener, app, limits, tls, shutdown.clone()));
     }
     crate::memory::release_after_build();
     systemd::notify("READY=1");

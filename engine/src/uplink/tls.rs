@@ -2,16 +2,15 @@
 //! from `collector.mqtt.tls` at every connect, so a rotated certificate or CA
 //! is used from the next reconnect, and a failed handshake said in words.
 
-use std::io::BufReader;
 use std::path::Path;
 use std::sync::Arc;
 
 use rumqttc::{ConnectionError, TlsConfiguration, Transport};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{AlertDescription, CertificateError, ClientConfig, RootCertStore};
 
 use super::certificate::not_after_ms;
 use crate::config::TlsConfig;
+use crate::tls::{certificates, private_key};
 
 /// The transport of one connect: the files read now; with the end of the
 /// client certificate's validity (ms since the epoch), when there is one.
@@ -20,12 +19,7 @@ use crate::config::TlsConfig;
 /// A file that cannot be read or holds no certificate (key), in words
 /// naming the file.
 pub(super) fn transport(tls: &TlsConfig) -> Result<(Transport, Option<i64>), String> {
-    // ring, not aws-lc-rs: no C library to build for the gateway targets. rustls
-    // marks it deprecated because it offers no post-quantum key exchange,
-    // which MQTT brokers do not ask for.
-    #[allow(deprecated)]
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ClientConfig::builder_with_provider(provider)
+    let builder = ClientConfig::builder_with_provider(crate::tls::provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS: {e}"))?
         .with_root_certificates(roots(tls.ca_file.as_deref())?);
@@ -70,38 +64,6 @@ fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, String> {
         }
     }
     Ok(roots)
-}
-
-fn read(file: &Path, what: &str) -> Result<Vec<u8>, String> {
-    std::fs::read(file).map_err(|e| format!("TLS {what} {}: {e}", file.display()))
-}
-
-/// The PEM certificates of `file`.
-fn certificates(file: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let bytes = read(file, "certificate file")?;
-    let certs: Vec<_> = rustls_pemfile::certs(&mut BufReader::new(bytes.as_slice()))
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("TLS certificate file {}: {e}", file.display()))?;
-    if certs.is_empty() {
-        return Err(format!(
-            "TLS certificate file {}: no PEM certificate in it",
-            file.display()
-        ));
-    }
-    Ok(certs)
-}
-
-/// The PEM private key of `file` (PKCS#8, RSA or EC).
-fn private_key(file: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    let bytes = read(file, "key file")?;
-    rustls_pemfile::private_key(&mut BufReader::new(bytes.as_slice()))
-        .map_err(|e| format!("TLS key file {}: {e}", file.display()))?
-        .ok_or_else(|| {
-            format!(
-                "TLS key file {}: no PEM private key (PKCS#8, RSA or EC) in it",
-                file.display()
-            )
-        })
 }
 
 /// Why a connection failed, in words: a TLS handshake's cause named (unknown

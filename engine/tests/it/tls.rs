@@ -1,9 +1,10 @@
-//! MQTT over TLS against Mosquitto's TLS listener, with certificates the test
-//! makes with `openssl`: the broker checked against `tls.caFile`, mutual TLS
-//! with a client certificate, and the failures a platform engineer meets (a
-//! broker certificate for another name, a client certificate of another CA)
-//! named in `/health` while the engine stays up and connects once the files
-//! are fixed, without a restart.
+//! TLS with certificates the test makes with `openssl`. MQTT against
+//! Mosquitto's TLS listener: the broker checked against `tls.caFile`, mutual
+//! TLS with a client certificate, and the failures a platform engineer meets
+//! (a broker certificate for another name, a client certificate of another
+//! CA) named in `/health` while the engine stays up and connects once the
+//! files are fixed, without a restart. HTTPS for the API, whose certificate
+//! follows its files.
 
 use std::time::{Duration, Instant};
 
@@ -138,4 +139,91 @@ async fn the_broker_is_checked_against_the_ca_and_its_name() {
         &gateway(tls_port, http, sim_port, tls),
     );
     subscriber.until_value(TOPIC, 7.0, "reports over TLS").await;
+}
+
+/// `curl` of `https://127.0.0.1:PORT/health`, trusting the test's CA: its
+/// exit status and what it printed.
+fn curl_health(certs: &Certificates, http: u16) -> (i32, String) {
+    let out = std::process::Command::new("curl")
+        .args(["--silent", "--show-error", "--max-time", "5", "--cacert"])
+        .arg(certs.dir.join("ca.pem"))
+        .arg(format!("https://127.0.0.1:{http}/health"))
+        .output()
+        .expect("curl runs");
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_speaks_https_and_its_certificate_follows_its_files() {
+    let certs = Certificates::make("https");
+    let broker = Mosquitto::start();
+    let dir = scratch_dir("https");
+    let (cert, key) = (dir.join("api.pem"), dir.join("api.key"));
+    // First a certificate for another name.
+    std::fs::copy(certs.dir.join("stranger.pem"), &cert).expect("cert");
+    std::fs::copy(certs.dir.join("stranger.key"), &key).expect("key");
+    let http = free_port();
+    let config = Gateway::new("gw-https", broker.port())
+        .http(http, ADMIN)
+        .set(
+            "http.tls",
+            serde_json::json!({ "certFile": "api.pem", "keyFile": "api.key" }),
+        )
+        .yaml();
+    let mut engine = Engine::start(&dir, &config);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let refused = loop {
+        let (code, said) = curl_health(&certs, http);
+        // 7: not listening yet.
+        if code != 7 {
+            break (code, said);
+        }
+        assert!(Instant::now() < deadline, "the API never listened: {said}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_ne!(
+        refused.0, 0,
+        "a certificate for another name: {}",
+        refused.1
+    );
+    // Plain HTTP on the HTTPS port gets no answer.
+    let head = "GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    let plain = tokio::time::timeout(Duration::from_secs(5), async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", http))
+            .await
+            .expect("connect");
+        let _ = stream.write_all(head.as_bytes()).await;
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        answer
+    })
+    .await
+    .expect("closed in time");
+    assert!(!String::from_utf8_lossy(&plain).contains("engine"));
+    // The certificate for 127.0.0.1 in the files: served from the next
+    // handshake, no restart.
+    std::fs::copy(certs.dir.join("trusted.pem"), &cert).expect("cert");
+    std::fs::copy(certs.dir.join("trusted.key"), &key).expect("key");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (code, said) = curl_health(&certs, http);
+        if code == 0 {
+            assert!(said.contains("\"engine\":\"running\""), "{said}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new certificate was never served: {said}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    engine.assert_running();
 }
