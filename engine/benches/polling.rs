@@ -27,7 +27,10 @@
 //! `SLUICE_BENCH_CACHE_MB` (the engine's default; the store's `cacheMb`),
 //! `SLUICE_BENCH_ENGINE` (the absolute path of another `sluice` binary to
 //! run, e.g. a saved copy of the build before a change), `SLUICE_BENCH_NODE_RED`
-//! (see [`node_red`]).
+//! (see [`node_red`]), `SLUICE_BENCH_TLS` (`1`: the engine reaches the broker
+//! over TLS, through a front in this process that ends TLS with a certificate
+//! made by the `openssl` command and forwards the bytes: its CPU is this
+//! process's, not the engine's).
 //!
 //! - node-red: when installed (`scripts/setup-node-red.sh`), Node-RED with
 //!   node-red-contrib-modbus on the same sockets, building the same report
@@ -39,7 +42,7 @@ mod node_red;
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -125,12 +128,134 @@ struct Tuning {
     cache_mb: Option<u64>,
 }
 
+/// Where the engine publishes: the broker, straight or through the TLS front.
+struct Uplink<'a> {
+    broker: &'a Broker,
+    /// What the engine connects to.
+    address: SocketAddr,
+    /// Over TLS: the CA the front's certificate is signed with.
+    ca: Option<PathBuf>,
+}
+
+impl Uplink<'_> {
+    /// `collector.mqtt`'s lines of the broker (`brokerUrl`, `tls`).
+    fn yaml(&self) -> String {
+        match &self.ca {
+            None => format!("brokerUrl: tcp://{}", self.address),
+            Some(ca) => format!(
+                "brokerUrl: mqtts://{}\n    tls: {{ caFile: '{}' }}",
+                self.address,
+                ca.display()
+            ),
+        }
+    }
+}
+
+/// A TLS front to `broker` on a free port, its certificate (for 127.0.0.1)
+/// and CA made by `openssl` in `dir`: what the engine meets at a TLS broker.
+fn tls_front(
+    rt: &tokio::runtime::Runtime,
+    broker: SocketAddr,
+    dir: &Path,
+) -> (SocketAddr, PathBuf) {
+    let openssl = |args: &[&str]| {
+        let made = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("the openssl command");
+        assert!(
+            made.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=bench-ca",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        "front.key",
+        "-out",
+        "front.csr",
+        "-subj",
+        "/CN=front",
+    ]);
+    std::fs::write(dir.join("front.ext"), "subjectAltName=IP:127.0.0.1\n").expect("extensions");
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "front.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-out",
+        "front.pem",
+        "-extfile",
+        "front.ext",
+    ]);
+    let certificate =
+        sluice::tls::ReloadingCertificate::new(&dir.join("front.pem"), &dir.join("front.key"))
+            .expect("the front's certificate");
+    let config = Arc::new(certificate)
+        .server_config()
+        .expect("a server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let address = free_local_address();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind(address))
+        .expect("the front listens");
+    rt.spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut client) = acceptor.accept(stream).await else {
+                    return;
+                };
+                if let Ok(mut upstream) = tokio::net::TcpStream::connect(broker).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                }
+            });
+        }
+    });
+    (address, dir.join("ca.pem"))
+}
+
 /// A gateway config: one device per address, `tags` UINT16 tags from 40001.
 fn engine_config(
     addresses: &[SocketAddr],
     tags: u16,
     period_ms: u64,
-    mqtt: SocketAddr,
+    mqtt: &Uplink<'_>,
     http: SocketAddr,
     wal: &Path,
     tuning: Tuning,
@@ -146,7 +271,7 @@ fn engine_config(
   workerThreads: {threads}
   reportMode: BATCH
   mqtt:
-    brokerUrl: tcp://{mqtt}
+    {}
     clientId: sluice-bench
   http:
     listen: {http}
@@ -157,6 +282,7 @@ fn engine_config(
     maxPerHost: {max_connections}
 devices:
 ",
+        mqtt.yaml(),
         wal.display(),
         group_commit_ms.map_or(String::new(), |ms| format!("\n    groupCommitMs: {ms}")),
         cache_mb.map_or(String::new(), |mb| format!("\n  store:\n    cacheMb: {mb}"))
@@ -522,7 +648,7 @@ fn node_red_side(
 fn fleet(
     rt: &tokio::runtime::Runtime,
     sim: &Simulator,
-    broker: &Broker,
+    uplink: &Uplink<'_>,
     devices: usize,
     load: Load,
     hz: f64,
@@ -533,6 +659,7 @@ fn fleet(
         period_ms,
         seconds,
     } = load;
+    let broker = uplink.broker;
     let handles = serve(rt, sim, devices);
     let addresses: Vec<SocketAddr> = handles.iter().map(SimHandle::local_addr).collect();
     let raw = raw_side(&addresses, load, hz);
@@ -543,7 +670,7 @@ fn fleet(
         &addresses,
         tags,
         period_ms,
-        broker.address,
+        uplink,
         http,
         &scratch.0.join("wal"),
         Tuning {
@@ -674,11 +801,28 @@ fn main() {
     let values: Vec<u16> = (0..SIM_REGISTERS).map(|i| 1000 + i).collect();
     sim.set_holding(0, &values);
     let broker = Broker::start();
+    let front = Scratch::new("polling-tls");
+    let tls = std::env::var("SLUICE_BENCH_TLS").is_ok_and(|v| v == "1");
+    let uplink = if tls {
+        let (address, ca) = tls_front(&rt, broker.address, &front.0);
+        Uplink {
+            broker: &broker,
+            address,
+            ca: Some(ca),
+        }
+    } else {
+        Uplink {
+            broker: &broker,
+            address: broker.address,
+            ca: None,
+        }
+    };
     println!(
         "polling at equal load: {tags} UINT16 tags a device (one read a round) every \
          {period_ms} ms, {seconds} s a side; {} logical CPUs, engine workerThreads {threads}, \
-         loopback, CLK_TCK {hz}",
-        std::thread::available_parallelism().map_or(0, usize::from)
+         loopback, CLK_TCK {hz}; MQTT {}",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        if tls { "over TLS" } else { "plain" }
     );
     println!(
         "devices  side    rounds/s  CPU% core  CPU us/round   ratio  RSS MiB  peak MiB  \
@@ -689,7 +833,7 @@ fn main() {
         let figures = fleet(
             &rt,
             &sim,
-            &broker,
+            &uplink,
             devices,
             Load {
                 tags,

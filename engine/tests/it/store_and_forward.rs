@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{ADMIN_TOKEN, Engine, scratch_dir};
 use crate::support::mqtt::{Message, Subscriber};
-use crate::support::peers::{Mosquitto, Peer, free_port};
+use crate::support::peers::{Certificates, Mosquitto, Peer, free_port};
 use crate::support::sim::simulator;
 use serde_json::Value;
 use sluice::store::SEQ_BLOCK;
@@ -153,15 +153,39 @@ fn device_messages(subscriber: &Subscriber) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_outage_loses_nothing() {
+    outage_loses_nothing(false).await;
+}
+
+/// The same over mutual TLS: the broker's TLS listener stopped and started again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_outage_over_tls_loses_nothing() {
+    outage_loses_nothing(true).await;
+}
+
+async fn outage_loses_nothing(tls: bool) {
     let (_sim, modbus) = simulator(200, Duration::ZERO).await;
-    let mut broker = Mosquitto::start();
+    let certs = tls.then(|| Certificates::make("outage-certs"));
+    let (mut broker, tls_port) = match &certs {
+        Some(certs) => Mosquitto::start_tls(certs, "trusted", true),
+        None => (Mosquitto::start(), 0),
+    };
     let subscriber = Subscriber::connect_persistent(broker.port()).await;
     let http = free_port();
     let dir = scratch_dir("outage");
-    let mut engine = Engine::start(
-        &dir,
-        &config(broker.port(), http, modbus.local_addr().port(), 4, 100).yaml(),
-    );
+    let mut gateway = config(broker.port(), http, modbus.local_addr().port(), 4, 100);
+    if let Some(certs) = &certs {
+        gateway = gateway
+            .set("mqtt.brokerUrl", format!("mqtts://127.0.0.1:{tls_port}"))
+            .set(
+                "mqtt.tls",
+                serde_json::json!({
+                    "caFile": certs.path("ca.pem"),
+                    "certFile": certs.path("client.pem"),
+                    "keyFile": certs.path("client.key"),
+                }),
+            );
+    }
+    let mut engine = Engine::start(&dir, &gateway.yaml());
     let before = wait_complete(&subscriber, (5, 0), Duration::from_secs(20)).await;
 
     // Out until some seconds of reports wait in the WAL (40 a second).
