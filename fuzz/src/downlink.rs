@@ -162,7 +162,7 @@ fn signed(payload: &[u8]) {
     }
     let mut config = sluice::config::GatewayConfig::default();
     config.collector.downlink.operator_keys = Some(KeyFile {
-        path: "operator.key".into(),
+        source: sluice::config::KeySource::File("operator.key".into()),
         pos: sluice::yaml::Pos::default(),
         keys: vec![Secret::new("the-operator-key-0123456789")],
     });

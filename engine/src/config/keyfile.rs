@@ -2,8 +2,9 @@
 //! `downlinkKeyFile`): one key per line, blank lines and `#` comments ignored,
 //! each at least [`MIN_KEY_BYTES`] long. Several lines let a key be rotated: a
 //! message signed with any of them verifies. A relative path is taken from the
-//! configuration file's directory. The keys themselves never appear in a
-//! diagnostic or a log.
+//! configuration file's directory; `{ env: NAME }` instead of a path takes
+//! the same lines from an environment variable. The keys themselves never
+//! appear in a diagnostic or a log.
 
 use std::path::{Path, PathBuf};
 
@@ -14,11 +15,19 @@ use crate::yaml::{Diagnostics, Fields, Pos};
 /// The shortest key accepted, in bytes (`openssl rand -hex 32` makes 64).
 pub const MIN_KEY_BYTES: usize = 16;
 
+/// Where a key file's lines come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// A file, its path as written.
+    File(PathBuf),
+    /// An environment variable (`{ env: NAME }`).
+    Env(String),
+}
+
 /// A key file named in the configuration, and the keys read from it.
 #[derive(Debug, Clone)]
 pub struct KeyFile {
-    /// The path as written.
-    pub path: PathBuf,
+    pub source: KeySource,
     /// Where it is written.
     pub pos: Pos,
     /// Its keys, once read (see [`KeyFile::load`]).
@@ -28,7 +37,7 @@ pub struct KeyFile {
 /// Both name the same file with the same keys, wherever in the file they stand.
 impl PartialEq for KeyFile {
     fn eq(&self, other: &Self) -> bool {
-        (&self.path, &self.keys) == (&other.path, &other.keys)
+        (&self.source, &self.keys) == (&other.source, &other.keys)
     }
 }
 
@@ -39,21 +48,44 @@ impl KeyFile {
         key: &'static str,
         errors: &mut Diagnostics,
     ) -> Option<Self> {
+        if let Some(node) = fields.node(key)
+            && node.as_map().is_some()
+        {
+            let mut f = Fields::of(node, "key source", errors)?;
+            let name = f.required::<String>("env", errors);
+            f.finish(errors);
+            return name.map(|name| Self {
+                source: KeySource::Env(name),
+                pos: node.pos,
+                keys: Vec::new(),
+            });
+        }
         let (path, pos) = text_at(fields, key, errors)?;
         if path.trim().is_empty() {
             errors.push(pos, format!("`{key}`: must not be empty"));
             return None;
         }
         Some(Self {
-            path: PathBuf::from(path),
+            source: KeySource::File(PathBuf::from(path)),
             pos,
             keys: Vec::new(),
         })
     }
 
-    /// Reads the keys, the path taken from `base` when relative.
+    /// Reads the keys, a file's path taken from `base` when relative.
     pub(super) fn load(&mut self, base: &Path, errors: &mut Diagnostics) {
-        match read_keys(&base.join(&self.path)) {
+        let read = match &self.source {
+            KeySource::File(path) => read_keys(&base.join(path)),
+            KeySource::Env(name) => match std::env::var(name) {
+                Ok(text) => {
+                    parse(&text).map_err(|m| format!("the environment variable `{name}`: {m}"))
+                }
+                Err(_) => Err(format!(
+                    "the environment variable `{name}` is not set (or not UTF-8)"
+                )),
+            },
+        };
+        match read {
             Ok(keys) => self.keys = keys,
             Err(message) => errors.push(self.pos, message),
         }
@@ -113,5 +145,25 @@ mod tests {
             "{short}"
         );
         assert!(parse("# nothing\n\n").is_err());
+    }
+
+    #[test]
+    fn keys_come_from_the_environment_too() {
+        use super::super::tests::{errors_of, load_ok};
+        // A variable every test process has (setting one needs `unsafe`).
+        let path = std::env::var("PATH").expect("PATH");
+        let config = load_ok("collector:\n  downlink: { operatorKeyFile: { env: PATH } }\n");
+        let keys = config.collector.downlink.operator_keys.expect("keys");
+        assert_eq!(keys.source, KeySource::Env("PATH".into()));
+        assert_eq!(keys.keys.len(), 1);
+        assert_eq!(keys.keys[0].expose(), path.trim());
+        let text = errors_of(
+            "collector:\n  downlink: { operatorKeyFile: { env: SLUICE_TEST_NO_KEYS } }\n",
+        )
+        .to_string();
+        assert!(
+            text.contains("the environment variable `SLUICE_TEST_NO_KEYS` is not set"),
+            "{text}"
+        );
     }
 }

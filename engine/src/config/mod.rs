@@ -57,7 +57,7 @@ pub use commands::CommandConfig;
 pub use device::DeviceConfig;
 pub use downlink::DownlinkConfig;
 pub use fence::{FenceEntry, FenceHost, FenceTarget};
-pub use keyfile::{KeyFile, MIN_KEY_BYTES, read_keys};
+pub use keyfile::{KeyFile, KeySource, MIN_KEY_BYTES, read_keys};
 pub use network::{HttpConfig, HttpTls, MqttConfig, NodeToken, TlsConfig};
 pub use product::ProductConfig;
 pub use protocol::{ChannelOption, ChannelProtocol, channel_settings};

@@ -275,7 +275,7 @@ mod tests {
 
     fn keys(key: &str) -> Option<KeyFile> {
         Some(KeyFile {
-            path: "k".into(),
+            source: crate::config::KeySource::File("k".into()),
             pos: crate::yaml::Pos::default(),
             keys: vec![Secret::new(key)],
         })
