@@ -227,3 +227,79 @@ async fn the_api_speaks_https_and_its_certificate_follows_its_files() {
     }
     engine.assert_running();
 }
+
+/// The base64 SHA-256 of the public key of the certificate `pem`, as
+/// Chromium's `--ignore-certificate-errors-spki-list` takes it: that one
+/// key trusted, nothing else.
+fn spki_pin(pem: &std::path::Path) -> String {
+    let script = format!(
+        "openssl x509 -pubkey -noout -in '{}' | openssl pkey -pubin -outform der | \
+         openssl dgst -sha256 -binary | base64",
+        pem.display()
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_works_over_https_in_a_browser() {
+    use crate::support::browser::Browser;
+    let certs = Certificates::make("https-console");
+    let broker = Mosquitto::start();
+    let (sim, handle) = crate::support::sim::simulator(10, Duration::ZERO).await;
+    sim.set_holding(0, &[21]);
+    let dir = scratch_dir("https-console");
+    let http = free_port();
+    let config = Gateway::new("gw-https-console", broker.port())
+        .http(http, ADMIN)
+        .set(
+            "http.tls",
+            serde_json::json!({
+                "certFile": certs.path("trusted.pem"),
+                "keyFile": certs.path("trusted.key"),
+            }),
+        )
+        .device(
+            Device::modbus("boiler", handle.local_addr().port())
+                .tag(Tag::new("temp", "40001", "UINT16", 200)),
+        )
+        .yaml();
+    let _engine = Engine::start(&dir, &config);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while curl_health(&certs, http).0 != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the API never answered over HTTPS"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pin = spki_pin(&certs.dir.join("trusted.pem"));
+    let browser = Browser::start_with(
+        &dir,
+        &[format!("--ignore-certificate-errors-spki-list={pin}")],
+    )
+    .await;
+    browser.goto(&format!("https://127.0.0.1:{http}/")).await;
+    browser.fill("#token", ADMIN).await;
+    browser.click("#signin-submit").await;
+    browser
+        .until_present("#devices-table", "the device list over HTTPS")
+        .await;
+    // The live stream comes over TLS too.
+    let temp = "tr[data-device='boiler'] .values-cell span[data-key='temp']";
+    browser
+        .until_text(temp, "a live value", |t| t.ends_with("= 21"))
+        .await;
+    let scheme = browser
+        .eval("return window.location.protocol;", vec![])
+        .await;
+    assert_eq!(scheme, "https:");
+}

@@ -52,6 +52,11 @@ fn transient(error: &CmdError) -> bool {
 impl Browser {
     /// Starts chromedriver and a headless Chromium session with a 1366x900 window.
     pub async fn start(dir: &Path) -> Self {
+        Self::start_with(dir, &[]).await
+    }
+
+    /// [`Browser::start`] with more Chromium arguments.
+    pub async fn start_with(dir: &Path, extra: &[String]) -> Self {
         for program in [CHROMEDRIVER, CHROMIUM] {
             assert!(
                 Path::new(program).exists(),
@@ -74,14 +79,20 @@ impl Browser {
             wait_for_port(port, Duration::from_secs(10)),
             "chromedriver did not listen on {port}"
         );
+        let mut args: Vec<String> = [
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-dev-shm-usage",
+            "--window-size=1366,900",
+            "--disable-gpu",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend_from_slice(extra);
         let mut capabilities = serde_json::Map::new();
         capabilities.insert(
             "goog:chromeOptions".into(),
-            json!({
-                "binary": CHROMIUM,
-                "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                         "--window-size=1366,900", "--disable-gpu"],
-            }),
+            json!({ "binary": CHROMIUM, "args": args }),
         );
         let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
             .capabilities(capabilities)
