@@ -152,79 +152,25 @@ impl Uplink<'_> {
 }
 
 /// A TLS front to `broker` on a free port, its certificate (for 127.0.0.1)
-/// and CA made by `openssl` in `dir`: what the engine meets at a TLS broker.
+/// and CA made by `scripts/make-test-certs.sh` in `dir`: what the engine
+/// meets at a TLS broker.
 fn tls_front(
     rt: &tokio::runtime::Runtime,
     broker: SocketAddr,
     dir: &Path,
 ) -> (SocketAddr, PathBuf) {
-    let openssl = |args: &[&str]| {
-        let made = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("the openssl command");
-        assert!(
-            made.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&made.stderr)
-        );
-    };
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=bench-ca",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-    ]);
-    openssl(&[
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "front.key",
-        "-out",
-        "front.csr",
-        "-subj",
-        "/CN=front",
-    ]);
-    std::fs::write(dir.join("front.ext"), "subjectAltName=IP:127.0.0.1\n").expect("extensions");
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "front.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "2",
-        "-out",
-        "front.pem",
-        "-extfile",
-        "front.ext",
-    ]);
+    let made = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make-test-certs.sh"))
+        .arg(dir)
+        .output()
+        .expect("bash runs");
+    assert!(
+        made.status.success(),
+        "make-test-certs.sh: {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
     let certificate =
-        sluice::tls::ReloadingCertificate::new(&dir.join("front.pem"), &dir.join("front.key"))
+        sluice::tls::ReloadingCertificate::new(&dir.join("trusted.pem"), &dir.join("trusted.key"))
             .expect("the front's certificate");
     let config = Arc::new(certificate)
         .server_config()

@@ -395,10 +395,11 @@ impl PyModbus {
     }
 }
 
-/// Certificates made by the `openssl` command for a test, in `dir`: a CA
-/// (`ca.pem`), a broker certificate for 127.0.0.1 (`trusted`), one for another
-/// name (`stranger`), a client certificate of the CA (`client`) and one of
-/// another CA (`intruder`), each `NAME.pem` with `NAME.key`.
+/// Certificates made for a test by `scripts/make-test-certs.sh` (the `openssl`
+/// command), in `dir`: a CA (`ca.pem`), a broker certificate for 127.0.0.1
+/// (`trusted`), one for another name (`stranger`), a client certificate of
+/// the CA (`client`) and one of another CA (`intruder`), each `NAME.pem` with
+/// `NAME.key`.
 pub struct Certificates {
     pub dir: PathBuf,
 }
@@ -406,91 +407,16 @@ pub struct Certificates {
 impl Certificates {
     pub fn make(name: &str) -> Self {
         let dir = scratch_dir(name, free_port());
-        let openssl = |args: &[&str]| {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(&dir)
-                .output()
-                .unwrap_or_else(|e| panic!("openssl: {e} ({SETUP_HINT})"));
-            assert!(
-                out.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        let ca = |name: &str| {
-            openssl(&[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.pem"),
-                "-days",
-                "2",
-                "-subj",
-                &format!("/CN={name}"),
-                "-addext",
-                "basicConstraints=critical,CA:TRUE",
-                "-addext",
-                "keyUsage=critical,keyCertSign,cRLSign",
-            ]);
-        };
-        ca("ca");
-        ca("other-ca");
-        let leaf = |name: &str, issuer: &str, ext: &str| {
-            openssl(&[
-                "req",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.csr"),
-                "-subj",
-                &format!("/CN={name}"),
-            ]);
-            fs::write(dir.join(format!("{name}.ext")), ext).expect("extensions");
-            openssl(&[
-                "x509",
-                "-req",
-                "-in",
-                &format!("{name}.csr"),
-                "-CA",
-                &format!("{issuer}.pem"),
-                "-CAkey",
-                &format!("{issuer}.key"),
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-out",
-                &format!("{name}.pem"),
-                "-extfile",
-                &format!("{name}.ext"),
-            ]);
-        };
-        let server = "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n";
-        leaf(
-            "trusted",
-            "ca",
-            &format!("{server}subjectAltName=IP:127.0.0.1\n"),
+        let made = Command::new("bash")
+            .arg(project_root().join("scripts/make-test-certs.sh"))
+            .arg(&dir)
+            .output()
+            .unwrap_or_else(|e| panic!("make-test-certs.sh: {e} ({SETUP_HINT})"));
+        assert!(
+            made.status.success(),
+            "make-test-certs.sh: {}",
+            String::from_utf8_lossy(&made.stderr)
         );
-        leaf(
-            "stranger",
-            "ca",
-            &format!("{server}subjectAltName=DNS:broker.example\n"),
-        );
-        let client = "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n";
-        leaf("client", "ca", client);
-        leaf("intruder", "other-ca", client);
         Self { dir }
     }
 
