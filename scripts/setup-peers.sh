@@ -24,7 +24,7 @@ PY="$VENV/bin/python"
 PY_REQS=("pymodbus==3.16.1" "pyserial==3.5" "python-snap7<3" "virtual-plc==0.3.0" "dlt645==3.2.0")
 # The pinned npm package, as given to npm.
 NPM_PKG="sparkplug-payload@1.0.3"
-DEB_PKGS=(mosquitto libmodbus-dev gcc pkg-config postgresql chromium chromium-driver socat)
+DEB_PKGS=(mosquitto libmodbus-dev gcc pkg-config postgresql chromium chromium-driver socat openssl curl)
 
 say() { printf 'setup-peers: %s\n' "$*"; }
 
