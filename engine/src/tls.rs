@@ -1,7 +1,8 @@
-//! TLS material as the engine reads it (rustls with ring, no OpenSSL): PEM
-//! certificates and private keys read from files, the crypto provider, and a
-//! server certificate that follows its files (HTTPS for the API and the
-//! console: a renewed certificate is served from the next handshake).
+//! TLS material as the engine reads it (rustls with ring, no OpenSSL; SEC-9 of
+//! `docs/security.md`): PEM certificates and private keys read from files,
+//! the crypto provider, and a server certificate that follows its files
+//! (HTTPS for the API and the console: a renewed certificate is served from
+//! the next handshake).
 
 use std::io::BufReader;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
-//! MQTT over TLS (rustls with ring, no OpenSSL): the client configuration made
-//! from `collector.mqtt.tls` at every connect, so a rotated certificate or CA
-//! is used from the next reconnect, and a failed handshake said in words.
+//! MQTT over TLS (rustls with ring, no OpenSSL; SEC-9 of `docs/security.md`):
+//! the client configuration made from `collector.mqtt.tls` at every connect,
+//! so a rotated certificate or CA is used from the next reconnect, and a
+//! failed handshake said in words. The broker's certificate is always checked.
 
 use std::path::Path;
 use std::sync::Arc;
