@@ -112,3 +112,47 @@ fn tls_cause(error: &rustls::Error) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A handshake failure as tokio-rustls hands it to the client: rustls's
+    /// error inside an I/O error.
+    fn failed(error: rustls::Error) -> ConnectionError {
+        ConnectionError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, error))
+    }
+
+    #[test]
+    fn a_handshake_failure_is_named() {
+        use rustls::Error::{AlertReceived, InvalidCertificate};
+        for (error, words) in [
+            (InvalidCertificate(CertificateError::Expired), "expired"),
+            (
+                InvalidCertificate(CertificateError::UnknownIssuer),
+                "unknown issuer",
+            ),
+            (
+                InvalidCertificate(CertificateError::NotValidForName),
+                "name mismatch",
+            ),
+            (
+                AlertReceived(AlertDescription::CertificateRequired),
+                "certificate required",
+            ),
+            (
+                AlertReceived(AlertDescription::UnknownCA),
+                "refused the client certificate",
+            ),
+        ] {
+            let said = cause(&failed(error));
+            assert!(
+                said.starts_with("TLS handshake failed: ") && said.contains(words),
+                "{words}: {said}"
+            );
+        }
+        let refused =
+            ConnectionError::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(cause(&refused), refused.to_string());
+    }
+}
