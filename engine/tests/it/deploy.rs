@@ -81,11 +81,7 @@ fn component(name: &str) -> Vec<u8> {
 
 /// Sends raw bytes with PUT; returns status and JSON body.
 async fn put_bytes(http: u16, path: &str, bytes: &[u8]) -> (u16, Value) {
-    let head = format!(
-        "PUT {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/wasm\r\nContent-Length: {}\r\n\r\n",
-        bytes.len()
-    );
-    Engine::exchange(http, &head, bytes).await
+    Engine::put_wasm(http, path, ADMIN, bytes).await
 }
 
 async fn active_version(http: u16, name: &str) -> String {

@@ -32,11 +32,7 @@ fn dlt645() -> Vec<u8> {
 }
 
 async fn upload(http: u16, path: &str, bytes: &[u8]) -> (u16, Value) {
-    let head = format!(
-        "PUT {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/wasm\r\nContent-Length: {}\r\n\r\n",
-        bytes.len()
-    );
-    Engine::exchange(http, &head, bytes).await
+    Engine::put_wasm(http, path, ADMIN, bytes).await
 }
 
 /// The values of the last report on `topic`, by key.

@@ -181,6 +181,21 @@ impl Engine {
         )
     }
 
+    /// `PUT path` with a component's bytes (`application/wasm`) as `token`;
+    /// the status code and the JSON body.
+    pub async fn put_wasm(
+        port: u16,
+        path: &str,
+        token: &str,
+        bytes: &[u8],
+    ) -> (u16, serde_json::Value) {
+        let head = format!(
+            "PUT {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: application/wasm\r\nContent-Length: {}\r\n\r\n",
+            bytes.len()
+        );
+        Self::exchange(port, &head, bytes).await
+    }
+
     /// The engine's whole `/health` (the admin's `token`), waiting (bounded) for
     /// it to answer.
     pub async fn health(port: u16, token: &str) -> serde_json::Value {
