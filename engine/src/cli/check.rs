@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use sluice::compile::Sources;
+use sluice::config::CollectorConfig;
 use sluice::gateway::{self, Purpose, Refusal};
 use sluice::pipeline::{self, Pipeline};
 use sluice::runtime::Limits;
+use sluice::tls::ReloadingCertificate;
 use sluice::yaml::{Diagnostics, Kind, parse};
 
 pub fn run(files: &[PathBuf], pipelines_dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
@@ -37,11 +39,15 @@ pub fn run(files: &[PathBuf], pipelines_dir: Option<PathBuf>) -> anyhow::Result<
             pipelines_dir: pipelines_dir.clone(),
             pipeline_files: pipelines.clone(),
         };
-        let compiled = match gateway::compile(&sources, Purpose::Check) {
-            Ok(_) => Ok(()),
-            Err(Refusal::Problems(problems)) => Err(problems),
+        let mut problems = match gateway::compile(&sources, Purpose::Check) {
+            Ok(_) => Diagnostics::new(config.display().to_string()),
+            Err(Refusal::Problems(problems)) => problems,
             Err(other) => return Err(other.into()),
         };
+        if let Ok(collector) = sluice::config::load_collector(&config) {
+            problems.extend(tls_problems(&config, &collector));
+        }
+        let compiled = problems.into_result(());
         verdicts.push((config, compiled));
     }
     let mut printed: Vec<String> = Vec::new();
@@ -65,6 +71,23 @@ pub fn run(files: &[PathBuf], pipelines_dir: Option<PathBuf>) -> anyhow::Result<
         eprintln!("{} problem(s) found", printed.len());
         Ok(ExitCode::FAILURE)
     }
+}
+
+/// What the TLS files `collector` names would do at a connect: a file that
+/// cannot be read or holds no certificate (key), an expired client certificate.
+fn tls_problems(file: &Path, collector: &CollectorConfig) -> Diagnostics {
+    let mut problems = Diagnostics::new(file.display().to_string());
+    if let Some(tls) = &collector.mqtt.tls
+        && let Err(problem) = sluice::uplink::check_tls_files(tls, sluice::clock::now_ms())
+    {
+        problems.push(tls.pos, format!("collector.mqtt.tls: {problem}"));
+    }
+    if let Some(tls) = collector.http.as_ref().and_then(|http| http.tls.as_ref())
+        && let Err(problem) = ReloadingCertificate::new(&tls.cert_file, &tls.key_file)
+    {
+        problems.push(tls.pos, format!("collector.http.tls: {problem}"));
+    }
+    problems
 }
 
 /// A pipeline file has a top-level `stages` key; anything else is a device config.

@@ -90,6 +90,8 @@ pub struct TlsConfig {
     /// `alpn`: protocol names offered in the handshake (`x-amzn-mqtt-ca` for
     /// AWS IoT on port 443).
     pub alpn: Vec<String>,
+    /// Where `tls` is written (the broker URL's position without it).
+    pub pos: Pos,
 }
 
 impl TlsConfig {
@@ -167,6 +169,8 @@ impl PartialEq for HttpConfig {
 pub struct HttpTls {
     pub cert_file: PathBuf,
     pub key_file: PathBuf,
+    /// Where `tls` is written.
+    pub pos: Pos,
 }
 
 /// One entry of `nodeTokens`: `{ nodeId, token }`.
@@ -215,7 +219,8 @@ pub(super) fn read_mqtt(node: &Node, base: &Path, errors: &mut Diagnostics) -> M
             other => Err(format!("expected a URL, found {}", other.describe())),
         })
         .unwrap_or((d.broker_host, d.broker_port, false));
-    let tls = read_tls(&mut f, secure, errors);
+    let url_pos = f.node("brokerUrl").map_or(node.pos, |url| url.pos);
+    let tls = read_tls(&mut f, secure, url_pos, errors);
     let client_id = text(&mut f, "clientId", errors);
     let username = text_at(&mut f, "username", errors).map(|(v, _)| v);
     let password = secret_at(&mut f, "password", base, errors).map(|(v, _)| v);
@@ -287,7 +292,12 @@ pub(super) fn read_mqtt(node: &Node, base: &Path, errors: &mut Diagnostics) -> M
 }
 
 /// `tls` of a broker over TLS (`secure`); refused beside a plain one.
-fn read_tls(f: &mut Fields<'_>, secure: bool, errors: &mut Diagnostics) -> Option<TlsConfig> {
+fn read_tls(
+    f: &mut Fields<'_>,
+    secure: bool,
+    url_pos: Pos,
+    errors: &mut Diagnostics,
+) -> Option<TlsConfig> {
     let node = f.node("tls");
     if !secure {
         if let Some(node) = node {
@@ -299,7 +309,10 @@ fn read_tls(f: &mut Fields<'_>, secure: bool, errors: &mut Diagnostics) -> Optio
         return None;
     }
     let Some(node) = node else {
-        return Some(TlsConfig::default());
+        return Some(TlsConfig {
+            pos: url_pos,
+            ..TlsConfig::default()
+        });
     };
     let mut t = Fields::of(node, "collector.mqtt.tls", errors)?;
     let path = |t: &mut Fields<'_>, key: &'static str, errors: &mut Diagnostics| {
@@ -339,6 +352,7 @@ fn read_tls(f: &mut Fields<'_>, secure: bool, errors: &mut Diagnostics) -> Optio
         cert_file,
         key_file,
         alpn,
+        pos: node.pos,
     })
 }
 
@@ -440,6 +454,7 @@ pub(super) fn read_http(node: &Node, base: &Path, errors: &mut Diagnostics) -> H
         Some(HttpTls {
             cert_file: base.join(cert?.0),
             key_file: base.join(key?.0),
+            pos: node.pos,
         })
     });
     let max_connections = ranged(

@@ -40,6 +40,23 @@ pub(super) fn transport(tls: &TlsConfig) -> Result<(Transport, Option<i64>), Str
     Ok((transport, expires))
 }
 
+/// Reads `tls`'s files as a connect would (`sluice check`).
+///
+/// # Errors
+/// As [`transport`]; and a client certificate past its validity at
+/// `now_ms` (ms since the epoch).
+pub fn check_files(tls: &TlsConfig, now_ms: i64) -> Result<(), String> {
+    let (_, expires) = transport(tls)?;
+    match (expires, &tls.cert_file) {
+        (Some(end), Some(cert)) if end <= now_ms => Err(format!(
+            "TLS client certificate {}: expired {} day(s) ago; the broker will refuse it",
+            cert.display(),
+            (now_ms - end) / 86_400_000
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The roots the broker's certificate must chain to: `ca_file`'s, else the
 /// system's.
 fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, String> {

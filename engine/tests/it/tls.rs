@@ -121,6 +121,17 @@ async fn the_broker_is_checked_against_the_ca_and_its_name() {
     drop(engine);
     drop(stranger);
 
+    // A broker whose certificate has lapsed: refused, named.
+    let (lapsed, lapsed_port) = Mosquitto::start_tls(&certs, "lapsed", false);
+    let http = free_port();
+    let engine = Engine::start(
+        &scratch_dir("tls-lapsed"),
+        &gateway(lapsed_port, http, sim_port, tls.clone()),
+    );
+    broker_error(http, "expired").await;
+    drop(engine);
+    drop(lapsed);
+
     // Without the CA, the system's roots do not know the test's CA.
     let (broker, tls_port) = Mosquitto::start_tls(&certs, "trusted", false);
     let subscriber = Subscriber::connect(broker.port()).await;
@@ -302,4 +313,70 @@ async fn the_console_works_over_https_in_a_browser() {
         .eval("return window.location.protocol;", vec![])
         .await;
     assert_eq!(scheme, "https:");
+}
+
+/// `sluice check` reads the TLS files as a connect would: a missing CA file
+/// and a lapsed client certificate are problems at the `tls` they belong to;
+/// good files pass.
+#[test]
+fn check_reads_the_tls_files() {
+    let certs = Certificates::make("tls-check");
+    let dir = scratch_dir("tls-check-config");
+    let check = |tls: Value, http_tls: Value| {
+        let config = Gateway::without_client_id(0)
+            .set("mqtt.brokerUrl", "mqtts://127.0.0.1:8883")
+            .set("mqtt.tls", tls)
+            .http(free_port(), ADMIN)
+            .set("http.tls", http_tls)
+            .device(Device::modbus("d", 502).tag(Tag::new("t", "40001", "UINT16", 200)))
+            .yaml();
+        let file = dir.join("gateway.yaml");
+        std::fs::write(&file, config).expect("config written");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("check")
+            .arg(&file)
+            .output()
+            .expect("sluice check runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let https = serde_json::json!({ "certFile": certs.path("trusted.pem"), "keyFile": certs.path("trusted.key") });
+    let good = serde_json::json!({
+        "caFile": certs.path("ca.pem"),
+        "certFile": certs.path("client.pem"),
+        "keyFile": certs.path("client.key"),
+    });
+    let (code, said) = check(good, https.clone());
+    assert_eq!(code, Some(0), "{said}");
+
+    let lapsed = serde_json::json!({
+        "caFile": certs.path("missing-ca.pem"),
+        "certFile": certs.path("lapsed-client.pem"),
+        "keyFile": certs.path("lapsed-client.key"),
+    });
+    let (code, said) = check(lapsed, https.clone());
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("collector.mqtt.tls: TLS certificate file")
+            && said.contains("missing-ca.pem"),
+        "{said}"
+    );
+    let lapsed = serde_json::json!({
+        "caFile": certs.path("ca.pem"),
+        "certFile": certs.path("lapsed-client.pem"),
+        "keyFile": certs.path("lapsed-client.key"),
+    });
+    let (code, said) = check(lapsed, https);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("lapsed-client.pem: expired"), "{said}");
+
+    let wrong_key = serde_json::json!({ "certFile": certs.path("trusted.pem"), "keyFile": certs.path("client.key") });
+    let (code, said) = check(
+        serde_json::json!({ "caFile": certs.path("ca.pem") }),
+        wrong_key,
+    );
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("collector.http.tls: "), "{said}");
 }
