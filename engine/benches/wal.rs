@@ -231,6 +231,7 @@ impl Stream {
                             device_num: &device,
                             timestamp_ms: ts_ms,
                             seq,
+                            skipped: None,
                         };
                         let json = serde_json::to_vec(&payload(header, &samples, &tags))
                             .expect("a report serializes");
@@ -513,6 +514,7 @@ fn replay(rt: &Runtime, stream: &Stream) -> Replay {
                 client_id: &client_id,
                 edge_node_id: "",
                 data_dir: std::path::Path::new("."),
+                sole: true,
             },
             Arc::clone(&running.outbox),
             None,

@@ -206,6 +206,13 @@ pub async fn keep_ownership(
         for device in &gained {
             seq.forget(device);
         }
+        // STATE-7: the taken devices' statuses name this collector from now on.
+        let taken: Vec<_> = gained
+            .iter()
+            .map(|device| (EntityType::Device, device.clone()))
+            .collect();
+        let leases = Arc::clone(&fleet.services().leases);
+        let _ = tokio::task::spawn_blocking(move || leases.restate(&taken)).await;
         if !gained.is_empty() {
             tracing::info!(gained = gained.len(), "devices taken over");
         }

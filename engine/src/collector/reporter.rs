@@ -89,11 +89,13 @@ impl Reporter {
         };
         let mut sent = 0;
         for group in groups {
+            let numbered = seq.next(who.device_id)?;
             let header = ReportHeader {
                 product_id: who.product_id,
                 device_num: who.device_num,
                 timestamp_ms: now_ms,
-                seq: seq.next(who.device_id)?,
+                seq: numbered.seq,
+                skipped: numbered.skipped,
             };
             let body = match &self.encoding {
                 Encoding::Json => payload(header, &group, tags),

@@ -201,6 +201,11 @@ fn start_engine(
         uplink.clone(),
         Some(lease_changes),
     );
+    // STATE-7: what an earlier run left retained is put right before any
+    // report (with a shared state, each device when this engine takes it).
+    if identity.sole {
+        leases.restate_all();
+    }
     tasks.spawn(Arc::clone(&leases).run(shutdown.clone()));
     tasks.spawn(Arc::clone(&alarms).run(lease_events, shutdown.clone()));
     let delivery = Delivery::new(
@@ -272,6 +277,7 @@ pub async fn run(
         client_id: &client_id,
         edge_node_id: &edge_node_id,
         data_dir: std::path::Path::new(&config.collector.wal.dir),
+        sole: db.shared().is_none(),
     };
     let mut tasks = Tasks::default();
     let engine = start_engine(
@@ -316,6 +322,7 @@ pub async fn run(
         Arc::clone(&seq),
         shutdown.clone(),
     ));
+    tasks.spawn(Arc::clone(&seq).keep_marks(shutdown.clone()));
     // Who may send commands and configurations over MQTT.
     let guard = Arc::new(DownlinkGuard::new(&config, Some(SeenRequests::new(&store))));
     guard.announce();
@@ -430,6 +437,14 @@ pub async fn run(
     tasks.spawn(systemd::keep_watchdog(shutdown.clone()));
     collector.run(shutdown).await;
     systemd::notify("STOPPING=1");
+    // WAL-10: no report is made any more, so the next start numbers on from here.
+    let closed = tokio::task::spawn_blocking(move || seq.close()).await;
+    if let Err(error) = closed
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+    {
+        tracing::warn!(%error, "cannot give back the unused report numbers; the next start announces them");
+    }
     // Reports of the last rounds are committed before the process ends (they are
     // published at the next start if the broker does not take them now).
     tasks.join().await;

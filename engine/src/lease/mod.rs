@@ -24,7 +24,7 @@ pub use crate::model::{
 pub use crate::store::{Claimed, RedbStateStore, StateStore, StoreError};
 
 use crate::clock::now_ms;
-use crate::mqtt::{DeviceTopic, entity_event, status};
+use crate::mqtt::{DeviceTopic, entity_event};
 use crate::sync::{lock, read, write};
 use crate::uplink::Uplink;
 use crate::wal::Message;
@@ -135,9 +135,39 @@ impl Leases {
         {
             self.uplink.status(
                 before.topic(&self.uplink, DeviceTopic::StatusPost),
-                status(EntityState::Offline, now_ms()),
+                EntityState::Offline,
+                now_ms(),
             );
         }
+    }
+
+    /// Says again, naming this collector, the state of each of `entities`
+    /// that has a row (STATE-7 of `docs/state.md`): at a start, before the
+    /// first report, and when this engine takes a device over from another.
+    pub fn restate(&self, entities: &[EntityKey]) {
+        let now = now_ms();
+        for entity in entities {
+            let Some(announce) = read(&self.announce).get(entity).cloned() else {
+                continue;
+            };
+            match self.store.get(entity.0, &entity.1) {
+                Ok(Some(row)) => self.uplink.status(
+                    announce.topic(&self.uplink, DeviceTopic::StatusPost),
+                    row.state.as_of(row.expire_time, now),
+                    now,
+                ),
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(%error, id = %entity.1, "cannot read a state to say it again");
+                }
+            }
+        }
+    }
+
+    /// [`Leases::restate`] for every entity announced.
+    pub fn restate_all(&self) {
+        let entities: Vec<EntityKey> = read(&self.announce).keys().cloned().collect();
+        self.restate(&entities);
     }
 
     /// An entity that is no longer configured: its state is set (and announced)
@@ -305,7 +335,8 @@ impl Leases {
             }
             self.uplink.status(
                 announce.topic(&self.uplink, DeviceTopic::StatusPost),
-                status(row.state, now),
+                row.state,
+                now,
             );
             let event = transition.event();
             // Events go through the outbox: durable, like reports.

@@ -6,10 +6,20 @@ use serde_json::{Value as Json, json};
 
 use crate::model::{CommandStatus, EntityState, Transition};
 
-/// A retained status on `status/post`: `{"status": "online", "ts": ...}` (also
-/// `offline`, `maintain`, `fault` for devices and drivers).
+/// The collector's own retained status on `collector/{clientId}/status/post`:
+/// `{"status": "online", "ts": ...}` (`offline` in its Last Will and at a clean stop).
 pub fn status(state: EntityState, ts_ms: i64) -> Vec<u8> {
     json!({ "status": state.as_str(), "ts": ts_ms })
+        .to_string()
+        .into_bytes()
+}
+
+/// A device's or driver's retained status on `status/post`: `{"status":
+/// "online", "ts": ..., "collector": CLIENT_ID}`, naming the collector that
+/// says it (its own status tells whether it still speaks: STATE-7 of
+/// `docs/state.md`).
+pub fn entity_status(state: EntityState, ts_ms: i64, collector: &str) -> Vec<u8> {
+    json!({ "status": state.as_str(), "ts": ts_ms, "collector": collector })
         .to_string()
         .into_bytes()
 }

@@ -4,7 +4,7 @@
 //! | topic (under `collector.mqtt.topicPrefix`) | direction | payload |
 //! |---|---|---|
 //! | `{productId}/{deviceNum}/property/post` | up | [`payload`] |
-//! | `{productId}/{deviceNum}/status/post` (retained) | up | [`status`] |
+//! | `{productId}/{deviceNum}/status/post` (retained) | up | [`entity_status`] |
 //! | `{productId}/{deviceNum}/event/post/{event}` | up | [`entity_event`] |
 //! | `collector/{clientId}/status/post` (retained, Last Will) | up | [`status`] |
 //! | `collector.alarms.topic` | up | [`alarm_notice`] |
@@ -25,7 +25,7 @@ mod topics;
 
 pub use messages::{
     CommandReply, Notice, PushProblem, PushReply, PushStatus, ReplyStatus, alarm_notice,
-    entity_event, status,
+    entity_event, entity_status, status,
 };
 pub use report::{ReportHeader, payload};
 pub use request::{CommandRequest, EXPECTED_SHAPE, request_id_of};

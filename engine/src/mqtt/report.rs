@@ -1,5 +1,6 @@
 //! The report payload published on `property/post` for one device and round:
-//! `{deviceNum, productId, seq, timestamp, values: [{key, quality, ts, value}]}`.
+//! `{deviceNum, productId, seq, timestamp, values: [{key, quality, ts, value}]}`,
+//! and `skipped: {from, to}` after `seq` in the first report after a crash.
 //! A BAD value is published as `null` with its quality.
 //!
 //! The payload is written straight from the samples into its bytes: no JSON
@@ -17,6 +18,9 @@ pub struct ReportHeader<'a> {
     pub timestamp_ms: i64,
     /// Per-device sequence number, strictly increasing.
     pub seq: u64,
+    /// With the first report after a crash: the numbers before `seq` that
+    /// may never have been used (first, last; WAL-10 of `docs/wal.md`).
+    pub skipped: Option<(u64, u64)>,
 }
 
 /// The JSON payload's bytes; samples name their tag by index into `tags`
@@ -31,6 +35,13 @@ pub fn payload(header: ReportHeader<'_>, samples: &[Sample], tags: &[TagSpec]) -
     string(&mut out, header.product_id);
     out.extend_from_slice(b",\"seq\":");
     out.extend_from_slice(itoa::Buffer::new().format(header.seq).as_bytes());
+    if let Some((first, last)) = header.skipped {
+        out.extend_from_slice(b",\"skipped\":{\"from\":");
+        out.extend_from_slice(itoa::Buffer::new().format(first).as_bytes());
+        out.extend_from_slice(b",\"to\":");
+        out.extend_from_slice(itoa::Buffer::new().format(last).as_bytes());
+        out.push(b'}');
+    }
     out.extend_from_slice(b",\"timestamp\":");
     out.extend_from_slice(itoa::Buffer::new().format(header.timestamp_ms).as_bytes());
     out.extend_from_slice(b",\"values\":[");
@@ -166,6 +177,7 @@ mod tests {
             device_num: "D1",
             timestamp_ms: 1_700_000_000_200,
             seq: 42,
+            skipped: None,
         };
         let bytes = payload(header, &samples, &tags);
         let parsed: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
@@ -211,6 +223,7 @@ mod tests {
             device_num: "D1",
             timestamp_ms: 9,
             seq: 1,
+            skipped: Some((2, 1000)),
         };
         let parsed: serde_json::Value =
             serde_json::from_slice(&payload(header, &samples, &tags)).expect("json");
@@ -221,5 +234,6 @@ mod tests {
             .map(|v| v["ts"].as_i64().expect("ts"))
             .collect();
         assert_eq!(read, stamps);
+        assert_eq!(parsed["skipped"], json!({"from": 2, "to": 1000}));
     }
 }

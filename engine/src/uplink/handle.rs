@@ -11,7 +11,9 @@ use super::message::{DownlinkRoute, Input, NodeEvent};
 use super::publisher::Publisher;
 use super::sparkplug::{BD_SEQ_FILE, Births, EdgeNode};
 use super::stats::UplinkStats;
+use super::statuses::Status;
 use crate::config::{MqttConfig, UplinkPayload};
+use crate::model::EntityState;
 use crate::mqtt::Topics;
 use crate::mqtt::sparkplug::SparkplugTopics;
 use crate::wal::{Message, Outbox, Settled};
@@ -35,6 +37,9 @@ pub struct UplinkIdentity<'a> {
     pub client_id: &'a str,
     pub edge_node_id: &'a str,
     pub data_dir: &'a std::path::Path,
+    /// Whether no other engine speaks for its devices (the state is not
+    /// shared): at a clean stop it says each of them offline (STATE-7).
+    pub sole: bool,
 }
 
 impl Uplink {
@@ -77,7 +82,8 @@ impl Uplink {
                 QoS::AtLeastOnce
             },
         };
-        let task = Publisher::new(config, identity.client_id, route, downlink, node.is_some())
+        let speaker = (identity.client_id, identity.sole);
+        let task = Publisher::new(config, speaker, route, downlink, node.is_some())
             .run(publisher, inputs, node, shutdown);
         let task = tokio::spawn(task);
         (uplink, task)
@@ -142,13 +148,18 @@ impl Uplink {
         self.outbox.push_settled(message)
     }
 
-    /// Publishes a retained status; while disconnected only the latest per topic is
-    /// kept, and sent on the next connection.
+    /// Publishes a device's or driver's retained status on `topic`, naming
+    /// this collector (STATE-7); while disconnected only the latest per topic
+    /// is kept, and sent on the next connection before any report.
     /// With Sparkplug B there are none: births and deaths say it.
-    pub fn status(&self, topic: String, payload: Vec<u8>) {
+    pub fn status(&self, topic: String, state: EntityState, ts_ms: i64) {
         if self.sparkplug.is_none() {
             // The publisher only stops at shutdown, when statuses no longer matter.
-            let _ = self.publisher.send(Input::Status(topic, payload));
+            let _ = self.publisher.send(Input::Status(Status {
+                topic,
+                state,
+                ts_ms,
+            }));
         }
     }
 }

@@ -6,12 +6,13 @@ use rumqttc::Publish;
 use tokio::sync::{mpsc, oneshot};
 
 use super::sparkplug::Births;
+use super::statuses::Status;
 
 /// What the rest of the engine hands the publisher, in the order it was sent.
 #[derive(Debug)]
 pub(super) enum Input {
-    /// A retained status: topic and payload.
-    Status(String, Vec<u8>),
+    /// A device's or driver's retained status.
+    Status(Status),
     /// A message whose PUBACK someone waits for: topic, payload, whom to tell.
     Tracked(String, Vec<u8>, oneshot::Sender<()>),
     /// For the Sparkplug edge node only.

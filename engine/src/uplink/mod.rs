@@ -21,6 +21,7 @@ mod publisher;
 mod refusals;
 mod sparkplug;
 mod stats;
+mod statuses;
 mod tls;
 mod wire;
 
@@ -29,3 +30,4 @@ pub use handle::{Uplink, UplinkIdentity};
 pub use message::{Downlink, DownlinkRoute};
 pub use sparkplug::{BD_SEQ_FILE, Births};
 pub use stats::UplinkStats;
+pub use tls::check_files as check_tls_files;

@@ -10,18 +10,18 @@
 //! record in the log (WAL-3), which resends exactly what
 //! was not acknowledged, in order, before newer records.
 
-use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::time::Duration;
 
-use bytes::Bytes;
 use rumqttc::{Event, Incoming, LastWill, MqttOptions, Outgoing, Publish, QoS};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::connection::{Carried, Connection, Ended, INFLIGHT, Route};
 use super::message::{Downlink, DownlinkRoute, Input, NodeEvent};
-use super::outbound::Outbound;
+use super::outbound::{NotQueued, Outbound};
 use super::sparkplug::EdgeNode;
+use super::statuses::Statuses;
 use super::tls;
 use super::wire::Wire;
 use crate::clock::now_ms;
@@ -44,6 +44,8 @@ const RECONNECT: BackoffConfig = BackoffConfig {
     max_ms: 5000,
     jitter: 0.2,
 };
+/// How long a clean stop waits for its last words to be acknowledged.
+const FAREWELL_WAIT: Duration = Duration::from_secs(5);
 /// A connection up this long ends the backoff: its loss is a new outage.
 const STABLE_AFTER: Duration = Duration::from_secs(30);
 /// The largest packet the engine reads: the most MQTT allows. A downlink
@@ -64,6 +66,8 @@ pub(super) struct Publisher {
     downlink: Option<(mpsc::UnboundedSender<Downlink>, Vec<String>)>,
     /// Whether the edge node takes an NCMD (from a trusted broker only).
     node_commands: bool,
+    /// Whether this engine alone speaks for its devices (STATE-7).
+    sole: bool,
 }
 
 /// What the publisher keeps across connections besides the connection's own
@@ -73,9 +77,8 @@ struct Between {
     inputs: mpsc::UnboundedReceiver<Input>,
     /// Its own sender, for downlink messages to be acknowledged through.
     to_self: mpsc::UnboundedSender<Input>,
-    /// The latest status per topic that came while no connection was up, sent
-    /// on the next one.
-    latest: HashMap<String, Vec<u8>>,
+    /// The devices' and drivers' statuses: said, and waiting for a connection.
+    statuses: Statuses,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -87,10 +90,11 @@ enum Outcome {
 
 impl Publisher {
     /// A publisher for `config`, as `client_id`; `sparkplug` when the payload
-    /// is Sparkplug B (the session is clean then).
+    /// is Sparkplug B (the session is clean then); `sole` when no other engine
+    /// speaks for its devices.
     pub(super) fn new(
         config: &MqttConfig,
-        client_id: &str,
+        (client_id, sole): (&str, bool),
         route: Route,
         downlink: Option<DownlinkRoute>,
         sparkplug: bool,
@@ -127,6 +131,7 @@ impl Publisher {
             route,
             node_commands: downlink.as_ref().is_some_and(|d| d.node_commands),
             downlink: downlink.map(|d| (d.to, topics.downlink_filters().to_vec())),
+            sole,
         }
     }
 
@@ -142,7 +147,7 @@ impl Publisher {
         let mut between = Between {
             inputs,
             to_self,
-            latest: HashMap::new(),
+            statuses: Statuses::new(self.options.client_id().as_str(), self.sole),
             shutdown,
         };
         let mut carried = Carried {
@@ -177,7 +182,8 @@ impl Publisher {
             };
             let outcome = self.drive(&mut connection, &mut wire, &mut between).await;
             if let Outcome::ShutDown = outcome {
-                self.goodbye(&mut connection, &mut wire).await;
+                self.goodbye(&mut connection, &mut wire, &mut between.statuses)
+                    .await;
             }
             let dropped = matches!(outcome, Outcome::Dropped);
             let Ended {
@@ -246,7 +252,7 @@ impl Publisher {
                 },
                 _ = pushed.changed() => connection.fill(),
                 Some(input) = between.inputs.recv() => {
-                    self.on_input(connection, input, &mut between.latest);
+                    self.on_input(connection, input, &mut between.statuses);
                     if devices_changed.is_none() {
                         devices_changed = connection.node().and_then(|node| node.changes());
                     }
@@ -300,7 +306,12 @@ impl Publisher {
                         self.status_topic.clone(),
                         status(EntityState::Online, now_ms()),
                     );
-                    for (topic, payload) in between.latest.drain() {
+                    // STATE-7: statuses handed over before this connection
+                    // (those of a start among them) go out before any record.
+                    while let Ok(input) = between.inputs.try_recv() {
+                        self.on_input(connection, input, &mut between.statuses);
+                    }
+                    for (topic, payload) in between.statuses.waited() {
                         connection.queue_status(topic, payload);
                     }
                 }
@@ -353,19 +364,13 @@ impl Publisher {
     }
 
     /// What the rest of the engine handed the publisher.
-    fn on_input(
-        &self,
-        connection: &mut Connection,
-        input: Input,
-        latest: &mut HashMap<String, Vec<u8>>,
-    ) {
+    fn on_input(&self, connection: &mut Connection, input: Input, statuses: &mut Statuses) {
         match input {
-            Input::Status(topic, payload) if connection.is_up() => {
+            Input::Status(status) if connection.is_up() => {
+                let (topic, payload) = statuses.say(status);
                 connection.queue_status(topic, payload);
             }
-            Input::Status(topic, payload) => {
-                latest.insert(topic, payload);
-            }
+            Input::Status(status) => statuses.keep(status),
             Input::Tracked(topic, payload, done) => connection.queue_tracked(topic, payload, done),
             Input::Node(event) => on_node_event(connection, event),
             Input::Ack {
@@ -410,47 +415,85 @@ impl Publisher {
         }
     }
 
-    /// Publishes the offline status (or the edge node's NDEATH) and disconnects
-    /// cleanly, so the broker does not send the Last Will; waits up to 2 s for
-    /// what is in flight to be acknowledged.
-    async fn goodbye(&self, connection: &mut Connection, wire: &mut Wire) {
+    /// Says its last words and disconnects cleanly, so the broker does not
+    /// send the Last Will: with JSON, `offline` on the status of every device
+    /// and driver it said otherwise (STATE-7), then on its own; with Sparkplug
+    /// B the NDEATH. Waits up to [`FAREWELL_WAIT`] for what is in flight to be
+    /// acknowledged.
+    async fn goodbye(&self, connection: &mut Connection, wire: &mut Wire, statuses: &mut Statuses) {
         if !connection.is_up() {
             return;
         }
-        let (last_words, said) = match connection.node() {
+        let mut last: VecDeque<Publish> = VecDeque::new();
+        let retained = |topic: String, payload: Vec<u8>| {
+            let mut publish = Publish::new(topic, QoS::AtLeastOnce, payload);
+            publish.retain = true;
+            publish
+        };
+        let said = match connection.node() {
             Some(node) => {
                 let death = node.death();
-                let words = (death.topic, death.qos, false, Bytes::from(death.payload));
-                (words, "sent the NDEATH before disconnecting")
+                last.push_back(Publish::new(death.topic, death.qos, death.payload));
+                "sent the NDEATH before disconnecting"
             }
             None => {
-                let offline = Bytes::from(status(EntityState::Offline, now_ms()));
-                let words = (self.status_topic.clone(), QoS::AtLeastOnce, true, offline);
-                (words, "sent the offline status before disconnecting")
+                let now = now_ms();
+                for (topic, payload) in statuses.farewell(now) {
+                    last.push_back(retained(topic, payload));
+                }
+                let own = status(EntityState::Offline, now);
+                last.push_back(retained(self.status_topic.clone(), own));
+                "sent the offline statuses before disconnecting"
             }
         };
-        let (topic, qos, retain, payload) = last_words;
-        match connection.outbound().publish(topic, qos, retain, payload) {
-            Ok(()) => tracing::info!("{said}"),
-            Err(refused) => tracing::warn!(%refused, "no last words before disconnecting"),
-        }
-        let _ = connection.outbound().disconnect();
-        if wire.write(connection.outbound()).await.is_err() {
-            return;
-        }
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            match tokio::time::timeout_at(deadline, wire.poll()).await {
-                Ok(Ok(Event::Incoming(Incoming::PubAck(ack)))) => {
-                    connection.settle(ack.pkid);
-                    // A full window held the last words back; this PUBACK made room.
-                    if wire.write(connection.outbound()).await.is_err() {
+        let words = last.len();
+        let deadline = Instant::now() + FAREWELL_WAIT;
+        let mut disconnecting = false;
+        loop {
+            // As many last words as the queue takes; the disconnect after them.
+            while let Some(publish) = last.pop_front() {
+                let Publish {
+                    topic,
+                    qos,
+                    retain,
+                    payload,
+                    ..
+                } = publish;
+                match connection.outbound().publish(topic, qos, retain, payload) {
+                    Ok(()) => {}
+                    Err(NotQueued::Full(publish)) => {
+                        last.push_front(publish);
                         break;
                     }
+                    Err(refused) => tracing::warn!(%refused, "a last word not said"),
                 }
-                Ok(Ok(Event::Outgoing(Outgoing::Disconnect))) | Ok(Err(_)) | Err(_) => break,
+            }
+            // Only once every last word is written: a DISCONNECT written
+            // while one waits would leave it unsaid.
+            let written = connection.outbound().is_empty() && !wire.holds_a_publish();
+            if last.is_empty() && written && !disconnecting {
+                tracing::info!(statuses = words, "{said}");
+                let _ = connection.outbound().disconnect();
+                disconnecting = true;
+            }
+            if wire.write(connection.outbound()).await.is_err() {
+                return;
+            }
+            match tokio::time::timeout_at(deadline, wire.poll()).await {
+                // A full window held the rest back; this PUBACK made room.
+                Ok(Ok(Event::Incoming(Incoming::PubAck(ack)))) => connection.settle(ack.pkid),
+                // The broker closes once it read the DISCONNECT. Closing first,
+                // with its PUBACKs unread, would reset the connection, and the
+                // broker could drop what it had not read yet and send the will.
+                Ok(Err(_)) | Err(_) => break,
                 Ok(Ok(_)) => {}
             }
+        }
+        if !last.is_empty() {
+            tracing::warn!(
+                unsaid = last.len(),
+                "the broker did not take every last word in time"
+            );
         }
     }
 }

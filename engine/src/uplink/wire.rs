@@ -67,6 +67,12 @@ impl Wire {
         self.eventloop.state.events.pop_front()
     }
 
+    /// Whether the client holds a publish back until its packet id is free
+    /// (it goes out on that id's PUBACK, behind anything written meanwhile).
+    pub(super) fn holds_a_publish(&self) -> bool {
+        self.eventloop.state.collision.is_some()
+    }
+
     /// Writes what `outbound` holds to the connection, in order, and flushes
     /// once; nothing while the connection is not up yet. A QoS 1 publish that
     /// finds the broker's window full (or its packet id taken) stops the

@@ -178,7 +178,9 @@ fn demo_runs_a_gateway_against_its_simulator_and_broker() {
         "flow in m3/h from hundredths: {flow}"
     );
     assert!(
-        stdout.contains("DEMO/METER01/status/post {\"status\":\"online\""),
+        stdout.contains(
+            "DEMO/METER01/status/post {\"collector\":\"sluice-demo\",\"status\":\"online\""
+        ),
         "{stdout}"
     );
 }

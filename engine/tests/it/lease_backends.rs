@@ -200,7 +200,7 @@ fn the_lease_scenarios_hold_on_postgres_and_three_engines_never_expire_a_row_twi
     assert!(
         refused
             .to_string()
-            .contains("version 99, newer than this engine knows (3)"),
+            .contains("version 99, newer than this engine knows (4)"),
         "{refused}"
     );
     let unreachable = Postgres::open("postgresql://postgres@127.0.0.1:1/none", 1)

@@ -28,6 +28,7 @@ mod modbus_rtu;
 mod modbus_slice;
 mod openapi;
 mod peers_harness;
+mod platform_view;
 mod protocols;
 mod runtime;
 mod s7_mc_peers;

@@ -15,7 +15,6 @@ use crate::support::mqtt::{Message, Subscriber};
 use crate::support::peers::{Certificates, Mosquitto, Peer, free_port};
 use crate::support::sim::simulator;
 use serde_json::Value;
-use sluice::store::SEQ_BLOCK;
 
 const DEVICES: [&str; 3] = ["d1", "d2", "d3"];
 
@@ -66,18 +65,44 @@ fn gaps(seen: &BTreeSet<u64>) -> Vec<(u64, u64)> {
     runs
 }
 
-/// What `restarts` crashes may leave out of a device's numbers: the unused end
-/// of the block it was numbering from, once per crash.
-fn only_skipped_blocks(seen: &BTreeSet<u64>, restarts: usize) -> bool {
-    let runs = gaps(seen);
-    runs.len() <= restarts && runs.iter().all(|(_, last)| last % SEQ_BLOCK == 0)
+/// The ranges each device's reports announced as skipped (WAL-10).
+fn announced(messages: &[Message]) -> BTreeMap<String, BTreeSet<(u64, u64)>> {
+    let mut out: BTreeMap<String, BTreeSet<(u64, u64)>> = BTreeMap::new();
+    for message in messages
+        .iter()
+        .filter(|m| m.topic.ends_with("/property/post"))
+    {
+        let report = message.json();
+        if let Some(skipped) = report.get("skipped") {
+            let device = report["deviceNum"].as_str().expect("deviceNum").to_owned();
+            let from = skipped["from"].as_u64().expect("from");
+            let to = skipped["to"].as_u64().expect("to");
+            out.entry(device).or_default().insert((from, to));
+        }
+    }
+    out
+}
+
+/// What `restarts` crashes may leave out of a device's numbers: what the first
+/// report after each announced, and nothing else.
+fn only_announced_gaps(
+    seen: &BTreeSet<u64>,
+    skipped: Option<&BTreeSet<(u64, u64)>>,
+    restarts: usize,
+) -> bool {
+    let skipped = skipped.cloned().unwrap_or_default();
+    skipped.len() <= restarts
+        && gaps(seen).iter().all(|(first, last)| {
+            (*first..=*last).all(|n| skipped.iter().any(|(from, to)| *from <= n && n <= *to))
+        })
 }
 
 /// Every device's numbers, duplicates dropped, are 1..=max with none missing but
-/// the blocks `restarts` crashes skipped, and first arrivals are in increasing
+/// what `restarts` crashes announced skipped, and first arrivals are in increasing
 /// order.
 fn assert_complete_and_ordered(messages: &[Message], restarts: usize) -> BTreeMap<String, u64> {
     let mut highest = BTreeMap::new();
+    let skipped = announced(messages);
     for (device, arrived) in seqs(messages) {
         let mut seen = BTreeSet::new();
         let firsts: Vec<u64> = arrived
@@ -91,9 +116,10 @@ fn assert_complete_and_ordered(messages: &[Message], restarts: usize) -> BTreeMa
         );
         let max = *seen.last().expect("reports");
         assert!(
-            only_skipped_blocks(&seen, restarts),
-            "{device}: missing {:?} of 1..={max} after {restarts} crashes",
-            gaps(&seen)
+            only_announced_gaps(&seen, skipped.get(&device), restarts),
+            "{device}: missing {:?} of 1..={max} after {restarts} crashes (announced {:?})",
+            gaps(&seen),
+            skipped.get(&device)
         );
         highest.insert(device, max);
     }
@@ -101,8 +127,8 @@ fn assert_complete_and_ordered(messages: &[Message], restarts: usize) -> BTreeMa
 }
 
 /// Waits until every device has reported at least `at_least` reports and the
-/// stream is complete up to its highest number, but for the blocks `restarts`
-/// crashes skipped.
+/// stream is complete up to its highest number, but for what `restarts`
+/// crashes skipped and announced.
 async fn wait_complete(
     subscriber: &Subscriber,
     (at_least, restarts): (u64, usize),
@@ -112,10 +138,11 @@ async fn wait_complete(
     loop {
         let messages = subscriber.messages();
         let per_device = seqs(&messages);
+        let skipped = announced(&messages);
         let caught_up = DEVICES.iter().all(|d| {
             per_device.get(*d).is_some_and(|s| {
                 let set: BTreeSet<u64> = s.iter().copied().collect();
-                set.len() as u64 >= at_least && only_skipped_blocks(&set, restarts)
+                set.len() as u64 >= at_least && only_announced_gaps(&set, skipped.get(*d), restarts)
             })
         });
         if caught_up {

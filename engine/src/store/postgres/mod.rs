@@ -11,6 +11,7 @@ mod leases;
 mod owners;
 mod records;
 mod schema;
+mod seq_blocks;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 pub use leases::PgStateStore;
 pub use owners::{DeviceOwner, Owned};
 pub(crate) use records::{Op, OpAnswer, Transaction};
+pub use seq_blocks::GivenBack;
 
 use super::error::{Shared, StoreError, pg};
 

@@ -1,8 +1,7 @@
 //! Engines sharing the devices of one configuration (docs/state.md, STATE-S7, STATE-S8):
 //! each engine renews a lease of its own and the ownership leases of its share
 //! of the devices, takes unowned and lapsed devices up to its share, and lets
-//! the ones above its share lapse; report numbers are reserved in blocks per
-//! device. Every time is the server's clock, so engines on machines whose
+//! the ones above its share lapse (report numbers: `seq_blocks.rs`). Every time is the server's clock, so engines on machines whose
 //! clocks disagree still agree on who owns what.
 
 use super::Postgres;
@@ -200,31 +199,6 @@ impl Postgres {
                     lapsed: row.get(3),
                 })
                 .collect())
-        })
-    }
-
-    /// Reserves the next `block` report numbers of `device` for this engine;
-    /// returns the highest of them.
-    ///
-    /// # Errors
-    /// A database failure: no number is handed out then.
-    pub fn reserve_seq(&self, device: &str, block: u64) -> Result<u64, StoreError> {
-        let device = device.to_owned();
-        let block = i64::try_from(block).unwrap_or(i64::MAX);
-        self.run(move |client| async move {
-            let statement = client
-                .prepare_cached(
-                    "INSERT INTO sluice_device_seq AS s (device_id, ceiling) VALUES ($1, $2)
-                     ON CONFLICT (device_id) DO UPDATE SET ceiling = s.ceiling + $2
-                     RETURNING ceiling",
-                )
-                .await
-                .map_err(pg)?;
-            let row = client
-                .query_one(&statement, &[&device, &block])
-                .await
-                .map_err(pg)?;
-            Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or_default())
         })
     }
 }

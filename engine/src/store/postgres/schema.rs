@@ -95,6 +95,9 @@ const MIGRATIONS: &[&str] = &[
         device_id TEXT   PRIMARY KEY,
         ceiling   BIGINT NOT NULL
     );",
+    // 4: the highest report number known handed out per device (WAL-10): what
+    // a crash may have left unused is announced by the engine that goes on.
+    "ALTER TABLE sluice_device_seq ADD COLUMN used BIGINT;",
 ];
 
 /// An arbitrary number naming the lock migrations run under.

@@ -112,6 +112,24 @@ impl Engine {
         let _ = self.child.wait();
     }
 
+    /// SIGTERM (std sends only SIGKILL; the `kill` utility sends TERM), then
+    /// waits up to 15 s for a clean stop; fails the test if it takes longer.
+    pub fn terminate(&mut self) {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(sent, "kill -TERM {}", self.child.id());
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no clean stop within 15 s; log:\n{}", self.log());
+    }
+
     /// Fails the test if the engine exited.
     pub fn assert_running(&mut self) {
         if let Ok(Some(status)) = self.child.try_wait() {
