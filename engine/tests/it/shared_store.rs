@@ -2,7 +2,8 @@
 //! own, racing: every command is claimed by one node only; a receipt from a
 //! node whose claim was superseded is a duplicate or `NODE_MISMATCH`; one
 //! alarm key raised from both at once leaves one active alarm; a request id
-//! sent to both is one command.
+//! sent to both is one command; a device's report numbers go on from engine
+//! to engine, with what a crash left unused announced (WAL-10).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
@@ -14,7 +15,7 @@ use sluice::command::{
     CommandStatus, CommandStore, Created, Delivery, Receipt, ReceiptOutcome, ReceiptResult,
     Rejection, Timings,
 };
-use sluice::store::{Postgres as Database, StateDatabase};
+use sluice::store::{Postgres as Database, SeqAllocator, StateDatabase, Store};
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -216,4 +217,38 @@ fn one_alarm_key_raised_from_two_engines_at_once_leaves_one_active_alarm() {
     );
     let message = refused.expect_err("a second active alarm of one key");
     assert!(message.contains("alarm_active_key_unique"), "{message}");
+}
+
+#[test]
+fn report_numbers_go_on_from_engine_to_engine_and_a_crash_is_announced() {
+    let pg = Postgres::start();
+    let url = pg.database("numbers");
+    let dir = std::env::temp_dir().join(format!("sluice-it-numbers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(&dir).expect("store");
+    let engine = || {
+        let shared = Database::open(&url, 2).expect("postgres");
+        SeqAllocator::open(&store, Some(shared), ["d"]).expect("numbers")
+    };
+    let next = |numbers: &SeqAllocator| {
+        let numbered = numbers.next("d").expect("a number");
+        (numbered.seq, numbered.skipped)
+    };
+    let first = engine();
+    assert_eq!(next(&first), (1, None));
+    assert_eq!(next(&first), (2, None));
+    first.mark().expect("marks");
+    assert_eq!(next(&first), (3, None));
+    // It dies: the next engine announces what it may have left unused.
+    drop(first);
+    let second = engine();
+    assert_eq!(next(&second), (1001, Some((3, 1000))));
+    assert_eq!(next(&second), (1002, None));
+    // A clean stop gives the rest of its block back.
+    second.close().expect("close");
+    drop(second);
+    let third = engine();
+    assert_eq!(next(&third), (1003, None));
+    drop((third, store));
+    let _ = std::fs::remove_dir_all(&dir);
 }
