@@ -51,6 +51,7 @@ pub const API: &[Route] = &[
     ("GET", "/states", Access::Token),
     ("GET", "/devices/{id}/state", Access::Token),
     ("PUT", "/devices/{id}/state", Access::Admin),
+    ("PUT", "/drivers/{id}/state", Access::Admin),
     ("GET", "/drivers/{id}/state", Access::Token),
     ("GET", "/devices", Access::Token),
     ("GET", "/devices/{id}", Access::Token),

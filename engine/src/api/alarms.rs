@@ -5,7 +5,8 @@
 //! - `GET /alarms/stats`: pending count and today's handling rate
 //! - `GET /alarms/{id}`: the alarm, its history and what the caller may do now
 //! - `GET /alarms/{id}/actions`, `GET /alarms/{id}/chain`
-//! - `POST /alarms/{id}/{confirm|handle|close|false}` with `{"by"?, "note"?}`
+//! - `POST /alarms/{id}/{confirm|ack|handle|close|false}` with `{"by"?, "note"?}`
+//!   (`ack` is `confirm` by the seed's other name)
 //! - `POST /events` with `{deviceId, type, ts?, eventId?}`: a device event
 
 use std::sync::Arc;
@@ -131,6 +132,9 @@ fn alarm_error(e: &AlarmError) -> ApiReply {
 }
 
 /// The actions a person may request among `allowed`.
+/// Another name of `confirm`: "acknowledged", as the seed's table says it.
+const ACK: &str = "ack";
+
 fn by_people(allowed: &[AlarmAction]) -> Vec<&'static str> {
     allowed
         .iter()
@@ -334,7 +338,9 @@ pub async fn act(
     Path((id, action)): Path<(u64, String)>,
     body: axum::body::Bytes,
 ) -> ApiReply {
-    let Some(action) = AlarmAction::parse(&action).filter(|a| a.by_people()) else {
+    // The seed's "acknowledged" (`ack`) is the transition `confirm` makes.
+    let name = if action == ACK { "confirm" } else { &action };
+    let Some(action) = AlarmAction::parse(name).filter(|a| a.by_people()) else {
         let names: Vec<&str> = AlarmAction::BY_PEOPLE.iter().map(|a| a.as_str()).collect();
         return error(
             StatusCode::BAD_REQUEST,

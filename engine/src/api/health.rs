@@ -29,7 +29,8 @@ pub struct Health {
     devices: DeviceCounts,
     /// Connections to devices by link state (`ONLINE`, `RECOVERING`, ...).
     connections: BTreeMap<&'static str, u64>,
-    /// Alarm changes rolled back because their audit record could not be written.
+    /// Alarm and command changes rolled back because their audit record could
+    /// not be written.
     audit_failures: u64,
     pipelines: Reloads,
     config: ConfigReloads,
@@ -179,7 +180,8 @@ fn read_health(state: &ApiState) -> ApiReply {
             unknown: roster.devices().len().saturating_sub(rows.len()),
         },
         connections,
-        audit_failures: state.alarms.store().audit_failures(),
+        audit_failures: state.alarms.store().audit_failures()
+            + state.commands.store().audit_failures(),
         pipelines: reloads(
             &state.deployer.reload_status(),
             state.deployer.sources().pipelines_dir.as_deref(),

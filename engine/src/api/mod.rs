@@ -41,7 +41,7 @@ pub fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(openapi::document))
         .routes(routes!(states::list))
         .routes(routes!(states::device, states::set_device))
-        .routes(routes!(states::driver))
+        .routes(routes!(states::driver, states::set_driver))
         .routes(routes!(roster::list))
         .routes(routes!(devices::get))
         .routes(routes!(devices::push, devices::withdraw))

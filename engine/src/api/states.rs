@@ -1,6 +1,6 @@
 //! Device and driver states: `GET /devices/{id}/state`, `GET /drivers/{id}/state`,
-//! `GET /states?type=&state=&parent=`, and `PUT /devices/{id}/state` for an
-//! operator's maintenance. Reads show the effective state (a row whose lease ran
+//! `GET /states?type=&state=&parent=`, and `PUT /devices/{id}/state`,
+//! `PUT /drivers/{id}/state` for an operator's maintenance. Reads show the effective state (a row whose lease ran
 //! out reads offline before the scanner reaches it) and change nothing; a
 //! tenant's token reads its own devices' rows and the drivers'.
 
@@ -218,6 +218,31 @@ pub async fn set_device(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<SetState>,
 ) -> ApiReply {
+    set(state, EntityType::Device, id, &body).await
+}
+
+/// `PUT /drivers/{id}/state {"state":"maintain"|"online"}`: an operator puts a
+/// protocol driver into maintenance and back, as a device (the admin token).
+#[utoipa::path(put, path = "/drivers/{id}/state", tag = "states", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Driver (codec) name")),
+    request_body = SetState,
+    responses(
+        (status = 200, description = "The row in its new state", body = StateView),
+        (status = 400, description = "Not `maintain` or `online`", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 403, description = "Not the admin token", body = ErrorBody),
+        (status = 404, description = "It has not reported yet", body = ErrorBody)))]
+pub async fn set_driver(
+    State(state): State<ApiState>,
+    _admin: Admin,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<SetState>,
+) -> ApiReply {
+    set(state, EntityType::Driver, id, &body).await
+}
+
+/// An operator's change of an entity's state.
+async fn set(state: ApiState, entity_type: EntityType, id: String, body: &SetState) -> ApiReply {
     let target = match EntityState::parse(&body.state) {
         Some(s @ (EntityState::Maintain | EntityState::Online)) => s,
         _ => {
@@ -228,11 +253,11 @@ pub async fn set_device(
         }
     };
     off_the_workers(
-        move || match state.leases.set_state(EntityType::Device, &id, target) {
+        move || match state.leases.set_state(entity_type, &id, target) {
             Ok(Some(row)) => ok(view(&row, now_ms())),
             Ok(None) => error(
                 StatusCode::NOT_FOUND,
-                format!("no device `{id}` has reported yet"),
+                format!("no {} `{id}` has reported yet", entity_type.as_str()),
             ),
             Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         },

@@ -10,7 +10,7 @@ use super::device::Device;
 use super::fleet::Fleet;
 use crate::clock::now_ms;
 use crate::model::{EntityState, EntityType, StateFilter};
-use crate::mqtt::sparkplug::DeviceBirth;
+use crate::mqtt::sparkplug::{DeviceBirth, MetricTable};
 use crate::uplink::Births;
 
 /// The fleet as the edge node's source of births.
@@ -48,6 +48,11 @@ fn birth(device: &Device, offline: bool) -> DeviceBirth {
         device_id: device.id.clone(),
         offline,
         tags: Arc::clone(&device.tags),
+        metrics: device
+            .reporter
+            .metric_table()
+            .cloned()
+            .unwrap_or_else(|| MetricTable::new(&device.id, &device.tags, false)),
         latest: device.latest.view().samples,
     }
 }

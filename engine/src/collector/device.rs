@@ -2,7 +2,7 @@
 //! pipeline and its reporter, and the poll round that ties them together.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
@@ -211,12 +211,16 @@ pub struct Device {
     pub latest: LatestValues,
     rounds_done: Arc<RoundsDone>,
     last_error: Mutex<String>,
+    /// Rounds in a row in which the device answered and refused a request.
+    refusing_rounds: AtomicU32,
 }
 
 /// What the round learnt while reading one channel.
 #[derive(Debug, Default)]
 struct ChannelRead {
     answered: bool,
+    /// The device refused a request (an exception or end code) for good.
+    refused: bool,
     unreachable: bool,
     /// A request went unanswered within the read timeout.
     timed_out: bool,
@@ -260,7 +264,14 @@ impl Device {
             latest: LatestValues::new(tags),
             rounds_done: parts.rounds_done,
             last_error: Mutex::default(),
+            refusing_rounds: AtomicU32::new(0),
         }
+    }
+
+    /// Rounds in a row in which the device answered and refused a request (an
+    /// address it does not have, say): a protocol error that keeps coming back.
+    pub fn refusing_rounds(&self) -> u32 {
+        self.refusing_rounds.load(Ordering::Relaxed)
     }
 
     /// What the scheduler polls of the device.
@@ -326,6 +337,7 @@ impl Device {
         let mut batch = Batch::default();
         let mut bad: Vec<u32> = Vec::new();
         let mut answered = false;
+        let mut refused = false;
         let mut unreachable = false;
         let mut reconnected = false;
         for channel in &self.channels {
@@ -337,7 +349,13 @@ impl Device {
                 .read_channel(channel, &local, &mut batch, &mut bad, &mut reconnected)
                 .await;
             answered |= read.answered;
+            refused |= read.refused;
             unreachable |= read.unreachable;
+        }
+        if refused {
+            self.refusing_rounds.fetch_add(1, Ordering::Relaxed);
+        } else if answered {
+            self.refusing_rounds.store(0, Ordering::Relaxed);
         }
         if reconnected {
             // Deadband memory and ON_CHANGE memory start over after a reconnect.
@@ -557,6 +575,7 @@ impl Device {
                     round.read.answered = true;
                     if refusal.retry.is_empty() {
                         self.note_error(format!("channel {}: {}", channel.id, refusal.message));
+                        round.read.refused = true;
                         round.lose(&request.tags);
                     }
                     for split in refusal.retry.into_iter().rev() {

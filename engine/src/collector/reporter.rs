@@ -57,6 +57,14 @@ impl Reporter {
         }
     }
 
+    /// The aliases and datatypes its Sparkplug data is published with.
+    pub fn metric_table(&self) -> Option<&MetricTable> {
+        match &self.encoding {
+            Encoding::Sparkplug(table) => Some(table),
+            Encoding::Json => None,
+        }
+    }
+
     /// Forgets what was published (after a reconnect every value is news again).
     pub fn forget(&self) {
         let mut last = lock(&self.last);

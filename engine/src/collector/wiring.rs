@@ -151,7 +151,11 @@ impl<'a> Wiring<'a> {
         let (topic, encoding) = match self.services.uplink.sparkplug() {
             Some(topics) => (
                 topics.device_data(&device.device_id),
-                Encoding::Sparkplug(MetricTable::new(&device.device_id, &tags)),
+                Encoding::Sparkplug(MetricTable::new(
+                    &device.device_id,
+                    &tags,
+                    self.config.collector.mqtt.payload.int16_as_int32(),
+                )),
             ),
             None => (
                 self.services.uplink.topics().device(

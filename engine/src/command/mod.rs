@@ -29,6 +29,6 @@ pub use crate::model::{CommandAction, CommandKind, CommandStatus, ReceiptResult,
 pub use crate::mqtt::CommandRequest;
 pub use model::{Command, CommandRecord, Delivery, NewCommand, Receipt, ReceiptOutcome, Rejection};
 pub use outcome::{WriteIntent, WriteRecord, WriteRequest, WriteStatus};
-pub use service::{CommandParts, Commands, CreateError};
+pub use service::{CommandParts, Commands, CreateError, WRITE_FAILED_RULE};
 pub use store::{CommandError, CommandFilter, CommandStore, Created, Swept, Timings};
 pub use write::{WriteService, Written};

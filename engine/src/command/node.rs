@@ -123,6 +123,9 @@ async fn pass(commands: &Arc<Commands>, alarms: &Arc<AlarmStore>, execute_own: b
 async fn after_sweep(commands: &Arc<Commands>, alarms: &Arc<AlarmStore>, swept: Swept, now: i64) {
     for id in swept.unanswered.iter().chain(&swept.expired) {
         if let Ok(Some(command)) = commands.store().get(*id, crate::model::Scope::All) {
+            let watched = Arc::clone(commands);
+            let finished = command.clone();
+            let _ = tokio::task::spawn_blocking(move || watched.watch_writes(&finished)).await;
             commands.reply(&command);
         }
     }

@@ -13,6 +13,8 @@ use super::outcome::WriteRecord;
 use super::store::{CommandError, CommandStore, Created};
 use super::values::to_raw;
 use super::write::WriteService;
+use crate::alarm::{AlarmStore, Raise, Source};
+use crate::clock::now_ms;
 use crate::collector::Fleet;
 use crate::model::Scope;
 use crate::model::{Access, CommandKind};
@@ -44,6 +46,9 @@ pub enum CreateError {
     Store(#[from] CommandError),
 }
 
+/// The rule key of the alarm of a write that gave up.
+pub const WRITE_FAILED_RULE: &str = "WRITE_FAILED";
+
 /// The command service of one engine.
 #[derive(Debug)]
 pub struct Commands {
@@ -55,6 +60,8 @@ pub struct Commands {
     guard: Arc<DownlinkGuard>,
     /// This engine's node id, as it claims its own devices' commands.
     node_id: String,
+    /// Where a write that gave up raises its alarm.
+    alarms: Arc<AlarmStore>,
     wake: Notify,
 }
 
@@ -68,6 +75,7 @@ pub struct CommandParts {
     pub guard: Arc<DownlinkGuard>,
     /// This engine's node id, as it claims its own devices' commands.
     pub node_id: String,
+    pub alarms: Arc<AlarmStore>,
 }
 
 impl Commands {
@@ -79,6 +87,7 @@ impl Commands {
             uplink,
             guard,
             node_id,
+            alarms,
         } = parts;
         Arc::new(Self {
             store,
@@ -87,6 +96,7 @@ impl Commands {
             uplink,
             guard,
             node_id,
+            alarms,
             wake: Notify::new(),
         })
     }
@@ -268,11 +278,44 @@ impl Commands {
     /// claim of one back in the queue.
     fn received(self: &Arc<Self>, outcome: &ReceiptOutcome) {
         if let ReceiptOutcome::Accepted(command) = outcome {
+            self.watch_writes(command);
             if command.status.is_final() {
                 self.reply(command);
             } else if command.status == CommandStatus::Pending {
                 self.wake.notify_one();
             }
+        }
+    }
+
+    /// Seed 003 §6.4: a write that gave up (`TIMEOUT`: its retries used up, or
+    /// its expiry passed) raises `WRITE_FAILED` on its device, for a person; the
+    /// device's next write that succeeds clears it. Blocks on the store.
+    pub fn watch_writes(&self, command: &Command) {
+        let now = now_ms();
+        let changed = match command.status {
+            CommandStatus::Timeout => {
+                let raise = Raise {
+                    tenant_id: command.tenant_id,
+                    device_id: command.device_id.clone(),
+                    rule_key: WRITE_FAILED_RULE.to_owned(),
+                    source: Source::Engine,
+                    message: format!(
+                        "writing `{}` failed {} time(s); given up (command {})",
+                        command.key, command.retry_count, command.id
+                    ),
+                    ts_ms: now,
+                    event_id: None,
+                };
+                self.alarms.raise(&raise, now).map(drop)
+            }
+            CommandStatus::Acked => self
+                .alarms
+                .clear(&command.device_id, WRITE_FAILED_RULE, now, None, now)
+                .map(drop),
+            _ => Ok(()),
+        };
+        if let Err(error) = changed {
+            tracing::error!(%error, command = command.id, "cannot change the write alarm");
         }
     }
 

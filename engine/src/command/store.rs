@@ -10,6 +10,7 @@ use super::outcome::{WriteIntent, WriteRecord};
 use crate::io::exponential;
 use crate::model::{ActionNotAllowed, CommandAction, CommandStatus, Scope, Transitions};
 use crate::store::{Change, Index, Journal, Keyed, StateDatabase, StoreError, Tables};
+use crate::telemetry::{Counter, Metrics};
 
 /// The command tables: id -> command, (status, id), and (id, seq) -> record.
 const TABLES: Tables = Tables {
@@ -126,6 +127,8 @@ pub struct CommandStore {
     pub(super) intents: Keyed<WriteKey, WriteIntent>,
     whitelist: Transitions<CommandStatus, CommandAction>,
     pub(super) timings: Timings,
+    /// Changes rolled back with their audit record.
+    audit_failures: Counter,
 }
 
 /// The command tables of one transaction.
@@ -174,11 +177,27 @@ impl CommandStore {
             intents: Keyed::new(&db, INTENTS, "write intent"),
             whitelist,
             timings,
+            audit_failures: Counter::default(),
         }
     }
 
     pub fn timings(&self) -> &Timings {
         &self.timings
+    }
+
+    /// Command changes rolled back with their audit record (`/health`
+    /// `auditFailures`, with the alarms').
+    pub fn audit_failures(&self) -> u64 {
+        self.audit_failures.get()
+    }
+
+    /// Registers `sluice_command_audit_failures_total`.
+    pub fn register_metrics(&self, metrics: &Metrics) {
+        metrics.register(
+            "sluice_command_audit_failures",
+            "Command changes rolled back with their audit record.",
+            self.audit_failures.clone(),
+        );
     }
 
     /// Whether any command is in one of `states`. A pass asks first, so one with
@@ -200,7 +219,12 @@ impl CommandStore {
         &self,
         change: impl FnOnce(&mut CommandTables<'_>) -> Result<R, CommandError>,
     ) -> Result<R, CommandError> {
-        self.journal.change(change)
+        let result = self.journal.change(change);
+        if let Err(CommandError::Store(error)) = &result {
+            self.audit_failures.inc();
+            tracing::error!(%error, "command change rolled back with its audit record");
+        }
+        result
     }
 
     /// Moves `command` by `action` (the whitelist decides) and records it.

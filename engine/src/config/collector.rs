@@ -100,10 +100,12 @@ pub struct WalConfig {
     pub enabled: bool,
     /// `dir`: directory of the log files, as written (default `./data/wal`).
     pub dir: PathBuf,
-    /// `maxFileSizeMb`: size at which a log file is closed and a new one started
-    /// (at least 1; default 64).
+    /// `maxFileSizeMb` (at least 1; default 64): accepted so that configurations
+    /// written for the seed's collector, which rolled its files at this size,
+    /// load unchanged; the log is one redb file and only bounds `totalQuotaMb`
+    /// from below.
     pub max_file_size_mb: u64,
-    /// `totalQuotaMb`: disk space all log files may take together (at least
+    /// `totalQuotaMb`: disk space the log's records may take (at least
     /// `maxFileSizeMb`; default 1024).
     pub total_quota_mb: u64,
     /// `overflowPolicy`: what gives when the quota or the ring is full (default

@@ -1,7 +1,7 @@
 //! `collector.mqtt.payload` and `collector.mqtt.sparkplug`: the uplink's payload
 //! format and the edge node's ids.
 
-use super::read::{choice, required_text};
+use super::read::{choice, read_at, required_text};
 use crate::yaml::{Diagnostics, Fields};
 
 /// How samples, births and deaths are written on the uplink.
@@ -21,6 +21,19 @@ pub struct SparkplugConfig {
     /// `edgeNodeId`: the edge node's id within its group. Engines sharing a
     /// database append their node id, like the client id.
     pub edge_node_id: String,
+    /// `int16AsInt32` (default false): publish `INT16` tags as Int32 metrics.
+    /// Negative Int8/Int16 values are sign-extended to 32 bits, as Eclipse
+    /// Tahu writes and reads them; hosts that take only the width-sized form
+    /// (`pysparkplug` 0.6) read an Int32 alike.
+    pub int16_as_int32: bool,
+}
+
+impl UplinkPayload {
+    /// Whether `INT16` tags are published as Int32 (Sparkplug B's
+    /// `int16AsInt32`).
+    pub fn int16_as_int32(&self) -> bool {
+        matches!(self, Self::SparkplugB(spb) if spb.int16_as_int32)
+    }
 }
 
 /// The choices of `payload`; `sparkplug-b` needs its block, so it is read apart.
@@ -61,12 +74,15 @@ pub(super) fn read_payload(f: &mut Fields<'_>, errors: &mut Diagnostics) -> Upli
             };
             let group_id = sparkplug_id(&mut block, "groupId", errors);
             let edge_node_id = sparkplug_id(&mut block, "edgeNodeId", errors);
+            let int16_as_int32 =
+                read_at::<bool>(&mut block, "int16AsInt32", errors).is_some_and(|(v, _)| v);
             block.finish(errors);
             match (group_id, edge_node_id) {
                 (Some(group_id), Some(edge_node_id)) => {
                     UplinkPayload::SparkplugB(SparkplugConfig {
                         group_id,
                         edge_node_id,
+                        int16_as_int32,
                     })
                 }
                 _ => UplinkPayload::Json,
@@ -121,8 +137,19 @@ mod tests {
             UplinkPayload::SparkplugB(SparkplugConfig {
                 group_id: "plant".into(),
                 edge_node_id: "edge-1".into(),
+                int16_as_int32: false,
             })
         );
+        let widened = load_ok(
+            "collector:\n  mqtt:\n    payload: sparkplug-b\n    sparkplug: { groupId: plant, edgeNodeId: edge-1, int16AsInt32: true }\n",
+        );
+        assert!(matches!(
+            widened.collector.mqtt.payload,
+            UplinkPayload::SparkplugB(SparkplugConfig {
+                int16_as_int32: true,
+                ..
+            })
+        ));
         assert_eq!(
             load_ok("collector:\n  mqtt: {}\n").collector.mqtt.payload,
             UplinkPayload::Json

@@ -64,7 +64,7 @@ fn commands(
     db: &StateDatabase,
     whitelist: Transitions<CommandStatus, CommandAction>,
     fleet: &Arc<Fleet>,
-    uplink: &Uplink,
+    engine: &Engine,
     guard: &Arc<DownlinkGuard>,
 ) -> Arc<Commands> {
     let c = &config.collector.commands;
@@ -88,9 +88,10 @@ fn commands(
         store: command_store,
         writes,
         fleet: Arc::clone(fleet),
-        uplink: uplink.clone(),
+        uplink: engine.uplink.clone(),
         guard: Arc::clone(guard),
         node_id: node_id.to_owned(),
+        alarms: Arc::clone(engine.alarms.store()),
     })
 }
 
@@ -228,6 +229,7 @@ fn metrics(
     engine: &Engine,
     outbox: &Arc<Outbox>,
     seq: &SeqAllocator,
+    commands: &Commands,
     deployer: &Arc<Deployer>,
 ) -> Arc<Metrics> {
     let metrics = Arc::new(Metrics::default());
@@ -236,6 +238,7 @@ fn metrics(
     seq.register_metrics(&metrics);
     engine.uplink.stats().register(&metrics);
     engine.alarms.register_metrics(&metrics);
+    commands.store().register_metrics(&metrics);
     deployer.register_metrics(&metrics);
     crate::watchdog::register_metrics(collector.fleet(), &engine.alarms, &metrics);
     metrics
@@ -332,7 +335,7 @@ pub async fn run(
         &db,
         whitelist.commands.clone(),
         &fleet,
-        &engine.uplink,
+        &engine,
         &guard,
     );
     let deployer = Arc::new(Deployer::new(DeployerParts {
@@ -354,7 +357,7 @@ pub async fn run(
         Arc::clone(&deployer),
         shutdown.clone(),
     ));
-    let metrics = metrics(&collector, &engine, &outbox, &seq, &deployer);
+    let metrics = metrics(&collector, &engine, &outbox, &seq, &commands, &deployer);
     let Engine {
         uplink,
         leases,

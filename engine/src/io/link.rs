@@ -18,7 +18,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::{Instant, timeout};
@@ -76,6 +76,9 @@ impl LinkState {
 pub struct LinkStatus {
     state: AtomicU8,
     reconnects: AtomicU64,
+    /// Reached FAILED and not connected since (its reconnects in between
+    /// pass through CONNECTING).
+    failing: AtomicBool,
 }
 
 impl LinkStatus {
@@ -83,7 +86,13 @@ impl LinkStatus {
         Self {
             state: AtomicU8::new(0),
             reconnects: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the link reached FAILED and has not connected since.
+    pub fn failing(&self) -> bool {
+        self.failing.load(Ordering::Relaxed)
     }
 
     pub fn state(&self) -> LinkState {
@@ -97,6 +106,11 @@ impl LinkStatus {
     }
 
     fn set_state(&self, state: LinkState) {
+        match state {
+            LinkState::Failed => self.failing.store(true, Ordering::Relaxed),
+            LinkState::Online => self.failing.store(false, Ordering::Relaxed),
+            _ => {}
+        }
         let code = LinkState::ALL.iter().position(|s| *s == state).unwrap_or(0);
         self.state
             .store(u8::try_from(code).unwrap_or(0), Ordering::Relaxed);

@@ -46,6 +46,12 @@ impl SharedLink {
         self.status.state()
     }
 
+    /// Whether it reached FAILED and has not connected since, even while a
+    /// request holds it.
+    pub fn failing(&self) -> bool {
+        self.status.failing()
+    }
+
     /// Successful connects after the first, even while a request holds it.
     pub fn reconnects(&self) -> u64 {
         self.status.reconnects()

@@ -226,6 +226,20 @@ async fn alarms_from_samples_events_and_leases_through_the_api() {
     );
     let chain = get(http, &format!("/alarms/{sos2_id}/chain"), HOMES).await;
     assert_eq!(chain["alarms"].as_array().map(Vec::len), Some(1));
+    // The seed's "acknowledged" (`ack`) is `confirm` by its other name.
+    let (status, acked) = call(
+        http,
+        "POST",
+        &format!("/alarms/{sos2_id}/ack"),
+        Some(HOMES),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, acked["state"].as_str()),
+        (200, Some("CONFIRMED")),
+        "{acked}"
+    );
     // A power-on clears nothing of an SOS.
     let power = json!({ "deviceId": "flat-7", "type": "POWER_ON" });
     let (_, cleared) = call(http, "POST", "/events", Some(HOMES), Some(power)).await;
@@ -292,4 +306,143 @@ async fn alarms_from_samples_events_and_leases_through_the_api() {
         "{metrics}"
     );
     drop(engine);
+}
+
+/// The engine's own alarms of seed 003 §3.1 and §6.4, each raised by its
+/// cause and cleared when the cause goes away: a device nobody answers for
+/// ten connection attempts in a row (`CONNECTION_FAILED`), and a write that
+/// gave up after its retries (`WRITE_FAILED`), cleared by its device's next
+/// write that succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_connection_and_a_write_that_gave_up_are_alarmed_until_their_cause_ends() {
+    let http = free_port();
+    let port = free_port();
+    let gateway = Gateway::new(&format!("engine-alarms-{http}"), free_port())
+        .http(http, ADMIN)
+        .set("perDeviceTimeoutMs", 500)
+        .set("backoff", json!({ "baseMs": 20, "maxMs": 50 }))
+        .set(
+            "commands",
+            json!({ "maxRetries": 1, "retryBaseMs": 50, "retryMaxMs": 100, "writeAttempts": 1 }),
+        )
+        .device(
+            crate::support::config::Device::modbus("pump", port)
+                .tag(Tag::new("speed", "40001", "UINT16", 100).set("access", "RW")),
+        );
+    let _engine = Engine::start(&scratch_dir("engine-alarms"), &gateway.yaml());
+    let alarm = |body: &Value, rule: &str| with_rule(body, rule).cloned();
+    let failed = wait_get(
+        http,
+        "/alarms?deviceId=pump",
+        ADMIN,
+        "CONNECTION_FAILED",
+        |b| alarm(b, "CONNECTION_FAILED").is_some(),
+    )
+    .await;
+    let connection = alarm(&failed, "CONNECTION_FAILED").expect("alarm");
+    assert_eq!(connection["source"], "engine", "{connection}");
+    assert!(connection["clearedAt"].is_null());
+
+    // A write while nobody answers: retried once, then given up.
+    let write = json!({ "deviceId": "pump", "key": "speed", "value": 7, "requestId": "w-1", "realtime": false });
+    let (status, created) = call(http, "POST", "/commands", Some(ADMIN), Some(write)).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_u64().expect("id");
+    wait_get(
+        http,
+        &format!("/commands/{id}"),
+        ADMIN,
+        "the write given up",
+        |b| b["status"] == "TIMEOUT",
+    )
+    .await;
+    let gave_up = wait_get(http, "/alarms?deviceId=pump", ADMIN, "WRITE_FAILED", |b| {
+        alarm(b, "WRITE_FAILED").is_some()
+    })
+    .await;
+    assert!(alarm(&gave_up, "WRITE_FAILED").expect("alarm")["clearedAt"].is_null());
+
+    // The device comes: the connection alarm clears; its next write clears the other.
+    let (_sim, _handle) = crate::support::sim::simulator_on(port, 10, Duration::ZERO).await;
+    wait_get(
+        http,
+        "/alarms?deviceId=pump",
+        ADMIN,
+        "CONNECTION_FAILED cleared",
+        |b| alarm(b, "CONNECTION_FAILED").is_some_and(|a| !a["clearedAt"].is_null()),
+    )
+    .await;
+    let write = json!({ "deviceId": "pump", "key": "speed", "value": 8, "requestId": "w-2" });
+    let (status, created) = call(http, "POST", "/commands", Some(ADMIN), Some(write)).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_u64().expect("id");
+    wait_get(
+        http,
+        &format!("/commands/{id}"),
+        ADMIN,
+        "the write done",
+        |b| b["status"] == "ACKED",
+    )
+    .await;
+    let cleared = wait_get(
+        http,
+        "/alarms?deviceId=pump",
+        ADMIN,
+        "WRITE_FAILED cleared",
+        |b| alarm(b, "WRITE_FAILED").is_some_and(|a| !a["clearedAt"].is_null()),
+    )
+    .await;
+    // Cleared, not closed: a person closes alarms.
+    assert_eq!(
+        alarm(&cleared, "WRITE_FAILED").expect("alarm")["state"],
+        "NEW"
+    );
+}
+
+/// A device that answers but refuses a request in ten rounds in a row (an
+/// address it does not have) raises `PROTOCOL_ERROR`; an edit of the file
+/// that drops the tag ends the refusals and clears it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_the_device_keeps_refusing_is_alarmed_until_it_stops() {
+    let (_sim, handle) = crate::support::sim::simulator(10, Duration::ZERO).await;
+    let http = free_port();
+    let broker = free_port();
+    let gateway = |beyond: bool| {
+        let mut meter = crate::support::config::Device::modbus("meter", handle.local_addr().port())
+            .tag(Tag::new("flow", "40001", "UINT16", 100));
+        if beyond {
+            meter = meter.tag(Tag::new("beyond", "40050", "UINT16", 100));
+        }
+        Gateway::new(&format!("refusals-{http}"), broker)
+            .http(http, ADMIN)
+            .device(meter)
+            .yaml()
+    };
+    let dir = scratch_dir("refusals");
+    let _engine = Engine::start(&dir, &gateway(true));
+    let alarm = |body: &Value| with_rule(body, "PROTOCOL_ERROR").cloned();
+    let raised = wait_get(
+        http,
+        "/alarms?deviceId=meter",
+        ADMIN,
+        "PROTOCOL_ERROR",
+        |b| alarm(b).is_some(),
+    )
+    .await;
+    let raised = alarm(&raised).expect("alarm");
+    assert!(
+        raised["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("rounds in a row")),
+        "{raised}"
+    );
+    std::fs::write(dir.join("devices.yaml"), gateway(false)).expect("the edit");
+    wait_get(
+        http,
+        "/alarms?deviceId=meter",
+        ADMIN,
+        "PROTOCOL_ERROR cleared",
+        |b| alarm(b).is_some_and(|a| !a["clearedAt"].is_null()),
+    )
+    .await;
 }

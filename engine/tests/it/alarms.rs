@@ -1,7 +1,8 @@
 //! The alarm lifecycle against a real redb file and the real rules components:
 //! every whitelist cell, the three supersede cases, the seed's five-alarm chain,
 //! paired clears, concurrent triggers, restarts, crashes in the middle of a commit,
-//! thresholds with hysteresis and a hostile tenant's rules.
+//! thresholds with hysteresis, a hostile tenant's rules, and the lease changes
+//! that raise and clear the offline and fault alarms.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,9 +13,12 @@ use crate::common::{
 };
 use sluice::alarm::{
     AlarmAction, AlarmError, AlarmFilter, AlarmState, AlarmStore, Alarms, Applied, DeviceRules,
-    EventError, RULE_FAILURE, Raise, Raised, Scope, Source,
+    EventError, RULE_FAILURE, Raise, Raised, Scope, Source, TenantRules,
 };
-use sluice::model::{ActionNotAllowed, DataType, SettingValue, Value};
+use sluice::model::{
+    ActionNotAllowed, DataType, EntityState, EntityType, SettingValue, StateRow, TimeoutSource,
+    Transition, Value,
+};
 use sluice::runtime::{CallError, ComponentKind, Limits, RulesPool, Runtime};
 use sluice::store::Store;
 
@@ -892,4 +896,106 @@ async fn a_hostile_tenant_rule_fails_only_for_its_tenant_and_raises_a_rule_failu
         tenant2.iter().all(|a| a.rule_key == "DOOR_OPEN"),
         "{tenant2:?}"
     );
+}
+
+/// A lease change of `entity` (tenant 0) from `from` to `to`.
+fn change(entity_type: EntityType, id: &str, from: EntityState, to: EntityState) -> Transition {
+    Transition {
+        row: StateRow {
+            entity_type,
+            entity_id: id.into(),
+            parent_id: String::new(),
+            state: to,
+            last_state: from,
+            last_heartbeat: NOW,
+            expire_time: NOW + 30_000,
+            lease_version: 1,
+            timeout_seconds: 30,
+            timeout_source: TimeoutSource::System,
+            extension: serde_json::json!({}),
+            tenant_id: 0,
+        },
+        from,
+    }
+}
+
+/// Seed 000's fault alarms: a device or driver in fault raises one, and its
+/// return online clears it with the offline one; maintenance does neither.
+#[tokio::test]
+async fn faults_raise_alarms_that_the_return_online_clears() {
+    use EntityState::{Fault, Maintain, Offline, Online};
+    let f = fixture("faults");
+    let rules = default_rules(&f.runtime);
+    let drivers = Arc::new(rules.evaluator(&[], Arc::default()).expect("evaluator"));
+    let devices = [("pump", 0, Arc::clone(&rules))]
+        .iter()
+        .map(|(id, tenant, pool)| {
+            let evaluator = pool.evaluator(&[], Arc::default()).expect("evaluator");
+            let rules = DeviceRules {
+                tenant_id: *tenant,
+                evaluator,
+            };
+            ((*id).to_owned(), rules)
+        })
+        .collect();
+    let tenants = HashMap::from([(
+        0,
+        TenantRules {
+            pool: rules,
+            drivers: Some(drivers),
+        },
+    )]);
+    let alarms = Alarms::new(Arc::clone(&f.store), devices, tenants);
+    let (changes, lease_changes) = mpsc::unbounded_channel();
+    let (stop, shutdown) = watch::channel(false);
+    let running = tokio::spawn(Arc::clone(&alarms).run(lease_changes, shutdown));
+    let open_and_cleared = |rule: &str| {
+        let found: Vec<_> = all_alarms(&f.store)
+            .into_iter()
+            .filter(|a| a.rule_key == rule)
+            .collect();
+        (
+            found.len(),
+            found.iter().filter(|a| a.cleared_at.is_some()).count(),
+        )
+    };
+    let until = async |rule: &str, wanted: (usize, usize)| {
+        for _ in 0..200 {
+            if open_and_cleared(rule) == wanted {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{rule}: {:?}, not {wanted:?}", open_and_cleared(rule));
+    };
+    for (entity_type, id, key) in [
+        (EntityType::Device, "pump", "DEVICE"),
+        (EntityType::Driver, "modbus_tcp", "DRIVER"),
+    ] {
+        let fault = format!("{key}_FAULT");
+        let offline = format!("{key}_OFFLINE");
+        let send = |from, to| {
+            changes
+                .send(change(entity_type, id, from, to))
+                .expect("sent")
+        };
+        send(Online, Fault);
+        until(&fault, (1, 0)).await;
+        // Maintenance neither raises nor clears; offline raises its own.
+        send(Fault, Maintain);
+        send(Maintain, Offline);
+        until(&offline, (1, 0)).await;
+        assert_eq!(open_and_cleared(&fault), (1, 0));
+        send(Offline, Online);
+        until(&fault, (1, 1)).await;
+        until(&offline, (1, 1)).await;
+        let raised = all_alarms(&f.store);
+        let pair = raised
+            .iter()
+            .find(|a| a.rule_key == fault)
+            .expect("the fault");
+        assert_eq!((pair.device_id.as_str(), pair.source), (id, Source::Lease));
+    }
+    stop.send(true).expect("stop");
+    running.await.expect("the service stops");
 }

@@ -564,3 +564,47 @@ fn a_final_command_has_its_reply_due_until_it_is_safely_out_even_across_a_reopen
     assert!(due(&store).is_empty());
     assert_eq!(status(&store, open_one), CommandStatus::Pending);
 }
+
+/// A command change whose history record cannot be written is rolled back
+/// whole and counted, as the alarms' are (`auditFailures` in `/health`).
+#[test]
+fn a_change_that_cannot_be_recorded_is_rolled_back_and_counted() {
+    use crate::support::faults::{Faults, FaultyDisk};
+    use std::sync::Arc;
+    let dir = crate::common::scratch("command-audit");
+    let faults = Faults::healthy();
+    let disk =
+        sluice::store::Store::open_on(&dir, |path| FaultyDisk::open(path, Arc::clone(&faults)))
+            .expect("store");
+    let store = CommandStore::new(&disk, whitelist().commands, Timings::default());
+    let id = create(&store, Delivery::Deferrable);
+    assert_eq!(store.audit_failures(), 0);
+    faults.cut_after(0);
+    let cancelled = store.cancel(id, Scope::All, "test", "no longer wanted", T0 + SECOND);
+    assert!(
+        matches!(cancelled, Err(CommandError::Store(_))),
+        "{cancelled:?}"
+    );
+    assert_eq!(store.audit_failures(), 1, "a rolled-back change is counted");
+    drop((store, disk));
+    let store = CommandStore::new(
+        TestDatabase::Redb(dir.clone()).open(),
+        whitelist().commands,
+        Timings::default(),
+    );
+    let command = store
+        .get(id, Scope::All)
+        .expect("read")
+        .expect("the command");
+    assert_eq!(
+        command.status,
+        CommandStatus::Pending,
+        "nothing of the change was kept"
+    );
+    assert_eq!(
+        store.history(id).expect("history").len(),
+        1,
+        "the create only"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -239,6 +239,27 @@ async fn the_console_shows_live_devices_and_handles_alarms_commands_and_uploads(
         .await;
     browser.screenshot(&shots, "alarms").await;
 
+    // Back to normal: the list marks it recovered; it stays PUSHED (a person
+    // closes alarms).
+    set_register(modbus.port(), 0, 20).await;
+    wait_api(
+        http,
+        "/alarms?ruleKey=BOILER_HOT",
+        "the alarm cleared",
+        |b| !b["alarms"][0]["clearedAt"].is_null(),
+    )
+    .await;
+    open(&browser, http, "#devices", "#devices-table").await;
+    open(&browser, http, "#alarms", "#alarms-table").await;
+    let row = browser
+        .until_text(
+            &format!("tr[data-alarm='{id}']"),
+            "the recovered mark",
+            |t| t.contains("recovered"),
+        )
+        .await;
+    assert!(row.contains("PUSHED"), "{row}");
+
     // Its buttons are the server's actions; each action asks for a note, shows
     // the new state, and the history says who did it.
     browser.click(&format!("tr[data-alarm='{id}']")).await;
@@ -246,7 +267,6 @@ async fn the_console_shows_live_devices_and_handles_alarms_commands_and_uploads(
         .until_text("#alarm-state-value", "the alarm page", |t| t == "PUSHED")
         .await;
     assert_eq!(buttons(&browser).await, server_actions(http, id).await);
-    set_register(modbus.port(), 0, 20).await;
     act(&browser, "confirm", "Alice", "CONFIRMED").await;
     assert_eq!(buttons(&browser).await, server_actions(http, id).await);
     act(&browser, "handle", "Bob", "HANDLED").await;

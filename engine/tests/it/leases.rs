@@ -211,6 +211,21 @@ async fn a_killed_device_goes_offline_within_its_lease_and_comes_back_across_a_r
     )
     .await;
     assert_eq!(status, 404);
+    // A protocol driver goes into maintenance and back the same way.
+    for wanted in ["maintain", "online"] {
+        let (status, body) = put(
+            http,
+            "/drivers/modbus_tcp/state",
+            Some("operator-secret"),
+            &json!({ "state": wanted }),
+        )
+        .await;
+        assert_eq!(
+            (status, body["state"].clone()),
+            (200, json!(wanted)),
+            "{body}"
+        );
+    }
     let unknown = Engine::http_get(http, "/states?type=robot", Some("operator-secret"))
         .await
         .expect("answer");

@@ -43,6 +43,10 @@ const fn clear(
 
 /// Power-loss alarms, both cleared by either power-back event.
 const POWER_LOSS: &[&str] = &["POWER_OFF", "POWER_CUT"];
+/// What a device back online clears: its offline and its fault.
+const DEVICE_DOWN: &[&str] = &["DEVICE_OFFLINE", "DEVICE_FAULT"];
+/// What a driver back online clears.
+const DRIVER_DOWN: &[&str] = &["DRIVER_OFFLINE", "DRIVER_FAULT"];
 
 /// Every event kind that signals something; any other kind signals nothing.
 pub const EVENTS: &[EventRule] = &[
@@ -59,9 +63,11 @@ pub const EVENTS: &[EventRule] = &[
     clear("POWER_ON", POWER_LOSS, "power restored"),
     clear("POWER_RESTORE", POWER_LOSS, "power restored"),
     raise("device-offline", &["DEVICE_OFFLINE"], "device went offline"),
-    clear("device-online", &["DEVICE_OFFLINE"], "device back online"),
+    raise("device-fault", &["DEVICE_FAULT"], "device reports a fault"),
+    clear("device-online", DEVICE_DOWN, "device back online"),
     raise("driver-offline", &["DRIVER_OFFLINE"], "driver went offline"),
-    clear("driver-online", &["DRIVER_OFFLINE"], "driver back online"),
+    raise("driver-fault", &["DRIVER_FAULT"], "driver reports a fault"),
+    clear("driver-online", DRIVER_DOWN, "driver back online"),
 ];
 
 /// The signals of event `kind`, carrying its time and id.
@@ -153,23 +159,28 @@ mod tests {
     }
 
     #[test]
-    fn lease_events_raise_and_clear_offline_alarms() {
-        assert_eq!(
-            summary("device-offline"),
-            one(SignalKind::Raise, "DEVICE_OFFLINE")
-        );
-        assert_eq!(
-            summary("device-online"),
-            one(SignalKind::Clear, "DEVICE_OFFLINE")
-        );
-        assert_eq!(
-            summary("driver-offline"),
-            one(SignalKind::Raise, "DRIVER_OFFLINE")
-        );
-        assert_eq!(
-            summary("driver-online"),
-            one(SignalKind::Clear, "DRIVER_OFFLINE")
-        );
+    fn lease_events_raise_and_clear_offline_and_fault_alarms() {
+        for entity in ["device", "driver"] {
+            let key = |state: &str| alloc::format!("{}_{state}", entity.to_uppercase());
+            let event = |state: &str| alloc::format!("{entity}-{state}");
+            assert_eq!(
+                summary(&event("offline")),
+                one(SignalKind::Raise, &key("OFFLINE"))
+            );
+            assert_eq!(
+                summary(&event("fault")),
+                one(SignalKind::Raise, &key("FAULT"))
+            );
+            assert_eq!(
+                summary(&event("online")),
+                alloc::vec![
+                    (SignalKind::Clear, key("OFFLINE")),
+                    (SignalKind::Clear, key("FAULT")),
+                ]
+            );
+            // An operator's maintenance neither raises nor clears.
+            assert!(summary(&event("maintain")).is_empty());
+        }
     }
 
     #[test]

@@ -13,9 +13,10 @@
 //!   `DOOR_OPEN`, `WATER_LEAK`, `SMOKE`, `SOS`, `POWER_OFF` and `POWER_CUT` raise
 //!   themselves; `DOOR_CLOSE`, `WATER_LEAK_CLEAR`, `SMOKE_CLEAR` and `SOS_CLEAR`
 //!   clear their pair; `POWER_ON` and `POWER_RESTORE` clear both `POWER_OFF` and
-//!   `POWER_CUT`; `device-offline`/`device-online` raise/clear `DEVICE_OFFLINE` and
-//!   `driver-offline`/`driver-online` raise/clear `DRIVER_OFFLINE`. Other kinds
-//!   signal nothing.
+//!   `POWER_CUT`; `device-offline` raises `DEVICE_OFFLINE`, `device-fault`
+//!   `DEVICE_FAULT`, and `device-online` clears both; `driver-offline`,
+//!   `driver-fault` and `driver-online` do the same with `DRIVER_OFFLINE` and
+//!   `DRIVER_FAULT`. Other kinds signal nothing.
 //!
 //! Settings (none at all means no thresholds), for `N` = 0, 1, 2, ...:
 //! - `thresholds.N.tag`: the key of the tag to watch (required);

@@ -48,6 +48,12 @@ function stateBadge(state) {
   return h("span", { class: `state ${state || ""}`, text: state || "unknown" });
 }
 
+// An alarm whose cause went away: still open until a person closes it.
+function recoveredMark(alarm) {
+  if (!alarm.clearedAt) return null;
+  return h("span", { class: "recovered", text: "recovered", title: `cleared ${time(alarm.clearedAt)}` });
+}
+
 function show(value) {
   if (value === null || value === undefined) return "-";
   if (typeof value === "object") return JSON.stringify(value);
@@ -436,7 +442,7 @@ async function alarmsView(params) {
   const rows = answer.body.alarms.map((a) => h("tr", { class: "clickable", "data-alarm": a.id,
     onclick: () => { location.hash = `#alarm/${a.id}`; } },
   h("td", {}, h("a", { href: `#alarm/${a.id}`, text: `#${a.id}` })), h("td", { text: a.deviceId }),
-  h("td", { text: a.ruleKey }), h("td", {}, stateBadge(a.state)), h("td", { text: a.message }),
+  h("td", { text: a.ruleKey }), h("td", {}, stateBadge(a.state), recoveredMark(a)), h("td", { text: a.message }),
   h("td", { text: time(a.raisedAt) })));
   onAlarmsChanged = () => route();
   setTimeout(refreshPending, 0);

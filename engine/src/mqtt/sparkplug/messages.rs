@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use prost::Message as _;
 
-use super::metric::{MetricTable, MetricType, alias, metric};
+use super::metric::{MetricTable, MetricType, metric};
 use super::proto::{Metric, MetricValue, Payload};
 use crate::model::{Sample, TagSpec};
 
@@ -25,6 +25,8 @@ pub struct DeviceBirth {
     /// Its lease state is offline: a DDEATH follows the birth.
     pub offline: bool,
     pub tags: Arc<[TagSpec]>,
+    /// The alias and datatype of each tag, as its data is published.
+    pub metrics: MetricTable,
     /// The last sample of each tag, by tag index.
     pub latest: Vec<Sample>,
 }
@@ -76,13 +78,10 @@ pub fn device_birth(birth: &DeviceBirth, now_ms: i64, seq: u8) -> Vec<u8> {
         .tags
         .iter()
         .zip(&birth.latest)
-        .map(|(tag, sample)| {
-            metric(
-                alias(&birth.device_id, &tag.key),
-                MetricType::of(tag),
-                sample,
-                Some(&tag.key),
-            )
+        .enumerate()
+        .filter_map(|(index, (tag, sample))| {
+            let (alias, datatype) = birth.metrics.get(index)?;
+            Some(metric(alias, datatype, sample, Some(&tag.key)))
         })
         .collect();
     Payload {

@@ -23,16 +23,17 @@ pub enum MetricType {
 }
 
 impl MetricType {
-    /// The datatype a tag's values are published as: the tag's own type, or
-    /// Double when its factor and offset scale it (the `scale` stage makes a
-    /// float of any scaled number).
-    pub fn of(tag: &TagSpec) -> Self {
+    /// The datatype a tag's values are published as: the tag's own type
+    /// (`INT16` as Int32 with `int16_as_int32`), or Double when its factor and
+    /// offset scale it (the `scale` stage makes a float of any scaled number).
+    pub fn of(tag: &TagSpec, int16_as_int32: bool) -> Self {
         let identity = tag.factor == 1.0 && tag.offset == 0.0;
         if !identity && tag.data_type != DataType::Bool && tag.data_type != DataType::String {
             return Self::Double;
         }
         match tag.data_type {
             DataType::Bool => Self::Boolean,
+            DataType::Int16 if int16_as_int32 => Self::Int32,
             DataType::Int16 => Self::Int16,
             DataType::Uint16 | DataType::Bcd16 => Self::UInt16,
             DataType::Int32 => Self::Int32,
@@ -125,12 +126,22 @@ pub fn alias(device_id: &str, key: &str) -> u64 {
 pub struct MetricTable(Vec<(u64, MetricType)>);
 
 impl MetricTable {
-    pub fn new(device_id: &str, tags: &[TagSpec]) -> Self {
+    /// The table of `device_id`'s `tags` (`int16_as_int32`: see
+    /// [`MetricType::of`]).
+    pub fn new(device_id: &str, tags: &[TagSpec], int16_as_int32: bool) -> Self {
         Self(
             tags.iter()
-                .map(|tag| (alias(device_id, &tag.key), MetricType::of(tag)))
+                .map(|tag| {
+                    let datatype = MetricType::of(tag, int16_as_int32);
+                    (alias(device_id, &tag.key), datatype)
+                })
                 .collect(),
         )
+    }
+
+    /// The alias and datatype of the tag of index `tag`.
+    pub(super) fn get(&self, tag: usize) -> Option<(u64, MetricType)> {
+        self.0.get(tag).copied()
     }
 
     /// The data metric of `sample` (alias only, no name), if its tag is known.

@@ -22,31 +22,31 @@ fn sample(tag: u32, value: Value, quality: Quality) -> Sample {
 #[test]
 fn datatypes_follow_the_tag_type_and_its_scaling() {
     assert_eq!(
-        MetricType::of(&tag("a", DataType::Int16, 1.0)),
+        MetricType::of(&tag("a", DataType::Int16, 1.0), false),
         MetricType::Int16
     );
     assert_eq!(
-        MetricType::of(&tag("a", DataType::Uint32, 1.0)),
+        MetricType::of(&tag("a", DataType::Uint32, 1.0), false),
         MetricType::UInt32
     );
     assert_eq!(
-        MetricType::of(&tag("a", DataType::Bcd16, 1.0)),
+        MetricType::of(&tag("a", DataType::Bcd16, 1.0), false),
         MetricType::UInt16
     );
     assert_eq!(
-        MetricType::of(&tag("a", DataType::Float32, 1.0)),
+        MetricType::of(&tag("a", DataType::Float32, 1.0), false),
         MetricType::Float
     );
     assert_eq!(
-        MetricType::of(&tag("a", DataType::Int16, 0.1)),
+        MetricType::of(&tag("a", DataType::Int16, 0.1), false),
         MetricType::Double
     );
     assert_eq!(
-        MetricType::of(&tag("a", DataType::Bool, 0.1)),
+        MetricType::of(&tag("a", DataType::Bool, 0.1), false),
         MetricType::Boolean
     );
     assert_eq!(
-        MetricType::of(&tag("a", DataType::String, 1.0)),
+        MetricType::of(&tag("a", DataType::String, 1.0), false),
         MetricType::String
     );
     for code in 1..=12 {
@@ -80,6 +80,24 @@ fn signed_values_are_written_in_twos_complement() {
     assert_eq!(MetricType::Int32.encode(&Value::Text("x".into())), None);
 }
 
+/// `int16AsInt32`: an `INT16` tag is an Int32 metric in the table (births and
+/// data alike), and its negative values carry the same 32 bits.
+#[test]
+fn int16_tags_can_be_published_as_int32() {
+    let int16 = tag("a", DataType::Int16, 1.0);
+    assert_eq!(MetricType::of(&int16, true), MetricType::Int32);
+    assert_eq!(
+        MetricType::of(&tag("b", DataType::Uint16, 1.0), true),
+        MetricType::UInt16
+    );
+    let table = MetricTable::new("m1", std::slice::from_ref(&int16), true);
+    assert_eq!(table.get(0).map(|(_, t)| t), Some(MetricType::Int32));
+    assert_eq!(
+        MetricType::Int32.encode(&Value::Int(-2)),
+        MetricType::Int16.encode(&Value::Int(-2))
+    );
+}
+
 #[test]
 fn aliases_are_stable_distinct_and_fit_a_javascript_number() {
     assert_eq!(alias("m1", "temp"), alias("m1", "temp"));
@@ -95,7 +113,7 @@ fn data_carries_aliases_qualities_and_appends_its_seq() {
         tag("t", DataType::Int16, 1.0),
         tag("u", DataType::Uint16, 1.0),
     ];
-    let metrics = MetricTable::new("m1", &tags);
+    let metrics = MetricTable::new("m1", &tags, false);
     let samples = [
         sample(0, Value::Int(-5), Quality::Good),
         sample(1, Value::Uint(9), Quality::Uncertain),
@@ -145,10 +163,12 @@ fn data_carries_aliases_qualities_and_appends_its_seq() {
 
 #[test]
 fn births_name_every_metric_and_deaths_carry_the_bd_seq() {
+    let tags = vec![tag("t", DataType::Float32, 1.0)];
     let birth = DeviceBirth {
         device_id: "m1".into(),
         offline: false,
-        tags: vec![tag("t", DataType::Float32, 1.0)].into(),
+        metrics: MetricTable::new("m1", &tags, false),
+        tags: tags.into(),
         latest: vec![sample(0, Value::Float(1.5), Quality::Good)],
     };
     let payload = Payload::decode(device_birth(&birth, 5, 1).as_slice()).expect("payload");

@@ -21,6 +21,7 @@ fn device(id: &str, offline: bool) -> DeviceBirth {
         device_id: id.into(),
         offline,
         tags: tags(),
+        metrics: MetricTable::new(id, &tags(), false),
         latest: vec![sample(Value::Int(1), Quality::Good)],
     }
 }
@@ -75,7 +76,7 @@ fn kinds(messages: &[Outgoing]) -> Vec<&str> {
 }
 
 fn data(device: &str, at: i64, value: Value, quality: Quality) -> Message {
-    let table = MetricTable::new(device, &tags());
+    let table = MetricTable::new(device, &tags(), false);
     Message {
         device: device.into(),
         seq: 1,
