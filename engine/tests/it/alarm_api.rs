@@ -308,6 +308,22 @@ async fn alarms_from_samples_events_and_leases_through_the_api() {
     drop(engine);
 }
 
+/// Writes `speed` of `pump` (a request id and a value; deferrable) and waits
+/// until the command ends in `status`.
+async fn write_pump(http: u16, request_id: &str, value: u16, status: &str) {
+    let write = json!({
+        "deviceId": "pump", "key": "speed", "value": value,
+        "requestId": request_id, "realtime": false,
+    });
+    let (created, command) = call(http, "POST", "/commands", Some(ADMIN), Some(write)).await;
+    assert_eq!(created, 201, "{command}");
+    let id = command["id"].as_u64().expect("id");
+    wait_get(http, &format!("/commands/{id}"), ADMIN, status, |b| {
+        b["status"] == status
+    })
+    .await;
+}
+
 /// The engine's own alarms of seed 003 §3.1 and §6.4, each raised by its
 /// cause and cleared when the cause goes away: a device nobody answers for
 /// ten connection attempts in a row (`CONNECTION_FAILED`), and a write that
@@ -344,18 +360,7 @@ async fn a_failed_connection_and_a_write_that_gave_up_are_alarmed_until_their_ca
     assert!(connection["clearedAt"].is_null());
 
     // A write while nobody answers: retried once, then given up.
-    let write = json!({ "deviceId": "pump", "key": "speed", "value": 7, "requestId": "w-1", "realtime": false });
-    let (status, created) = call(http, "POST", "/commands", Some(ADMIN), Some(write)).await;
-    assert_eq!(status, 201, "{created}");
-    let id = created["id"].as_u64().expect("id");
-    wait_get(
-        http,
-        &format!("/commands/{id}"),
-        ADMIN,
-        "the write given up",
-        |b| b["status"] == "TIMEOUT",
-    )
-    .await;
+    write_pump(http, "w-1", 7, "TIMEOUT").await;
     let gave_up = wait_get(http, "/alarms?deviceId=pump", ADMIN, "WRITE_FAILED", |b| {
         alarm(b, "WRITE_FAILED").is_some()
     })
@@ -372,18 +377,7 @@ async fn a_failed_connection_and_a_write_that_gave_up_are_alarmed_until_their_ca
         |b| alarm(b, "CONNECTION_FAILED").is_some_and(|a| !a["clearedAt"].is_null()),
     )
     .await;
-    let write = json!({ "deviceId": "pump", "key": "speed", "value": 8, "requestId": "w-2" });
-    let (status, created) = call(http, "POST", "/commands", Some(ADMIN), Some(write)).await;
-    assert_eq!(status, 201, "{created}");
-    let id = created["id"].as_u64().expect("id");
-    wait_get(
-        http,
-        &format!("/commands/{id}"),
-        ADMIN,
-        "the write done",
-        |b| b["status"] == "ACKED",
-    )
-    .await;
+    write_pump(http, "w-2", 8, "ACKED").await;
     let cleared = wait_get(
         http,
         "/alarms?deviceId=pump",

@@ -72,25 +72,60 @@ fn first_on(messages: &[Message], from: usize, topic: &str) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-/// Waits until every device has `more` reports past message `from`.
-async fn reports_after(
+/// The highest number each device reported in `messages`.
+fn highest(messages: &[Message]) -> BTreeMap<String, u64> {
+    numbers(messages)
+        .into_iter()
+        .map(|(device, (seen, _))| (device, seen.into_iter().max().unwrap_or(0)))
+        .collect()
+}
+
+/// Waits until every device has `more` reports numbered above `above` (what
+/// the log still held goes out again first, at least once: WAL-3).
+async fn new_reports(
     subscriber: &Subscriber,
-    from: usize,
+    above: &BTreeMap<String, u64>,
     more: usize,
     what: &str,
 ) -> Vec<Message> {
     subscriber
         .wait_until(Duration::from_secs(20), what, |messages| {
-            DEVICES.iter().all(|d| {
-                messages
-                    .iter()
-                    .skip(from)
-                    .filter(|m| m.topic == report_topic(d))
-                    .count()
-                    >= more
-            })
+            DEVICES
+                .iter()
+                .all(|d| new_ones(messages, d, above).len() >= more)
         })
         .await
+}
+
+/// `device`'s reports numbered above `above`, in arrival order.
+fn new_ones(messages: &[Message], device: &str, above: &BTreeMap<String, u64>) -> Vec<Value> {
+    let floor = above.get(device).copied().unwrap_or(0);
+    messages
+        .iter()
+        .filter(|m| m.topic == report_topic(device))
+        .map(Message::json)
+        .filter(|r| r["seq"].as_u64().is_some_and(|seq| seq > floor))
+        .collect()
+}
+
+/// The first report of `device`'s new run (from message `from` on): its
+/// restated status went out before any of its reports.
+fn first_of_run(
+    messages: &[Message],
+    from: usize,
+    device: &str,
+    above: &BTreeMap<String, u64>,
+) -> Value {
+    let status = first_on(messages, from, &status_topic(device)).expect("restated");
+    let report = first_on(messages, from, &report_topic(device)).expect("a report");
+    assert!(
+        status < report,
+        "{device}: the status goes out before the first report"
+    );
+    new_ones(&messages[from..], device, above)
+        .into_iter()
+        .next()
+        .expect("a report of the new run")
 }
 
 /// The retained statuses a platform connecting now would read, by topic.
@@ -125,7 +160,7 @@ async fn statuses_stay_true_and_seq_gaps_are_announced_across_stops_and_crashes(
     let config = gateway(broker.port(), handle.local_addr().port());
 
     let mut engine = Engine::start(&dir, &config);
-    let first = reports_after(&subscriber, 0, 5, "reports of the first run").await;
+    let first = new_reports(&subscriber, &BTreeMap::new(), 5, "reports of the first run").await;
     for device in DEVICES {
         let said = first.iter().rev().find(|m| m.topic == status_topic(device));
         let said = said.expect("a status").json();
@@ -148,21 +183,14 @@ async fn statuses_stay_true_and_seq_gaps_are_announced_across_stops_and_crashes(
     // A restart says each state again before its first report, and numbers
     // on without a gap.
     let restart = subscriber.messages().len();
-    let before = numbers(&subscriber.messages());
+    let before = highest(&subscriber.messages());
     let mut engine = Engine::start(&dir, &config);
-    let second = reports_after(&subscriber, restart, 5, "reports after the clean restart").await;
+    let second = new_reports(&subscriber, &before, 5, "reports after the clean restart").await;
     for device in DEVICES {
-        let status = first_on(&second, restart, &status_topic(device)).expect("restated");
-        let report = first_on(&second, restart, &report_topic(device)).expect("a report");
-        assert!(
-            status < report,
-            "{device}: the status goes out before the first report"
-        );
-        let last_before = *before[device].0.iter().max().expect("numbers");
-        let first_after = second[report].json();
+        let first_after = first_of_run(&second, restart, device, &before);
         assert_eq!(
             first_after["seq"].as_u64(),
-            Some(last_before + 1),
+            Some(before[device] + 1),
             "{device}: a clean restart numbers on: {first_after}"
         );
         assert!(first_after.get("skipped").is_none(), "{first_after}");
@@ -195,25 +223,12 @@ async fn statuses_stay_true_and_seq_gaps_are_announced_across_stops_and_crashes(
     // crash skipped, and every number is either received or announced. (What
     // the log still held goes out again first, at least once: WAL-3.)
     let crash = subscriber.messages().len();
-    let before = numbers(&subscriber.messages());
+    let before = highest(&subscriber.messages());
     let _engine = Engine::start(&dir, &config);
-    let third = reports_after(&subscriber, crash, 5, "reports after the crash").await;
+    let third = new_reports(&subscriber, &before, 5, "reports after the crash").await;
     let all = numbers(&third);
     for device in DEVICES {
-        let status = first_on(&third, crash, &status_topic(device)).expect("restated");
-        let report = first_on(&third, crash, &report_topic(device)).expect("a report");
-        assert!(
-            status < report,
-            "{device}: the status goes out before the first report"
-        );
-        let last_before = *before[device].0.iter().max().expect("numbers");
-        let new = third
-            .iter()
-            .skip(crash)
-            .filter(|m| m.topic == report_topic(device))
-            .map(Message::json)
-            .find(|r| r["seq"].as_u64().is_some_and(|seq| seq > last_before))
-            .expect("a report of the new run");
+        let new = first_of_run(&third, crash, device, &before);
         assert!(new.get("skipped").is_some(), "{device}: {new}");
         let (seen, skipped) = &all[device];
         let seen: BTreeSet<u64> = seen.iter().copied().collect();
