@@ -25,7 +25,9 @@ pub struct DeviceSummary {
     product_id: String,
     device_num: String,
     tenant_id: u32,
-    /// None until it first reported.
+    /// `unknown` until it first reported (seed 000's "to be confirmed").
+    #[serde(serialize_with = "super::states::state_or_unknown")]
+    #[schema(value_type = String, example = "online")]
     state: Option<EntityState>,
     /// Since when it has been in that state, as far as this engine saw.
     state_since: Option<i64>,

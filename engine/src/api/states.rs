@@ -81,6 +81,30 @@ async fn one(state: ApiState, scope: Scope, entity_type: EntityType, id: String)
     off_the_workers(move || read_one(&state, scope, entity_type, &id)).await
 }
 
+/// A configured device no lease row speaks of yet: nobody has heard from it
+/// (seed 000's "to be confirmed").
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UnheardView {
+    #[serde(rename = "type")]
+    entity_type: EntityType,
+    id: String,
+    /// Always `unknown`.
+    state: &'static str,
+    tenant_id: u32,
+}
+
+/// How a state reads when there is no row to read it from.
+pub(super) const UNKNOWN: &str = "unknown";
+
+/// `state` as `GET /devices` shows it: `unknown` while there is none.
+pub(super) fn state_or_unknown<S: serde::Serializer>(
+    state: &Option<EntityState>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(state.map_or(UNKNOWN, EntityState::as_str))
+}
+
 fn read_one(state: &ApiState, scope: Scope, entity_type: EntityType, id: &str) -> ApiReply {
     match state.leases.store().get(entity_type, id) {
         Ok(Some(row)) if sees(scope, &row) => ok(view(&row, now_ms())),
@@ -88,6 +112,22 @@ fn read_one(state: &ApiState, scope: Scope, entity_type: EntityType, id: &str) -
             StatusCode::NOT_FOUND,
             format!("no {} `{id}` of this tenant", entity_type.as_str()),
         ),
+        Ok(None) if entity_type == EntityType::Device => {
+            match state
+                .fleet
+                .roster()
+                .get(id)
+                .filter(|d| scope.sees(d.tenant_id))
+            {
+                Some(device) => ok(UnheardView {
+                    entity_type,
+                    id: id.to_owned(),
+                    state: UNKNOWN,
+                    tenant_id: device.tenant_id,
+                }),
+                None => error(StatusCode::NOT_FOUND, format!("no device `{id}`")),
+            }
+        }
         Ok(None) => error(
             StatusCode::NOT_FOUND,
             format!("no {} `{id}` has reported yet", entity_type.as_str()),
@@ -99,9 +139,9 @@ fn read_one(state: &ApiState, scope: Scope, entity_type: EntityType, id: &str) -
 #[utoipa::path(get, path = "/devices/{id}/state", tag = "states", security(("bearer" = [])),
     params(("id" = String, Path, description = "Device id")),
     responses(
-        (status = 200, body = StateView),
-        (status = 404, description = "It has not reported yet (or is another tenant's)",
-            body = ErrorBody)))]
+        (status = 200, description = "Its row; a configured device nobody has heard from yet \
+            reads `{type, id, state: \"unknown\", tenantId}`", body = StateView),
+        (status = 404, description = "No such device (or another tenant's)", body = ErrorBody)))]
 pub async fn device(
     State(state): State<ApiState>,
     Caller(scope): Caller,

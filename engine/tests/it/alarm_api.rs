@@ -358,6 +358,16 @@ async fn a_failed_connection_and_a_write_that_gave_up_are_alarmed_until_their_ca
     let connection = alarm(&failed, "CONNECTION_FAILED").expect("alarm");
     assert_eq!(connection["source"], "engine", "{connection}");
     assert!(connection["clearedAt"].is_null());
+    // Nobody has heard from it: its state is unknown, not missing.
+    let state = get(http, "/devices/pump/state", ADMIN).await;
+    assert_eq!(
+        state,
+        json!({ "type": "device", "id": "pump", "state": "unknown", "tenantId": 0 })
+    );
+    let listed = get(http, "/devices", ADMIN).await;
+    assert_eq!(listed["devices"][0]["state"], "unknown", "{listed}");
+    let (status, _) = call(http, "GET", "/devices/nobody/state", Some(ADMIN), None).await;
+    assert_eq!(status, 404);
 
     // A write while nobody answers: retried once, then given up.
     write_pump(http, "w-1", 7, "TIMEOUT").await;
