@@ -23,4 +23,4 @@ pub use exchange::{Found, FrameFinder, MAX_FRAME};
 pub use framer::Framer;
 pub use link::{Link, LinkSettings, LinkState, LinkStatus};
 pub use shared::SharedLink;
-pub use transport::{Connection, Dialer, Dialing, Stream, Tcp};
+pub use transport::{Connection, Dialer, Dialing, Stream, Tcp, keep_alive};

@@ -658,3 +658,28 @@ async fn a_request_waits_as_long_as_its_own_channel_says() {
     let patient = link.request(&framer, &frame(b"unit 1"), body).await;
     assert_eq!(patient.expect("answered").expect("data"), b"unit 1");
 }
+
+/// Device sockets probe a silent peer after 30 s idle, every 10 s, three
+/// times (seed 003 §3.3), not after Linux's two hours.
+#[tokio::test]
+async fn device_sockets_keep_alive() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("listener");
+    let port = listener.local_addr().expect("address").port();
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connects");
+    keep_alive(&stream).expect("keepalive set");
+    let socket = socket2::SockRef::from(&stream);
+    assert!(socket.keepalive().expect("keepalive"));
+    assert_eq!(
+        socket.tcp_keepalive_time().expect("idle"),
+        Duration::from_secs(30)
+    );
+    assert_eq!(
+        socket.tcp_keepalive_interval().expect("interval"),
+        Duration::from_secs(10)
+    );
+    assert_eq!(socket.tcp_keepalive_retries().expect("probes"), 3);
+}

@@ -6,6 +6,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -29,15 +30,39 @@ pub trait Dialer: Send + Sync + Debug {
 }
 
 /// TCP, without Nagle's delay: request and answer frames are small, and waiting to
-/// coalesce them only adds latency.
+/// coalesce them only adds latency. With TCP keepalive (seed 003 §3.3): a
+/// device that vanished without a FIN (a cable pulled, a PLC powered off) is
+/// found by the kernel within [`KEEPALIVE_IDLE`] + [`KEEPALIVE_PROBES`] x
+/// [`KEEPALIVE_INTERVAL`], also on a channel without `heartbeatMs` and
+/// between slow rounds; the heartbeat stays the check that the device answers.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Tcp;
+
+/// Idle time before the first keepalive probe (Linux's default is two hours).
+pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+/// Time between unanswered probes.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// Unanswered probes after which the connection is dead.
+pub const KEEPALIVE_PROBES: u32 = 3;
+
+/// Turns on TCP keepalive with the engine's timings.
+///
+/// # Errors
+/// The socket refused the options.
+pub fn keep_alive(stream: &TcpStream) -> io::Result<()> {
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(KEEPALIVE_IDLE)
+        .with_interval(KEEPALIVE_INTERVAL)
+        .with_retries(KEEPALIVE_PROBES);
+    socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive)
+}
 
 impl Dialer for Tcp {
     fn dial<'a>(&'a self, host: &'a str, port: u16) -> Dialing<'a> {
         Box::pin(async move {
             let stream = TcpStream::connect((host, port)).await?;
             stream.set_nodelay(true)?;
+            keep_alive(&stream)?;
             Ok(Box::new(stream) as Connection)
         })
     }
