@@ -44,6 +44,7 @@ const NEW_ORDER: u64 = 0x2545_f491_4f6c_dd1d;
 
 fn renewal(i: usize, timeout_seconds: u64) -> Renewal {
     Renewal {
+        expired_state: EntityState::Offline,
         entity_type: EntityType::Device,
         entity_id: format!("device-{i:07}"),
         parent_id: "modbus_tcp".into(),
@@ -136,6 +137,7 @@ impl JsonTable {
             timeout_source: r.timeout_source,
             extension: r.extension.clone(),
             tenant_id: r.tenant_id,
+            expired_state: r.expired_state,
         }
     }
 }

@@ -78,7 +78,7 @@ struct Wal {
     dead_letters: u64,
 }
 
-/// Devices by lease state; `unknown` have not reported yet.
+/// Devices by lease state; `unknown`: not reported yet, or a lease that ended unknown (`stateWhenExpired`).
 #[derive(Debug, Serialize, ToSchema)]
 struct DeviceCounts {
     total: usize,
@@ -177,7 +177,8 @@ fn read_health(state: &ApiState) -> ApiReply {
             offline: count(EntityState::Offline),
             maintain: count(EntityState::Maintain),
             fault: count(EntityState::Fault),
-            unknown: roster.devices().len().saturating_sub(rows.len()),
+            unknown: roster.devices().len().saturating_sub(rows.len())
+                + count(EntityState::Unknown),
         },
         connections,
         audit_failures: state.alarms.store().audit_failures()

@@ -170,7 +170,7 @@ pub struct ListQuery {
     #[serde(rename = "type")]
     #[param(rename = "type")]
     entity_type: Option<String>,
-    /// `online`, `offline`, `maintain` or `fault`, as the rows read now.
+    /// `online`, `offline`, `maintain`, `fault` or `unknown`, as the rows read now.
     state: Option<String>,
     /// Only the devices of this driver.
     parent: Option<String>,
@@ -207,7 +207,7 @@ pub async fn list(
         Some(Err(bad)) => {
             return error(
                 StatusCode::BAD_REQUEST,
-                format!("unknown state `{bad}`: online, offline, maintain or fault"),
+                format!("unknown state `{bad}`: online, offline, maintain, fault or unknown"),
             );
         }
         Some(Ok(s)) => Some(s),

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use super::device::Device;
 use super::fleet::Fleet;
 use crate::clock::now_ms;
-use crate::model::{EntityState, EntityType, StateFilter};
+use crate::model::{EntityType, StateFilter};
 use crate::mqtt::sparkplug::{DeviceBirth, MetricTable};
 use crate::uplink::Births;
 
@@ -31,7 +31,7 @@ impl FleetBirths {
         match self.0.services().leases.store().list(&filter) {
             Ok(rows) => Some(
                 rows.into_iter()
-                    .filter(|row| row.effective_state(now) != EntityState::Offline)
+                    .filter(|row| row.effective_state(now).is_live())
                     .map(|row| row.entity_id)
                     .collect(),
             ),

@@ -154,6 +154,8 @@ pub struct LeaseTerms {
     pub driver: String,
     pub timeout_seconds: u64,
     pub timeout_source: TimeoutSource,
+    /// Where its lease ends: offline, or unknown (`stateWhenExpired`).
+    pub expired_state: EntityState,
 }
 
 /// What a device is made of.
@@ -425,6 +427,7 @@ impl Device {
             state,
             timeout_seconds: terms.timeout_seconds,
             timeout_source: terms.timeout_source,
+            expired_state: terms.expired_state,
             extension: match self.last_error() {
                 error if error.is_empty() => serde_json::json!({}),
                 error => serde_json::json!({ "lastError": error }),

@@ -160,6 +160,7 @@ async fn renew_driver_leases(fleet: Arc<Fleet>, mut shutdown: watch::Receiver<bo
             let total: u64 = pools.values().sum();
             now_seen.extend(pools);
             fleet.services().leases.renew(Renewal {
+                expired_state: EntityState::Offline,
                 entity_type: EntityType::Driver,
                 entity_id: name,
                 parent_id: String::new(),

@@ -189,6 +189,7 @@ impl<'a> Wiring<'a> {
                 driver,
                 timeout_seconds,
                 timeout_source,
+                expired_state: device.state_when_expired,
             },
             sink: self.services.sink.clone(),
             writable,

@@ -11,15 +11,15 @@ use super::channel::{self, ChannelConfig};
 use super::collector::CollectorConfig;
 use super::fence;
 use super::protocol::ChannelContext;
-use super::read::{Unique, at_least, list, read_at, required_name, text};
+use super::read::{Unique, at_least, choice, list, read_at, required_name, text};
 use super::sparkplug::{UplinkPayload, sparkplug_id_problem};
 use super::tag::{TagConfig, TagPositions};
-use crate::model::{Protocols, SerialLine, SharedLists};
+use crate::model::{EntityState, Protocols, SerialLine, SharedLists};
 use crate::mqtt::sparkplug;
 use crate::yaml::{Diagnostics, Fields, Node, Pos};
 
 /// One entry of `devices`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct DeviceConfig {
     /// `deviceId`: the gateway's own name for the device; unique (required).
     pub device_id: String,
@@ -36,6 +36,10 @@ pub struct DeviceConfig {
     /// `stateTimeout`: seconds without a successful read after which the device's
     /// state is considered stale (at least 1; default none).
     pub state_timeout_s: Option<u64>,
+    /// `stateWhenExpired`: where the device's lease ends when nothing renews
+    /// it: `offline` (the default) or `unknown`, for a device that reports
+    /// seldom and whose silence is no alarm (seed 000's "to be confirmed").
+    pub state_when_expired: EntityState,
     /// `pipeline`: the name of the pipeline the device's samples go through; when
     /// absent, its product's `pipeline`, else its tenant's, else `default`.
     pub pipeline: String,
@@ -45,6 +49,29 @@ pub struct DeviceConfig {
     pub channels: Vec<ChannelConfig>,
     /// Where the entry starts.
     pub pos: Pos,
+}
+
+/// As derived, but `state_when_expired` only when it is not the default, so a
+/// fingerprint stays the one earlier versions kept (see
+/// [`DeviceConfig::fingerprint`]).
+impl std::fmt::Debug for DeviceConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut s = f.debug_struct("DeviceConfig");
+        s.field("device_id", &self.device_id)
+            .field("product_id", &self.product_id)
+            .field("device_num", &self.device_num)
+            .field("enabled", &self.enabled)
+            .field("tenant_id", &self.tenant_id)
+            .field("state_timeout_s", &self.state_timeout_s);
+        if self.state_when_expired != EntityState::Offline {
+            s.field("state_when_expired", &self.state_when_expired);
+        }
+        s.field("pipeline", &self.pipeline)
+            .field("pipeline_named", &self.pipeline_named)
+            .field("channels", &self.channels)
+            .field("pos", &self.pos)
+            .finish()
+    }
 }
 
 impl DeviceConfig {
@@ -179,6 +206,16 @@ pub(super) fn read_all(
         let state_timeout_s = f
             .node("stateTimeout")
             .map(|_| at_least(&mut f, "stateTimeout", 1, 1, errors));
+        let state_when_expired = choice(
+            &mut f,
+            "stateWhenExpired",
+            &[
+                ("offline", EntityState::Offline),
+                ("unknown", EntityState::Unknown),
+            ],
+            EntityState::Offline,
+            errors,
+        );
         // Empty until resolved from the product or tenant (see `resolve_pipelines`).
         let pipeline = text(&mut f, "pipeline", errors).unwrap_or_default();
         let pipeline_named = !pipeline.is_empty();
@@ -194,6 +231,7 @@ pub(super) fn read_all(
                 enabled,
                 tenant_id,
                 state_timeout_s,
+                state_when_expired,
                 pipeline,
                 pipeline_named,
                 channels,
@@ -326,6 +364,7 @@ fn read_channels(
 #[cfg(test)]
 mod tests {
     use super::super::tests::{errors_of, load_ok};
+    use crate::model::EntityState;
 
     /// A device entry (list item at column 3) with one modbus channel and one tag.
     fn device(id: &str, product: &str, num: &str, extra: &str) -> String {
@@ -375,6 +414,25 @@ mod tests {
         assert_ne!(a(&first).pos, a(&moved).pos);
         assert!(a(&first).same_as(&a(&moved)));
         assert!(!a(&first).same_as(&a(&changed)));
+    }
+
+    #[test]
+    fn a_device_may_end_its_lease_unknown() {
+        let doc = |extra: &str| format!("devices:\n{}", device("a", "P", "A", extra));
+        let a = |config: &super::super::GatewayConfig| config.device("a").cloned().expect("a");
+        let plain = a(&load_ok(&doc("")));
+        assert_eq!(plain.state_when_expired, EntityState::Offline);
+        let offline = a(&load_ok(&doc("    stateWhenExpired: offline\n")));
+        assert_eq!(
+            plain.fingerprint(),
+            offline.fingerprint(),
+            "the default changes nothing"
+        );
+        let unknown = a(&load_ok(&doc("    stateWhenExpired: unknown\n")));
+        assert_eq!(unknown.state_when_expired, EntityState::Unknown);
+        assert_ne!(plain.fingerprint(), unknown.fingerprint());
+        let wrong = errors_of(&doc("    stateWhenExpired: gone\n"));
+        assert!(wrong.to_string().contains("stateWhenExpired"), "{wrong}");
     }
 
     /// Pushed configurations keep the fingerprint of the file entry they

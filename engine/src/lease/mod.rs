@@ -153,7 +153,7 @@ impl Leases {
             match self.store.get(entity.0, &entity.1) {
                 Ok(Some(row)) => self.uplink.status(
                     announce.topic(&self.uplink, DeviceTopic::StatusPost),
-                    row.state.as_of(row.expire_time, now),
+                    row.effective_state(now),
                     now,
                 ),
                 Ok(None) => {}
@@ -313,7 +313,7 @@ impl Leases {
                 to = row.state.as_str(),
                 "state change"
             );
-            let at = if row.state == EntityState::Offline && row.expire_time <= now {
+            let at = if !row.state.is_live() && row.expire_time <= now {
                 row.expire_time
             } else {
                 now
@@ -331,7 +331,7 @@ impl Leases {
             };
             if row.entity_type == EntityType::Device {
                 self.uplink
-                    .device_state(&row.entity_id, row.state == EntityState::Offline);
+                    .device_state(&row.entity_id, !row.state.is_live());
             }
             self.uplink.status(
                 announce.topic(&self.uplink, DeviceTopic::StatusPost),

@@ -101,6 +101,7 @@ mod tests {
 
     fn heartbeat(id: &str, state: EntityState, timeout_seconds: u64) -> Renewal {
         Renewal {
+            expired_state: EntityState::Offline,
             entity_type: EntityType::Device,
             entity_id: id.to_owned(),
             parent_id: "modbus-tcp".to_owned(),

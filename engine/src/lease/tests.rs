@@ -14,6 +14,7 @@ fn store(name: &str) -> (RedbStateStore, Store, std::path::PathBuf) {
 
 fn device(id: &str, timeout_seconds: u64, state: EntityState) -> Renewal {
     Renewal {
+        expired_state: EntityState::Offline,
         entity_type: EntityType::Device,
         entity_id: id.into(),
         parent_id: "modbus_tcp".into(),

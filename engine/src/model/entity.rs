@@ -58,6 +58,9 @@ pub enum EntityState {
     Maintain,
     /// Reporting a problem (for example a failing codec health check).
     Fault,
+    /// Not heard from, and not taken for gone (seed 000's "to be confirmed"):
+    /// where a lease of a device with `stateWhenExpired: unknown` ends.
+    Unknown,
 }
 
 impl EntityState {
@@ -67,6 +70,7 @@ impl EntityState {
             EntityState::Offline => "offline",
             EntityState::Maintain => "maintain",
             EntityState::Fault => "fault",
+            EntityState::Unknown => "unknown",
         }
     }
 
@@ -76,20 +80,23 @@ impl EntityState {
             "offline" => Some(EntityState::Offline),
             "maintain" => Some(EntityState::Maintain),
             "fault" => Some(EntityState::Fault),
+            "unknown" => Some(EntityState::Unknown),
             _ => None,
         }
     }
 
-    /// Live states are held by a lease: when it expires they end offline.
+    /// Live states are held by a lease: when it expires they end offline (or
+    /// unknown).
     pub fn is_live(self) -> bool {
-        !matches!(self, EntityState::Offline)
+        !matches!(self, EntityState::Offline | EntityState::Unknown)
     }
 
     /// This state as readers see it at `now` under a lease ending at
-    /// `expire_time`: a live state whose lease ran out reads offline.
-    pub fn as_of(self, expire_time: i64, now_ms: i64) -> EntityState {
+    /// `expire_time`: a live state whose lease ran out reads `expired` (offline,
+    /// or unknown).
+    pub fn as_of(self, expire_time: i64, now_ms: i64, expired: EntityState) -> EntityState {
         if self.is_live() && expire_time <= now_ms {
-            EntityState::Offline
+            expired
         } else {
             self
         }
@@ -130,13 +137,22 @@ pub struct StateRow {
     /// Free-form details (last error, protocol, node).
     pub extension: serde_json::Value,
     pub tenant_id: u32,
+    /// Where its lease ends: offline, or unknown (`stateWhenExpired`); rows
+    /// of engines before it end offline.
+    #[serde(default = "offline")]
+    pub expired_state: EntityState,
+}
+
+fn offline() -> EntityState {
+    EntityState::Offline
 }
 
 impl StateRow {
     /// The state as a reader should see it at `now`: a live row whose lease ran out
-    /// reads offline even before the scanner reached it.
+    /// reads as it will end (offline, or unknown) even before the scanner reached it.
     pub fn effective_state(&self, now_ms: i64) -> EntityState {
-        self.state.as_of(self.expire_time, now_ms)
+        self.state
+            .as_of(self.expire_time, now_ms, self.expired_state)
     }
 }
 
@@ -170,6 +186,8 @@ pub struct Renewal {
     pub timeout_seconds: u64,
     pub timeout_source: TimeoutSource,
     pub extension: serde_json::Value,
+    /// Where the lease ends when no heartbeat renews it: offline, or unknown.
+    pub expired_state: EntityState,
 }
 
 /// Which rows a list wants (by state: callers filter on the effective state).

@@ -450,3 +450,43 @@ async fn a_request_the_device_keeps_refusing_is_alarmed_until_it_stops() {
     )
     .await;
 }
+
+/// A device whose silence is no alarm (`stateWhenExpired: unknown`, seed
+/// 000's "to be confirmed") reads `unknown` when its lease ends, and its
+/// tenant gets no `DEVICE_OFFLINE`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seldom_device_ends_unknown_and_raises_no_offline_alarm() {
+    let mut modbus = PyModbus::start(&json!({ "hr": { "0": [5] } }));
+    let http = free_port();
+    let meter = crate::support::config::Device::modbus("meter", modbus.port())
+        .set("stateTimeout", 1)
+        .set("stateWhenExpired", "unknown")
+        .tag(Tag::new("energy", "40001", "UINT16", 200));
+    let gateway = Gateway::new(&format!("seldom-{http}"), free_port())
+        .http(http, ADMIN)
+        .set("perDeviceTimeoutMs", 300)
+        .set("lease.scanIntervalMs", 200)
+        .device(meter);
+    let _engine = Engine::start(&scratch_dir("seldom"), &gateway.yaml());
+    wait_get(http, "/devices/meter/state", ADMIN, "online", |b| {
+        b["state"] == "online"
+    })
+    .await;
+    modbus.kill();
+    let ended = wait_get(http, "/devices/meter/state", ADMIN, "unknown", |b| {
+        b["state"] == "unknown"
+    })
+    .await;
+    assert_eq!(ended["lastState"], "online", "{ended}");
+    let listed = wait_get(
+        http,
+        "/states?state=unknown",
+        ADMIN,
+        "listed unknown",
+        |b| b["states"].as_array().is_some_and(|s| s.len() == 1),
+    )
+    .await;
+    assert_eq!(listed["states"][0]["id"], "meter");
+    let alarms = get(http, "/alarms?deviceId=meter", ADMIN).await;
+    assert!(with_rule(&alarms, "DEVICE_OFFLINE").is_none(), "{alarms}");
+}

@@ -914,6 +914,7 @@ fn change(entity_type: EntityType, id: &str, from: EntityState, to: EntityState)
             timeout_source: TimeoutSource::System,
             extension: serde_json::json!({}),
             tenant_id: 0,
+            expired_state: EntityState::Offline,
         },
         from,
     }

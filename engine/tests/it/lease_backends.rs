@@ -16,6 +16,7 @@ const T0: i64 = 1_800_000_000_000;
 
 fn device(id: &str, timeout_seconds: u64, state: EntityState) -> Renewal {
     Renewal {
+        expired_state: EntityState::Offline,
         entity_type: EntityType::Device,
         entity_id: id.into(),
         parent_id: "modbus_tcp".into(),
@@ -171,6 +172,37 @@ fn scenarios(store: &dyn StateStore) {
             .expect("list")
             .is_empty()
     );
+    // A device whose silence is no alarm ends unknown, not offline
+    // (`stateWhenExpired: unknown`); readers see it so before the scanner.
+    let mut slow = device("slow", 30, EntityState::Online);
+    slow.expired_state = EntityState::Unknown;
+    let t = T0 + 3_000_000;
+    renew(store, std::slice::from_ref(&slow), t);
+    let row = store
+        .get(EntityType::Device, "slow")
+        .expect("get")
+        .expect("row");
+    assert_eq!(row.effective_state(t + 29_999), EntityState::Online);
+    assert_eq!(row.effective_state(t + 30_000), EntityState::Unknown);
+    let ended = expired(store, t + 30_000);
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert_eq!(
+        (ended[0].event(), ended[0].from, ended[0].row.expired_state),
+        (
+            "device-unknown".to_owned(),
+            EntityState::Online,
+            EntityState::Unknown
+        )
+    );
+    assert!(
+        expired(store, t + 100_000).is_empty(),
+        "unknown is not live: not filed again"
+    );
+    let back = renew(store, &[slow], t + 100_000);
+    assert_eq!(
+        (back[0].event(), back[0].from),
+        ("device-online".to_owned(), EntityState::Unknown)
+    );
 }
 
 #[test]
@@ -200,7 +232,7 @@ fn the_lease_scenarios_hold_on_postgres_and_three_engines_never_expire_a_row_twi
     assert!(
         refused
             .to_string()
-            .contains("version 99, newer than this engine knows (4)"),
+            .contains("version 99, newer than this engine knows (5)"),
         "{refused}"
     );
     let unreachable = Postgres::open("postgresql://postgres@127.0.0.1:1/none", 1)

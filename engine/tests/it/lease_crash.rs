@@ -37,6 +37,7 @@ fn id(device: usize) -> String {
 
 fn renewal(device: usize) -> Renewal {
     Renewal {
+        expired_state: EntityState::Offline,
         entity_type: EntityType::Device,
         entity_id: id(device),
         parent_id: "modbus".into(),

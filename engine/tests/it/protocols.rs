@@ -207,7 +207,8 @@ async fn a_protocol_never_seen_is_uploaded_pushed_and_polled_while_the_gateway_r
     let deadline = Instant::now() + Duration::from_secs(5);
     let state = loop {
         let state = rig.state("meter").await;
-        if state["state"].is_string() || Instant::now() > deadline {
+        if (state["state"].is_string() && state["state"] != "unknown") || Instant::now() > deadline
+        {
             break state;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

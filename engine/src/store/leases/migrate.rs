@@ -109,6 +109,7 @@ fn move_json_rows(leases: &RedbStateStore) -> Result<(), StoreError> {
                 last_state: row.last_state,
                 timeout_source: row.timeout_source,
                 has_details: false,
+                expired_state: row.expired_state,
                 parent: parents.number(&row.parent_id, &mut tables.parents)?,
                 tenant_id: row.tenant_id,
                 timeout_seconds: seconds(row.timeout_seconds),

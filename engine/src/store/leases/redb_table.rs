@@ -127,6 +127,7 @@ fn state_row(
         timeout_source: lease.timeout_source,
         extension,
         tenant_id: lease.tenant_id,
+        expired_state: lease.expired_state,
     })
 }
 
@@ -139,7 +140,7 @@ fn renewed(
     now_ms: i64,
 ) -> (Lease, EntityState) {
     let before = old.map_or(EntityState::Offline, |o| {
-        o.state.as_of(o.expire_time, now_ms)
+        o.state.as_of(o.expire_time, now_ms, o.expired_state)
     });
     let (state, last_state) = renewed_state(old.map(|o| (o.state, o.last_state)), renewal, before);
     let timeout_seconds = seconds(renewal.timeout_seconds);
@@ -148,6 +149,7 @@ fn renewed(
         last_state,
         timeout_source: renewal.timeout_source,
         has_details: false,
+        expired_state: renewal.expired_state,
         parent,
         tenant_id: renewal.tenant_id,
         timeout_seconds,
@@ -239,7 +241,7 @@ impl StateStore for RedbStateStore {
             let Some(old) = tables.entry(slot, &mut key)? else {
                 return Ok(None);
             };
-            let before = old.state.as_of(old.expire_time, now_ms);
+            let before = old.state.as_of(old.expire_time, now_ms, old.expired_state);
             let extension = tables.details_of(&key, &old)?;
             let lease = Lease {
                 state,
@@ -297,8 +299,9 @@ impl StateStore for RedbStateStore {
                     tables.put_recent(slot, &refiled)?;
                     continue;
                 }
+                // Offline, or unknown for a device that says so (`stateWhenExpired`).
                 let lease = Lease {
-                    state: EntityState::Offline,
+                    state: old.expired_state,
                     last_state: old.state,
                     lease_version: old.lease_version + 1,
                     expire_time: now_ms.saturating_add(lease_ms(old.timeout_seconds)),

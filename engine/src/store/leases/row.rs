@@ -9,7 +9,7 @@
 //! | 0 | state |
 //! | 1 | last state |
 //! | 2 | timeout source |
-//! | 3 | flags (bit 0: details stored beside the row) |
+//! | 3 | flags (bit 0: details stored beside the row; bit 1: the lease ends unknown, not offline) |
 //! | 4..8 | parent (a number of the parent table) |
 //! | 8..12 | tenant |
 //! | 12..16 | timeout, seconds |
@@ -28,6 +28,7 @@ pub(super) type RowBytes = [u8; ROW_BYTES];
 pub(super) const NOT_FILED: i64 = i64::MIN;
 
 const HAS_DETAILS: u8 = 1;
+const EXPIRES_UNKNOWN: u8 = 2;
 
 /// One lease row as redb holds it: every field but the entity's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +37,8 @@ pub(super) struct Lease {
     pub last_state: EntityState,
     pub timeout_source: TimeoutSource,
     pub has_details: bool,
+    /// Where the lease ends: offline, or unknown (`stateWhenExpired`).
+    pub expired_state: EntityState,
     pub parent: u32,
     pub tenant_id: u32,
     pub timeout_seconds: u32,
@@ -68,7 +71,12 @@ impl Lease {
         b[0] = state_code(self.state);
         b[1] = state_code(self.last_state);
         b[2] = source_code(self.timeout_source);
-        b[3] = if self.has_details { HAS_DETAILS } else { 0 };
+        b[3] = if self.has_details { HAS_DETAILS } else { 0 }
+            | if self.expired_state == EntityState::Unknown {
+                EXPIRES_UNKNOWN
+            } else {
+                0
+            };
         b[4..8].copy_from_slice(&self.parent.to_le_bytes());
         b[8..12].copy_from_slice(&self.tenant_id.to_le_bytes());
         b[12..16].copy_from_slice(&self.timeout_seconds.to_le_bytes());
@@ -94,6 +102,11 @@ impl Lease {
             last_state: state_of(b[1]).ok_or(BadRow("last state code"))?,
             timeout_source: source_of(b[2]).ok_or(BadRow("timeout source code"))?,
             has_details: b[3] & HAS_DETAILS != 0,
+            expired_state: if b[3] & EXPIRES_UNKNOWN != 0 {
+                EntityState::Unknown
+            } else {
+                EntityState::Offline
+            },
             parent: u32_at(4),
             tenant_id: u32_at(8),
             timeout_seconds: u32_at(12),
@@ -111,13 +124,15 @@ pub(super) fn seconds(timeout: u64) -> u32 {
     u32::try_from(timeout).unwrap_or(u32::MAX)
 }
 
-/// The seed's state flags: 0 online, 1 offline, 2 maintain, 3 fault.
+/// The seed's state flags: 0 online, 1 offline, 2 maintain, 3 fault; and 4
+/// unknown (the seed's "to be confirmed", which it names without a flag).
 pub(crate) fn state_code(state: EntityState) -> u8 {
     match state {
         EntityState::Online => 0,
         EntityState::Offline => 1,
         EntityState::Maintain => 2,
         EntityState::Fault => 3,
+        EntityState::Unknown => 4,
     }
 }
 
@@ -127,6 +142,7 @@ pub(crate) fn state_of(code: u8) -> Option<EntityState> {
         1 => EntityState::Offline,
         2 => EntityState::Maintain,
         3 => EntityState::Fault,
+        4 => EntityState::Unknown,
         _ => return None,
     })
 }
@@ -242,6 +258,7 @@ mod tests {
             last_state: EntityState::Maintain,
             timeout_source: TimeoutSource::Profile,
             has_details: true,
+            expired_state: EntityState::Unknown,
             parent: 7,
             tenant_id: u32::MAX,
             timeout_seconds: 45,
@@ -252,6 +269,13 @@ mod tests {
             details_crc: 0xdead_beef,
         };
         assert_eq!(Lease::decode(&lease.encode()), Ok(lease));
+        let gone = Lease {
+            state: EntityState::Unknown,
+            expired_state: EntityState::Offline,
+            has_details: false,
+            ..lease
+        };
+        assert_eq!(Lease::decode(&gone.encode()), Ok(gone));
         let mut bytes = lease.encode();
         bytes[0] = 9;
         assert_eq!(Lease::decode(&bytes), Err(BadRow("state code")));
@@ -281,6 +305,7 @@ mod tests {
             last_state: EntityState::Offline,
             timeout_source: TimeoutSource::System,
             has_details: false,
+            expired_state: EntityState::Offline,
             parent: 0,
             tenant_id: 0,
             timeout_seconds: 30,

@@ -19,6 +19,7 @@ fn open(name: &str) -> (RedbStateStore, Store, std::path::PathBuf) {
 
 fn device(id: &str, parent: &str, timeout_seconds: u64) -> Renewal {
     Renewal {
+        expired_state: EntityState::Offline,
         entity_type: EntityType::Device,
         entity_id: id.into(),
         parent_id: parent.into(),
@@ -157,11 +158,17 @@ fn rows_of_the_json_table_move_into_the_binary_one() {
         timeout_source: TimeoutSource::Device,
         extension: serde_json::json!({ "lastError": "" }),
         tenant_id: 2,
+        expired_state: EntityState::Offline,
     };
     store
         .transaction(|tx| {
             let mut table = tx.open_table(JSON_ROWS)?;
-            let bytes = serde_json::to_vec(&old).expect("json");
+            // As those versions wrote it: no `expiredState`.
+            let mut json = serde_json::to_value(&old).expect("json");
+            json.as_object_mut()
+                .expect("an object")
+                .remove("expiredState");
+            let bytes = serde_json::to_vec(&json).expect("json");
             table.insert("6:d", bytes.as_slice())?;
             Ok::<_, crate::store::StoreError>(())
         })
@@ -328,6 +335,7 @@ fn rows_keyed_by_entity_move_into_numbered_rows() {
         last_state: EntityState::Offline,
         timeout_source: TimeoutSource::Device,
         has_details,
+        expired_state: EntityState::Offline,
         parent: 0,
         tenant_id: 3,
         timeout_seconds: 30,

@@ -31,12 +31,12 @@ macro_rules! columns {
     () => {
         "entity_type_flag, entity_id, parent_entity_id, entity_state_flag, last_state_flag, \
          last_heartbeat_time, expire_time, lease_version, timeout_seconds, timeout_source_flag, \
-         entity_state_ext::text, tenant_id"
+         entity_state_ext::text, tenant_id, expired_state_flag"
     };
 }
 
 const LOCK_ROWS: &str = "SELECT entity_type_flag, entity_id, entity_state_flag, last_state_flag, \
-    expire_time, due_time, lease_version
+    expire_time, due_time, lease_version, expired_state_flag
     FROM sluice_entity_state
     WHERE deleted = 0
       AND (entity_type_flag, entity_id) IN (SELECT * FROM unnest($1::smallint[], $2::text[]))
@@ -45,12 +45,15 @@ const LOCK_ROWS: &str = "SELECT entity_type_flag, entity_id, entity_state_flag, 
 
 const UPSERT: &str = "INSERT INTO sluice_entity_state (entity_type_flag, entity_id, \
     parent_entity_id, entity_state_flag, last_state_flag, last_heartbeat_time, expire_time, \
-    due_time, lease_version, timeout_seconds, timeout_source_flag, entity_state_ext, tenant_id)
-    SELECT t, id, parent, state, last, beat, expires, due, version, timeout, source, ext::jsonb, tenant
+    due_time, lease_version, timeout_seconds, timeout_source_flag, entity_state_ext, tenant_id, \
+    expired_state_flag)
+    SELECT t, id, parent, state, last, beat, expires, due, version, timeout, source, ext::jsonb, \
+        tenant, expired
     FROM unnest($1::smallint[], $2::text[], $3::text[], $4::smallint[], $5::smallint[], \
         $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::int[], $11::smallint[], \
-        $12::text[], $13::bigint[])
-        AS u(t, id, parent, state, last, beat, expires, due, version, timeout, source, ext, tenant)
+        $12::text[], $13::bigint[], $14::smallint[])
+        AS u(t, id, parent, state, last, beat, expires, due, version, timeout, source, ext, tenant, \
+            expired)
     ON CONFLICT (entity_type_flag, entity_id) WHERE deleted = 0 DO UPDATE SET
         parent_entity_id = EXCLUDED.parent_entity_id,
         entity_state_flag = EXCLUDED.entity_state_flag,
@@ -63,11 +66,13 @@ const UPSERT: &str = "INSERT INTO sluice_entity_state (entity_type_flag, entity_
         timeout_source_flag = EXCLUDED.timeout_source_flag,
         entity_state_ext = EXCLUDED.entity_state_ext,
         tenant_id = EXCLUDED.tenant_id,
+        expired_state_flag = EXCLUDED.expired_state_flag,
         operate_time = now()";
 
 /// The seed's claim: rows due by $1, oldest first, skipping rows another
 /// engine holds; a row renewed since it was filed is filed again, the rest are
-/// set offline with a renewed offline lease. `picked` says how many were taken.
+/// set offline (or unknown: `expired_state_flag`) with a renewed lease in that
+/// state. `picked` says how many were taken.
 const CLAIM: &str = concat!(
     "WITH picked AS (
         SELECT id, expire_time AS ran_out FROM sluice_entity_state
@@ -77,13 +82,13 @@ const CLAIM: &str = concat!(
         FOR UPDATE SKIP LOCKED
     ), refiled AS (
         UPDATE sluice_entity_state s
-        SET due_time = CASE WHEN s.entity_state_flag = 1 THEN NULL ELSE s.expire_time END
+        SET due_time = CASE WHEN s.entity_state_flag IN (0, 2, 3) THEN s.expire_time ELSE NULL END
         FROM picked p
-        WHERE s.id = p.id AND (s.expire_time > $1 OR s.entity_state_flag = 1)
+        WHERE s.id = p.id AND (s.expire_time > $1 OR s.entity_state_flag NOT IN (0, 2, 3))
         RETURNING s.id
     ), expired AS (
         UPDATE sluice_entity_state s
-        SET entity_state_flag = 1,
+        SET entity_state_flag = s.expired_state_flag,
             last_state_flag = s.entity_state_flag,
             lease_version = s.lease_version + 1,
             expire_time = $1 + s.timeout_seconds::bigint * 1000,
@@ -104,12 +109,12 @@ const CLAIM: &str = concat!(
 const SET_STATE: &str = concat!(
     "UPDATE sluice_entity_state
     SET last_state_flag = CASE
-            WHEN entity_state_flag IN (0, 2, 3) AND expire_time <= $4 THEN 1
+            WHEN entity_state_flag IN (0, 2, 3) AND expire_time <= $4 THEN expired_state_flag
             ELSE entity_state_flag END,
         entity_state_flag = $3::smallint,
         lease_version = lease_version + 1,
         due_time = CASE
-            WHEN $3::smallint = 1 THEN NULL
+            WHEN $3::smallint NOT IN (0, 2, 3) THEN NULL
             WHEN due_time IS NULL OR due_time > expire_time THEN expire_time
             ELSE due_time END,
         operate_time = now()
@@ -178,6 +183,7 @@ fn state_row(row: &Row, at: usize) -> Result<StateRow, StoreError> {
             source,
         })?,
         tenant_id: u32::try_from(row.try_get::<_, i64>(at + 11).map_err(pg)?).unwrap_or(0),
+        expired_state: state_from(row.try_get(at + 12).map_err(pg)?)?,
     })
 }
 
@@ -190,6 +196,7 @@ struct Old {
     expire_time: i64,
     due_time: Option<i64>,
     lease_version: i64,
+    expired_state: EntityState,
 }
 
 /// The columns of one upsert, one vector a column.
@@ -208,6 +215,7 @@ struct Upsert {
     sources: Vec<i16>,
     exts: Vec<String>,
     tenants: Vec<i64>,
+    expired: Vec<i16>,
 }
 
 impl StateStore for PgStateStore {
@@ -238,6 +246,7 @@ impl StateStore for PgStateStore {
                     expire_time: row.try_get(4).map_err(pg)?,
                     due_time: row.try_get(5).map_err(pg)?,
                     lease_version: row.try_get(6).map_err(pg)?,
+                    expired_state: state_from(row.try_get(7).map_err(pg)?)?,
                 });
             }
             let mut stored = stored.into_iter().peekable();
@@ -249,7 +258,7 @@ impl StateStore for PgStateStore {
                     stored.next_if(|o| o.entity_type == t && o.entity_id == renewal.entity_id);
                 let old = old.as_ref();
                 let before = old.map_or(EntityState::Offline, |o| {
-                    o.state.as_of(o.expire_time, now_ms)
+                    o.state.as_of(o.expire_time, now_ms, o.expired_state)
                 });
                 let (state, last_state) =
                     renewed_state(old.map(|o| (o.state, o.last_state)), renewal, before);
@@ -278,6 +287,9 @@ impl StateStore for PgStateStore {
                     .push(i16::from(source_code(renewal.timeout_source)));
                 upsert.exts.push(ext);
                 upsert.tenants.push(i64::from(renewal.tenant_id));
+                upsert
+                    .expired
+                    .push(i16::from(state_code(renewal.expired_state)));
                 if before != state {
                     transitions.push(Transition {
                         row: StateRow {
@@ -293,6 +305,7 @@ impl StateStore for PgStateStore {
                             timeout_source: renewal.timeout_source,
                             extension: renewal.extension.clone(),
                             tenant_id: renewal.tenant_id,
+                            expired_state: renewal.expired_state,
                         },
                         from: before,
                     });
@@ -316,6 +329,7 @@ impl StateStore for PgStateStore {
                     &u.sources,
                     &u.exts,
                     &u.tenants,
+                    &u.expired,
                 ],
             )
             .await
@@ -368,7 +382,7 @@ impl StateStore for PgStateStore {
                 if row.try_get::<_, Option<i16>>(1).map_err(pg)?.is_none() {
                     continue;
                 }
-                let ran_out: i64 = row.try_get(13).map_err(pg)?;
+                let ran_out: i64 = row.try_get(14).map_err(pg)?;
                 let state = state_row(row, 1)?;
                 expired.push((ran_out, state));
             }

@@ -98,6 +98,8 @@ const MIGRATIONS: &[&str] = &[
     // 4: the highest report number known handed out per device (WAL-10): what
     // a crash may have left unused is announced by the engine that goes on.
     "ALTER TABLE sluice_device_seq ADD COLUMN used BIGINT;",
+    // 5: where a lease ends (1 offline, 4 unknown: a device's `stateWhenExpired`).
+    "ALTER TABLE sluice_entity_state ADD COLUMN expired_state_flag SMALLINT NOT NULL DEFAULT 1;",
 ];
 
 /// An arbitrary number naming the lock migrations run under.
