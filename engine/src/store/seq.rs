@@ -257,11 +257,20 @@ impl SeqAllocator {
         }
         let seq = range.next;
         range.next += 1;
-        devices.ranges.insert(device.to_owned(), range);
-        Ok(Numbered {
-            seq,
-            skipped: devices.unsure.remove(device),
-        })
+        // The device's own slot: no key allocated per report.
+        match devices.ranges.get_mut(device) {
+            Some(slot) => *slot = range,
+            None => {
+                devices.ranges.insert(device.to_owned(), range);
+            }
+        }
+        // Empty but for the first report after a crash: no hashing per report.
+        let skipped = if devices.unsure.is_empty() {
+            None
+        } else {
+            devices.unsure.remove(device)
+        };
+        Ok(Numbered { seq, skipped })
     }
 
     /// Writes the marks of the devices that reported since they were last
