@@ -19,6 +19,8 @@
 //! - Tags with period 0 are never polled (write-only).
 //! - Devices are added and removed while it runs ([`ScheduleChange`]); the others'
 //!   due times are not touched.
+//! - A stop starts no round and returns once the rounds in flight have ended,
+//!   so nothing reports after it.
 
 mod counters;
 
@@ -234,8 +236,10 @@ impl Scheduler {
         }
     }
 
-    /// Runs until `shutdown` turns true (or its sender is dropped). Rounds in flight
-    /// are left to finish on their own.
+    /// Runs until `shutdown` turns true (or its sender is dropped), then waits
+    /// for the rounds in flight to end (each is bounded by the device timeout):
+    /// once it returns no round reports any more, so a stop can give back the
+    /// report numbers left unused (WAL-10 of `docs/wal.md`).
     pub async fn run<R: Rounds>(mut self, rounds: Arc<R>, mut shutdown: watch::Receiver<bool>) {
         let mut queue = Queue::new();
         let mut all: Vec<u64> = self.jobs.keys().copied().collect();
@@ -248,6 +252,8 @@ impl Scheduler {
         let wake = sleep_until(self.epoch);
         tokio::pin!(wake);
         let mut armed: Option<Instant> = None;
+        // Attempts spawned and not yet ended.
+        let mut in_flight: usize = 0;
         loop {
             let next_due = queue.peek().map(|Reverse((due, _, _))| *due);
             if next_due != armed {
@@ -270,13 +276,16 @@ impl Scheduler {
                             // The scheduler may have stopped; then nobody
                             // needs the end.
                             tokio::spawn(attempt.map(move |ended| done.send(ended)));
+                            in_flight += 1;
                         }
                     }
                 }
                 Some(ended) = done_rx.recv() => {
+                    in_flight -= 1;
                     self.requeue(ended, &mut queue);
                     // Ends that came meanwhile, in the same turn.
                     while let Ok(ended) = done_rx.try_recv() {
+                        in_flight -= 1;
                         self.requeue(ended, &mut queue);
                     }
                 }
@@ -301,6 +310,19 @@ impl Scheduler {
                     }
                 }
             }
+        }
+        // Every attempt ends within its wait for the device and the device
+        // timeout (a panic is caught inside it); the bound only guards a bug.
+        let drained = async {
+            while in_flight > 0 && done_rx.recv().await.is_some() {
+                in_flight -= 1;
+            }
+        };
+        if timeout(BUSY_WAIT + self.device_timeout * 2, drained)
+            .await
+            .is_err()
+        {
+            tracing::warn!("rounds still running at the stop were left behind");
         }
     }
 

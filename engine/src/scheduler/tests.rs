@@ -148,7 +148,8 @@ async fn a_round_over_the_device_timeout_fails_and_the_device_is_polled_again() 
     let scheduler = Scheduler::new(schedules, Duration::from_millis(500));
     run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(3200)).await;
     assert_eq!(rounds.starts(0), [0, 1500, 3000]);
-    assert_eq!(counters[0].snapshot().failed, 2);
+    // The third times out after the stop, which waits for it.
+    assert_eq!(counters[0].snapshot().failed, 3);
 }
 
 #[tokio::test(start_paused = true)]
@@ -263,4 +264,19 @@ async fn a_round_that_panics_fails_and_its_device_is_polled_again() {
     let stats = counters[0].snapshot();
     assert_eq!(calls, 5, "at 0, 100, 200, 300 and 400 ms");
     assert_eq!((stats.total, stats.failed), (5, 1), "{stats:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_returns_once_the_rounds_in_flight_have_ended() {
+    // The round starts at 0 and takes 300 ms; the stop comes at 100 ms.
+    let rounds = FakeRounds::new(vec![Duration::from_millis(300)]);
+    let scheduler = Scheduler::new(schedules(&[&[1000]]).0, Duration::from_secs(5));
+    let began = Instant::now();
+    run_for(scheduler, Arc::clone(&rounds), Duration::from_millis(100)).await;
+    assert_eq!(rounds.starts(0), [0]);
+    assert!(
+        began.elapsed() >= Duration::from_millis(300),
+        "returned {:?} after the start, before the round ended",
+        began.elapsed()
+    );
 }
