@@ -24,7 +24,8 @@ use std::time::Instant;
 
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use sluice::lease::{
-    EntityState, EntityType, RedbStateStore, Renewal, StateRow, StateStore, TimeoutSource,
+    EntityKey, EntityState, EntityType, RedbStateStore, Renewal, StateRow, StateStore,
+    TimeoutSource,
 };
 use sluice::store::{PgStateStore, Postgres, Store};
 
@@ -109,7 +110,8 @@ impl Leases for Engine {
         }
     }
     fn read(&self, id: &str) {
-        std::hint::black_box(self.0.get(EntityType::Device, id).expect("get"));
+        let device = EntityKey::device(0, id);
+        std::hint::black_box(self.0.get(&device).expect("get"));
     }
 }
 

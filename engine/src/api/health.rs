@@ -142,6 +142,7 @@ fn read_health(state: &ApiState) -> ApiReply {
         .leases
         .store()
         .list(&StateFilter {
+            tenant: None,
             entity_type: Some(EntityType::Device),
             parent: None,
         })

@@ -52,6 +52,7 @@ pub async fn list(State(state): State<ApiState>, Caller(scope): Caller) -> ApiRe
     let looked_up = tokio::task::spawn_blocking(move || {
         let owners = ownership.owners()?;
         let filter = StateFilter {
+            tenant: scope.tenant(),
             entity_type: Some(EntityType::Device),
             parent: None,
         };
@@ -65,7 +66,10 @@ pub async fn list(State(state): State<ApiState>, Caller(scope): Caller) -> ApiRe
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     let now = now_ms();
-    let states: HashMap<&str, _> = rows.iter().map(|r| (r.entity_id.as_str(), r)).collect();
+    let states: HashMap<(u32, &str), _> = rows
+        .iter()
+        .map(|r| ((r.tenant_id, r.entity_id.as_str()), r))
+        .collect();
     let owners: Option<HashMap<&str, _>> = owners
         .as_ref()
         .map(|all| all.iter().map(|o| (o.device_id.as_str(), o)).collect());
@@ -78,7 +82,7 @@ pub async fn list(State(state): State<ApiState>, Caller(scope): Caller) -> ApiRe
         .filter(|d| scope.sees(d.tenant_id))
         .map(|device| {
             let id = device.id.as_str();
-            let row = states.get(id);
+            let row = states.get(&(device.tenant_id, id));
             let (owner, owner_expire) = match &owners {
                 None => (Some(this_node.clone()), None),
                 Some(owners) => match owners.get(id) {

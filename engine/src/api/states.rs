@@ -1,8 +1,10 @@
 //! Device and driver states: `GET /devices/{id}/state`, `GET /drivers/{id}/state`,
-//! `GET /states?type=&state=&parent=`, and `PUT /devices/{id}/state`,
-//! `PUT /drivers/{id}/state` for an operator's maintenance. Reads show the effective state (a row whose lease ran
-//! out reads offline before the scanner reaches it) and change nothing; a
-//! tenant's token reads its own devices' rows and the drivers'.
+//! `GET /states?type=&state=&parent=&tenantId=`, and `PUT /devices/{id}/state`,
+//! `PUT /drivers/{id}/state` for an operator's maintenance. Reads show the
+//! effective state (a row whose lease ran out reads offline before the scanner
+//! reaches it) and change nothing. Rows are keyed by tenant (seed 000's unique
+//! key): each tenant has a row of its own for a driver they share, and a
+//! tenant's token reads its own tenant's rows only.
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -15,7 +17,7 @@ use super::body::JsonBody;
 use super::reply::{ApiReply, ErrorBody, error, off_the_workers, ok};
 use super::state::ApiState;
 use crate::clock::now_ms;
-use crate::lease::{EntityState, EntityType, StateFilter, StateRow};
+use crate::lease::{EntityKey, EntityState, EntityType, StateFilter, StateRow};
 use crate::model::{Scope, TimeoutSource};
 
 /// A driver's or device's lease row, with the state it reads as now.
@@ -72,13 +74,83 @@ pub struct StateList {
     states: Vec<StateView>,
 }
 
-/// Whether a caller of `scope` sees `row`: its tenant's devices, every driver.
-fn sees(scope: Scope, row: &StateRow) -> bool {
-    row.entity_type == EntityType::Driver || scope.sees(row.tenant_id)
+/// `?tenantId=`: whose row of a driver (each tenant that speaks a codec has
+/// its own); a device's tenant is its configuration's.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TenantQuery {
+    /// The tenant whose row to read or change. Needed with the admin token
+    /// when several tenants have a row of that id; a tenant's token reads
+    /// its own.
+    #[serde(rename = "tenantId")]
+    #[param(rename = "tenantId")]
+    tenant_id: Option<u32>,
 }
 
-async fn one(state: ApiState, scope: Scope, entity_type: EntityType, id: String) -> ApiReply {
-    off_the_workers(move || read_one(&state, scope, entity_type, &id)).await
+/// Why a request for a row cannot be answered: its status and message.
+type Refusal = (StatusCode, String);
+
+/// The row `id` names for a caller of `scope` asking for `tenant`: the
+/// asked tenant's, the caller's own, a configured device's tenant's, or else
+/// the one row of that id (several are a question the caller must answer).
+fn find(
+    state: &ApiState,
+    scope: Scope,
+    entity_type: EntityType,
+    id: &str,
+    tenant: Option<u32>,
+) -> Result<Option<StateRow>, Refusal> {
+    let internal = |e: crate::store::StoreError| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+    if let (Some(own), Some(asked)) = (scope.tenant(), tenant)
+        && own != asked
+    {
+        return Ok(None);
+    }
+    let configured = (entity_type == EntityType::Device)
+        .then(|| state.fleet.roster().get(id).map(|d| d.tenant_id))
+        .flatten();
+    let store = state.leases.store();
+    if let Some(tenant_id) = tenant.or(scope.tenant()).or(configured) {
+        let entity = EntityKey {
+            tenant_id,
+            entity_type,
+            entity_id: id.to_owned(),
+        };
+        return store.get(&entity).map_err(internal);
+    }
+    let filter = StateFilter {
+        tenant: None,
+        entity_type: Some(entity_type),
+        parent: None,
+    };
+    let mut rows: Vec<StateRow> = store
+        .list(&filter)
+        .map_err(internal)?
+        .into_iter()
+        .filter(|row| row.entity_id == id)
+        .collect();
+    if rows.len() > 1 {
+        let tenants: Vec<String> = rows.iter().map(|r| r.tenant_id.to_string()).collect();
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{} `{id}` has a row for each of tenants {}: say whose with `?tenantId=`",
+                entity_type.as_str(),
+                tenants.join(", ")
+            ),
+        ));
+    }
+    Ok(rows.pop())
+}
+
+async fn one(
+    state: ApiState,
+    scope: Scope,
+    entity_type: EntityType,
+    id: String,
+    tenant: Option<u32>,
+) -> ApiReply {
+    off_the_workers(move || read_one(&state, scope, entity_type, &id, tenant)).await
 }
 
 /// A configured device no lease row speaks of yet: nobody has heard from it
@@ -105,9 +177,16 @@ pub(super) fn state_or_unknown<S: serde::Serializer>(
     serializer.serialize_str(state.map_or(UNKNOWN, EntityState::as_str))
 }
 
-fn read_one(state: &ApiState, scope: Scope, entity_type: EntityType, id: &str) -> ApiReply {
-    match state.leases.store().get(entity_type, id) {
-        Ok(Some(row)) if sees(scope, &row) => ok(view(&row, now_ms())),
+fn read_one(
+    state: &ApiState,
+    scope: Scope,
+    entity_type: EntityType,
+    id: &str,
+    tenant: Option<u32>,
+) -> ApiReply {
+    match find(state, scope, entity_type, id, tenant) {
+        Err((status, message)) => error(status, message),
+        Ok(Some(row)) if scope.sees(row.tenant_id) => ok(view(&row, now_ms())),
         Ok(Some(_)) => error(
             StatusCode::NOT_FOUND,
             format!("no {} `{id}` of this tenant", entity_type.as_str()),
@@ -132,12 +211,11 @@ fn read_one(state: &ApiState, scope: Scope, entity_type: EntityType, id: &str) -
             StatusCode::NOT_FOUND,
             format!("no {} `{id}` has reported yet", entity_type.as_str()),
         ),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
 #[utoipa::path(get, path = "/devices/{id}/state", tag = "states", security(("bearer" = [])),
-    params(("id" = String, Path, description = "Device id")),
+    params(("id" = String, Path, description = "Device id"), TenantQuery),
     responses(
         (status = 200, description = "Its row; a configured device nobody has heard from yet \
             reads `{type, id, state: \"unknown\", tenantId}`", body = StateView),
@@ -146,21 +224,25 @@ pub async fn device(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Path(id): Path<String>,
+    Query(query): Query<TenantQuery>,
 ) -> ApiReply {
-    one(state, scope, EntityType::Device, id).await
+    one(state, scope, EntityType::Device, id, query.tenant_id).await
 }
 
 #[utoipa::path(get, path = "/drivers/{id}/state", tag = "states", security(("bearer" = [])),
-    params(("id" = String, Path, description = "Driver (codec) name")),
+    params(("id" = String, Path, description = "Driver (codec) name"), TenantQuery),
     responses(
         (status = 200, body = StateView),
-        (status = 404, description = "It has not reported yet", body = ErrorBody)))]
+        (status = 400, description = "Several tenants have a row of this driver and \
+            `tenantId` does not say whose", body = ErrorBody),
+        (status = 404, description = "It has not reported yet (for this tenant)", body = ErrorBody)))]
 pub async fn driver(
     State(state): State<ApiState>,
     Caller(scope): Caller,
     Path(id): Path<String>,
+    Query(query): Query<TenantQuery>,
 ) -> ApiReply {
-    one(state, scope, EntityType::Driver, id).await
+    one(state, scope, EntityType::Driver, id, query.tenant_id).await
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -174,6 +256,10 @@ pub struct ListQuery {
     state: Option<String>,
     /// Only the devices of this driver.
     parent: Option<String>,
+    /// Only this tenant's rows (a tenant's token reads its own only).
+    #[serde(rename = "tenantId")]
+    #[param(rename = "tenantId")]
+    tenant_id: Option<u32>,
 }
 
 #[utoipa::path(get, path = "/states", tag = "states", security(("bearer" = [])), params(ListQuery),
@@ -214,6 +300,7 @@ pub async fn list(
         None => None,
     };
     let filter = StateFilter {
+        tenant: scope.tenant().or(query.tenant_id),
         entity_type,
         parent: query.parent,
     };
@@ -223,7 +310,7 @@ pub async fn list(
             Ok(rows) => {
                 let states = rows
                     .iter()
-                    .filter(|r| sees(scope, r))
+                    .filter(|r| scope.sees(r.tenant_id))
                     .filter(|r| wanted.is_none_or(|w| r.effective_state(now) == w))
                     .map(|r| view(r, now))
                     .collect();
@@ -244,7 +331,7 @@ pub struct SetState {
 /// `PUT /devices/{id}/state {"state":"maintain"|"online"}`: an operator puts a device
 /// into maintenance and back (the admin token; a tenant's is not enough).
 #[utoipa::path(put, path = "/devices/{id}/state", tag = "states", security(("bearer" = [])),
-    params(("id" = String, Path, description = "Device id")),
+    params(("id" = String, Path, description = "Device id"), TenantQuery),
     request_body = SetState,
     responses(
         (status = 200, description = "The row in its new state", body = StateView),
@@ -256,19 +343,21 @@ pub async fn set_device(
     State(state): State<ApiState>,
     _admin: Admin,
     Path(id): Path<String>,
+    Query(query): Query<TenantQuery>,
     JsonBody(body): JsonBody<SetState>,
 ) -> ApiReply {
-    set(state, EntityType::Device, id, &body).await
+    set(state, EntityType::Device, id, query.tenant_id, &body).await
 }
 
 /// `PUT /drivers/{id}/state {"state":"maintain"|"online"}`: an operator puts a
 /// protocol driver into maintenance and back, as a device (the admin token).
 #[utoipa::path(put, path = "/drivers/{id}/state", tag = "states", security(("bearer" = [])),
-    params(("id" = String, Path, description = "Driver (codec) name")),
+    params(("id" = String, Path, description = "Driver (codec) name"), TenantQuery),
     request_body = SetState,
     responses(
         (status = 200, description = "The row in its new state", body = StateView),
-        (status = 400, description = "Not `maintain` or `online`", body = ErrorBody),
+        (status = 400, description = "Not `maintain` or `online`; or several tenants have a \
+            row of this driver and `tenantId` does not say whose", body = ErrorBody),
         (status = 401, description = "No token, or an unknown one", body = ErrorBody),
         (status = 403, description = "Not the admin token", body = ErrorBody),
         (status = 404, description = "It has not reported yet", body = ErrorBody)))]
@@ -276,13 +365,20 @@ pub async fn set_driver(
     State(state): State<ApiState>,
     _admin: Admin,
     Path(id): Path<String>,
+    Query(query): Query<TenantQuery>,
     JsonBody(body): JsonBody<SetState>,
 ) -> ApiReply {
-    set(state, EntityType::Driver, id, &body).await
+    set(state, EntityType::Driver, id, query.tenant_id, &body).await
 }
 
 /// An operator's change of an entity's state.
-async fn set(state: ApiState, entity_type: EntityType, id: String, body: &SetState) -> ApiReply {
+async fn set(
+    state: ApiState,
+    entity_type: EntityType,
+    id: String,
+    tenant: Option<u32>,
+    body: &SetState,
+) -> ApiReply {
     let target = match EntityState::parse(&body.state) {
         Some(s @ (EntityState::Maintain | EntityState::Online)) => s,
         _ => {
@@ -292,15 +388,23 @@ async fn set(state: ApiState, entity_type: EntityType, id: String, body: &SetSta
             );
         }
     };
-    off_the_workers(
-        move || match state.leases.set_state(entity_type, &id, target) {
+    off_the_workers(move || {
+        let found = match find(&state, Scope::All, entity_type, &id, tenant) {
+            Ok(found) => found,
+            Err((status, message)) => return error(status, message),
+        };
+        let changed = match found {
+            Some(row) => state.leases.set_state(&row.key(), target),
+            None => Ok(None),
+        };
+        match changed {
             Ok(Some(row)) => ok(view(&row, now_ms())),
             Ok(None) => error(
                 StatusCode::NOT_FOUND,
                 format!("no {} `{id}` has reported yet", entity_type.as_str()),
             ),
             Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        },
-    )
+        }
+    })
     .await
 }

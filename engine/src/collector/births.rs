@@ -24,6 +24,7 @@ impl FleetBirths {
     /// change then tells).
     fn live(&self) -> Option<HashSet<String>> {
         let filter = StateFilter {
+            tenant: None,
             entity_type: Some(EntityType::Device),
             parent: None,
         };

@@ -20,8 +20,7 @@ use super::wiring::{Services, Wiring};
 use crate::compile::Compiled;
 use crate::config::{DeviceConfig, GatewayConfig, resolve_pipelines};
 use crate::io::Budget;
-use crate::lease::{Announce, EntityState, EntityType};
-use crate::mqtt::DRIVER_PRODUCT;
+use crate::lease::{Announce, EntityKey, EntityState};
 use crate::scheduler::ScheduleChange;
 use crate::sync::{lock, read, write};
 use crate::yaml::Diagnostics;
@@ -251,15 +250,15 @@ impl Fleet {
         for id in changes.added.iter().chain(&changes.changed) {
             if let Some(device) = roster.get(id) {
                 leases.announce(
-                    (EntityType::Device, id.clone()),
+                    EntityKey::device(device.tenant_id, id),
                     Announce::device(&device.product_id, &device.device_num),
                 );
                 // The driver of a protocol uploaded while the gateway runs.
                 for channel in &device.channels {
                     let codec = channel.session.get().pool();
                     leases.announce(
-                        (EntityType::Driver, codec.name().to_owned()),
-                        Announce::device(DRIVER_PRODUCT, codec.name()),
+                        EntityKey::driver(device.tenant_id, codec.name()),
+                        Announce::driver(device.tenant_id, codec.name()),
                     );
                 }
             }
@@ -286,11 +285,22 @@ impl Fleet {
             }
         }
         // RELOAD-4: a removed device is announced offline and its late lease
-        // renewals are dropped.
-        for id in &changes.removed {
-            if let Err(error) = leases.retire(EntityType::Device, id, EntityState::Offline) {
+        // renewals are dropped; so is the row a device moved to another tenant
+        // leaves behind (rows are keyed by tenant).
+        let moved = changes.changed.iter().filter(|id| {
+            let tenants = previous.get(id).zip(roster.get(id));
+            tenants.is_some_and(|(old, new)| old.tenant_id != new.tenant_id)
+        });
+        for id in changes.removed.iter().chain(moved) {
+            let Some(old) = previous.get(id) else {
+                continue;
+            };
+            let entity = EntityKey::device(old.tenant_id, id);
+            if let Err(error) = leases.retire(&entity, EntityState::Offline) {
                 tracing::error!(device = %id, %error, "cannot mark a removed device offline");
             }
+        }
+        for id in &changes.removed {
             self.services.metrics.forget(id);
         }
         self.generation.send_modify(|generation| *generation += 1);

@@ -14,7 +14,8 @@ use super::wiring::{Services, Wiring};
 use crate::compile::Compiled;
 use crate::io::Budget;
 use crate::lease::{
-    DRIVER_LEASE_SECONDS, DRIVER_RENEWAL_PERIOD, EntityState, EntityType, Renewal, TimeoutSource,
+    DRIVER_LEASE_SECONDS, DRIVER_RENEWAL_PERIOD, EntityKey, EntityState, EntityType, Renewal,
+    TimeoutSource,
 };
 use crate::scheduler::{RoundFuture, RoundOutcome, Rounds, Scheduler};
 use crate::store::SeqAllocator;
@@ -208,9 +209,11 @@ pub async fn keep_ownership(
             seq.forget(device);
         }
         // STATE-7: the taken devices' statuses name this collector from now on.
+        let roster = fleet.roster();
         let taken: Vec<_> = gained
             .iter()
-            .map(|device| (EntityType::Device, device.clone()))
+            .filter_map(|device| roster.get(device))
+            .map(|device| EntityKey::device(device.tenant_id, &device.id))
             .collect();
         let leases = Arc::clone(&fleet.services().leases);
         let _ = tokio::task::spawn_blocking(move || leases.restate(&taken)).await;

@@ -5,7 +5,7 @@ use std::sync::Weak;
 
 use super::fleet::Fleet;
 use crate::io::LinkState;
-use crate::model::{EntityState, EntityType};
+use crate::model::{EntityKey, EntityState};
 use crate::telemetry::{
     Collector, DescriptorEncoder, DeviceLabel, EncodeLabelSet, counters, encode_scraped, gauges,
 };
@@ -39,7 +39,8 @@ impl Collector for FleetState {
         let leases = fleet.services().leases.store();
         let now = crate::clock::now_ms();
         let online = roster.devices().iter().map(|device| {
-            let row = leases.get(EntityType::Device, &device.id).ok().flatten();
+            let entity = EntityKey::device(device.tenant_id, &device.id);
+            let row = leases.get(&entity).ok().flatten();
             let up = row.is_some_and(|r| r.effective_state(now) == EntityState::Online);
             (DeviceLabel::of(&device.id), i64::from(up))
         });

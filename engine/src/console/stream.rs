@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use crate::api::{ApiState, Caller};
 use crate::clock::now_ms;
 use crate::collector::Device;
-use crate::lease::{EntityType, StateFilter};
+use crate::lease::{EntityType, StateFilter, StateRow};
 use crate::model::Scope;
 
 /// The shortest time between two `values` events.
@@ -156,8 +156,10 @@ impl Watcher {
     /// Queues a `states` event with the devices whose lease state changed.
     async fn look_at_states(&mut self) {
         let leases = Arc::clone(&self.state.leases);
+        let scope = self.scope;
         let rows = tokio::task::spawn_blocking(move || {
             leases.store().list(&StateFilter {
+                tenant: scope.tenant(),
                 entity_type: Some(EntityType::Device),
                 parent: None,
             })
@@ -169,7 +171,19 @@ impl Watcher {
         };
         let now = now_ms();
         let mut changed = Vec::new();
-        for row in rows.iter().filter(|r| self.scope.sees(r.tenant_id)) {
+        // The rows of the devices as configured now (not one a device that
+        // moved to another tenant left behind).
+        let roster = self.state.fleet.roster();
+        let current = |row: &&StateRow| {
+            roster
+                .get(&row.entity_id)
+                .is_some_and(|device| device.tenant_id == row.tenant_id)
+        };
+        for row in rows
+            .iter()
+            .filter(|r| self.scope.sees(r.tenant_id))
+            .filter(current)
+        {
             let seen = (
                 row.effective_state(now).as_str(),
                 self.state.leases.state_since(row, now),

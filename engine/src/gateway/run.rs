@@ -24,9 +24,9 @@ use crate::command::{self, CommandParts, CommandStore, Commands, Timings, WriteS
 use crate::compile::{Compiled, Sources};
 use crate::config::GatewayConfig;
 use crate::deploy::{Deployer, DeployerParts};
-use crate::lease::{Announce, EntityType, Leases, StateStore};
+use crate::lease::{Announce, EntityKey, Leases, StateStore};
 use crate::model::{CommandAction, CommandStatus, Transitions};
-use crate::mqtt::{DRIVER_PRODUCT, Topics};
+use crate::mqtt::Topics;
 use crate::store::{SeenRequests, SeqAllocator, StateDatabase};
 use crate::telemetry::Metrics;
 use crate::tls::ReloadingCertificate;
@@ -34,26 +34,24 @@ use crate::uplink::{Downlink, DownlinkGuard, DownlinkRoute, Uplink, UplinkIdenti
 use crate::wal::Outbox;
 
 /// Where each device's and driver's state changes are announced.
-fn announcements(config: &GatewayConfig) -> HashMap<(EntityType, String), Announce> {
+fn announcements(config: &GatewayConfig) -> HashMap<EntityKey, Announce> {
     let devices = config.devices.iter().map(|device| {
         (
-            (EntityType::Device, device.device_id.clone()),
+            EntityKey::device(device.tenant_id, &device.device_id),
             Announce::device(&device.product_id, &device.device_num),
         )
     });
-    // The codecs the devices speak through; those of devices added later are
-    // announced as they come (`Fleet`).
-    let drivers = config
-        .devices
-        .iter()
-        .flat_map(|device| &device.channels)
-        .map(|channel| {
+    // The codecs each tenant's devices speak through; those of devices added
+    // later are announced as they come (`Fleet`).
+    let drivers = config.devices.iter().flat_map(|device| {
+        device.channels.iter().map(|channel| {
             let driver = channel.protocol.codec();
             (
-                (EntityType::Driver, driver.to_owned()),
-                Announce::device(DRIVER_PRODUCT, driver),
+                EntityKey::driver(device.tenant_id, driver),
+                Announce::driver(device.tenant_id, driver),
             )
-        });
+        })
+    });
     devices.chain(drivers).collect()
 }
 

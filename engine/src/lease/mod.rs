@@ -19,12 +19,12 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc, watch};
 
 pub use crate::model::{
-    EntityState, EntityType, Renewal, StateFilter, StateRow, TimeoutSource, Transition,
+    EntityKey, EntityState, EntityType, Renewal, StateFilter, StateRow, TimeoutSource, Transition,
 };
 pub use crate::store::{Claimed, RedbStateStore, StateStore, StoreError};
 
 use crate::clock::now_ms;
-use crate::mqtt::{DeviceTopic, entity_event};
+use crate::mqtt::{DRIVER_PRODUCT, DeviceTopic, entity_event};
 use crate::sync::{lock, read, write};
 use crate::uplink::Uplink;
 use crate::wal::Message;
@@ -56,14 +56,22 @@ impl Announce {
         }
     }
 
+    /// The topics of a tenant's protocol driver:
+    /// `{prefix}/driver/{tenantId}/{driver}/...` (each tenant's driver has a
+    /// row, and a status, of its own).
+    pub fn driver(tenant_id: u32, driver: &str) -> Self {
+        Self {
+            product_id: DRIVER_PRODUCT.to_owned(),
+            device_num: format!("{tenant_id}/{driver}"),
+        }
+    }
+
     fn topic(&self, uplink: &Uplink, topic: DeviceTopic<'_>) -> String {
         uplink
             .topics()
             .device(&self.product_id, &self.device_num, topic)
     }
 }
-
-type EntityKey = (EntityType, String);
 
 /// The lease service: queued heartbeats, the scanner, the announcements.
 #[derive(Debug)]
@@ -115,9 +123,7 @@ impl Leases {
         if row.effective_state(now) != row.state {
             return Some(row.expire_time);
         }
-        lock(&self.changed_at)
-            .get(&(row.entity_type, row.entity_id.clone()))
-            .copied()
+        lock(&self.changed_at).get(&row.key()).copied()
     }
 
     pub fn store(&self) -> &Arc<dyn StateStore> {
@@ -150,7 +156,7 @@ impl Leases {
             let Some(announce) = read(&self.announce).get(entity).cloned() else {
                 continue;
             };
-            match self.store.get(entity.0, &entity.1) {
+            match self.store.get(entity) {
                 Ok(Some(row)) => self.uplink.status(
                     announce.topic(&self.uplink, DeviceTopic::StatusPost),
                     row.effective_state(now),
@@ -158,7 +164,7 @@ impl Leases {
                 ),
                 Ok(None) => {}
                 Err(error) => {
-                    tracing::warn!(%error, id = %entity.1, "cannot read a state to say it again");
+                    tracing::warn!(%error, id = %entity.entity_id, "cannot read a state to say it again");
                 }
             }
         }
@@ -175,19 +181,13 @@ impl Leases {
     ///
     /// # Errors
     /// A storage failure.
-    pub fn retire(
-        &self,
-        entity_type: EntityType,
-        entity_id: &str,
-        state: EntityState,
-    ) -> Result<(), StoreError> {
-        let entity = (entity_type, entity_id.to_owned());
+    pub fn retire(&self, entity: &EntityKey, state: EntityState) -> Result<(), StoreError> {
         let _serial = lock(&self.serial);
         lock(&self.retired).insert(entity.clone());
-        let result = self.set_state(entity_type, entity_id, state);
-        lock(&self.queue).forget(entity_type, entity_id);
-        write(&self.announce).remove(&entity);
-        lock(&self.changed_at).remove(&entity);
+        let result = self.set_state(entity, state);
+        lock(&self.queue).forget(entity);
+        write(&self.announce).remove(entity);
+        lock(&self.changed_at).remove(entity);
         result.map(|_| ())
     }
 
@@ -207,13 +207,10 @@ impl Leases {
     /// A storage failure.
     pub fn set_state(
         &self,
-        entity_type: EntityType,
-        entity_id: &str,
+        entity: &EntityKey,
         state: EntityState,
     ) -> Result<Option<StateRow>, StoreError> {
-        let transition = self
-            .store
-            .set_state(entity_type, entity_id, state, now_ms())?;
+        let transition = self.store.set_state(entity, state, now_ms())?;
         Ok(transition.map(|t| {
             let row = t.row.clone();
             self.publish(&[t]);
@@ -254,7 +251,9 @@ impl Leases {
             let _serial = lock(&this.serial);
             {
                 let retired = lock(&this.retired);
-                batch.retain(|r| !retired.contains(&(r.entity_type, r.entity_id.clone())));
+                if !retired.is_empty() {
+                    batch.retain(|r| !retired.contains(&r.key()));
+                }
             }
             let renewed = this.store.renew(&batch, now_ms());
             (batch, renewed)
@@ -264,7 +263,12 @@ impl Leases {
                 {
                     let mut queue = lock(&self.queue);
                     for renewal in &batch {
-                        queue.saw(renewal.entity_type, &renewal.entity_id, renewal.state);
+                        queue.saw(
+                            renewal.tenant_id,
+                            renewal.entity_type,
+                            &renewal.entity_id,
+                            renewal.state,
+                        );
                     }
                 }
                 // Then the changes the write made, which say what the store decided.
@@ -305,10 +309,11 @@ impl Leases {
         let now = now_ms();
         for transition in transitions {
             let row = &transition.row;
-            lock(&self.queue).saw(row.entity_type, &row.entity_id, row.state);
+            lock(&self.queue).saw(row.tenant_id, row.entity_type, &row.entity_id, row.state);
             tracing::info!(
                 entity = row.entity_type.as_str(),
                 id = %row.entity_id,
+                tenant = row.tenant_id,
                 from = transition.from.as_str(),
                 to = row.state.as_str(),
                 "state change"
@@ -318,14 +323,13 @@ impl Leases {
             } else {
                 now
             };
-            lock(&self.changed_at).insert((row.entity_type, row.entity_id.clone()), at);
+            let key = row.key();
+            lock(&self.changed_at).insert(key.clone(), at);
             if let Some(changes) = &self.changes {
                 // The receiver lives as long as the engine.
                 let _ = changes.send(transition.clone());
             }
-            let announce = read(&self.announce)
-                .get(&(row.entity_type, row.entity_id.clone()))
-                .cloned();
+            let announce = read(&self.announce).get(&key).cloned();
             let Some(announce) = announce else {
                 continue;
             };

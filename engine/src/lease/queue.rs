@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::model::{EntityState, EntityType, Renewal};
+use crate::model::{EntityKey, EntityState, EntityType, Renewal};
 
 /// Heartbeats gathered into one write at least this long (a state change waits no longer).
 pub(super) const GATHER: Duration = Duration::from_millis(100);
@@ -28,15 +28,17 @@ pub(super) struct RenewalQueue {
     since: Option<Instant>,
     /// How long the queued heartbeats may wait, counted from `since`.
     wait: Duration,
-    /// Entities' states as the last writes and announced changes left them.
-    seen: HashMap<EntityType, HashMap<String, EntityState>>,
+    /// Entities' states as the last writes and announced changes left them,
+    /// by tenant and type, then id (looked up without allocating a key).
+    seen: HashMap<(u32, EntityType), HashMap<String, EntityState>>,
 }
 
 impl RenewalQueue {
     /// Queues `renewal`; true when the renewer must look again at when to write
     /// (the queue was empty, or the write must now come sooner).
     pub(super) fn push(&mut self, renewal: Renewal, now: Instant) -> bool {
-        let wait = if self.seen(renewal.entity_type, &renewal.entity_id) == Some(renewal.state) {
+        let seen = self.seen(renewal.tenant_id, renewal.entity_type, &renewal.entity_id);
+        let wait = if seen == Some(renewal.state) {
             let quarter = Duration::from_secs(renewal.timeout_seconds) / 4;
             EXTEND_AT_MOST.min(quarter).max(GATHER)
         } else {
@@ -70,14 +72,20 @@ impl RenewalQueue {
         std::mem::take(&mut self.renewals)
     }
 
-    fn seen(&self, entity_type: EntityType, id: &str) -> Option<EntityState> {
-        self.seen.get(&entity_type)?.get(id).copied()
+    fn seen(&self, tenant_id: u32, entity_type: EntityType, id: &str) -> Option<EntityState> {
+        self.seen.get(&(tenant_id, entity_type))?.get(id).copied()
     }
 
     /// Records the state an entity is in now (a write asked for it, or a change
     /// was announced).
-    pub(super) fn saw(&mut self, entity_type: EntityType, id: &str, state: EntityState) {
-        let of_type = self.seen.entry(entity_type).or_default();
+    pub(super) fn saw(
+        &mut self,
+        tenant_id: u32,
+        entity_type: EntityType,
+        id: &str,
+        state: EntityState,
+    ) {
+        let of_type = self.seen.entry((tenant_id, entity_type)).or_default();
         match of_type.get_mut(id) {
             Some(seen) => *seen = state,
             None => {
@@ -87,9 +95,9 @@ impl RenewalQueue {
     }
 
     /// An entity no longer configured.
-    pub(super) fn forget(&mut self, entity_type: EntityType, id: &str) {
-        if let Some(of_type) = self.seen.get_mut(&entity_type) {
-            of_type.remove(id);
+    pub(super) fn forget(&mut self, entity: &EntityKey) {
+        if let Some(of_type) = self.seen.get_mut(&(entity.tenant_id, entity.entity_type)) {
+            of_type.remove(&entity.entity_id);
         }
     }
 }
@@ -117,7 +125,7 @@ mod tests {
     fn seen(devices: &[(&str, EntityState)]) -> RenewalQueue {
         let mut queue = RenewalQueue::default();
         for (id, state) in devices {
-            queue.saw(EntityType::Device, id, *state);
+            queue.saw(0, EntityType::Device, id, *state);
         }
         queue
     }
@@ -158,7 +166,7 @@ mod tests {
     fn an_entity_never_seen_or_forgotten_is_written_after_the_gathering_time() {
         let mut queue = seen(&[("d1", EntityState::Online)]);
         assert_eq!(queue.due(), None);
-        queue.forget(EntityType::Device, "d1");
+        queue.forget(&EntityKey::device(0, "d1"));
         let t0 = Instant::now();
         assert!(queue.push(heartbeat("d1", EntityState::Online, 30), t0));
         assert_eq!(queue.due(), Some(t0 + GATHER));

@@ -4,6 +4,8 @@ use super::*;
 use crate::store::Store;
 
 const T0: i64 = 1_800_000_000_000;
+/// The devices' tenant.
+const T: u32 = 2;
 
 fn store(name: &str) -> (RedbStateStore, Store, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("sluice-lease-{name}-{}", std::process::id()));
@@ -18,7 +20,7 @@ fn device(id: &str, timeout_seconds: u64, state: EntityState) -> Renewal {
         entity_type: EntityType::Device,
         entity_id: id.into(),
         parent_id: "modbus_tcp".into(),
-        tenant_id: 0,
+        tenant_id: T,
         state,
         timeout_seconds,
         timeout_source: TimeoutSource::Device,
@@ -42,7 +44,7 @@ fn a_heartbeat_opens_and_renews_a_lease() {
         (EntityState::Offline, "device-online".to_owned())
     );
     let row = leases
-        .get(EntityType::Device, "d1")
+        .get(&EntityKey::device(T, "d1"))
         .expect("get")
         .expect("row");
     assert_eq!(
@@ -61,7 +63,7 @@ fn a_heartbeat_opens_and_renews_a_lease() {
             .is_empty()
     );
     let row = leases
-        .get(EntityType::Device, "d1")
+        .get(&EntityKey::device(T, "d1"))
         .expect("get")
         .expect("row");
     assert_eq!(
@@ -80,7 +82,7 @@ fn an_expired_lease_reads_offline_before_the_scan_and_the_scan_sets_it() {
         .expect("renew");
     assert!(claim(&leases, T0 + 29_999, 100).is_empty(), "not yet");
     let row = leases
-        .get(EntityType::Device, "d1")
+        .get(&EntityKey::device(T, "d1"))
         .expect("get")
         .expect("row");
     assert_eq!(
@@ -138,6 +140,7 @@ fn expired_rows_are_claimed_in_batches_and_leases_survive_a_reopen() {
     );
     let all = leases
         .list(&StateFilter {
+            tenant: Some(T),
             entity_type: Some(EntityType::Device),
             parent: Some("modbus_tcp".into()),
         })

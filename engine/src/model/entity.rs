@@ -147,7 +147,45 @@ fn offline() -> EntityState {
     EntityState::Offline
 }
 
+/// Which row of the lease table an entity has: seed 000's unique key. A
+/// driver's id is its codec's name, shared by every tenant that speaks it, so
+/// the tenant tells two tenants' drivers apart; a device's id is unique on its
+/// own, and its key carries the tenant it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntityKey {
+    pub tenant_id: u32,
+    pub entity_type: EntityType,
+    pub entity_id: String,
+}
+
+impl EntityKey {
+    pub fn device(tenant_id: u32, device_id: &str) -> Self {
+        Self {
+            tenant_id,
+            entity_type: EntityType::Device,
+            entity_id: device_id.to_owned(),
+        }
+    }
+
+    pub fn driver(tenant_id: u32, driver: &str) -> Self {
+        Self {
+            tenant_id,
+            entity_type: EntityType::Driver,
+            entity_id: driver.to_owned(),
+        }
+    }
+}
+
 impl StateRow {
+    /// The row's key.
+    pub fn key(&self) -> EntityKey {
+        EntityKey {
+            tenant_id: self.tenant_id,
+            entity_type: self.entity_type,
+            entity_id: self.entity_id.clone(),
+        }
+    }
+
     /// The state as a reader should see it at `now`: a live row whose lease ran out
     /// reads as it will end (offline, or unknown) even before the scanner reached it.
     pub fn effective_state(&self, now_ms: i64) -> EntityState {
@@ -190,9 +228,21 @@ pub struct Renewal {
     pub expired_state: EntityState,
 }
 
+impl Renewal {
+    /// The key of the row it renews.
+    pub fn key(&self) -> EntityKey {
+        EntityKey {
+            tenant_id: self.tenant_id,
+            entity_type: self.entity_type,
+            entity_id: self.entity_id.clone(),
+        }
+    }
+}
+
 /// Which rows a list wants (by state: callers filter on the effective state).
 #[derive(Debug, Clone, Default)]
 pub struct StateFilter {
+    pub tenant: Option<u32>,
     pub entity_type: Option<EntityType>,
     pub parent: Option<String>,
 }

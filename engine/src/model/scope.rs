@@ -10,6 +10,14 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// The one tenant it sees, if it is a tenant's.
+    pub fn tenant(self) -> Option<u32> {
+        match self {
+            Scope::All => None,
+            Scope::Tenant(id) => Some(id),
+        }
+    }
+
     pub fn sees(self, tenant_id: u32) -> bool {
         match self {
             Scope::All => true,

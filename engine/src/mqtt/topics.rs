@@ -52,8 +52,8 @@ pub struct CommandTarget {
     pub kind: CommandKind,
 }
 
-/// The product id under which the drivers' states are announced:
-/// `{prefix}/driver/{driver}/status/post`.
+/// The product id under which the drivers' states are announced, one driver
+/// per tenant: `{prefix}/driver/{tenantId}/{driver}/status/post`.
 pub const DRIVER_PRODUCT: &str = "driver";
 
 /// The product id under which the engine announces its own status.

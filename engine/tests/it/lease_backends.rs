@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use crate::support::postgres::Postgres as Server;
 use sluice::lease::{
-    EntityState, EntityType, RedbStateStore, Renewal, StateFilter, StateStore, TimeoutSource,
-    Transition,
+    EntityKey, EntityState, EntityType, RedbStateStore, Renewal, StateFilter, StateStore,
+    TimeoutSource, Transition,
 };
 use sluice::store::{PgStateStore, Postgres, Store};
 
@@ -43,7 +43,7 @@ fn scenarios(store: &dyn StateStore) {
     assert_eq!(opened[0].event(), "device-online");
     assert!(renew(store, &[device("d1", 30, EntityState::Online)], T0 + 10_000).is_empty());
     let row = store
-        .get(EntityType::Device, "d1")
+        .get(&EntityKey::device(3, "d1"))
         .expect("get")
         .expect("row");
     assert_eq!(
@@ -91,7 +91,7 @@ fn scenarios(store: &dyn StateStore) {
         T0,
     );
     let maintained = store
-        .set_state(EntityType::Device, "m", EntityState::Maintain, T0 + 1)
+        .set_state(&EntityKey::device(3, "m"), EntityState::Maintain, T0 + 1)
         .expect("set")
         .expect("row");
     assert_eq!(
@@ -117,7 +117,7 @@ fn scenarios(store: &dyn StateStore) {
     );
     assert!(
         store
-            .set_state(EntityType::Device, "nobody", EntityState::Maintain, T0)
+            .set_state(&EntityKey::device(3, "nobody"), EntityState::Maintain, T0)
             .expect("set")
             .is_none()
     );
@@ -127,7 +127,7 @@ fn scenarios(store: &dyn StateStore) {
     let changes = renew(store, &[device("c", 10, EntityState::Online), fault], T0);
     assert_eq!(changes.len(), 1);
     let row = store
-        .get(EntityType::Device, "c")
+        .get(&EntityKey::device(3, "c"))
         .expect("get")
         .expect("row");
     assert_eq!(
@@ -158,6 +158,7 @@ fn scenarios(store: &dyn StateStore) {
     assert_eq!(expired(store, T0 + 2_000_000).len(), 202);
     let listed = store
         .list(&StateFilter {
+            tenant: None,
             entity_type: Some(EntityType::Device),
             parent: Some("modbus_tcp".into()),
         })
@@ -166,6 +167,7 @@ fn scenarios(store: &dyn StateStore) {
     assert!(
         store
             .list(&StateFilter {
+                tenant: None,
                 entity_type: Some(EntityType::Driver),
                 parent: None,
             })
@@ -179,7 +181,7 @@ fn scenarios(store: &dyn StateStore) {
     let t = T0 + 3_000_000;
     renew(store, std::slice::from_ref(&slow), t);
     let row = store
-        .get(EntityType::Device, "slow")
+        .get(&EntityKey::device(3, "slow"))
         .expect("get")
         .expect("row");
     assert_eq!(row.effective_state(t + 29_999), EntityState::Online);
@@ -203,6 +205,72 @@ fn scenarios(store: &dyn StateStore) {
         (back[0].event(), back[0].from),
         ("device-online".to_owned(), EntityState::Unknown)
     );
+    tenants_have_a_driver_row_each(store, T0 + 4_000_000);
+}
+
+/// Rows are keyed by tenant (seed 000's unique key): two tenants on one codec
+/// have a driver row each, and what happens to one leaves the other alone.
+fn tenants_have_a_driver_row_each(store: &dyn StateStore, t: i64) {
+    use EntityState::{Fault, Maintain, Online};
+    let driver = |tenant_id, state| Renewal {
+        expired_state: EntityState::Offline,
+        entity_type: EntityType::Driver,
+        entity_id: "modbus_tcp".into(),
+        parent_id: String::new(),
+        tenant_id,
+        state,
+        timeout_seconds: 45,
+        timeout_source: TimeoutSource::System,
+        extension: serde_json::json!({}),
+    };
+    let events = |changes: &[Transition]| -> Vec<(u32, String)> {
+        changes
+            .iter()
+            .map(|c| (c.row.tenant_id, c.event()))
+            .collect()
+    };
+    let state_of = |tenant| {
+        let row = store.get(&EntityKey::driver(tenant, "modbus_tcp"));
+        row.expect("get").expect("row").state
+    };
+    // Whatever the scenarios before left live runs out first.
+    expired(store, t);
+    let opened = renew(store, &[driver(1, Online), driver(2, Online)], t);
+    assert_eq!(
+        events(&opened),
+        [(1, "driver-online".into()), (2, "driver-online".into())]
+    );
+    let faulted = renew(store, &[driver(1, Fault), driver(2, Online)], t + 15_000);
+    assert_eq!(events(&faulted), [(1, "driver-fault".into())]);
+    assert_eq!((state_of(1), state_of(2)), (Fault, Online));
+    let maintained = store
+        .set_state(&EntityKey::driver(2, "modbus_tcp"), Maintain, t + 16_000)
+        .expect("set")
+        .expect("row");
+    assert_eq!(maintained.row.tenant_id, 2);
+    assert_eq!((state_of(1), state_of(2)), (Fault, Maintain));
+    let drivers = |tenant| {
+        let filter = StateFilter {
+            tenant,
+            entity_type: Some(EntityType::Driver),
+            parent: None,
+        };
+        let rows = store.list(&filter).expect("list");
+        rows.iter().map(|r| r.tenant_id).collect::<Vec<_>>()
+    };
+    assert_eq!(drivers(None), [1, 2], "in key order: tenant first");
+    assert_eq!(drivers(Some(2)), [2]);
+    assert!(
+        store
+            .get(&EntityKey::driver(3, "modbus_tcp"))
+            .expect("get")
+            .is_none()
+    );
+    // Tenant 1's driver stops renewing: its lease alone runs out.
+    renew(store, &[driver(2, Online)], t + 40_000);
+    let gone = expired(store, t + 60_000);
+    assert_eq!(events(&gone), [(1, "driver-offline".into())]);
+    assert_eq!(state_of(2), Maintain);
 }
 
 #[test]
@@ -232,7 +300,7 @@ fn the_lease_scenarios_hold_on_postgres_and_three_engines_never_expire_a_row_twi
     assert!(
         refused
             .to_string()
-            .contains("version 99, newer than this engine knows (5)"),
+            .contains("version 99, newer than this engine knows (6)"),
         "{refused}"
     );
     let unreachable = Postgres::open("postgresql://postgres@127.0.0.1:1/none", 1)

@@ -231,3 +231,187 @@ async fn a_killed_device_goes_offline_within_its_lease_and_comes_back_across_a_r
         .expect("answer");
     assert!(unknown.contains("unknown type"), "{unknown}");
 }
+
+/// Polls `GET path` as `token` until `done` holds for its body.
+async fn wait_for(http: u16, path: &str, token: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let (status, body) = Engine::request(http, "GET", path, Some(token), None).await;
+        if status == 200 && done(&body) {
+            return body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "GET {path}: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The alarms a token sees with this rule.
+async fn alarms_of(http: u16, token: &str, rule: &str) -> Vec<Value> {
+    let (_, body) = Engine::request(http, "GET", "/alarms", Some(token), None).await;
+    let alarms = body["alarms"].as_array().cloned().unwrap_or_default();
+    alarms
+        .into_iter()
+        .filter(|a| a["ruleKey"] == rule)
+        .collect()
+}
+
+/// Two tenants on one codec (seed 000's key is tenant, type, id): each has a
+/// driver row and a driver status of its own. Stopping one tenant's device
+/// server takes that tenant's device offline and alarms that tenant only;
+/// an operator's maintenance of one tenant's driver leaves the other's be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tenants_on_one_codec_keep_their_own_driver_rows_and_alarms() {
+    use crate::support::config::{HOMES_TOKEN, PLANT_TOKEN, Tenant};
+    const ADMIN: &str = "operator-secret";
+    let (_plant_sim, plant_server) = crate::support::sim::simulator(10, Duration::ZERO).await;
+    let (_homes_sim, homes_server) = crate::support::sim::simulator(10, Duration::ZERO).await;
+    let broker = Mosquitto::start();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let device = |id: &str, tenant: u32, port: u16| {
+        Device::modbus(id, port)
+            .set("tenantId", tenant)
+            .set("stateTimeout", 2)
+            .channel("readTimeoutMs", 300)
+            .tag(Tag::new("t", "40001", "UINT16", 200))
+    };
+    let gateway = Gateway::new(&format!("tenant-drivers-{http}"), broker.port())
+        .http(http, ADMIN)
+        .set("perDeviceTimeoutMs", 500)
+        .set("backoff", json!({ "baseMs": 100, "maxMs": 300 }))
+        .set("lease.scanIntervalMs", 300)
+        .tenant(Tenant::new(1, "plant").set("tokens", json!([PLANT_TOKEN])))
+        .tenant(Tenant::new(2, "homes").set("tokens", json!([HOMES_TOKEN])))
+        .device(device("pump", 1, plant_server.local_addr().port()))
+        .device(device("fan", 2, homes_server.local_addr().port()));
+    let text = match crate::common::TestDatabase::new(&format!("tenant-drivers-{http}")) {
+        crate::common::TestDatabase::Postgres(url) => gateway
+            .set("store", json!({ "kind": "postgres", "url": url }))
+            .yaml(),
+        crate::common::TestDatabase::Redb(_) => gateway.yaml(),
+    };
+    let _engine = Engine::start(&scratch_dir("tenant-drivers"), &text);
+
+    for device in ["pump", "fan"] {
+        let path = format!("/devices/{device}/state");
+        wait_for(http, &path, ADMIN, |b| b["state"] == "online").await;
+    }
+    // A driver row, and a retained status, per tenant.
+    let drivers = wait_for(http, "/states?type=driver&state=online", ADMIN, |b| {
+        b["states"].as_array().is_some_and(|s| s.len() == 2)
+    })
+    .await;
+    let rows: Vec<(Value, Value)> = drivers["states"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| (r["tenantId"].clone(), r["id"].clone()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (json!(1), json!("modbus_tcp")),
+            (json!(2), json!("modbus_tcp"))
+        ]
+    );
+    for tenant in [1, 2] {
+        let topic = format!("driver/{tenant}/modbus_tcp/status/post");
+        subscriber
+            .wait_until(Duration::from_secs(10), &topic, |m| {
+                m.iter()
+                    .any(|m| m.topic == topic && m.json()["status"] == "online")
+            })
+            .await;
+    }
+    // The admin says whose driver; a tenant reads its own.
+    let (status, body) =
+        Engine::request(http, "GET", "/drivers/modbus_tcp/state", Some(ADMIN), None).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"].as_str().is_some_and(|e| e.contains("1, 2")),
+        "{body}"
+    );
+    let homes = wait_for(http, "/drivers/modbus_tcp/state", HOMES_TOKEN, |_| true).await;
+    assert_eq!(homes["tenantId"], 2, "{homes}");
+    let (status, _) = Engine::request(
+        http,
+        "GET",
+        "/drivers/modbus_tcp/state?tenantId=1",
+        Some(HOMES_TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(status, 404, "another tenant's driver");
+
+    // The plant's device server stops: its device goes offline and only the
+    // plant gets DEVICE_OFFLINE; the homes' device and both drivers go on.
+    plant_server.shutdown().await;
+    wait_for(http, "/devices/pump/state", ADMIN, |b| {
+        b["state"] == "offline"
+    })
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alarms_of(http, PLANT_TOKEN, "DEVICE_OFFLINE")
+        .await
+        .is_empty()
+    {
+        assert!(std::time::Instant::now() < deadline, "no DEVICE_OFFLINE");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let offline = alarms_of(http, PLANT_TOKEN, "DEVICE_OFFLINE").await;
+    assert_eq!(
+        (
+            offline.len(),
+            &offline[0]["deviceId"],
+            &offline[0]["tenantId"]
+        ),
+        (1, &json!("pump"), &json!(1))
+    );
+    assert!(
+        alarms_of(http, HOMES_TOKEN, "DEVICE_OFFLINE")
+            .await
+            .is_empty()
+    );
+    assert_eq!(get(http, "/devices/fan/state").await["state"], "online");
+    let online = get(http, "/states?type=driver&state=online").await;
+    assert_eq!(
+        online["states"].as_array().map(Vec::len),
+        Some(2),
+        "{online}"
+    );
+
+    // Maintenance of the plant's driver leaves the homes' driver online.
+    let maintain = json!({ "state": "maintain" });
+    let (status, _) = put(http, "/drivers/modbus_tcp/state", Some(ADMIN), &maintain).await;
+    assert_eq!(status, 400, "whose driver is not said");
+    let (status, body) = put(
+        http,
+        "/drivers/modbus_tcp/state?tenantId=1",
+        Some(ADMIN),
+        &maintain,
+    )
+    .await;
+    assert_eq!(
+        (status, &body["state"], &body["tenantId"]),
+        (200, &json!("maintain"), &json!(1)),
+        "{body}"
+    );
+    let homes = get(http, "/drivers/modbus_tcp/state?tenantId=2").await;
+    assert_eq!(homes["state"], "online", "{homes}");
+    subscriber
+        .wait_until(Duration::from_secs(5), "the plant driver's status", |m| {
+            m.iter().any(|m| {
+                m.topic == "driver/1/modbus_tcp/status/post" && m.json()["status"] == "maintain"
+            })
+        })
+        .await;
+    assert!(
+        subscriber
+            .on("driver/2/modbus_tcp/status/post")
+            .iter()
+            .all(|m| m.json()["status"] == "online")
+    );
+}

@@ -12,7 +12,7 @@ pub use redb_table::RedbStateStore;
 pub(crate) use row::{source_code, source_of, state_code, state_of};
 
 use super::error::StoreError;
-use crate::model::{EntityState, EntityType, Renewal, StateFilter, StateRow, Transition};
+use crate::model::{EntityKey, EntityState, Renewal, StateFilter, StateRow, Transition};
 
 /// What one claim of expired leases did.
 #[derive(Debug, Default)]
@@ -40,8 +40,7 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     /// A storage failure, or no such entity (`Ok(None)` is returned for that).
     fn set_state(
         &self,
-        entity_type: EntityType,
-        entity_id: &str,
+        entity: &EntityKey,
         state: EntityState,
         now_ms: i64,
     ) -> Result<Option<Transition>, StoreError>;
@@ -58,10 +57,9 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     ///
     /// # Errors
     /// A storage failure.
-    fn get(&self, entity_type: EntityType, entity_id: &str)
-    -> Result<Option<StateRow>, StoreError>;
+    fn get(&self, entity: &EntityKey) -> Result<Option<StateRow>, StoreError>;
 
-    /// Rows matching `filter`.
+    /// Rows matching `filter`, in key order (tenant, type code, id bytewise).
     ///
     /// # Errors
     /// A storage failure.
@@ -98,19 +96,20 @@ pub(crate) fn filed_at(state: EntityState, filed: Option<i64>, expire_time: i64)
     }
 }
 
-/// The last renewal of each entity in `renewals`, in key order, each beside
-/// the position of the entity's first renewal in `renewals`.
+/// The last renewal of each entity in `renewals`, in key order (tenant, type
+/// code, id), each beside the position of the entity's first renewal in
+/// `renewals`.
 pub(crate) fn coalesced(renewals: &[Renewal]) -> Vec<(usize, &Renewal)> {
     let mut sorted: Vec<(usize, &Renewal)> = renewals.iter().enumerate().collect();
+    let order = |r: &Renewal| (r.tenant_id, r.entity_type.code());
     sorted.sort_unstable_by(|(i, a), (j, b)| {
-        (a.entity_type, a.entity_id.as_str(), *i).cmp(&(b.entity_type, b.entity_id.as_str(), *j))
+        (order(a), a.entity_id.as_str(), *i).cmp(&(order(b), b.entity_id.as_str(), *j))
     });
     let mut last: Vec<(usize, &Renewal)> = Vec::with_capacity(sorted.len());
     for (i, renewal) in sorted {
         match last.last_mut() {
             Some((_, kept))
-                if kept.entity_type == renewal.entity_type
-                    && kept.entity_id == renewal.entity_id =>
+                if order(kept) == order(renewal) && kept.entity_id == renewal.entity_id =>
             {
                 *kept = renewal;
             }

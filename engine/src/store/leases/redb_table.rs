@@ -19,7 +19,7 @@ use super::tables::{
     read_details,
 };
 use super::{Claimed, StateStore, coalesced, renewed_state};
-use crate::model::{EntityState, EntityType, Renewal, StateFilter, StateRow, Transition};
+use crate::model::{EntityKey, EntityState, Renewal, StateFilter, StateRow, Transition};
 use crate::store::database::Store;
 use crate::store::error::StoreError;
 use crate::sync::{lock, read, write};
@@ -104,19 +104,31 @@ fn lease_ms(timeout_seconds: u32) -> i64 {
     i64::from(timeout_seconds) * 1000
 }
 
+fn malformed_key() -> StoreError {
+    StoreError::Malformed {
+        what: "lease key",
+        reason: "not a tenant, an entity type and a UTF-8 id".into(),
+    }
+}
+
+/// The tenant and the entity type's code a lease key begins with.
+fn tenant_and_type(key: &[u8]) -> Result<(u32, u8), StoreError> {
+    match key.split_first_chunk::<4>() {
+        Some((tenant, [code, ..])) => Ok((u32::from_be_bytes(*tenant), *code)),
+        _ => Err(malformed_key()),
+    }
+}
+
 fn state_row(
     key: &[u8],
     lease: &Lease,
     parent: &str,
     extension: serde_json::Value,
 ) -> Result<StateRow, StoreError> {
-    let (entity_type, entity_id) = entity_of(key).ok_or_else(|| StoreError::Malformed {
-        what: "lease key",
-        reason: "not an entity type and a UTF-8 id".into(),
-    })?;
+    let entity = entity_of(key).ok_or_else(malformed_key)?;
     Ok(StateRow {
-        entity_type,
-        entity_id,
+        entity_type: entity.entity_type,
+        entity_id: entity.entity_id,
         parent_id: parent.to_owned(),
         state: lease.state,
         last_state: lease.last_state,
@@ -126,7 +138,7 @@ fn state_row(
         timeout_seconds: u64::from(lease.timeout_seconds),
         timeout_source: lease.timeout_source,
         extension,
-        tenant_id: lease.tenant_id,
+        tenant_id: entity.tenant_id,
         expired_state: lease.expired_state,
     })
 }
@@ -177,8 +189,16 @@ impl StateStore for RedbStateStore {
             let mut found: Vec<(u32, usize)> = Vec::new();
             let mut created: Vec<usize> = Vec::new();
             let mut key = Vec::new();
+            let key_of = |key: &mut Vec<u8>, renewal: &Renewal| {
+                entity_key_into(
+                    key,
+                    renewal.tenant_id,
+                    renewal.entity_type,
+                    &renewal.entity_id,
+                );
+            };
             for (at, (_, renewal)) in renewals.iter().enumerate() {
-                entity_key_into(&mut key, renewal.entity_type, &renewal.entity_id);
+                key_of(&mut key, renewal);
                 match tables.probe(&key)? {
                     Some(slot) => found.push((slot, at)),
                     None => created.push(at),
@@ -208,7 +228,7 @@ impl StateStore for RedbStateStore {
             };
             for (slot, at) in found {
                 let renewal = renewals[at].1;
-                entity_key_into(&mut key, renewal.entity_type, &renewal.entity_id);
+                key_of(&mut key, renewal);
                 match tables.entry_of(slot, &key)? {
                     Some(old) => renew_one(tables, &key, Some((slot, old)), renewal)?,
                     // Another key's checksum: this entity is new.
@@ -218,7 +238,7 @@ impl StateStore for RedbStateStore {
             created.sort_unstable_by_key(|&at| renewals[at].0);
             for at in created {
                 let renewal = renewals[at].1;
-                entity_key_into(&mut key, renewal.entity_type, &renewal.entity_id);
+                key_of(&mut key, renewal);
                 renew_one(tables, &key, None, renewal)?;
             }
             tables.fold(FOLD_PER_BATCH)?;
@@ -228,12 +248,11 @@ impl StateStore for RedbStateStore {
 
     fn set_state(
         &self,
-        entity_type: EntityType,
-        entity_id: &str,
+        entity: &EntityKey,
         state: EntityState,
         now_ms: i64,
     ) -> Result<Option<Transition>, StoreError> {
-        let mut key = entity_key(entity_type, entity_id);
+        let mut key = entity_key(entity);
         self.write(|tables, parents| {
             let Some(slot) = tables.find(&key)? else {
                 return Ok(None);
@@ -325,18 +344,14 @@ impl StateStore for RedbStateStore {
         })
     }
 
-    fn get(
-        &self,
-        entity_type: EntityType,
-        entity_id: &str,
-    ) -> Result<Option<StateRow>, StoreError> {
+    fn get(&self, entity: &EntityKey) -> Result<Option<StateRow>, StoreError> {
         let snapshot = self.store.db().begin_read()?;
         let (Some(rows), Some(lookup)) =
             (open_read(&snapshot, ROWS)?, open_read(&snapshot, LOOKUP)?)
         else {
             return Ok(None);
         };
-        let key = entity_key(entity_type, entity_id);
+        let key = entity_key(entity);
         let Some((slot, fixed)) = find_row(&lookup, &rows, &key)? else {
             return Ok(None);
         };
@@ -364,9 +379,9 @@ impl StateStore for RedbStateStore {
         for entry in rows.iter()? {
             let (slot, stored) = entry?;
             let (fixed, key) = split_slot_row(stored.value())?;
-            if filter
-                .entity_type
-                .is_some_and(|t| key.first() != Some(&t.code()))
+            let (tenant, code) = tenant_and_type(key)?;
+            if filter.tenant.is_some_and(|t| t != tenant)
+                || filter.entity_type.is_some_and(|t| t.code() != code)
             {
                 continue;
             }
@@ -378,8 +393,11 @@ impl StateStore for RedbStateStore {
         }
         // In key order, as every backend lists.
         listed.sort_unstable_by(|a, b| {
-            (a.entity_type.code(), a.entity_id.as_bytes())
-                .cmp(&(b.entity_type.code(), b.entity_id.as_bytes()))
+            (a.tenant_id, a.entity_type.code(), a.entity_id.as_bytes()).cmp(&(
+                b.tenant_id,
+                b.entity_type.code(),
+                b.entity_id.as_bytes(),
+            ))
         });
         Ok(listed)
     }

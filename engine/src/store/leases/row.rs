@@ -19,7 +19,7 @@
 //! | 40..48 | where the expiry index files the row (ms; `i64::MIN`: not filed) |
 //! | 48..52 | CRC-32 of the stored details |
 
-use crate::model::{EntityState, EntityType, TimeoutSource};
+use crate::model::{EntityKey, EntityState, EntityType, TimeoutSource};
 
 pub(super) const ROW_BYTES: usize = 52;
 pub(super) type RowBytes = [u8; ROW_BYTES];
@@ -167,28 +167,50 @@ pub(crate) fn source_of(code: u8) -> Option<TimeoutSource> {
     })
 }
 
-/// An entity's lease key: the entity type's code, then the id's bytes. Rows
-/// hold it after their fixed part; details are filed under it.
-pub(super) fn entity_key(entity_type: EntityType, entity_id: &str) -> Vec<u8> {
-    let mut key = Vec::with_capacity(1 + entity_id.len());
-    entity_key_into(&mut key, entity_type, entity_id);
+/// An entity's lease key (seed 000's unique key, STATE-6): the tenant
+/// (big-endian, so keys sort by tenant first), the entity type's code, then
+/// the id's bytes. Rows hold it after their fixed part; details are filed
+/// under it.
+pub(super) fn entity_key(entity: &EntityKey) -> Vec<u8> {
+    let mut key = Vec::with_capacity(5 + entity.entity_id.len());
+    entity_key_into(
+        &mut key,
+        entity.tenant_id,
+        entity.entity_type,
+        &entity.entity_id,
+    );
     key
 }
 
-/// [`entity_key`] into a buffer the caller reuses.
-pub(super) fn entity_key_into(key: &mut Vec<u8>, entity_type: EntityType, entity_id: &str) {
+/// [`entity_key`] of its parts, into a buffer the caller reuses.
+pub(super) fn entity_key_into(
+    key: &mut Vec<u8>,
+    tenant_id: u32,
+    entity_type: EntityType,
+    entity_id: &str,
+) {
     key.clear();
+    key.extend_from_slice(&tenant_id.to_be_bytes());
     key.push(entity_type.code());
     key.extend_from_slice(entity_id.as_bytes());
 }
 
 /// The entity a lease key names; `None` for bytes no key of this table has.
-pub(super) fn entity_of(key: &[u8]) -> Option<(EntityType, String)> {
-    let (&code, id) = key.split_first()?;
-    let entity_type = [EntityType::Driver, EntityType::Device]
+pub(super) fn entity_of(key: &[u8]) -> Option<EntityKey> {
+    let (tenant, rest) = key.split_first_chunk::<4>()?;
+    let (&code, id) = rest.split_first()?;
+    Some(EntityKey {
+        tenant_id: u32::from_be_bytes(*tenant),
+        entity_type: entity_type_of(code)?,
+        entity_id: String::from_utf8(id.to_vec()).ok()?,
+    })
+}
+
+/// The entity type of its seed code.
+pub(super) fn entity_type_of(code: u8) -> Option<EntityType> {
+    [EntityType::Driver, EntityType::Device]
         .into_iter()
-        .find(|t| t.code() == code)?;
-    Some((entity_type, String::from_utf8(id.to_vec()).ok()?))
+        .find(|t| t.code() == code)
 }
 
 /// A stored row: the fixed part, then the lease key (STATE-6).
@@ -291,11 +313,20 @@ mod tests {
             assert!(key < &due_after(t));
             assert!(due_key(t + 1, 0) >= due_after(t));
         }
-        assert_eq!(
-            entity_of(&entity_key(EntityType::Device, "d-1")),
-            Some((EntityType::Device, "d-1".to_owned()))
-        );
-        assert_eq!(entity_of(b"\x09x"), None);
+        let entity = EntityKey::driver(7, "modbus_tcp");
+        assert_eq!(entity_of(&entity_key(&entity)), Some(entity));
+        assert_eq!(entity_of(b"\0\0\0\x07\x09x"), None, "no entity type 9");
+        assert_eq!(entity_of(b"\x06x"), None, "too short for a tenant");
+        // Keys sort by tenant, then type, then id.
+        let keys: Vec<Vec<u8>> = [
+            EntityKey::driver(1, "s7"),
+            EntityKey::device(1, "a"),
+            EntityKey::driver(2, "modbus_tcp"),
+        ]
+        .iter()
+        .map(entity_key)
+        .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]
@@ -315,7 +346,7 @@ mod tests {
             filed_at: 30_001,
             details_crc: 0,
         };
-        let key = entity_key(EntityType::Device, "d-1");
+        let key = entity_key(&EntityKey::device(0, "d-1"));
         let stored = slot_row(&lease, &key);
         let (fixed, stored_key) = split_slot_row(&stored).expect("row");
         assert_eq!(

@@ -15,8 +15,9 @@ use crate::store::error::StoreError;
 
 /// Row number -> the row's fixed part and its lease key (STATE-6). Numbers are given
 /// in the order entities first report, so periodic heartbeats rewrite runs of
-/// neighbouring rows.
-pub(super) const ROWS: TableDefinition<u32, &[u8]> = TableDefinition::new("entity_lease_row");
+/// neighbouring rows. (Rows of keys without their tenant, of earlier versions,
+/// are moved here at open: `migrate.rs`.)
+pub(super) const ROWS: TableDefinition<u32, &[u8]> = TableDefinition::new("tenant_lease_row");
 /// Row number -> the fixed part of a row the scanner changed since it was last
 /// written (STATE-5): a claim writes a few pages of this small table instead of a
 /// page of [`ROWS`] per row; the row's next write, or a renewal batch's fold,
@@ -25,12 +26,12 @@ pub(super) const RECENT: TableDefinition<u32, &RowBytes> =
     TableDefinition::new("entity_lease_row_recent");
 /// Lookup index: (CRC-32 of the lease key, row number) for every row (STATE-6).
 pub(super) const LOOKUP: TableDefinition<LookupKey, ()> =
-    TableDefinition::new("entity_lease_lookup");
+    TableDefinition::new("tenant_lease_lookup");
 /// Expiry index: (filed time, row number) for every live row (STATE-2).
 pub(super) const DUE: TableDefinition<&DueKey, ()> = TableDefinition::new("entity_lease_expiry");
 /// Lease key -> details (JSON), for the rows whose details are not empty.
 pub(super) const DETAILS: TableDefinition<&[u8], &[u8]> =
-    TableDefinition::new("entity_lease_details");
+    TableDefinition::new("tenant_lease_details");
 /// Rows of [`RECENT`] each renewal batch moves back to [`ROWS`].
 pub(super) const FOLD_PER_BATCH: usize = 2_000;
 

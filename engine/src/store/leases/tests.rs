@@ -5,7 +5,7 @@ use redb::TableDefinition;
 
 use super::row::{Lease, NOT_FILED, entity_key};
 use super::*;
-use crate::model::TimeoutSource;
+use crate::model::{EntityType, TimeoutSource};
 use crate::store::Store;
 
 const T0: i64 = 1_800_000_000_000;
@@ -33,7 +33,7 @@ fn device(id: &str, parent: &str, timeout_seconds: u64) -> Renewal {
 
 fn row(leases: &RedbStateStore, id: &str) -> StateRow {
     leases
-        .get(EntityType::Device, id)
+        .get(&EntityKey::device(4, id))
         .expect("get")
         .expect("row")
 }
@@ -116,6 +116,7 @@ fn details_and_parents_are_kept_beside_the_rows() {
     let by_parent = |parent: &str| {
         leases
             .list(&StateFilter {
+                tenant: None,
                 entity_type: Some(EntityType::Device),
                 parent: Some(parent.into()),
             })
@@ -130,6 +131,7 @@ fn details_and_parents_are_kept_beside_the_rows() {
     assert!(
         leases
             .list(&StateFilter {
+                tenant: None,
                 entity_type: Some(EntityType::Driver),
                 parent: None,
             })
@@ -174,7 +176,11 @@ fn rows_of_the_json_table_move_into_the_binary_one() {
         })
         .expect("old row");
     let leases = RedbStateStore::open(&store).expect("moved");
-    assert_eq!(row(&leases, "d"), old);
+    let moved = leases
+        .get(&EntityKey::device(2, "d"))
+        .expect("get")
+        .expect("row");
+    assert_eq!(moved, old);
     assert!(store.read_table(JSON_ROWS).expect("read").is_none());
     assert_eq!(
         leases
@@ -267,7 +273,7 @@ fn rows_are_numbered_in_the_order_entities_first_report() {
     leases
         .renew(&[device("b", "p", 30), device("a", "p", 30)], T0 + 1)
         .expect("renew");
-    let key = |id: &str| entity_key(EntityType::Device, id);
+    let key = |id: &str| entity_key(&EntityKey::device(4, id));
     assert_eq!(numbered(&store), [key("z"), key("a"), key("m"), key("b")]);
     let listed: Vec<String> = leases
         .list(&StateFilter::default())
@@ -281,17 +287,17 @@ fn rows_are_numbered_in_the_order_entities_first_report() {
 
 #[test]
 fn entities_whose_keys_share_a_checksum_are_kept_apart() {
-    // Two ids whose lease keys have the same CRC-32 (STATE-6).
-    let (one, other) = ("m-75be4d1e", "m-4baa5d72");
+    // Two ids whose lease keys (tenant 4) have the same CRC-32 (STATE-6).
+    let (one, other) = ("m-0008ddf9", "m-02008894");
     assert_eq!(
-        crc32fast::hash(&entity_key(EntityType::Device, one)),
-        crc32fast::hash(&entity_key(EntityType::Device, other))
+        crc32fast::hash(&entity_key(&EntityKey::device(4, one))),
+        crc32fast::hash(&entity_key(&EntityKey::device(4, other)))
     );
     let (leases, _store, dir) = open("collision");
     leases.renew(&[device(one, "p", 10)], T0).expect("renew");
     assert!(
         leases
-            .get(EntityType::Device, other)
+            .get(&EntityKey::device(4, other))
             .expect("get")
             .is_none()
     );
@@ -327,6 +333,7 @@ fn rows_keyed_by_entity_move_into_numbered_rows() {
     const ROWS: TableDefinition<&[u8], &[u8; 52]> = TableDefinition::new("entity_lease");
     const RECENT: TableDefinition<&[u8], &[u8; 52]> = TableDefinition::new("entity_lease_recent");
     const DUE: TableDefinition<&[u8], ()> = TableDefinition::new("entity_lease_due");
+    const DETAILS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entity_lease_details");
     let dir = std::env::temp_dir().join(format!("sluice-leases-keyed-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let store = Store::open(&dir).expect("store");
@@ -349,14 +356,15 @@ fn rows_keyed_by_entity_move_into_numbered_rows() {
         },
         details_crc: 0,
     };
-    let key = |id: &str| entity_key(EntityType::Device, id);
+    // Those versions' keys: the type's code, then the id; no tenant.
+    let key = |id: &str| [&[6u8][..], id.as_bytes()].concat();
     store
         .transaction(|tx| {
             let mut rows = tx.open_table(ROWS)?;
             let mut recent = tx.open_table(RECENT)?;
             let mut due = tx.open_table(DUE)?;
             let mut parents = tx.open_table(super::parents::PARENTS)?;
-            let mut details = tx.open_table(super::tables::DETAILS)?;
+            let mut details = tx.open_table(DETAILS)?;
             parents.insert(0, "modbus")?;
             for id in ["a", "b", "c"] {
                 let has_details = id == "c";
@@ -382,10 +390,21 @@ fn rows_keyed_by_entity_move_into_numbered_rows() {
     assert!(store.read_table(ROWS).expect("read").is_none());
     assert!(store.read_table(RECENT).expect("read").is_none());
     assert!(store.read_table(DUE).expect("read").is_none());
-    assert_eq!(numbered(&store), [key("a"), key("b"), key("c")]);
-    let b = row(&leases, "b");
+    assert!(store.read_table(DETAILS).expect("read").is_none());
+    let tenanted = |id: &str| entity_key(&EntityKey::device(3, id));
+    assert_eq!(
+        numbered(&store),
+        [tenanted("a"), tenanted("b"), tenanted("c")]
+    );
+    let row = |id: &str| {
+        leases
+            .get(&EntityKey::device(3, id))
+            .expect("get")
+            .expect("row")
+    };
+    let b = row("b");
     assert_eq!((b.state, b.lease_version), (EntityState::Offline, 2));
-    let c = row(&leases, "c");
+    let c = row("c");
     assert_eq!(c.extension, serde_json::json!({ "lastError": "timed out" }));
     assert_eq!((c.parent_id.as_str(), c.tenant_id), ("modbus", 3));
     let expired: Vec<String> = leases
@@ -399,6 +418,120 @@ fn rows_keyed_by_entity_move_into_numbered_rows() {
         expired,
         ["a", "c"],
         "the live rows are filed at their expiry"
+    );
+    drop((leases, store));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn numbered_rows_whose_keys_lack_their_tenant_keep_their_numbers_and_get_it() {
+    const ROWS: TableDefinition<u32, &[u8]> = TableDefinition::new("entity_lease_row");
+    const LOOKUP: TableDefinition<u64, ()> = TableDefinition::new("entity_lease_lookup");
+    const DETAILS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entity_lease_details");
+    let dir = std::env::temp_dir().join(format!("sluice-leases-untenanted-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(&dir).expect("store");
+    let lease = |tenant_id, state, has_details| Lease {
+        state,
+        last_state: EntityState::Offline,
+        timeout_source: TimeoutSource::Device,
+        has_details,
+        expired_state: EntityState::Offline,
+        parent: 0,
+        tenant_id,
+        timeout_seconds: 30,
+        last_heartbeat: T0,
+        expire_time: T0 + 30_000,
+        lease_version: 1,
+        filed_at: T0 + 30_000,
+        details_crc: 0,
+    };
+    // Those versions' keys: the type's code, then the id.
+    let old_key = |code: u8, id: &str| [&[code][..], id.as_bytes()].concat();
+    let old_rows = [
+        (
+            old_key(3, "modbus_tcp"),
+            lease(5, EntityState::Online, false),
+        ),
+        (old_key(6, "pump"), lease(5, EntityState::Online, true)),
+        (old_key(6, "fan"), lease(0, EntityState::Online, false)),
+    ];
+    store
+        .transaction(|tx| {
+            let mut rows = tx.open_table(ROWS)?;
+            let mut lookup = tx.open_table(LOOKUP)?;
+            let mut details = tx.open_table(DETAILS)?;
+            let mut due = tx.open_table(super::tables::DUE)?;
+            let mut recent = tx.open_table(super::tables::RECENT)?;
+            tx.open_table(super::parents::PARENTS)?
+                .insert(0, "modbus_tcp")?;
+            for (slot, (key, lease)) in (0u32..).zip(&old_rows) {
+                let stored = [&lease.encode()[..], key].concat();
+                rows.insert(slot, stored.as_slice())?;
+                lookup.insert(super::row::lookup_key(key, slot), ())?;
+                due.insert(&super::row::due_key(T0 + 30_000, slot), ())?;
+            }
+            details.insert(
+                old_key(6, "pump").as_slice(),
+                br#"{"lastError":"timed out"}"#.as_slice(),
+            )?;
+            // The scanner's version of the fan (row 2) counts over the row's.
+            let mut fan = lease(0, EntityState::Fault, false);
+            fan.lease_version = 2;
+            recent.insert(2, &fan.encode())?;
+            Ok::<_, crate::store::StoreError>(())
+        })
+        .expect("old layout");
+    let leases = RedbStateStore::open(&store).expect("moved");
+    assert!(store.read_table(ROWS).expect("read").is_none());
+    assert!(store.read_table(LOOKUP).expect("read").is_none());
+    assert!(store.read_table(DETAILS).expect("read").is_none());
+    assert_eq!(
+        numbered(&store),
+        [
+            entity_key(&EntityKey::driver(5, "modbus_tcp")),
+            entity_key(&EntityKey::device(5, "pump")),
+            entity_key(&EntityKey::device(0, "fan")),
+        ],
+        "each row keeps its number and gets its tenant"
+    );
+    let get = |entity: EntityKey| leases.get(&entity).expect("get").expect("row");
+    let pump = get(EntityKey::device(5, "pump"));
+    assert_eq!(
+        pump.extension,
+        serde_json::json!({ "lastError": "timed out" })
+    );
+    let fan = get(EntityKey::device(0, "fan"));
+    assert_eq!((fan.state, fan.lease_version), (EntityState::Fault, 2));
+    assert_eq!(
+        get(EntityKey::driver(5, "modbus_tcp")).parent_id,
+        "modbus_tcp"
+    );
+    assert!(
+        leases
+            .get(&EntityKey::device(0, "pump"))
+            .expect("get")
+            .is_none()
+    );
+    // Another tenant's driver of the same name is a row of its own, numbered
+    // after the moved ones; the moved rows expire where they were filed.
+    let mut other = device("modbus_tcp", "", 30);
+    other.entity_type = EntityType::Driver;
+    other.tenant_id = 6;
+    leases.renew(&[other], T0 + 1).expect("renew");
+    assert_eq!(
+        numbered(&store)[3],
+        entity_key(&EntityKey::driver(6, "modbus_tcp"))
+    );
+    let expired = leases.expire(T0 + 30_000, 10).expect("scan").transitions;
+    let expired: Vec<EntityKey> = expired.iter().map(|t| t.row.key()).collect();
+    assert_eq!(
+        expired,
+        [
+            EntityKey::driver(5, "modbus_tcp"),
+            EntityKey::device(5, "pump"),
+            EntityKey::device(0, "fan"),
+        ]
     );
     drop((leases, store));
     let _ = std::fs::remove_dir_all(dir);

@@ -6,7 +6,9 @@
 use tokio_postgres::Row;
 
 use super::Postgres;
-use crate::model::{EntityState, EntityType, Renewal, StateFilter, StateRow, Transition};
+use crate::model::{
+    EntityKey, EntityState, EntityType, Renewal, StateFilter, StateRow, Transition,
+};
 use crate::store::StoreError;
 use crate::store::error::pg;
 use crate::store::leases::{
@@ -35,12 +37,13 @@ macro_rules! columns {
     };
 }
 
-const LOCK_ROWS: &str = "SELECT entity_type_flag, entity_id, entity_state_flag, last_state_flag, \
-    expire_time, due_time, lease_version, expired_state_flag
+const LOCK_ROWS: &str = "SELECT tenant_id, entity_type_flag, entity_id, entity_state_flag, \
+    last_state_flag, expire_time, due_time, lease_version, expired_state_flag
     FROM sluice_entity_state
     WHERE deleted = 0
-      AND (entity_type_flag, entity_id) IN (SELECT * FROM unnest($1::smallint[], $2::text[]))
-    ORDER BY entity_type_flag, entity_id COLLATE \"C\"
+      AND (tenant_id, entity_type_flag, entity_id) IN
+        (SELECT * FROM unnest($1::bigint[], $2::smallint[], $3::text[]))
+    ORDER BY tenant_id, entity_type_flag, entity_id COLLATE \"C\"
     FOR UPDATE";
 
 const UPSERT: &str = "INSERT INTO sluice_entity_state (entity_type_flag, entity_id, \
@@ -54,7 +57,7 @@ const UPSERT: &str = "INSERT INTO sluice_entity_state (entity_type_flag, entity_
         $12::text[], $13::bigint[], $14::smallint[])
         AS u(t, id, parent, state, last, beat, expires, due, version, timeout, source, ext, tenant, \
             expired)
-    ON CONFLICT (entity_type_flag, entity_id) WHERE deleted = 0 DO UPDATE SET
+    ON CONFLICT (tenant_id, entity_type_flag, entity_id) WHERE deleted = 0 DO UPDATE SET
         parent_entity_id = EXCLUDED.parent_entity_id,
         entity_state_flag = EXCLUDED.entity_state_flag,
         last_state_flag = EXCLUDED.last_state_flag,
@@ -65,7 +68,6 @@ const UPSERT: &str = "INSERT INTO sluice_entity_state (entity_type_flag, entity_
         timeout_seconds = EXCLUDED.timeout_seconds,
         timeout_source_flag = EXCLUDED.timeout_source_flag,
         entity_state_ext = EXCLUDED.entity_state_ext,
-        tenant_id = EXCLUDED.tenant_id,
         expired_state_flag = EXCLUDED.expired_state_flag,
         operate_time = now()";
 
@@ -118,7 +120,7 @@ const SET_STATE: &str = concat!(
             WHEN due_time IS NULL OR due_time > expire_time THEN expire_time
             ELSE due_time END,
         operate_time = now()
-    WHERE deleted = 0 AND entity_type_flag = $1 AND entity_id = $2
+    WHERE deleted = 0 AND tenant_id = $5 AND entity_type_flag = $1 AND entity_id = $2
     RETURNING ",
     columns!()
 );
@@ -127,7 +129,7 @@ const GET: &str = concat!(
     "SELECT ",
     columns!(),
     " FROM sluice_entity_state
-    WHERE deleted = 0 AND entity_type_flag = $1 AND entity_id = $2"
+    WHERE deleted = 0 AND tenant_id = $3 AND entity_type_flag = $1 AND entity_id = $2"
 );
 
 const LIST: &str = concat!(
@@ -137,7 +139,8 @@ const LIST: &str = concat!(
     WHERE deleted = 0
       AND ($1::smallint IS NULL OR entity_type_flag = $1)
       AND ($2::text IS NULL OR parent_entity_id = $2)
-    ORDER BY entity_type_flag, entity_id COLLATE \"C\""
+      AND ($3::bigint IS NULL OR tenant_id = $3)
+    ORDER BY tenant_id, entity_type_flag, entity_id COLLATE \"C\""
 );
 
 fn bad(what: &'static str) -> StoreError {
@@ -189,6 +192,7 @@ fn state_row(row: &Row, at: usize) -> Result<StateRow, StoreError> {
 
 /// What a renewal needs of a stored row.
 struct Old {
+    tenant_id: i64,
     entity_type: i16,
     entity_id: String,
     state: EntityState,
@@ -229,6 +233,7 @@ impl StateStore for PgStateStore {
         }
         self.db.run(move |mut client| async move {
             let tx = client.transaction().await.map_err(pg)?;
+            let tenants: Vec<i64> = renewals.iter().map(|r| i64::from(r.tenant_id)).collect();
             let types: Vec<i16> = renewals
                 .iter()
                 .map(|r| i16::from(r.entity_type.code()))
@@ -237,16 +242,21 @@ impl StateStore for PgStateStore {
             let lock_rows = tx.prepare_cached(LOCK_ROWS).await.map_err(pg)?;
             // Both are in key order (bytewise, as `COLLATE "C"` orders): one pass.
             let mut stored = Vec::new();
-            for row in tx.query(&lock_rows, &[&types, &ids]).await.map_err(pg)? {
+            let locked = tx
+                .query(&lock_rows, &[&tenants, &types, &ids])
+                .await
+                .map_err(pg)?;
+            for row in locked {
                 stored.push(Old {
-                    entity_type: row.try_get(0).map_err(pg)?,
-                    entity_id: row.try_get(1).map_err(pg)?,
-                    state: state_from(row.try_get(2).map_err(pg)?)?,
-                    last_state: state_from(row.try_get(3).map_err(pg)?)?,
-                    expire_time: row.try_get(4).map_err(pg)?,
-                    due_time: row.try_get(5).map_err(pg)?,
-                    lease_version: row.try_get(6).map_err(pg)?,
-                    expired_state: state_from(row.try_get(7).map_err(pg)?)?,
+                    tenant_id: row.try_get(0).map_err(pg)?,
+                    entity_type: row.try_get(1).map_err(pg)?,
+                    entity_id: row.try_get(2).map_err(pg)?,
+                    state: state_from(row.try_get(3).map_err(pg)?)?,
+                    last_state: state_from(row.try_get(4).map_err(pg)?)?,
+                    expire_time: row.try_get(5).map_err(pg)?,
+                    due_time: row.try_get(6).map_err(pg)?,
+                    lease_version: row.try_get(7).map_err(pg)?,
+                    expired_state: state_from(row.try_get(8).map_err(pg)?)?,
                 });
             }
             let mut stored = stored.into_iter().peekable();
@@ -254,8 +264,11 @@ impl StateStore for PgStateStore {
             let mut transitions = Vec::new();
             for renewal in &renewals {
                 let t = i16::from(renewal.entity_type.code());
-                let old =
-                    stored.next_if(|o| o.entity_type == t && o.entity_id == renewal.entity_id);
+                let old = stored.next_if(|o| {
+                    o.tenant_id == i64::from(renewal.tenant_id)
+                        && o.entity_type == t
+                        && o.entity_id == renewal.entity_id
+                });
                 let old = old.as_ref();
                 let before = old.map_or(EntityState::Offline, |o| {
                     o.state.as_of(o.expire_time, now_ms, o.expired_state)
@@ -341,20 +354,20 @@ impl StateStore for PgStateStore {
 
     fn set_state(
         &self,
-        entity_type: EntityType,
-        entity_id: &str,
+        entity: &EntityKey,
         state: EntityState,
         now_ms: i64,
     ) -> Result<Option<Transition>, StoreError> {
-        let (t, id, flag) = (
-            i16::from(entity_type.code()),
-            entity_id.to_owned(),
+        let (tenant, t, id, flag) = (
+            i64::from(entity.tenant_id),
+            i16::from(entity.entity_type.code()),
+            entity.entity_id.clone(),
             i16::from(state_code(state)),
         );
         self.db.run(move |client| async move {
             let statement = client.prepare_cached(SET_STATE).await.map_err(pg)?;
             let row = client
-                .query_opt(&statement, &[&t, &id, &flag, &now_ms])
+                .query_opt(&statement, &[&t, &id, &flag, &now_ms, &tenant])
                 .await
                 .map_err(pg)?;
             row.map(|row| {
@@ -386,7 +399,9 @@ impl StateStore for PgStateStore {
                 let state = state_row(row, 1)?;
                 expired.push((ran_out, state));
             }
-            expired.sort_by(|a, b| (a.0, &a.1.entity_id).cmp(&(b.0, &b.1.entity_id)));
+            expired.sort_by(|a, b| {
+                (a.0, a.1.tenant_id, &a.1.entity_id).cmp(&(b.0, b.1.tenant_id, &b.1.entity_id))
+            });
             Ok(Claimed {
                 transitions: expired
                     .into_iter()
@@ -400,15 +415,18 @@ impl StateStore for PgStateStore {
         })
     }
 
-    fn get(
-        &self,
-        entity_type: EntityType,
-        entity_id: &str,
-    ) -> Result<Option<StateRow>, StoreError> {
-        let (t, id) = (i16::from(entity_type.code()), entity_id.to_owned());
+    fn get(&self, entity: &EntityKey) -> Result<Option<StateRow>, StoreError> {
+        let (tenant, t, id) = (
+            i64::from(entity.tenant_id),
+            i16::from(entity.entity_type.code()),
+            entity.entity_id.clone(),
+        );
         self.db.run(move |client| async move {
             let statement = client.prepare_cached(GET).await.map_err(pg)?;
-            let row = client.query_opt(&statement, &[&t, &id]).await.map_err(pg)?;
+            let row = client
+                .query_opt(&statement, &[&t, &id, &tenant])
+                .await
+                .map_err(pg)?;
             row.map(|row| state_row(&row, 0)).transpose()
         })
     }
@@ -416,9 +434,13 @@ impl StateStore for PgStateStore {
     fn list(&self, filter: &StateFilter) -> Result<Vec<StateRow>, StoreError> {
         let t = filter.entity_type.map(|t| i16::from(t.code()));
         let parent = filter.parent.clone();
+        let tenant = filter.tenant.map(i64::from);
         self.db.run(move |client| async move {
             let statement = client.prepare_cached(LIST).await.map_err(pg)?;
-            let rows = client.query(&statement, &[&t, &parent]).await.map_err(pg)?;
+            let rows = client
+                .query(&statement, &[&t, &parent, &tenant])
+                .await
+                .map_err(pg)?;
             rows.iter().map(|row| state_row(row, 0)).collect()
         })
     }

@@ -100,6 +100,19 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE sluice_device_seq ADD COLUMN used BIGINT;",
     // 5: where a lease ends (1 offline, 4 unknown: a device's `stateWhenExpired`).
     "ALTER TABLE sluice_entity_state ADD COLUMN expired_state_flag SMALLINT NOT NULL DEFAULT 1;",
+    // 6: rows keyed by tenant, as the seed's unique key (tenant, type, id): two
+    // tenants on one codec have a driver row each. The seed's indexes by tenant
+    // and state and by parent and state; a heartbeat that keeps the state
+    // writes the same flag, so renewals stay HOT updates.
+    "DROP INDEX idx_entity_state_active_unique;
+    CREATE UNIQUE INDEX idx_entity_state_active_unique
+        ON sluice_entity_state (tenant_id, entity_type_flag, entity_id) WHERE deleted = 0;
+    DROP INDEX idx_entity_state_parent;
+    CREATE INDEX idx_entity_state_parent
+        ON sluice_entity_state (tenant_id, entity_type_flag, parent_entity_id, entity_state_flag)
+        WHERE deleted = 0;
+    CREATE INDEX idx_entity_state_tenant_status
+        ON sluice_entity_state (tenant_id, entity_type_flag, entity_state_flag) WHERE deleted = 0;",
 ];
 
 /// An arbitrary number naming the lock migrations run under.
