@@ -109,7 +109,7 @@ fn channel_view(channel: &ChannelConfig) -> ChannelView {
             min: tag.min,
             max: tag.max,
             period_ms: tag.period_ms,
-            readback: tag.readback,
+            readback: tag.reads_back(),
         })
         .collect();
     ChannelView {

@@ -16,7 +16,7 @@ use super::reporter::{Encoding, Reporter};
 use super::roster::Roster;
 use super::sink::SampleSink;
 use crate::compile::{CompiledDevice, DeviceRules};
-use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig};
+use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, TagConfig};
 use crate::io::{Budget, Link, SharedLink};
 use crate::lease::Leases;
 use crate::mqtt::DeviceTopic;
@@ -145,7 +145,7 @@ impl<'a> Wiring<'a> {
             })
             .collect();
         let writable = decoder.map(|decoder| Writable {
-            readback: device.tags().map(|t| t.readback).collect(),
+            readback: device.tags().map(TagConfig::reads_back).collect(),
             decoder: Swappable::new(decoder),
         });
         let (topic, encoding) = match self.services.uplink.sparkplug() {

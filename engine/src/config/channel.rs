@@ -95,7 +95,10 @@ impl fmt::Debug for Placed<'_> {
         f.debug_struct("TagConfig")
             .field("spec", &tag.spec)
             .field("period_ms", &tag.period_ms)
-            .field("readback", &tag.readback)
+            // As earlier versions digested it, when absent meant off (now it
+            // means on for RW tags, which the access says); a written `false`
+            // is told apart.
+            .field("readback", &Readback(tag.readback))
             .field("min", &tag.min)
             .field("max", &tag.max)
             .field("unit", &tag.unit)
@@ -103,6 +106,20 @@ impl fmt::Debug for Placed<'_> {
             .field("pos", &at.entry)
             .field("address_pos", &at.address)
             .finish()
+    }
+}
+
+/// A tag's `readback` as fingerprints show it: `false` when not written,
+/// `true`, or `written false`.
+struct Readback(Option<bool>);
+
+impl fmt::Debug for Readback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => f.write_str("false"),
+            Some(true) => f.write_str("true"),
+            Some(false) => f.write_str("written false"),
+        }
     }
 }
 
@@ -565,7 +582,7 @@ pub(super) mod tests {
             ch.setting("frameType"),
             Some(&SettingValue::Text("FRAME_3E".into()))
         );
-        assert_eq!(ch.setting("monitorTimer"), Some(&SettingValue::Int(4)));
+        assert_eq!(ch.setting("monitorTimer"), Some(&SettingValue::Int(10)));
 
         let errors = errors_of(&doc("        protocol: mc\n        host: plc1\n"));
         assert_eq!(

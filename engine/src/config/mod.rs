@@ -467,7 +467,7 @@ pub(crate) mod tests {
         assert_eq!(tags[1].period_ms, 500);
         assert_eq!(tags[2].period_ms, 0);
         assert_eq!(tags[2].spec.access, Access::ReadWrite);
-        assert!(tags[2].readback);
+        assert!(tags[2].reads_back());
 
         let mc = &config.devices[1].channels[0];
         assert_eq!(mc.protocol.name(), "mc");
@@ -515,7 +515,7 @@ pub(crate) mod tests {
         );
         let valve = &ch.tags[1];
         assert_eq!(valve.spec.address, "00001");
-        assert!(valve.readback);
+        assert!(valve.reads_back());
         assert_eq!(valve.spec.access, Access::ReadWrite);
     }
 

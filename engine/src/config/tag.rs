@@ -18,7 +18,7 @@ pub struct TagConfig {
     /// - `key`: the tag's name, unique within the device, `[A-Za-z0-9_.-]+` (required);
     /// - `address`: where the value lives, in the protocol's notation, e.g. `DB1.0`,
     ///   `D100`, `'40001'` (required);
-    /// - `dataType`: one of `DataType::NAMES` (required);
+    /// - `dataType`: one of `DataType::NAMES` (default INT16, as the seed's);
     /// - `length`: characters of a STRING tag, 1 to 256 (required for STRING, refused
     ///   for the others; 0 here for them);
     /// - `byteOrder`: the tag's own byte order, else the channel's, else ABCD;
@@ -29,9 +29,9 @@ pub struct TagConfig {
     /// `periodMs`: how often the tag is read (default 1000); 0 = never polled
     /// (write-only); otherwise at least 10.
     pub period_ms: u64,
-    /// `readback`: read the value again after writing it (default false; only for W
-    /// and RW tags).
-    pub readback: bool,
+    /// `readback`: read the value again after writing it (only for W and RW
+    /// tags); `None` when not written: see [`TagConfig::reads_back`].
+    pub readback: Option<bool>,
     /// `min`: smallest value a write may set.
     pub min: Option<f64>,
     /// `max`: largest value a write may set (not below `min`).
@@ -60,6 +60,14 @@ impl ListKey for TagConfig {
 }
 
 impl TagConfig {
+    /// Whether a write is read back to check it: as written, else for RW tags
+    /// (the seed's default: a tag that is read can be checked) and not for W
+    /// tags (write-only: the device may not answer a read of it).
+    pub fn reads_back(&self) -> bool {
+        self.readback
+            .unwrap_or(self.spec.access == Access::ReadWrite)
+    }
+
     /// The tag as components see it, with its valid range as settings.
     pub fn component_spec(&self) -> TagSpec {
         let mut spec = self.spec.clone();
@@ -99,11 +107,14 @@ pub(super) fn read(
         key
     });
     let address = f.required_with("address", errors, read_address);
-    let data_type = f
-        .required_with("dataType", errors, |node| {
+    // `None` when written but invalid (already reported); INT16 when left out,
+    // as the seed's tag defaults.
+    let data_type = match f.node("dataType") {
+        Some(_) => f.optional_with("dataType", errors, |node| {
             yaml::enum_value(node, DataType::NAMES)
-        })
-        .map(|(data_type, _)| data_type);
+        }),
+        None => Some(DataType::Int16),
+    };
     let length = read_length(&mut f, data_type, errors);
 
     let period = read_at::<u64>(&mut f, "periodMs", errors);
@@ -201,7 +212,7 @@ pub(super) fn read(
             settings: Vec::new(),
         },
         period_ms: period.map_or(1000, |(period, _)| period),
-        readback: readback.is_some_and(|(readback, _)| readback),
+        readback: readback.map(|(readback, _)| readback),
         min: min.map(|(min, _)| min),
         max: max.map(|(max, _)| max),
         unit,
@@ -330,7 +341,15 @@ mod tests {
         assert_eq!(t.spec.access, Access::Read);
         assert!(t.spec.settings.is_empty());
         assert_eq!(t.period_ms, 1000);
-        assert!(!t.readback);
+        assert_eq!((t.readback, t.reads_back()), (None, false), "an R tag");
+        // The seed's defaults: INT16 when no type is said; a write of an RW
+        // tag is read back, one of a W tag (write-only) is not.
+        let tags = tags_of(
+            "          - {key: a, address: 40001}\n          - {key: b, address: 40002, access: RW}\n          - {key: c, address: 40003, access: W}\n",
+        );
+        assert_eq!(tags[0].spec.data_type, DataType::Int16);
+        let reads_back: Vec<bool> = tags.iter().map(TagConfig::reads_back).collect();
+        assert_eq!(reads_back, [false, true, false]);
         assert_eq!((t.min, t.max, t.unit.as_deref()), (None, None, None));
         assert_eq!(
             at.entry,
@@ -377,7 +396,7 @@ mod tests {
             (2.0, -1.5, 0.25)
         );
         assert_eq!(t.spec.access, Access::Write);
-        assert!(t.readback);
+        assert!(t.reads_back());
         assert_eq!(t.period_ms, 10);
         assert_eq!((t.min, t.max), (Some(-10.0), Some(10.0)));
         assert_eq!(t.unit.as_deref(), Some("m3/h"));
@@ -457,7 +476,6 @@ mod tests {
             "gw.yaml:20:19: `unit`: must not be empty",
             "gw.yaml:21:13: unknown key `color` in tag; expected one of:",
             "gw.yaml:22:13: tag: missing required key `key`",
-            "gw.yaml:22:13: tag: missing required key `dataType`",
         ];
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), expected.len(), "{text}");

@@ -1,5 +1,6 @@
 //! The S7 and MC codecs against real peers, through the whole engine: the snap7
-//! server (native snap7) and virtual-plc (MC 3E binary). Every type at known
+//! server (native snap7), virtual-plc (MC 3E binary) and a 1E PLC of the tests'
+//! own (no independent one runs here). Every type at known
 //! offsets, bits, writes read back, an unknown area giving BAD for its tag only,
 //! virtual-plc's faults, and the seed's device blocks running as written apart
 //! from host and port.
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{Engine, scratch_dir};
+use crate::support::melsec_1e::Plc1E;
 use crate::support::mqtt::{Message, Subscriber};
 use crate::support::peers::{Mosquitto, Snap7, VirtualPlc, free_port};
 use serde_json::{Value, json};
@@ -303,6 +305,61 @@ async fn mc_types_bits_writes_and_an_unknown_device_against_virtual_plc() {
             assert_eq!(command["write"]["after"], value, "{series} {key}");
         }
     }
+}
+
+/// Series A over the 1E frame: words low word first, bits, a device the PLC
+/// refuses (BAD for its tag only), writes read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn series_a_over_the_1e_frame_reads_and_writes() {
+    let words = [(100, 1234), (300, 0x5678), (301, 0x1234)];
+    let plc = Plc1E::start(&words, &[(10, true), (12, true)]).await;
+    let broker = Mosquitto::start();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let mc = Device::tcp("a1e", "mc", plc.port())
+        .set("deviceNum", "A1E")
+        .channel("series", "A")
+        .channel("frameType", "FRAME_1E")
+        .channel("readTimeoutMs", 1000)
+        .tags([
+            written("d100", "D100", "INT16"),
+            read("d300", "D300", "INT32"),
+            written("m10", "M10", "BOOL"),
+            read("m11", "M11", "BOOL"),
+            read("m12", "M12", "BOOL"),
+            read("missing", "D9000", "INT16"),
+        ]);
+    let text = collector(broker.port(), http).device(mc).yaml();
+    let _engine = Engine::start(&scratch_dir("mc-1e"), &text);
+    let keys = ["d100", "d300", "m10", "m11", "m12", "missing"];
+    let values = wait_values(
+        &subscriber,
+        "P/A1E/property/post",
+        &keys,
+        "a report",
+        |_| true,
+    )
+    .await;
+    for (key, want) in [
+        ("d100", json!(1234)),
+        ("d300", json!(0x1234_5678)),
+        ("m10", json!(true)),
+        ("m11", json!(false)),
+        ("m12", json!(true)),
+    ] {
+        let (got, quality) = &values[key];
+        assert!(
+            got == &want && quality == "GOOD",
+            "{key}: {got} ({quality})"
+        );
+    }
+    assert_eq!(values["missing"].1, "BAD", "D9000 is past the PLC's memory");
+    for (key, value) in [("d100", json!(-4321)), ("m10", json!(false))] {
+        let command = write(http, "a1e", key, value.clone()).await;
+        assert_eq!(command["status"], "ACKED", "{key}: {command}");
+        assert_eq!(command["write"]["after"], value, "{key}: read back");
+    }
+    assert_eq!(plc.word(100), (-4321i16) as u16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

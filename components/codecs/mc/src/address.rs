@@ -5,7 +5,9 @@
 //! current values may be written `T100`/`TN100` and `C5`/`CN5`. A word device
 //! address may end in `.N` to read bit N (0 = least significant) of the word as a
 //! BOOL: `D100.3`, `D100.F` (one hex digit, as GX Works writes it) or `D100.15`.
-//! Names are case-insensitive.
+//! Names are case-insensitive. The A-compatible 1E frame knows fewer devices
+//! (`X Y M S F B TS TC TN CS CC CN D W R`), each with a two-byte code, the
+//! device's name in ASCII padded with a space (`D` is `0x4420`).
 
 use alloc::format;
 use alloc::string::String;
@@ -21,6 +23,8 @@ pub struct Device {
     pub hex: bool,
     /// A bit device (else a word device).
     pub bits: bool,
+    /// Its code in the A-compatible 1E frame, when that frame knows it.
+    pub code_1e: Option<u16>,
 }
 
 const fn bit(name: &'static str, code: u8, hex: bool) -> Device {
@@ -29,6 +33,7 @@ const fn bit(name: &'static str, code: u8, hex: bool) -> Device {
         code,
         hex,
         bits: true,
+        code_1e: None,
     }
 }
 
@@ -38,30 +43,42 @@ const fn word(name: &'static str, code: u8, hex: bool) -> Device {
         code,
         hex,
         bits: false,
+        code_1e: None,
+    }
+}
+
+impl Device {
+    /// The device, known to the 1E frame by `code`.
+    const fn in_1e(self, code: u16) -> Device {
+        Device {
+            code_1e: Some(code),
+            ..self
+        }
     }
 }
 
 /// Every device the codec reads and writes.
 pub const DEVICES: &[Device] = &[
-    bit("X", 0x9C, true),
-    bit("Y", 0x9D, true),
-    bit("M", 0x90, false),
+    bit("X", 0x9C, true).in_1e(0x5820),
+    bit("Y", 0x9D, true).in_1e(0x5920),
+    bit("M", 0x90, false).in_1e(0x4D20),
     bit("L", 0x92, false),
-    bit("F", 0x93, false),
+    bit("S", 0x98, false).in_1e(0x5320),
+    bit("F", 0x93, false).in_1e(0x4620),
     bit("V", 0x94, false),
-    bit("B", 0xA0, true),
+    bit("B", 0xA0, true).in_1e(0x4220),
     bit("SM", 0x91, false),
     bit("SB", 0xA1, true),
-    bit("TS", 0xC1, false),
-    bit("TC", 0xC0, false),
-    bit("CS", 0xC4, false),
-    bit("CC", 0xC3, false),
-    word("D", 0xA8, false),
-    word("W", 0xB4, true),
-    word("R", 0xAF, false),
+    bit("TS", 0xC1, false).in_1e(0x5453),
+    bit("TC", 0xC0, false).in_1e(0x5443),
+    bit("CS", 0xC4, false).in_1e(0x4353),
+    bit("CC", 0xC3, false).in_1e(0x4343),
+    word("D", 0xA8, false).in_1e(0x4420),
+    word("W", 0xB4, true).in_1e(0x5720),
+    word("R", 0xAF, false).in_1e(0x5220),
     word("ZR", 0xB0, false),
-    word("TN", 0xC2, false),
-    word("CN", 0xC5, false),
+    word("TN", 0xC2, false).in_1e(0x544E),
+    word("CN", 0xC5, false).in_1e(0x434E),
     word("SD", 0xA9, false),
     word("SW", 0xB5, true),
     word("Z", 0xCC, false),
@@ -114,12 +131,21 @@ fn known_devices() -> String {
     format!("{}, T (= TN), C (= CN)", names.join(", "))
 }
 
-/// Parses an address. `wide` allows the 4-byte device numbers of iQ-R; otherwise
-/// numbers stop at 0xFFFFFF (the 3-byte field of Q/L/QnA).
+/// How a frame names devices: the 1E frame's codes (and 3-byte numbers), the
+/// 3-byte numbers of Q/L/QnA, or the 4-byte numbers of iQ-R.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    Frame1E,
+    Narrow,
+    Wide,
+}
+
+/// Parses an address as `naming` names devices; numbers stop at 0xFFFFFF
+/// unless they are wide.
 ///
 /// # Errors
 /// A message naming what is wrong and what is accepted.
-pub fn parse(text: &str, wide: bool) -> Result<Address, String> {
+pub fn parse(text: &str, naming: Naming) -> Result<Address, String> {
     let text = text.trim();
     let (base, bit) = match text.split_once('.') {
         Some((base, bit)) => (base, Some(parse_bit(bit, text)?)),
@@ -140,12 +166,33 @@ pub fn parse(text: &str, wide: bool) -> Result<Address, String> {
             device.name
         ));
     }
+    if naming == Naming::Frame1E && device.code_1e.is_none() {
+        let known: Vec<&str> = DEVICES
+            .iter()
+            .filter(|d| d.code_1e.is_some())
+            .map(|d| d.name)
+            .collect();
+        return Err(format!(
+            "`{text}`: the 1E frame has no device {}; it has {}",
+            device.name,
+            known.join(", ")
+        ));
+    }
     let number = u32::from_str_radix(digits, radix)
         .map_err(|_| format!("`{text}`: the device number is too large"))?;
-    if !wide && number > MAX_NARROW {
-        return Err(format!(
-            "`{text}`: device numbers above {MAX_NARROW} need series IQ_R (4-byte device numbers)"
-        ));
+    match naming {
+        Naming::Narrow if number > MAX_NARROW => {
+            return Err(format!(
+                "`{text}`: device numbers above {MAX_NARROW} need series IQ_R (4-byte device \
+                 numbers)"
+            ));
+        }
+        Naming::Frame1E if number > MAX_NARROW => {
+            return Err(format!(
+                "`{text}`: the 1E frame's device numbers stop at {MAX_NARROW}"
+            ));
+        }
+        _ => {}
     }
     if bit.is_some() && device.bits {
         return Err(format!(
@@ -165,7 +212,7 @@ mod tests {
     use super::*;
 
     fn code_and_number(text: &str) -> (&'static str, u8, u32) {
-        let a = parse(text, false).expect(text);
+        let a = parse(text, Naming::Narrow).expect(text);
         (a.device.name, a.device.code, a.number)
     }
 
@@ -198,13 +245,13 @@ mod tests {
         assert_eq!(code_and_number("Z2"), ("Z", 0xCC, 2));
         assert_eq!(code_and_number(" d100 "), ("D", 0xA8, 100));
         assert_eq!(code_and_number("x1f"), ("X", 0x9C, 0x1F));
-        assert!(parse("M10", false).expect("M10").device.bits);
-        assert!(!parse("D10", false).expect("D10").device.bits);
+        assert!(parse("M10", Naming::Narrow).expect("M10").device.bits);
+        assert!(!parse("D10", Naming::Narrow).expect("D10").device.bits);
     }
 
     #[test]
     fn bits_of_words() {
-        let bit = |text| parse(text, false).map(|a| a.bit);
+        let bit = |text| parse(text, Naming::Narrow).map(|a| a.bit);
         assert_eq!(bit("D100.3"), Ok(Some(3)));
         assert_eq!(bit("D100.F"), Ok(Some(15)));
         assert_eq!(bit("D100.a"), Ok(Some(10)));
@@ -214,19 +261,50 @@ mod tests {
         for bad in [
             "D100.16", "D100.", "D100.G", "D100.-1", "M10.1", "X1.0", "D100.1.2",
         ] {
-            assert!(parse(bad, false).is_err(), "{bad}");
+            assert!(parse(bad, Naming::Narrow).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn iq_r_widths() {
-        assert_eq!(parse("D16777215", false).map(|a| a.number), Ok(0xFF_FFFF));
-        assert!(parse("D16777216", false).is_err());
-        assert_eq!(parse("D16777216", true).map(|a| a.number), Ok(16_777_216));
-        assert_eq!(parse("ZR4294967295", true).map(|a| a.number), Ok(u32::MAX));
-        assert!(parse("ZR4294967296", true).is_err());
-        assert_eq!(parse("W1000000", true).map(|a| a.number), Ok(0x100_0000));
-        assert!(parse("W1000000", false).is_err());
+        assert_eq!(
+            parse("D16777215", Naming::Narrow).map(|a| a.number),
+            Ok(0xFF_FFFF)
+        );
+        assert!(parse("D16777216", Naming::Narrow).is_err());
+        assert_eq!(
+            parse("D16777216", Naming::Wide).map(|a| a.number),
+            Ok(16_777_216)
+        );
+        assert_eq!(
+            parse("ZR4294967295", Naming::Wide).map(|a| a.number),
+            Ok(u32::MAX)
+        );
+        assert!(parse("ZR4294967296", Naming::Wide).is_err());
+        assert_eq!(
+            parse("W1000000", Naming::Wide).map(|a| a.number),
+            Ok(0x100_0000)
+        );
+        assert!(parse("W1000000", Naming::Narrow).is_err());
+    }
+
+    #[test]
+    fn the_1e_frame_knows_fewer_devices_by_their_ascii_codes() {
+        let code = |text| parse(text, Naming::Frame1E).map(|a| a.device.code_1e);
+        assert_eq!(code("D100"), Ok(Some(0x4420)));
+        assert_eq!(code("X1F"), Ok(Some(0x5820)));
+        assert_eq!(code("S5"), Ok(Some(0x5320)));
+        assert_eq!(code("T3"), Ok(Some(0x544E)));
+        assert_eq!(code("CC4"), Ok(Some(0x4343)));
+        for name in ["X", "Y", "M", "S", "F", "B", "D", "W", "R"] {
+            let device = by_name(name).expect(name);
+            let ascii = u16::from_be_bytes([name.as_bytes()[0], b' ']);
+            assert_eq!(device.code_1e, Some(ascii), "{name}");
+        }
+        let refused = parse("ZR10", Naming::Frame1E).expect_err("no ZR in 1E");
+        assert!(refused.contains("1E frame has no device ZR"), "{refused}");
+        assert!(parse("SM400", Naming::Frame1E).is_err());
+        assert!(parse("D16777216", Naming::Frame1E).is_err());
     }
 
     #[test]
@@ -235,7 +313,7 @@ mod tests {
             "", "D", "100", "D1A", "X1G", "ZR1F", "Q100", "DX10", "D+1", "D 1", "40001", "M-1",
             "TT1", "é1", "Dé",
         ] {
-            assert!(parse(bad, true).is_err(), "{bad}");
+            assert!(parse(bad, Naming::Wide).is_err(), "{bad}");
         }
     }
 }

@@ -8,9 +8,9 @@ use sluice_guest::numeric::DataType;
 use sluice_guest::session::ranges::{Extent, NotBool, points};
 use sluice_guest::settings::{SettingValue, read_all, unknown_key, wrong_type};
 
-use crate::address;
+use crate::address::{self, Naming};
 use crate::frame::FrameType;
-use crate::plan::LIMITS;
+use crate::plan::limits;
 use crate::sluice::dataflow::types::{ConfigError, Setting, TagSpec};
 use crate::{Config, Tag, config_error, each_setting, tag_byte_order, tag_data_type};
 
@@ -23,9 +23,7 @@ pub fn read(
 ) -> Result<(Config, Vec<Tag>), Vec<ConfigError>> {
     let mut errors = Vec::new();
     let config = read_settings(settings, &mut errors);
-    let tags = read_all(tags, errors, |index, spec| {
-        read_tag(index, spec, config.wide)
-    })?;
+    let tags = read_all(tags, errors, |index, spec| read_tag(index, spec, config))?;
     Ok((config, tags))
 }
 
@@ -34,33 +32,26 @@ fn read_settings(settings: &[Setting], errors: &mut Vec<ConfigError>) -> Config 
     let mut config = Config {
         frame: FrameType::E3,
         wide: false,
-        timer: 4,
+        timer: 10,
     };
+    let mut series_a = false;
     each_setting(settings, errors, |key, value| {
         match (key, value) {
             ("series", SettingValue::Text(name)) => match *name {
                 "QnA" | "Q_L" => config.wide = false,
                 "IQ_R" => config.wide = true,
-                "A" => {
-                    return Err(
-                        "series A is not supported: A-series Ethernet modules speak only \
-                                the 1E frame; use QnA, Q_L or IQ_R"
-                            .into(),
-                    );
+                "A" => series_a = true,
+                other => {
+                    return Err(format!("unknown series `{other}`: use A, QnA, Q_L or IQ_R"));
                 }
-                other => return Err(format!("unknown series `{other}`: use QnA, Q_L or IQ_R")),
             },
             ("frameType", SettingValue::Text(name)) => match *name {
+                "FRAME_1E" => config.frame = FrameType::E1,
                 "FRAME_3E" => config.frame = FrameType::E3,
                 "FRAME_4E" => config.frame = FrameType::E4,
-                "FRAME_1E" => {
-                    return Err("frameType FRAME_1E is not supported by this codec: use \
-                                FRAME_3E or FRAME_4E"
-                        .into());
-                }
                 other => {
                     return Err(format!(
-                        "unknown frameType `{other}`: use FRAME_3E or FRAME_4E"
+                        "unknown frameType `{other}`: use FRAME_1E, FRAME_3E or FRAME_4E"
                     ));
                 }
             },
@@ -77,6 +68,13 @@ fn read_settings(settings: &[Setting], errors: &mut Vec<ConfigError>) -> Config 
         }
         Ok(())
     });
+    if series_a && config.frame != FrameType::E1 {
+        errors.push(config_error(
+            None,
+            "series",
+            "series A speaks only the 1E frame: set frameType FRAME_1E".into(),
+        ));
+    }
     config
 }
 
@@ -89,9 +87,14 @@ fn words_of(data_type: DataType) -> u64 {
     }
 }
 
-fn read_tag(index: usize, spec: TagSpec, wide: bool) -> Result<Tag, ConfigError> {
+fn read_tag(index: usize, spec: TagSpec, config: Config) -> Result<Tag, ConfigError> {
     let err = |key: &str, message: String| config_error(Some(index as u32), key, message);
-    let address = address::parse(&spec.address, wide).map_err(|m| err("address", m))?;
+    let naming = match (config.frame, config.wide) {
+        (FrameType::E1, _) => Naming::Frame1E,
+        (_, true) => Naming::Wide,
+        (_, false) => Naming::Narrow,
+    };
+    let address = address::parse(&spec.address, naming).map_err(|m| err("address", m))?;
     let data_type = tag_data_type(&spec);
     let device = address.device;
     let count = points(
@@ -116,8 +119,10 @@ fn read_tag(index: usize, spec: TagSpec, wide: bool) -> Result<Tag, ConfigError>
             "a STRING needs a length of at least 1".into(),
         ));
     }
-    LIMITS.fits(count, "words").map_err(|m| err("length", m))?;
-    let last = if wide {
+    limits(config.frame)
+        .fits(count, "words")
+        .map_err(|m| err("length", m))?;
+    let last = if naming == Naming::Wide {
         u64::from(u32::MAX)
     } else {
         u64::from(address::MAX_NARROW)

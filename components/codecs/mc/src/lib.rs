@@ -1,5 +1,5 @@
 //! Codec `mc`: Mitsubishi MELSEC communication protocol (MC protocol), binary
-//! 3E and 4E frames, for the engine.
+//! 1E, 3E and 4E frames, for the engine.
 //!
 //! Plans batch reads (command 0x0401) per device: word devices are read in word
 //! units, bit devices in bit units, nearby device numbers (gap of at most 16 points)
@@ -11,13 +11,17 @@
 //! tags at fault end BAD.
 //!
 //! # Settings
-//! - `series`: `QnA`, `Q_L` (default) or `IQ_R`. QnA and Q/L use 3-byte device
+//! - `series`: `A`, `QnA`, `Q_L` (default) or `IQ_R`. QnA and Q/L use 3-byte device
 //!   numbers and 1-byte device codes (subcommands 0x0000 words / 0x0001 bits); iQ-R
-//!   uses 4-byte numbers and 2-byte codes (0x0002 / 0x0003). `A` is refused: A-series
-//!   Ethernet modules only speak the 1E frame.
-//! - `frameType`: `FRAME_3E` (default) or `FRAME_4E` (adds a serial number that the
-//!   response must echo). `FRAME_1E` is refused: not supported.
-//! - `monitorTimer`: 1-65535 (units of 250 ms, default 4), sent in every request.
+//!   uses 4-byte numbers and 2-byte codes (0x0002 / 0x0003). A-series Ethernet
+//!   modules speak only the 1E frame, so `A` needs `frameType: FRAME_1E`.
+//! - `frameType`: `FRAME_3E` (default), `FRAME_4E` (adds a serial number that the
+//!   response must echo) or `FRAME_1E` (the A-compatible frame: commands 00/01 read
+//!   bits/words, 02/03 write them, 256 points a request, the devices
+//!   `X Y M S F B TS TC TN CS CC CN D W R`; its answers carry no length, so their
+//!   size follows from the request in flight; see `frame.rs`).
+//! - `monitorTimer`: 1-65535 (units of 250 ms, default 10 = 2.5 s, as the seed's),
+//!   sent in every request.
 //! - `byteOrder`: accepted and ignored: the engine applies byte order per tag.
 //!
 //! # Devices and addresses
@@ -43,7 +47,10 @@
 //!
 //! # Limits
 //! 960 words per word read, 3584 bits per bit read (the 3E limit is 7168; half of it
-//! stays within what every module accepts), responses of at most 2048 data bytes.
+//! stays within what every module accepts), responses of at most 2048 data bytes;
+//! 256 points a request in the 1E frame. A 1E completion code other than `5B`
+//! (the CPU's abnormal code follows) is taken as the devices' fault, so a merged
+//! read it fails is split like one an end code blames.
 #![cfg_attr(not(any(test, feature = "native")), no_std)]
 
 extern crate alloc;
@@ -63,7 +70,7 @@ use core::cell::RefCell;
 
 use address::Device;
 use frame::FrameType;
-use plan::LIMITS;
+use plan::limits;
 use sluice_guest::numeric::{ByteOrder, DataType};
 use sluice_guest::session::range_codec::RangeCodec;
 use sluice_guest::session::ranges::{Extent, RangeRequest, RangeState};
@@ -94,7 +101,7 @@ fn protocols() -> Vec<ProtocolDeclaration> {
             declare(
                 "monitorTimer",
                 integers(1, i64::from(u16::MAX)),
-                int(4),
+                int(10),
                 "how long the PLC may take to answer, in units of 250 ms; 0 would let it wait forever",
             ),
             declare(
@@ -135,14 +142,15 @@ type Request = RangeRequest<Device>;
 struct McSession {
     config: Config,
     tags: Vec<Tag>,
-    state: RefCell<RangeState<Device>>,
+    /// The kit's state; a write in flight keeps whether it is in bit units.
+    state: RefCell<RangeState<Device, bool>>,
 }
 
 impl McSession {
     /// Checks settings and tags; every mistake is reported.
     fn create(settings: &[Setting], tags: Vec<TagSpec>) -> Result<McSession, Vec<ConfigError>> {
         let (config, tags) = config::read(settings, tags)?;
-        let state = RangeState::new(tags.iter().map(|t| t.extent), LIMITS);
+        let state = RangeState::new(tags.iter().map(|t| t.extent), limits(config.frame));
         Ok(McSession {
             config,
             tags,
@@ -150,21 +158,81 @@ impl McSession {
         })
     }
 
-    /// The checked answer `frame` to the request sent with `serial`.
-    fn response<'a>(&self, serial: u16, frame: &'a [u8]) -> Result<frame::Response<'a>, Failure> {
-        frame::response(self.config.frame, serial, frame).map_err(Failure::Malformed)
+    /// The checked answer `frame` to the request sent with `serial`, which
+    /// (in the 1E frame) answers `expect`.
+    fn response<'a>(
+        &self,
+        serial: u16,
+        expect: frame::Expect1E,
+        frame: &'a [u8],
+    ) -> Result<frame::Response<'a>, Failure> {
+        match self.config.frame {
+            FrameType::E1 => frame::response_1e(frame, expect),
+            other => frame::response(other, serial, frame),
+        }
+        .map_err(Failure::Malformed)
+    }
+
+    /// The message of end code `code` for `what`.
+    fn end_code(&self, code: u16, what: &str) -> String {
+        match self.config.frame {
+            FrameType::E1 => frame::end_code_1e(code, what),
+            FrameType::E3 | FrameType::E4 => frame::end_code(code, what),
+        }
+    }
+
+    /// What the 1E answer to the exchange in flight is: a read's data, or a
+    /// write's acknowledgement.
+    fn expected_1e(&self) -> Result<frame::Expect1E, String> {
+        let state = self.state.borrow();
+        if let Some(request) = state.exchange.read_in_flight() {
+            let read = state.reads.request(request)?;
+            return Ok(expect_read(read));
+        }
+        match state.exchange.write_in_flight() {
+            Some(&bits) => Ok(frame::Expect1E::to(frame::command_1e(true, bits), 0)),
+            None => Err("an answer arrived with nothing in flight".into()),
+        }
     }
 
     /// A request frame for `command` on `points` (words or bits by the device).
     fn frame(&self, serial: u16, command: u16, points: Extent<Device>, data: &[u8]) -> Vec<u8> {
+        let config = self.config;
+        if config.frame == FrameType::E1 {
+            let bits = points.area.bits;
+            let command = frame::command_1e(command == frame::WRITE, bits);
+            // Addresses are checked against the 1E devices when the session opens.
+            let code = points.area.code_1e.unwrap_or_default();
+            return frame::request_1e(
+                command,
+                config.timer,
+                points.start,
+                code,
+                points.count,
+                data,
+            );
+        }
         let mut body = Vec::with_capacity(8 + data.len());
         frame::push_device(&mut body, points.start, points.area.code, self.config.wide);
         body.extend_from_slice(&(points.count as u16).to_le_bytes());
         body.extend_from_slice(data);
         let sub = frame::subcommand(self.config.wide, points.area.bits);
-        let config = self.config;
         frame::request(config.frame, serial, config.timer, command, sub, &body)
     }
+}
+
+/// The data bytes of a successful answer to `read`: two a word, one a pair of bits.
+fn data_len(read: &Request) -> u32 {
+    if read.area.bits {
+        read.count.div_ceil(2)
+    } else {
+        read.count * 2
+    }
+}
+
+/// The 1E answer to `read`.
+fn expect_read(read: &Request) -> frame::Expect1E {
+    frame::Expect1E::to(frame::command_1e(false, read.area.bits), data_len(read))
 }
 
 /// The points of `request`, for messages: `D100..D111 (12 words)`.
@@ -185,7 +253,8 @@ fn describe(request: &Request) -> String {
 
 impl RangeCodec<Value, Batch> for McSession {
     type Area = Device;
-    type Echo = ();
+    /// Whether the write is in bit units (its 1E answer says so).
+    type Echo = bool;
     /// The points written and their wire data.
     type Payload = (Extent<Device>, Vec<u8>);
 
@@ -194,7 +263,10 @@ impl RangeCodec<Value, Batch> for McSession {
     }
 
     fn total_len(&self, head: &[u8]) -> Result<u32, String> {
-        frame::total_len(self.config.frame, head)
+        match self.config.frame {
+            FrameType::E1 => frame::total_len_1e(head, self.expected_1e()?),
+            other => frame::total_len(other, head),
+        }
     }
 
     fn read_frame(&self, read: &Request, serial: u16) -> Vec<u8> {
@@ -213,20 +285,13 @@ impl RangeCodec<Value, Batch> for McSession {
         frame: &[u8],
         ts_ms: i64,
     ) -> Result<Batch, Failure> {
-        let response = self.response(serial, frame)?;
+        let response = self.response(serial, expect_read(read), frame)?;
         let what = describe(read);
         if response.end_code != 0 {
             let code = response.end_code;
-            return Err(Failure::device(
-                u32::from(code),
-                frame::end_code(code, &what),
-            ));
+            return Err(Failure::device(u32::from(code), self.end_code(code, &what)));
         }
-        let expected = if read.area.bits {
-            (read.count as usize).div_ceil(2)
-        } else {
-            read.count as usize * 2
-        };
+        let expected = data_len(read) as usize;
         if response.data.len() != expected {
             return Err(Failure::Malformed(format!(
                 "{} data bytes, expected {expected} for {what}",
@@ -237,30 +302,35 @@ impl RangeCodec<Value, Batch> for McSession {
     }
 
     fn blames_addresses(&self, code: u32) -> bool {
-        u16::try_from(code).is_ok_and(frame::blames_addresses)
+        let blames = match self.config.frame {
+            FrameType::E1 => frame::blames_addresses_1e,
+            FrameType::E3 | FrameType::E4 => frame::blames_addresses,
+        };
+        u16::try_from(code).is_ok_and(blames)
     }
 
-    fn write(&self, tag: u32, value: &Value) -> Result<((), Self::Payload), Failure> {
+    fn write(&self, tag: u32, value: &Value) -> Result<(bool, Self::Payload), Failure> {
         let target = tag_at(&self.tags, tag)?;
         let (count, bytes) = data::write(target, value).map_err(Failure::unwritable)?;
         let points = Extent {
             count,
             ..target.extent
         };
-        Ok(((), (points, bytes)))
+        Ok((points.area.bits, (points, bytes)))
     }
 
     fn write_frame(&self, (points, bytes): Self::Payload, serial: u16) -> Vec<u8> {
         self.frame(serial, frame::WRITE, points, &bytes)
     }
 
-    fn write_answer(&self, (): (), serial: u16, frame: &[u8]) -> Result<(), Failure> {
-        let response = self.response(serial, frame)?;
+    fn write_answer(&self, bits: bool, serial: u16, frame: &[u8]) -> Result<(), Failure> {
+        let expect = frame::Expect1E::to(frame::command_1e(true, bits), 0);
+        let response = self.response(serial, expect, frame)?;
         if response.end_code != 0 {
-            let code = u32::from(response.end_code);
+            let code = response.end_code;
             return Err(Failure::device(
-                code,
-                frame::end_code(response.end_code, "the write"),
+                u32::from(code),
+                self.end_code(code, "the write"),
             ));
         }
         if !response.data.is_empty() {
@@ -272,7 +342,7 @@ impl RangeCodec<Value, Batch> for McSession {
         Ok(())
     }
 
-    fn state(&self) -> &RefCell<RangeState<Device>> {
+    fn state(&self) -> &RefCell<RangeState<Device, bool>> {
         &self.state
     }
 }

@@ -8,15 +8,31 @@
 use sluice_guest::session::ranges::{Area, RangeLimits};
 
 use crate::address::Device;
+use crate::frame::{FrameType, MAX_POINTS_1E};
 
-/// The limits used: a gap of 16 points, 960 words per word read (the 3E limit) and
-/// 3584 points per bit read (half the 3E limit of 7168, which older modules and
-/// some CPUs do not reach).
+/// The limits of the 3E and 4E frames: a gap of 16 points, 960 words per word
+/// read (the 3E limit) and 3584 points per bit read (half the 3E limit of 7168,
+/// which older modules and some CPUs do not reach).
 pub const LIMITS: RangeLimits = RangeLimits {
     merge_gap: 16,
     max_words: 960,
     max_bits: 3584,
 };
+
+/// The limits of the 1E frame: 256 points a request, in words or bits.
+pub const LIMITS_1E: RangeLimits = RangeLimits {
+    merge_gap: 16,
+    max_words: MAX_POINTS_1E,
+    max_bits: MAX_POINTS_1E,
+};
+
+/// The limits of requests in `frame`.
+pub fn limits(frame: FrameType) -> RangeLimits {
+    match frame {
+        FrameType::E1 => LIMITS_1E,
+        FrameType::E3 | FrameType::E4 => LIMITS,
+    }
+}
 
 impl Area for Device {
     fn is_bits(self) -> bool {

@@ -73,6 +73,17 @@ impl<W> InFlight<W> {
             .ok_or_else(|| "a write response arrived with no write in flight".into())
     }
 
+    /// The request of the read in flight, if any (for a protocol whose
+    /// answers say their size only with the request they answer).
+    pub fn read_in_flight(&self) -> Option<u32> {
+        self.read.map(|(request, _)| request)
+    }
+
+    /// The state of the write in flight, if any.
+    pub fn write_in_flight(&self) -> Option<&W> {
+        self.write.as_ref().map(|(_, state)| state)
+    }
+
     /// Forgets the read and the write in flight (the ids go on).
     pub fn reset(&mut self) {
         self.read = None;
@@ -87,8 +98,11 @@ mod tests {
     #[test]
     fn only_the_read_in_flight_is_answered() {
         let mut flight = InFlight::<()>::default();
+        assert_eq!(flight.read_in_flight(), None);
         assert_eq!(flight.send_read(3), 1);
+        assert_eq!(flight.read_in_flight(), Some(3));
         assert_eq!(flight.answered_read(3), Ok(1));
+        assert_eq!(flight.read_in_flight(), None);
         assert!(flight.answered_read(3).is_err(), "answered already");
         assert_eq!(flight.send_read(3), 2);
         assert!(flight.answered_read(4).is_err());
@@ -103,6 +117,7 @@ mod tests {
         let mut flight = InFlight::<char>::default();
         assert!(flight.answered_write().is_err());
         assert_eq!(flight.send_write('x'), 1);
+        assert_eq!(flight.write_in_flight(), Some(&'x'));
         assert_eq!(flight.answered_write(), Ok((1, 'x')));
         flight.send_write('y');
         flight.send_read(0);

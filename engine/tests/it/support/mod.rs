@@ -8,6 +8,7 @@ pub mod config;
 pub mod downlink;
 pub mod engine;
 pub mod faults;
+pub mod melsec_1e;
 pub mod mqtt;
 pub mod peers;
 pub mod postgres;

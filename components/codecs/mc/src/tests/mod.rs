@@ -6,6 +6,7 @@ use sluice_guest::columns::Quality;
 use sluice_guest::fuzz::{self, Peer, Rng};
 use sluice_guest::numeric::{ByteOrder, Number, decode, reorder};
 
+mod frame_1e;
 mod reads;
 mod writes;
 
@@ -26,12 +27,18 @@ fn session(settings: &[Setting], tags: Vec<TagSpec>) -> McSession {
     }
 }
 
+/// Series Q/L, monitoring timer 4 (1 s): the frames below are written with it.
 fn q_l(tags: Vec<TagSpec>) -> McSession {
-    session(&[], tags)
+    session(&[int("monitorTimer", 4)], tags)
 }
 
 fn iq_r(tags: Vec<TagSpec>) -> McSession {
-    session(&[text("series", "IQ_R")], tags)
+    session(&[text("series", "IQ_R"), int("monitorTimer", 4)], tags)
+}
+
+/// Series A over the 1E frame, monitoring timer 10.
+fn a_1e(tags: Vec<TagSpec>) -> McSession {
+    session(&[text("series", "A"), text("frameType", "FRAME_1E")], tags)
 }
 
 fn errors(settings: &[Setting], tags: Vec<TagSpec>) -> Vec<ConfigError> {
@@ -61,11 +68,29 @@ fn reply(sent: &[u8], end_code: u16, data: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A PLC answering every request in full.
+/// A PLC answering every request in full, in the request's frame.
 struct Plc;
+
+/// Whether `sent` is a 1E request (a command 0-3 to PC `FF`).
+fn is_1e(sent: &[u8]) -> bool {
+    sent.len() >= 12 && sent[0] <= 3 && sent[1] == 0xFF
+}
 
 impl Peer for Plc {
     fn read(&self, sent: &[u8], rng: &mut Rng) -> Vec<u8> {
+        if is_1e(sent) {
+            let points = if sent[10] == 0 {
+                256
+            } else {
+                usize::from(sent[10])
+            };
+            let len = if sent[0] == 0 {
+                points.div_ceil(2)
+            } else {
+                points * 2
+            };
+            return [&[sent[0] | 0x80, 0][..], &rng.bytes(len)].concat();
+        }
         let base = if sent[0] == 0x54 { 4 } else { 0 };
         let sub = sent[base + 13];
         let at = base + 15 + if sub & 2 != 0 { 6 } else { 4 };
@@ -79,6 +104,9 @@ impl Peer for Plc {
     }
 
     fn write(&self, sent: &[u8]) -> Vec<u8> {
+        if is_1e(sent) {
+            return alloc::vec![sent[0] | 0x80, 0];
+        }
         reply(sent, 0, &[])
     }
 }
@@ -121,10 +149,10 @@ fn pipeline(bytes: &[u8], data_type: DataType, order: ByteOrder) -> Number {
 
 #[test]
 fn settings_defaults_and_errors() {
-    let s = q_l(alloc::vec![spec("D100", WireType::Int16)]);
+    let s = session(&[], alloc::vec![spec("D100", WireType::Int16)]);
     assert_eq!(s.config.frame, FrameType::E3);
     assert!(!s.config.wide);
-    assert_eq!(s.config.timer, 4);
+    assert_eq!(s.config.timer, 10, "2.5 s, as the seed's default");
     assert_eq!(s.header_len(), 9);
     assert!(s.handshake(0).is_none());
     let s = session(
@@ -139,25 +167,34 @@ fn settings_defaults_and_errors() {
     assert_eq!((s.config.frame, s.config.timer), (FrameType::E4, 10));
     assert_eq!(s.header_len(), 13);
 
+    let s = a_1e(Vec::new());
+    assert_eq!((s.config.frame, s.header_len()), (FrameType::E1, 2));
     let errs = errors(
         &[
-            text("frameType", "FRAME_1E"),
-            text("series", "A"),
+            text("frameType", "FRAME_2E"),
             int("monitorTimer", 0),
             int("unitId", 1),
             int("series", 3),
+            text("series", "A"),
         ],
         Vec::new(),
     );
     let keys: Vec<&str> = errs.iter().map(|e| e.key.as_str()).collect();
     assert_eq!(
         keys,
-        ["frameType", "series", "monitorTimer", "unitId", "series"]
+        ["frameType", "monitorTimer", "unitId", "series", "series"]
     );
     assert!(
-        errs[0].message.contains("not supported"),
+        errs[0].message.contains("FRAME_1E, FRAME_3E or FRAME_4E"),
         "{}",
         errs[0].message
+    );
+    assert!(
+        errs[4]
+            .message
+            .contains("series A speaks only the 1E frame"),
+        "{}",
+        errs[4].message
     );
     assert!(errs.iter().all(|e| e.tag.is_none()));
     assert_eq!(errors(&[int("monitorTimer", 65536)], Vec::new()).len(), 1);
@@ -228,7 +265,12 @@ fn random_and_mutated_frames_never_panic() {
         "D0 INT16, D2 FLOAT64, D8.15 BOOL, D20 STRING(5), M0 BOOL, M7 BOOL, X1F BOOL, W10 UINT32",
     );
     let e4 = [text("frameType", "FRAME_4E"), text("series", "IQ_R")];
-    for s in [q_l(tags.clone()), session(&e4, tags)] {
+    let e1 = [text("frameType", "FRAME_1E"), text("series", "A")];
+    for s in [
+        q_l(tags.clone()),
+        session(&e4, tags.clone()),
+        session(&e1, tags),
+    ] {
         let reached = fuzz::run(&s, &Plc, 8, 0x9E37_79B9_7F4A_7C15, 10_000);
         assert!(reached.reads > 500 && reached.writes > 50, "{reached:?}");
     }
