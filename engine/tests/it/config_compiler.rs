@@ -154,7 +154,7 @@ fn bad_addresses_of_every_protocol_are_refused_by_check_and_run_alike() {
     expect(
         &lines,
         &at(&dir, "gw.yaml", 34, "A"),
-        "`series`: mc: series A is not supported",
+        "`series`: mc: series A speaks only the 1E frame",
     );
     assert_eq!(
         lines.len(),
