@@ -233,7 +233,7 @@ impl Stream {
                             seq,
                             skipped: None,
                         };
-                        let json = serde_json::to_vec(&payload(header, &samples, &tags))
+                        let json = serde_json::to_vec(&payload(header, &samples, &tags, None))
                             .expect("a report serializes");
                         Message {
                             device: device.clone(),

@@ -151,6 +151,22 @@ fn finite(value: f64) -> Result<Number, DecodeError> {
     }
 }
 
+/// Decodes `bytes` as they came from the device: put in big-endian order by
+/// `order` (as the `swap_bytes` stage does), then decoded as `data_type` (as
+/// the `decode` stage does).
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_wire(
+    data_type: DataType,
+    order: ByteOrder,
+    bytes: &[u8],
+) -> Result<Number, DecodeError> {
+    let mut bytes = bytes.to_vec();
+    reorder_for(&mut bytes, data_type, order);
+    decode(data_type, &bytes)
+}
+
 /// Decodes big-endian `bytes` as `data_type`.
 ///
 /// # Errors

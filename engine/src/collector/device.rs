@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::latest::{LatestValues, RoundsDone};
 use super::metrics::DeviceCounters;
-use super::reporter::{Identity, Reporter};
+use super::reporter::{Identity, Reporter, Round};
 use super::sink::SampleSink;
 use crate::clock::now_ms;
 use crate::io::{Link, LinkError, SharedLink};
@@ -371,6 +371,7 @@ impl Device {
         for tag in bad {
             batch.push_bad(tag, now);
         }
+        let raw = self.reporter.raw_values(&batch, &self.tags);
         let started = std::time::Instant::now();
         let processed = pipeline.run_in_round(batch).await;
         self.count_component_time(started);
@@ -394,9 +395,9 @@ impl Device {
             product_id: &self.product_id,
             device_num: &self.device_num,
         };
-        if let Err(error) = self
-            .reporter
-            .report(who, samples, &self.tags, seq, uplink, now)
+        if let Err(error) =
+            self.reporter
+                .report(who, Round { samples, raw }, &self.tags, seq, uplink, now)
         {
             self.note_error(format!("reports not published: {error}"));
         }

@@ -18,6 +18,7 @@ mod links;
 mod metrics;
 mod ownership;
 mod polling;
+mod raw_values;
 mod reporter;
 mod roster;
 mod scrape;

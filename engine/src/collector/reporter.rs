@@ -5,8 +5,9 @@
 
 use std::sync::Mutex;
 
+use super::raw_values::raw_values;
 use crate::config::ReportMode;
-use crate::model::{Quality, Sample, TagSpec, Value};
+use crate::model::{Batch, Quality, RawValues, Sample, TagSpec, Value};
 use crate::mqtt::sparkplug::{self, MetricTable};
 use crate::mqtt::{ReportHeader, payload};
 use crate::store::{SeqAllocator, StoreError};
@@ -20,8 +21,17 @@ pub struct Reporter {
     mode: ReportMode,
     topic: String,
     encoding: Encoding,
+    /// Whether JSON reports carry each value's `rawValue` (`collector.rawValue`).
+    raw_values: bool,
     /// Last published value and quality per tag (ON_CHANGE only; empty otherwise).
     last: Mutex<Vec<Option<(Value, Quality)>>>,
+}
+
+/// A round's processed samples, and its raw values when reports carry them.
+#[derive(Debug, Default)]
+pub struct Round {
+    pub samples: Vec<Sample>,
+    pub raw: Option<RawValues>,
 }
 
 /// How a report's payload is written.
@@ -43,18 +53,34 @@ pub struct Identity<'a> {
 }
 
 impl Reporter {
-    pub fn new(mode: ReportMode, topic: String, encoding: Encoding, tags: usize) -> Self {
+    /// `raw_values`: JSON reports carry each value's `rawValue` (Sparkplug
+    /// metrics have no place for it).
+    pub fn new(
+        mode: ReportMode,
+        topic: String,
+        encoding: Encoding,
+        tags: usize,
+        raw_values: bool,
+    ) -> Self {
         let remembered = if mode == ReportMode::OnChange {
             tags
         } else {
             0
         };
+        let raw_values = raw_values && matches!(encoding, Encoding::Json);
         Self {
             mode,
             topic,
             encoding,
+            raw_values,
             last: Mutex::new(vec![None; remembered]),
         }
+    }
+
+    /// The raw values of `batch` (a round before its pipeline), when the
+    /// reports carry them.
+    pub fn raw_values(&self, batch: &Batch, tags: &[TagSpec]) -> Option<RawValues> {
+        self.raw_values.then(|| raw_values(batch, tags))
     }
 
     /// The aliases and datatypes its Sparkplug data is published with.
@@ -71,19 +97,20 @@ impl Reporter {
         last.iter_mut().for_each(|slot| *slot = None);
     }
 
-    /// Queues the reports for `samples` in the outbox; returns how many.
+    /// Queues the reports for `round` in the outbox; returns how many.
     ///
     /// # Errors
     /// When no sequence number could be reserved (the store failed).
     pub fn report(
         &self,
         who: Identity<'_>,
-        samples: Vec<Sample>,
+        round: Round,
         tags: &[TagSpec],
         seq: &SeqAllocator,
         uplink: &Uplink,
         now_ms: i64,
     ) -> Result<usize, StoreError> {
+        let Round { samples, raw } = round;
         let samples = match self.mode {
             ReportMode::OnChange => self.changed(samples),
             ReportMode::Batch | ReportMode::Single => samples,
@@ -106,7 +133,7 @@ impl Reporter {
                 skipped: numbered.skipped,
             };
             let body = match &self.encoding {
-                Encoding::Json => payload(header, &group, tags),
+                Encoding::Json => payload(header, &group, tags, raw.as_ref()),
                 Encoding::Sparkplug(metrics) => sparkplug::device_data(now_ms, &group, metrics),
             };
             uplink.report(Message {

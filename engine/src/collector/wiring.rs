@@ -167,7 +167,8 @@ impl<'a> Wiring<'a> {
             ),
         };
         let mode = self.config.collector.report_mode;
-        let reporter = Reporter::new(mode, topic, encoding, tags.len());
+        let raw = self.config.collector.raw_value;
+        let reporter = Reporter::new(mode, topic, encoding, tags.len(), raw);
         let driver = device
             .channels
             .first()

@@ -22,6 +22,9 @@ pub struct CollectorConfig {
     pub per_device_timeout_ms: u64,
     /// `reportMode`: how samples are published (default BATCH).
     pub report_mode: ReportMode,
+    /// `rawValue`: each value of a JSON report carries `rawValue`, the value
+    /// as the device holds it before the pipeline's stages (default false).
+    pub raw_value: bool,
     /// `mqtt`: the uplink broker.
     pub mqtt: MqttConfig,
     /// `http`: the local HTTP API; `None` (no server) when the block is absent.
@@ -57,6 +60,7 @@ impl Default for CollectorConfig {
             worker_threads: 1,
             per_device_timeout_ms: 3000,
             report_mode: ReportMode::Batch,
+            raw_value: false,
             mqtt: MqttConfig::default(),
             http: None,
             wal: WalConfig::default(),
@@ -236,6 +240,7 @@ pub(super) fn read(node: &Node, base: &Path, errors: &mut Diagnostics) -> Collec
             d.report_mode,
             errors,
         ),
+        raw_value: read_at::<bool>(&mut f, "rawValue", errors).map_or(d.raw_value, |(on, _)| on),
         mqtt: f
             .node("mqtt")
             .map_or_else(MqttConfig::default, |n| network::read_mqtt(n, base, errors)),
@@ -424,6 +429,7 @@ mod tests {
         assert_eq!(c.heartbeat_failures, 3);
         assert_eq!(c.lease.scan_interval_ms, 10_000);
         assert_eq!(c.merge_gap, 16);
+        assert!(!c.raw_value);
     }
 
     #[test]
@@ -431,6 +437,7 @@ mod tests {
         let c = load_ok(
             "collector:
   reportMode: ON_CHANGE
+  rawValue: true
   mqtt: {brokerUrl: 'mqtt://broker.local', topicPrefix: site1/, qos: 0}
   http: {listen: '0.0.0.0:9000', adminToken: s3cret}
   wal: {overflowPolicy: DROP_NEWEST, ringCapacity: 500, groupCommitMs: 0}
@@ -443,6 +450,7 @@ mod tests {
         )
         .collector;
         assert_eq!(c.report_mode, ReportMode::OnChange);
+        assert!(c.raw_value);
         assert_eq!(
             (c.mqtt.broker_host.as_str(), c.mqtt.broker_port),
             ("broker.local", 1883)

@@ -26,7 +26,7 @@ pub use protocol::{
     ENGINE_CHANNEL_KEYS, ProtocolInfo, ProtocolTaken, Protocols, SettingDecl, SettingType,
     Transport,
 };
-pub use sample::{Batch, Quality, Sample, Span, Value};
+pub use sample::{Batch, Quality, RawValues, Sample, Span, Value};
 pub use scope::Scope;
 pub use secret::Secret;
 pub use serial::{Parity, SerialLine};

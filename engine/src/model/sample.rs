@@ -129,6 +129,19 @@ pub struct Batch {
     pub bytes: Vec<u8>,
 }
 
+/// The values of a round's tags as the device holds them, before the
+/// pipeline's stages (seed 003's `rawValue`), by tag index; `None` for a tag
+/// the round did not read, or whose bytes do not decode.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawValues(pub Vec<Option<Value>>);
+
+impl RawValues {
+    /// The raw value of tag `tag`.
+    pub fn get(&self, tag: u32) -> Option<&Value> {
+        self.0.get(tag as usize)?.as_ref()
+    }
+}
+
 impl Batch {
     /// Moves `other`'s samples into this batch, renumbering their tags with
     /// `tag_of` and moving their raw bytes (spans follow).

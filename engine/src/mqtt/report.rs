@@ -1,13 +1,14 @@
 //! The report payload published on `property/post` for one device and round:
 //! `{deviceNum, productId, seq, timestamp, values: [{key, quality, ts, value}]}`,
-//! and `skipped: {from, to}` after `seq` in the first report after a crash.
+//! and `skipped: {from, to}` after `seq` in the first report after a crash;
+//! with `collector.rawValue`, each value with a raw value adds `rawValue`.
 //! A BAD value is published as `null` with its quality.
 //!
 //! The payload is written straight from the samples into its bytes: no JSON
 //! tree, no serializer per field (a round's report is the engine's hottest
 //! allocation and its hottest formatting).
 
-use crate::model::{Quality, Sample, TagSpec, Value};
+use crate::model::{Quality, RawValues, Sample, TagSpec, Value};
 
 /// Identity of the device a report is about.
 #[derive(Debug, Clone, Copy)]
@@ -26,8 +27,13 @@ pub struct ReportHeader<'a> {
 /// The JSON payload's bytes; samples name their tag by index into `tags`
 /// (a sample whose tag is unknown is left out). Fields are written in a fixed
 /// order: `deviceNum, productId, seq, timestamp, values`, and in each value
-/// `key, quality, ts, value`.
-pub fn payload(header: ReportHeader<'_>, samples: &[Sample], tags: &[TagSpec]) -> Vec<u8> {
+/// `key, quality, ts, value` and, when `raw` has one for its tag, `rawValue`.
+pub fn payload(
+    header: ReportHeader<'_>,
+    samples: &[Sample],
+    tags: &[TagSpec],
+    raw: Option<&RawValues>,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(96 + samples.len() * 80);
     out.extend_from_slice(b"{\"deviceNum\":");
     string(&mut out, header.device_num);
@@ -64,7 +70,11 @@ pub fn payload(header: ReportHeader<'_>, samples: &[Sample], tags: &[TagSpec]) -
         out.extend_from_slice(b"\",\"ts\":");
         out.extend_from_slice(ts.text(sample.ts_ms));
         out.extend_from_slice(b",\"value\":");
-        value(&mut out, sample, &mut number);
+        value(&mut out, &sample.value, sample.quality, &mut number);
+        if let Some(raw) = raw.and_then(|raw| raw.get(sample.tag)) {
+            out.extend_from_slice(b",\"rawValue\":");
+            value(&mut out, raw, Quality::Good, &mut number);
+        }
         out.push(b'}');
     }
     out.extend_from_slice(b"]}");
@@ -92,14 +102,14 @@ impl Timestamp {
     }
 }
 
-/// A sample's value as the report shows it: `null` when BAD, without one, or
-/// not a finite number.
-fn value(out: &mut Vec<u8>, sample: &Sample, number: &mut itoa::Buffer) {
-    if sample.quality == Quality::Bad {
+/// A value of `quality` as the report shows it: `null` when BAD, without one,
+/// or not a finite number.
+fn value(out: &mut Vec<u8>, value: &Value, quality: Quality, number: &mut itoa::Buffer) {
+    if quality == Quality::Bad {
         out.extend_from_slice(b"null");
         return;
     }
-    match &sample.value {
+    match value {
         Value::None | Value::Raw(_) => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
@@ -179,7 +189,7 @@ mod tests {
             seq: 42,
             skipped: None,
         };
-        let bytes = payload(header, &samples, &tags);
+        let bytes = payload(header, &samples, &tags, None);
         let parsed: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
         let entry = |key: &str, value: serde_json::Value, quality: &str| json!({"key": key, "value": value, "quality": quality, "ts": 1_700_000_000_123_i64});
         assert_eq!(
@@ -226,7 +236,7 @@ mod tests {
             skipped: Some((2, 1000)),
         };
         let parsed: serde_json::Value =
-            serde_json::from_slice(&payload(header, &samples, &tags)).expect("json");
+            serde_json::from_slice(&payload(header, &samples, &tags, None)).expect("json");
         let read: Vec<i64> = parsed["values"]
             .as_array()
             .expect("values")
@@ -235,5 +245,35 @@ mod tests {
             .collect();
         assert_eq!(read, stamps);
         assert_eq!(parsed["skipped"], json!({"from": 2, "to": 1000}));
+    }
+
+    #[test]
+    fn raw_values_go_beside_the_values_that_have_one() {
+        let tags = [tag("a"), tag("b"), tag("c")];
+        let samples = [
+            sample(0, Value::Float(12.34), Quality::Good),
+            sample(1, Value::Int(1), Quality::Good),
+            sample(2, Value::None, Quality::Bad),
+        ];
+        let raw = RawValues(vec![Some(Value::Int(1234)), None, Some(Value::Int(-9))]);
+        let header = ReportHeader {
+            product_id: "P",
+            device_num: "D1",
+            timestamp_ms: 9,
+            seq: 1,
+            skipped: None,
+        };
+        let bytes = payload(header, &samples, &tags, Some(&raw));
+        let parsed: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+        let values = &parsed["values"];
+        assert_eq!(values[0]["rawValue"], 1234);
+        assert!(values[1].get("rawValue").is_none(), "{parsed}");
+        // A value the pipeline set BAD keeps the raw value that explains it.
+        assert_eq!(
+            (&values[2]["value"], &values[2]["rawValue"]),
+            (&json!(null), &json!(-9))
+        );
+        let text = String::from_utf8(bytes).expect("utf-8");
+        assert!(text.contains(r#""value":12.34,"rawValue":1234}"#), "{text}");
     }
 }

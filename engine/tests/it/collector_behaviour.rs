@@ -286,3 +286,47 @@ async fn unanswered_heartbeats_take_an_idle_connection_offline() {
         "{metrics}"
     );
 }
+
+/// `collector.rawValue`: each value goes out beside the value the device
+/// holds, decoded before the pipeline scales it (seed 003's `rawValue`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_values_go_out_beside_the_scaled_ones() {
+    let (sim, handle) = simulator(10, Duration::ZERO).await;
+    sim.set_holding(0, &[1234, 0xFFFF]);
+    let broker = Mosquitto::start();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let tags = [
+        uint16("flow", "40001", 100).set("factor", 0.01),
+        Tag::new("delta", "40002", "INT16", 100).set("offset", 100),
+    ];
+    let config = collector(broker.port(), http, "BATCH", 60)
+        .set("rawValue", true)
+        .device(device("meter", handle.local_addr().port(), 1, tags))
+        .yaml();
+    let _engine = Engine::start(&scratch_dir("raw-values"), &config);
+    let messages = subscriber
+        .wait_until(Duration::from_secs(15), "a report", |m| {
+            m.iter().any(|m| m.topic == "P/meter/property/post")
+        })
+        .await;
+    let report = messages
+        .iter()
+        .find(|m| m.topic == "P/meter/property/post")
+        .expect("report")
+        .json();
+    let values: Vec<(Value, Value)> = report["values"]
+        .as_array()
+        .expect("values")
+        .iter()
+        .map(|v| (v["value"].clone(), v["rawValue"].clone()))
+        .collect();
+    assert_eq!(
+        values,
+        [
+            (serde_json::json!(12.34), serde_json::json!(1234)),
+            (serde_json::json!(99.0), serde_json::json!(-1)),
+        ],
+        "{report}"
+    );
+}
