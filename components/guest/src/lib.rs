@@ -178,6 +178,7 @@ macro_rules! wit_conversions {
                 W::Badc => B::Badc,
                 W::Cdab => B::Cdab,
                 W::Dcba => B::Dcba,
+                W::Ghefcdab => B::Ghefcdab,
             }
         }
 

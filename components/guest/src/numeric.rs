@@ -8,24 +8,24 @@ use alloc::vec::Vec;
 
 /// The order in which the bytes of the big-endian value `A B C D` arrive on the wire.
 ///
-/// For 64-bit values the same rule is applied to four registers: `CDAB` reverses
-/// the register order (`GH EF CD AB`), `BADC` swaps the bytes in each register,
-/// `DCBA` does both. For 16-bit values and strings only the byte swap applies.
+/// For 64-bit values (`A..H`) the rule applies per 32-bit half, as seed 003's
+/// decoder does: `CDAB` swaps the two halves (`EF GH AB CD`), `BADC` swaps the
+/// bytes in each register; `DCBA` reverses every byte (`HG FE DC BA`, a
+/// little-endian value). `GHEFCDAB` reverses the register order (`GH EF CD AB`;
+/// for 32-bit values the same as `CDAB`). For 16-bit values and strings only the
+/// byte swap applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ByteOrder {
     Abcd,
     Badc,
     Cdab,
     Dcba,
+    Ghefcdab,
 }
 
 impl ByteOrder {
     fn swaps_bytes(self) -> bool {
         matches!(self, ByteOrder::Badc | ByteOrder::Dcba)
-    }
-
-    fn swaps_words(self) -> bool {
-        matches!(self, ByteOrder::Cdab | ByteOrder::Dcba)
     }
 }
 
@@ -73,12 +73,18 @@ pub enum Number {
 /// its own inverse, so the same call serves reading and writing.
 pub fn reorder(bytes: &mut [u8], order: ByteOrder) {
     let words = bytes.len() / 2;
-    if order.swaps_words() && bytes.len() >= 4 && bytes.len().is_multiple_of(2) {
-        for i in 0..words / 2 {
-            let j = words - 1 - i;
-            bytes.swap(2 * i, 2 * j);
-            bytes.swap(2 * i + 1, 2 * j + 1);
+    let multi_word = bytes.len() >= 4 && bytes.len().is_multiple_of(2);
+    match order {
+        // A 64-bit value: its 32-bit halves change places, each kept whole.
+        ByteOrder::Cdab if bytes.len() == 8 => bytes.rotate_left(4),
+        ByteOrder::Cdab | ByteOrder::Dcba | ByteOrder::Ghefcdab if multi_word => {
+            for i in 0..words / 2 {
+                let j = words - 1 - i;
+                bytes.swap(2 * i, 2 * j);
+                bytes.swap(2 * i + 1, 2 * j + 1);
+            }
         }
+        _ => {}
     }
     if order.swaps_bytes() {
         for word in bytes.chunks_exact_mut(2) {
@@ -314,10 +320,53 @@ mod tests {
     }
 
     #[test]
-    fn word_swap_of_64_bit_values_reverses_the_registers() {
-        let mut bytes = [0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11];
-        reorder(&mut bytes, ByteOrder::Cdab);
-        assert_eq!(bytes, [0x10, 0x11, 0x0E, 0x0F, 0x0C, 0x0D, 0x0A, 0x0B]);
+    fn byte_orders_of_a_64_bit_value() {
+        // A..H = 0A 0B 0C 0D 0E 0F 10 11 (big-endian).
+        let value = [0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11];
+        for (order, wire) in [
+            (
+                ByteOrder::Abcd,
+                [0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11],
+            ),
+            (
+                ByteOrder::Badc,
+                [0x0B, 0x0A, 0x0D, 0x0C, 0x0F, 0x0E, 0x11, 0x10],
+            ),
+            // The seed's rule: the 32-bit halves swapped (EF GH AB CD).
+            (
+                ByteOrder::Cdab,
+                [0x0E, 0x0F, 0x10, 0x11, 0x0A, 0x0B, 0x0C, 0x0D],
+            ),
+            (
+                ByteOrder::Dcba,
+                [0x11, 0x10, 0x0F, 0x0E, 0x0D, 0x0C, 0x0B, 0x0A],
+            ),
+            // The registers reversed (GH EF CD AB).
+            (
+                ByteOrder::Ghefcdab,
+                [0x10, 0x11, 0x0E, 0x0F, 0x0C, 0x0D, 0x0A, 0x0B],
+            ),
+        ] {
+            let mut bytes = wire;
+            reorder(&mut bytes, order);
+            assert_eq!(bytes, value, "{order:?}");
+            reorder(&mut bytes, order);
+            assert_eq!(bytes, wire, "{order:?} is its own inverse");
+        }
+        // 1234.5678 as FLOAT64 with its halves swapped, as seed 003 decodes it.
+        let be = 1234.5678f64.to_be_bytes();
+        let wire = [be[4], be[5], be[6], be[7], be[0], be[1], be[2], be[3]];
+        assert_eq!(
+            decode_wire(DataType::Float64, ByteOrder::Cdab, &wire),
+            Ok(Number::Float(1234.5678))
+        );
+        // For 32-bit values GHEFCDAB is CDAB; for 16-bit values it changes nothing.
+        let mut word = [1, 2, 3, 4];
+        reorder(&mut word, ByteOrder::Ghefcdab);
+        assert_eq!(word, [3, 4, 1, 2]);
+        let mut short = [1, 2];
+        reorder_for(&mut short, DataType::Int16, ByteOrder::Ghefcdab);
+        assert_eq!(short, [1, 2]);
     }
 
     #[test]

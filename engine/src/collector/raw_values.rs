@@ -55,6 +55,7 @@ fn decoded(tag: &TagSpec, bytes: &[u8]) -> Option<Value> {
         ByteOrder::Badc => numeric::ByteOrder::Badc,
         ByteOrder::Cdab => numeric::ByteOrder::Cdab,
         ByteOrder::Dcba => numeric::ByteOrder::Dcba,
+        ByteOrder::Ghefcdab => numeric::ByteOrder::Ghefcdab,
     };
     Some(match numeric::decode_wire(data_type, order, bytes).ok()? {
         Number::Bool(b) => Value::Bool(b),

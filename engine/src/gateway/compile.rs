@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::compile::{self, Compiled, Conflict, Pools, Sources};
-use crate::config::{CollectorConfig, Document};
+use crate::config::{CollectorConfig, Document, GatewayConfig};
 use crate::deploy::Shelf;
 use crate::runtime::{LoadError, Registry, Runtime, RuntimeConfig};
 use crate::yaml::Diagnostics;
@@ -102,6 +102,7 @@ pub fn compile(sources: &Sources, purpose: Purpose) -> Result<Prepared, Refusal>
             "the file's entry of a pushed device was edited since the push; the pushed configuration is in force until it is withdrawn"
         );
     }
+    warn_of_changed_byte_orders(&loaded.config);
     let compiled = compile::build(loaded, &registry, &mut Pools::new(), &|_| true)
         .map_err(Refusal::Problems)?;
     Ok(Prepared {
@@ -110,4 +111,25 @@ pub fn compile(sources: &Sources, purpose: Purpose) -> Result<Prepared, Refusal>
         shelf,
         conflicts,
     })
+}
+
+/// Tags whose values read differently than in engines before the seed's 64-bit
+/// `CDAB` (docs/config.md, `byteOrder`): named once a device at every start.
+fn warn_of_changed_byte_orders(config: &GatewayConfig) {
+    for device in &config.devices {
+        let changed: Vec<&str> = device
+            .tags()
+            .filter(|t| t.spec.byte_order.changed_for(t.spec.data_type))
+            .map(|t| t.spec.key.as_str())
+            .collect();
+        if !changed.is_empty() {
+            tracing::warn!(
+                device = %device.device_id,
+                tags = %changed.join(", "),
+                "CDAB on a 64-bit value swaps its two 32-bit halves (seed 003's rule); engines \
+                 before this one reversed its four registers, which is GHEFCDAB now: check \
+                 these tags' values"
+            );
+        }
+    }
 }

@@ -38,7 +38,9 @@ impl DataType {
 }
 
 /// Byte order of a multi-register value: the order in which the bytes of the
-/// big-endian value `A B C D` appear on the wire.
+/// big-endian value `A B C D` appear on the wire (64-bit values: per 32-bit
+/// half, `CDAB` swapping the halves as seed 003's decoder does; `GHEFCDAB`
+/// reverses the four registers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ByteOrder {
     #[default]
@@ -46,6 +48,20 @@ pub enum ByteOrder {
     Badc,
     Cdab,
     Dcba,
+    Ghefcdab,
+}
+
+impl ByteOrder {
+    /// Whether a value of `data_type` in this order read differently in
+    /// engines before the seed's 64-bit rule: `CDAB` reversed the four
+    /// registers of a 64-bit value, as `GHEFCDAB` does now.
+    pub fn changed_for(self, data_type: DataType) -> bool {
+        self == ByteOrder::Cdab
+            && matches!(
+                data_type,
+                DataType::Int64 | DataType::Uint64 | DataType::Float64
+            )
+    }
 }
 
 impl ByteOrder {
@@ -54,6 +70,7 @@ impl ByteOrder {
         ("BADC", ByteOrder::Badc),
         ("CDAB", ByteOrder::Cdab),
         ("DCBA", ByteOrder::Dcba),
+        ("GHEFCDAB", ByteOrder::Ghefcdab),
     ];
 }
 

@@ -182,6 +182,7 @@ fn tags_to_wit(tags: &[TagSpec]) -> Vec<wit::TagSpec> {
                 ByteOrder::Badc => wit::ByteOrder::Badc,
                 ByteOrder::Cdab => wit::ByteOrder::Cdab,
                 ByteOrder::Dcba => wit::ByteOrder::Dcba,
+                ByteOrder::Ghefcdab => wit::ByteOrder::Ghefcdab,
             },
             factor: tag.factor,
             offset: tag.offset,

@@ -287,24 +287,46 @@ async fn unanswered_heartbeats_take_an_idle_connection_offline() {
     );
 }
 
+/// The registers of `value` (big-endian) in the order `order` lays them on
+/// the wire: the seed's CDAB swaps the 32-bit halves, GHEFCDAB reverses them.
+fn float64_registers(value: f64, order: &str) -> Vec<u16> {
+    let be = value.to_be_bytes();
+    let words: Vec<u16> = be
+        .chunks(2)
+        .map(|w| u16::from_be_bytes([w[0], w[1]]))
+        .collect();
+    match order {
+        "CDAB" => vec![words[2], words[3], words[0], words[1]],
+        "GHEFCDAB" => words.into_iter().rev().collect(),
+        _ => words,
+    }
+}
+
 /// `collector.rawValue`: each value goes out beside the value the device
-/// holds, decoded before the pipeline scales it (seed 003's `rawValue`).
+/// holds, decoded before the pipeline scales it (seed 003's `rawValue`);
+/// FLOAT64 values in the seed's CDAB and in GHEFCDAB read right through the
+/// whole pipeline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_values_go_out_beside_the_scaled_ones() {
     let (sim, handle) = simulator(10, Duration::ZERO).await;
-    sim.set_holding(0, &[1234, 0xFFFF]);
+    let mut registers = vec![1234, 0xFFFF];
+    registers.extend(float64_registers(1234.5678, "CDAB"));
+    registers.extend(float64_registers(-2.5, "GHEFCDAB"));
+    sim.set_holding(0, &registers);
     let broker = Mosquitto::start();
     let subscriber = Subscriber::connect(broker.port()).await;
     let http = free_port();
     let tags = [
         uint16("flow", "40001", 100).set("factor", 0.01),
         Tag::new("delta", "40002", "INT16", 100).set("offset", 100),
+        Tag::new("f64_cdab", "40003", "FLOAT64", 100).set("byteOrder", "CDAB"),
+        Tag::new("f64_ghef", "40007", "FLOAT64", 100).set("byteOrder", "GHEFCDAB"),
     ];
     let config = collector(broker.port(), http, "BATCH", 60)
         .set("rawValue", true)
         .device(device("meter", handle.local_addr().port(), 1, tags))
         .yaml();
-    let _engine = Engine::start(&scratch_dir("raw-values"), &config);
+    let engine = Engine::start(&scratch_dir("raw-values"), &config);
     let messages = subscriber
         .wait_until(Duration::from_secs(15), "a report", |m| {
             m.iter().any(|m| m.topic == "P/meter/property/post")
@@ -326,7 +348,19 @@ async fn raw_values_go_out_beside_the_scaled_ones() {
         [
             (serde_json::json!(12.34), serde_json::json!(1234)),
             (serde_json::json!(99.0), serde_json::json!(-1)),
+            (serde_json::json!(1234.5678), serde_json::json!(1234.5678)),
+            (serde_json::json!(-2.5), serde_json::json!(-2.5)),
         ],
         "{report}"
+    );
+    // The tag whose 64-bit CDAB read otherwise before is named at start.
+    let log = engine.log();
+    let warning = log
+        .lines()
+        .find(|l| l.contains("CDAB on a 64-bit value"))
+        .expect("a warning");
+    assert!(
+        warning.contains("f64_cdab") && !warning.contains("f64_ghef"),
+        "{warning}"
     );
 }

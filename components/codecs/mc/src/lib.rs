@@ -106,7 +106,7 @@ fn protocols() -> Vec<ProtocolDeclaration> {
             ),
             declare(
                 "byteOrder",
-                choices(&["ABCD", "BADC", "CDAB", "DCBA"]),
+                choices(&["ABCD", "BADC", "CDAB", "DCBA", "GHEFCDAB"]),
                 None,
                 "how the channel's multi-word values are laid out (the codec's own order when left out)",
             ),

@@ -38,7 +38,7 @@ pub fn declared() -> Vec<SettingDeclaration> {
         ),
         declare(
             "byteOrder",
-            choices(&["ABCD", "BADC", "CDAB", "DCBA"]),
+            choices(&["ABCD", "BADC", "CDAB", "DCBA", "GHEFCDAB"]),
             text("ABCD"),
             "how the channel's multi-register values are laid out; a tag may say otherwise",
         ),

@@ -96,7 +96,7 @@ fn protocols() -> Vec<ProtocolDeclaration> {
             ),
             declare(
                 "byteOrder",
-                choices(&["ABCD", "BADC", "CDAB", "DCBA"]),
+                choices(&["ABCD", "BADC", "CDAB", "DCBA", "GHEFCDAB"]),
                 text("ABCD"),
                 "how the channel's multi-byte values are laid out; a tag may say otherwise",
             ),
