@@ -118,6 +118,12 @@ fn cases() -> Vec<(DataType, ByteOrder, Vec<u8>, Value)> {
         (
             Float64,
             Cdab,
+            vec![0, 0, 0, 0, 0x3F, 0xF8, 0, 0],
+            Value::Float(1.5),
+        ),
+        (
+            Float64,
+            Ghefcdab,
             vec![0, 0, 0, 0, 0, 0, 0x3F, 0xF8],
             Value::Float(1.5),
         ),
@@ -136,6 +142,12 @@ fn cases() -> Vec<(DataType, ByteOrder, Vec<u8>, Value)> {
         (
             Uint64,
             Cdab,
+            vec![5, 6, 7, 8, 1, 2, 3, 4],
+            Value::Uint(0x0102_0304_0506_0708),
+        ),
+        (
+            Uint64,
+            Ghefcdab,
             vec![7, 8, 5, 6, 3, 4, 1, 2],
             Value::Uint(0x0102_0304_0506_0708),
         ),

@@ -8,11 +8,15 @@ use serde_json::{Value, json};
 use super::config::Tag;
 use super::mqtt::Message;
 
-/// Registers of a big-endian value as they appear on the wire in `order`.
+/// Registers of a big-endian value as they appear on the wire in `order`: a
+/// 64-bit value in CDAB has its 32-bit halves swapped (seed 003's rule), in
+/// GHEFCDAB (and DCBA, before the byte swap) its registers reversed.
 pub fn wire(be: &[u8], order: &str) -> Vec<u16> {
     let mut words: Vec<[u8; 2]> = be.chunks(2).map(|c| [c[0], c[1]]).collect();
-    if matches!(order, "CDAB" | "DCBA") {
-        words.reverse();
+    match order {
+        "CDAB" if words.len() == 4 => words.rotate_left(2),
+        "CDAB" | "DCBA" | "GHEFCDAB" => words.reverse(),
+        _ => {}
     }
     if matches!(order, "BADC" | "DCBA") {
         words.iter_mut().for_each(|w| w.swap(0, 1));
@@ -92,6 +96,14 @@ impl RegisterTable {
                 &[],
             );
         }
+        add(
+            "f64_GHEFCDAB",
+            "FLOAT64",
+            "GHEFCDAB",
+            wire(&(-2.25f64).to_be_bytes(), "GHEFCDAB"),
+            json!(-2.25),
+            &[],
+        );
         add(
             "u32",
             "UINT32",
