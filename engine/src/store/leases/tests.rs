@@ -144,9 +144,7 @@ fn details_and_parents_are_kept_beside_the_rows() {
 #[test]
 fn rows_of_the_json_table_move_into_the_binary_one() {
     const JSON_ROWS: TableDefinition<&str, &[u8]> = TableDefinition::new("entity_state");
-    let dir = std::env::temp_dir().join(format!("sluice-leases-json-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(&dir).expect("store");
+    let (store, dir) = empty_store("json");
     let old = StateRow {
         entity_type: EntityType::Device,
         entity_id: "d".into(),
@@ -328,33 +326,48 @@ fn entities_whose_keys_share_a_checksum_are_kept_apart() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-#[test]
-fn rows_keyed_by_entity_move_into_numbered_rows() {
-    const ROWS: TableDefinition<&[u8], &[u8; 52]> = TableDefinition::new("entity_lease");
-    const RECENT: TableDefinition<&[u8], &[u8; 52]> = TableDefinition::new("entity_lease_recent");
-    const DUE: TableDefinition<&[u8], ()> = TableDefinition::new("entity_lease_due");
-    const DETAILS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entity_lease_details");
-    let dir = std::env::temp_dir().join(format!("sluice-leases-keyed-{}", std::process::id()));
+/// A store in a new directory named after `name`.
+fn empty_store(name: &str) -> (Store, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("sluice-leases-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(&dir).expect("store");
-    let lease = |state, version, has_details| Lease {
+    (Store::open(&dir).expect("store"), dir)
+}
+
+/// A 30 s lease of tenant `tenant_id` as earlier versions stored it, filed at
+/// its expiry.
+fn earlier_lease(tenant_id: u32, state: EntityState, has_details: bool) -> Lease {
+    Lease {
         state,
         last_state: EntityState::Offline,
         timeout_source: TimeoutSource::Device,
         has_details,
         expired_state: EntityState::Offline,
         parent: 0,
-        tenant_id: 3,
+        tenant_id,
         timeout_seconds: 30,
         last_heartbeat: T0,
         expire_time: T0 + 30_000,
+        lease_version: 1,
+        filed_at: T0 + 30_000,
+        details_crc: 0,
+    }
+}
+
+#[test]
+fn rows_keyed_by_entity_move_into_numbered_rows() {
+    const ROWS: TableDefinition<&[u8], &[u8; 52]> = TableDefinition::new("entity_lease");
+    const RECENT: TableDefinition<&[u8], &[u8; 52]> = TableDefinition::new("entity_lease_recent");
+    const DUE: TableDefinition<&[u8], ()> = TableDefinition::new("entity_lease_due");
+    const DETAILS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entity_lease_details");
+    let (store, dir) = empty_store("keyed");
+    let lease = |state: EntityState, version, has_details| Lease {
         lease_version: version,
         filed_at: if state.is_live() {
             T0 + 30_000
         } else {
             NOT_FILED
         },
-        details_crc: 0,
+        ..earlier_lease(3, state, has_details)
     };
     // Those versions' keys: the type's code, then the id; no tenant.
     let key = |id: &str| [&[6u8][..], id.as_bytes()].concat();
@@ -428,24 +441,8 @@ fn numbered_rows_whose_keys_lack_their_tenant_keep_their_numbers_and_get_it() {
     const ROWS: TableDefinition<u32, &[u8]> = TableDefinition::new("entity_lease_row");
     const LOOKUP: TableDefinition<u64, ()> = TableDefinition::new("entity_lease_lookup");
     const DETAILS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entity_lease_details");
-    let dir = std::env::temp_dir().join(format!("sluice-leases-untenanted-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(&dir).expect("store");
-    let lease = |tenant_id, state, has_details| Lease {
-        state,
-        last_state: EntityState::Offline,
-        timeout_source: TimeoutSource::Device,
-        has_details,
-        expired_state: EntityState::Offline,
-        parent: 0,
-        tenant_id,
-        timeout_seconds: 30,
-        last_heartbeat: T0,
-        expire_time: T0 + 30_000,
-        lease_version: 1,
-        filed_at: T0 + 30_000,
-        details_crc: 0,
-    };
+    let (store, dir) = empty_store("untenanted");
+    let lease = earlier_lease;
     // Those versions' keys: the type's code, then the id.
     let old_key = |code: u8, id: &str| [&[code][..], id.as_bytes()].concat();
     let old_rows = [
