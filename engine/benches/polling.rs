@@ -25,6 +25,7 @@
 //! engine's default `workerThreads`), `SLUICE_BENCH_GROUP_COMMIT_MS` (the engine's
 //! default; the WAL's `groupCommitMs`, which trades publish lag for commits),
 //! `SLUICE_BENCH_CACHE_MB` (the engine's default; the store's `cacheMb`),
+//! `SLUICE_BENCH_RAW_VALUE` (`1`: reports carry `rawValue`),
 //! `SLUICE_BENCH_ENGINE` (the absolute path of another `sluice` binary to
 //! run, e.g. a saved copy of the build before a change), `SLUICE_BENCH_NODE_RED`
 //! (see [`node_red`]), `SLUICE_BENCH_TLS` (`1`: the engine reaches the broker
@@ -126,6 +127,8 @@ struct Tuning {
     group_commit_ms: Option<u64>,
     /// `store.cacheMb`.
     cache_mb: Option<u64>,
+    /// `rawValue`: reports carry each value's raw value.
+    raw_value: bool,
 }
 
 /// Where the engine publishes: the broker, straight or through the TLS front.
@@ -210,12 +213,13 @@ fn engine_config(
         threads,
         group_commit_ms,
         cache_mb,
+        raw_value,
     } = tuning;
     let max_connections = (addresses.len() * 2).max(64);
     let mut out = format!(
         "collector:
   workerThreads: {threads}
-  reportMode: BATCH
+  reportMode: BATCH{}
   mqtt:
     {}
     clientId: sluice-bench
@@ -228,6 +232,7 @@ fn engine_config(
     maxPerHost: {max_connections}
 devices:
 ",
+        if raw_value { "\n  rawValue: true" } else { "" },
         mqtt.yaml(),
         wal.display(),
         group_commit_ms.map_or(String::new(), |ms| format!("\n    groupCommitMs: {ms}")),
@@ -627,6 +632,7 @@ fn fleet(
             cache_mb: std::env::var("SLUICE_BENCH_CACHE_MB")
                 .ok()
                 .and_then(|v| v.parse().ok()),
+            raw_value: std::env::var("SLUICE_BENCH_RAW_VALUE").is_ok_and(|v| v == "1"),
         },
     );
     let mut engine = Engine::start(&scratch.0, &config, http);
