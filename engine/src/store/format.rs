@@ -13,10 +13,12 @@ use redb::{ReadableDatabase, TableDefinition, TableError};
 
 use super::error::StoreError;
 
-/// The format this engine writes. 2: every device's sequence numbers are kept
-/// as reserved ceilings (`seq_ceilings`), whatever the WAL does; format 1 kept
+/// The format this engine writes. 3: lease rows are keyed by tenant
+/// (`tenant_lease_row`; an engine of format 2 would not find them and would
+/// start every entity anew). 2: every device's sequence numbers are kept as
+/// reserved ceilings (`seq_ceilings`), whatever the WAL does; format 1 kept
 /// the last number written with a report when the WAL was on.
-pub const STATE_FORMAT: u64 = 2;
+pub const STATE_FORMAT: u64 = 3;
 
 /// `format` -> the state format of the file.
 pub const STATE_META: TableDefinition<&str, u64> = TableDefinition::new("state_meta");

@@ -2,9 +2,12 @@
 //! database written by release 0.1.0 (before files carried a state format):
 //! a gateway polling one meter with its broker down, stopped with its reports
 //! in the WAL. This engine reads it: the reports go out first, numbering goes
-//! on after them, the file is stamped with the state format. A file stamped
-//! with a newer state format is refused with a message and left byte for byte
-//! as it was.
+//! on after them, the file is stamped with the state format.
+//! `fixtures/upgrade-format-2/sluice.redb` was written by the last engine of
+//! state format 2 (lease rows keyed without their tenant): a meter of tenant
+//! 7 and its driver, online, stopped cleanly. This engine finds both rows
+//! under their tenant. A file stamped with a newer state format is refused
+//! with a message and left byte for byte as it was.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,11 +25,16 @@ const TOPIC: &str = "P/M1/property/post";
 
 /// A data directory holding the 0.1.0 database; the test's scratch dir.
 fn previous_release(name: &str) -> PathBuf {
+    with_fixture(name, "upgrade-0.1.0")
+}
+
+/// A scratch dir whose data directory holds the database of `fixture`.
+fn with_fixture(name: &str, fixture: &str) -> PathBuf {
     let dir = scratch_dir(name);
     let data = dir.join("data");
     std::fs::create_dir_all(&data).expect("data dir");
     std::fs::copy(
-        project_root().join("engine/tests/fixtures/upgrade-0.1.0/sluice.redb"),
+        project_root().join(format!("engine/tests/fixtures/{fixture}/sluice.redb")),
         data.join("sluice.redb"),
     )
     .expect("the fixture");
@@ -109,6 +117,66 @@ async fn the_previous_release_wal_and_state_are_read() {
     );
     assert_eq!(new["values"][0]["value"], json!(240.0));
     engine.kill();
+    assert_eq!(
+        format_of(&dir.join("data/sluice.redb")),
+        Some(STATE_FORMAT),
+        "stamped"
+    );
+}
+
+/// The lease rows of a format-2 file are found under their tenant: the
+/// meter's row as it was left, the driver's renewed on (its version goes on
+/// from the file's, where a new row would start at 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_rows_of_the_last_format_are_found_under_their_tenant() {
+    let started_ms = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis(),
+    )
+    .expect("ms");
+    let dir = with_fixture("upgrade-format-2", "upgrade-format-2");
+    let http = free_port();
+    // The meter's port has nothing behind it: nothing renews its row.
+    let meter = Device::modbus("meter", free_port())
+        .set("deviceNum", "M1")
+        .set("tenantId", 7)
+        .channel("readTimeoutMs", 1000)
+        .tag(Tag::new("volts", "40001", "UINT16", 500).set("factor", 0.1));
+    let config = Gateway::new("upgrade-tenants", free_port())
+        .http(http, "fixture-admin")
+        .tenant(crate::support::config::Tenant::new(7, "plant"))
+        .device(meter)
+        .yaml();
+    let engine = Engine::start(&dir, &config);
+    let get = async |path: &str| {
+        let (status, body) = Engine::request(http, "GET", path, Some("fixture-admin"), None).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        body
+    };
+    let meter = get("/devices/meter/state").await;
+    assert_eq!(meter["tenantId"], 7, "{meter}");
+    assert!(
+        meter["leaseVersion"].as_u64() >= Some(4)
+            && meter["lastHeartbeat"].as_i64() < Some(started_ms),
+        "the file's row: {meter}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let driver = loop {
+        let driver = get("/drivers/modbus_tcp/state?tenantId=7").await;
+        if driver["lastHeartbeat"].as_i64() >= Some(started_ms) {
+            break driver;
+        }
+        assert!(Instant::now() < deadline, "not renewed: {driver}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        (driver["leaseVersion"].as_u64(), &driver["state"]),
+        (Some(2), &json!("online")),
+        "renewed on from the file's row: {driver}"
+    );
+    drop(engine);
     assert_eq!(
         format_of(&dir.join("data/sluice.redb")),
         Some(STATE_FORMAT),
