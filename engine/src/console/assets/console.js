@@ -13,6 +13,7 @@ let streamDevice = null;
 let healthTimer = null;
 let onAlarmsChanged = null; // what the current view does when alarms change
 let flash = null; // {hash, text, cls}: an outcome shown until the page changes
+let refocus = null; // {el, start, end}: a field a re-render moved while it had the focus
 
 // ---- small helpers -------------------------------------------------------------
 
@@ -457,16 +458,18 @@ async function alarmView(id) {
   const a = answer.body;
   onAlarmsChanged = () => route();
   const result = flashed("alarm-result");
-  // A re-render (another change of the alarms) keeps what is being typed.
-  const typed = (field) => {
+  // A re-render (another change of the alarms) moves the fields being typed in
+  // into the new page as they are: what is typed while it renders, and the
+  // focus, stay in them.
+  const kept = (field) => {
     const el = document.getElementById(field);
-    return el && el.dataset.alarm === String(id) ? el.value : "";
+    if (!el || el.dataset.alarm !== String(id)) return null;
+    if (document.activeElement === el) refocus = { el, start: el.selectionStart, end: el.selectionEnd };
+    return el;
   };
-  const note = h("textarea", { id: "alarm-note", rows: 2, cols: 50, placeholder: "what was done, and why",
-    "data-alarm": id });
-  note.value = typed("alarm-note");
-  const by = h("input", { id: "alarm-by", placeholder: "your name", "data-alarm": id });
-  by.value = typed("alarm-by");
+  const note = kept("alarm-note") || h("textarea", { id: "alarm-note", rows: 2, cols: 50,
+    placeholder: "what was done, and why", "data-alarm": id });
+  const by = kept("alarm-by") || h("input", { id: "alarm-by", placeholder: "your name", "data-alarm": id });
   const act = async (action) => {
     const answerAct = await api("POST", `/alarms/${id}/${action}`, {
       by: by.value || undefined, note: note.value || undefined,
@@ -692,6 +695,13 @@ async function route() {
     view.replaceChildren(...content.filter(Boolean));
     view.dataset.view = name;
   }
+  // A field moved into the new page while typed in keeps the focus, in the
+  // same task: no keystroke lands elsewhere.
+  if (refocus && refocus.el.isConnected) {
+    refocus.el.focus();
+    refocus.el.setSelectionRange(refocus.start, refocus.end);
+  }
+  refocus = null;
 }
 
 window.addEventListener("hashchange", route);
