@@ -63,13 +63,7 @@ fn format_of(file: &Path) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_previous_release_wal_and_state_are_read() {
-    let started_ms = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_millis(),
-    )
-    .expect("ms");
+    let started_ms = sluice::clock::now_ms();
     let dir = previous_release("upgrade-read");
     let modbus = PyModbus::start(&json!({ "hr": { "0": [2400, 1] } }));
     let broker = Mosquitto::start();
@@ -129,13 +123,7 @@ async fn the_previous_release_wal_and_state_are_read() {
 /// from the file's, where a new row would start at 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_rows_of_the_last_format_are_found_under_their_tenant() {
-    let started_ms = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_millis(),
-    )
-    .expect("ms");
+    let started_ms = sluice::clock::now_ms();
     let dir = with_fixture("upgrade-format-2", "upgrade-format-2");
     let http = free_port();
     // The meter's port has nothing behind it: nothing renews its row.
