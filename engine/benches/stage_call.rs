@@ -159,6 +159,8 @@ fn columns(batch: Batch) -> Columns {
         ts_ms: Vec::with_capacity(n),
         bytes: batch.bytes,
         texts: Vec::new(),
+        element_kinds: Vec::new(),
+        element_bits: Vec::new(),
     };
     for sample in &batch.samples {
         let cell = match sample.value {
@@ -218,6 +220,7 @@ fn chain_library(tags: &[TagSpec]) -> Chain {
         .iter()
         .map(|t| Tag {
             data_type: GuestType::Uint16,
+            array_len: None,
             byte_order: GuestOrder::Abcd,
             factor: t.factor,
             offset: t.offset,

@@ -166,8 +166,13 @@ macro_rules! codec_helpers {
                 ..$crate::columns::Columns::with_capacity(samples.len())
             };
             for sample in samples {
+                if let Value::Array(_) = &sample.value {
+                    let numbers = numbers_from_array(&sample.value).unwrap_or_default();
+                    columns.push_array(sample.tag, numbers, sample.ts_ms);
+                    continue;
+                }
                 let cell = match &sample.value {
-                    Value::None => Cell::None,
+                    Value::None | Value::Array(_) => Cell::None,
                     Value::Raw(span) => Cell::Raw {
                         start: span.start,
                         len: span.len,
@@ -187,13 +192,28 @@ macro_rules! codec_helpers {
         /// column is left out).
         #[allow(dead_code)]
         fn batch_samples(batch: &sluice::dataflow::types::Batch) -> alloc::vec::Vec<Sample> {
-            use sluice::dataflow::types::{Span, Value};
+            use sluice::dataflow::types::{Element, Span, Value};
             use $crate::columns::{Cell, Quality};
             let columns = columns_from_batch(batch.clone());
+            let element = |e: usize| match columns.element(e) {
+                Cell::Boolean(v) => Element::Boolean(v),
+                Cell::Int(v) => Element::Int(v),
+                Cell::Uint(v) => Element::Uint(v),
+                Cell::Float(v) => Element::Float(v),
+                // Not an element kind: only a faulty batch has one.
+                _ => Element::Float(f64::NAN),
+            };
             (0..columns.rows())
                 .map(|i| Sample {
                     tag: columns.tags[i],
                     value: match columns.cell(i) {
+                        Cell::Array { .. } => Value::Array(
+                            columns
+                                .array_range(i)
+                                .unwrap_or_default()
+                                .map(element)
+                                .collect(),
+                        ),
                         Cell::None => Value::None,
                         Cell::Raw { start, len } => Value::Raw(Span { start, len }),
                         Cell::Boolean(v) => Value::Boolean(v),
@@ -398,17 +418,25 @@ macro_rules! codec_test_kit {
                 }
             }
 
-            /// Tags from a list like `D0 INT16, D20 STRING(5), M0 BOOL`: an address
-            /// and a data type as the configuration names it, `STRING(length)`.
+            /// Tags from a list like `D0 INT16, D20 STRING(5), M0 BOOL, D30 FLOAT32[4]`:
+            /// an address and a data type as the configuration names it,
+            /// `STRING(length)`, `TYPE[length]` for an array.
             pub fn specs(list: &str) -> Vec<TagSpec> {
                 let tag = |item: &str| {
                     let (address, name) = item.trim().split_once(' ').expect("address and type");
+                    let array = name.strip_suffix(']').and_then(|n| n.split_once('['));
                     match name
                         .strip_prefix("STRING(")
                         .and_then(|n| n.strip_suffix(')'))
                     {
                         Some(length) => string(address, length.parse().expect("a length")),
-                        None => spec(address, data_type(name)),
+                        None => match array {
+                            Some((name, length)) => TagSpec {
+                                length: length.parse().expect("a length"),
+                                ..spec(address, data_type(name))
+                            },
+                            None => spec(address, data_type(name)),
+                        },
                     }
                 };
                 list.split(',').map(tag).collect()

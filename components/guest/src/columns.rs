@@ -52,6 +52,7 @@ pub mod kind {
     pub const UINT: u8 = 4;
     pub const FLOAT: u8 = 5;
     pub const TEXT: u8 = 6;
+    pub const ARRAY: u8 = 7;
 }
 
 /// One sample's value, read out of the columns.
@@ -68,6 +69,11 @@ pub enum Cell<'a> {
     Uint(u64),
     Float(f64),
     Text(&'a str),
+    /// A range of the element columns: `len` elements from `start`.
+    Array {
+        start: u32,
+        len: u32,
+    },
 }
 
 impl Cell<'_> {
@@ -92,6 +98,10 @@ pub struct Columns {
     pub ts_ms: Vec<i64>,
     pub bytes: Vec<u8>,
     pub texts: Vec<String>,
+    /// The elements of the array values, consecutive per array: a kind
+    /// (boolean, int, uint or float) and 64 bits each, as a sample's.
+    pub element_kinds: Vec<u8>,
+    pub element_bits: Vec<u64>,
 }
 
 /// The `bits` of a raw span.
@@ -114,6 +124,10 @@ pub fn cell_of(kind: u8, bits: u64, texts: &[String]) -> Cell<'_> {
             Some(text) => Cell::Text(text),
             None => Cell::None,
         },
+        kind::ARRAY => Cell::Array {
+            start: (bits >> 32) as u32,
+            len: bits as u32,
+        },
         _ => Cell::None,
     }
 }
@@ -129,6 +143,8 @@ impl Columns {
             ts_ms: Vec::with_capacity(samples),
             bytes: Vec::new(),
             texts: Vec::new(),
+            element_kinds: Vec::new(),
+            element_bits: Vec::new(),
         }
     }
 
@@ -182,6 +198,82 @@ impl Columns {
                 (end <= self.bytes.len()).then_some(start..end)
             }
             _ => None,
+        }
+    }
+
+    /// The element range of sample `i`, when it holds an array that lies
+    /// inside the element columns.
+    pub fn array_range(&self, i: usize) -> Option<core::ops::Range<usize>> {
+        match self.cell(i) {
+            Cell::Array { start, len } => {
+                let start = start as usize;
+                let end = start.checked_add(len as usize)?;
+                let inside = end <= self.element_kinds.len() && end <= self.element_bits.len();
+                inside.then_some(start..end)
+            }
+            _ => None,
+        }
+    }
+
+    /// Element `e` of the element columns (text and unknown kinds are `None`).
+    pub fn element(&self, e: usize) -> Cell<'_> {
+        match (self.element_kinds.get(e), self.element_bits.get(e)) {
+            (Some(&kind), Some(&bits)) if (kind::BOOLEAN..=kind::FLOAT).contains(&kind) => {
+                cell_of(kind, bits, &[])
+            }
+            _ => Cell::None,
+        }
+    }
+
+    /// Sets element `e` to a float (no-op past the end).
+    pub fn set_element_float(&mut self, e: usize, value: f64) {
+        if let (Some(k), Some(b)) = (self.element_kinds.get_mut(e), self.element_bits.get_mut(e)) {
+            *k = kind::FLOAT;
+            *b = value.to_bits();
+        }
+    }
+
+    /// Appends `numbers` to the element columns and returns the `bits` of the
+    /// array they make; `None` if one of them is text, which no array holds.
+    fn append_elements(&mut self, numbers: impl IntoIterator<Item = Number>) -> Option<u64> {
+        let start = self.element_kinds.len();
+        for number in numbers {
+            let (kind, bits) = match number {
+                Number::Bool(v) => (kind::BOOLEAN, u64::from(v)),
+                Number::Int(v) => (kind::INT, v as u64),
+                Number::Uint(v) => (kind::UINT, v),
+                Number::Float(v) => (kind::FLOAT, v.to_bits()),
+                Number::Text(_) => {
+                    self.element_kinds.truncate(start);
+                    self.element_bits.truncate(start);
+                    return None;
+                }
+            };
+            self.element_kinds.push(kind);
+            self.element_bits.push(bits);
+        }
+        let len = self.element_kinds.len() - start;
+        Some(span_bits(
+            u32::try_from(start).ok()?,
+            u32::try_from(len).ok()?,
+        ))
+    }
+
+    /// Sets the value of sample `i` to an array of `numbers`; BAD if one of
+    /// them is text.
+    pub fn set_array(&mut self, i: usize, numbers: impl IntoIterator<Item = Number>) {
+        match self.append_elements(numbers) {
+            Some(bits) => self.set(i, kind::ARRAY, bits),
+            None => self.set_bad(i),
+        }
+    }
+
+    /// Appends a GOOD sample holding an array of `numbers` (BAD without a
+    /// value if one of them is text).
+    pub fn push_array(&mut self, tag: u32, numbers: impl IntoIterator<Item = Number>, ts_ms: i64) {
+        match self.append_elements(numbers) {
+            Some(bits) => self.push(tag, quality::GOOD, kind::ARRAY, bits, ts_ms),
+            None => self.push(tag, quality::BAD, kind::NONE, 0, ts_ms),
         }
     }
 
@@ -248,6 +340,7 @@ impl Columns {
             Cell::Int(v) => (kind::INT, v as u64),
             Cell::Uint(v) => (kind::UINT, v),
             Cell::Float(v) => (kind::FLOAT, v.to_bits()),
+            Cell::Array { start, len } => (kind::ARRAY, span_bits(start, len)),
             Cell::Text(text) => return self.push_text(tag, q, text.into(), ts_ms),
         };
         self.push(tag, q, kind, bits, ts_ms);
@@ -332,6 +425,36 @@ mod tests {
         assert_eq!(columns.bits, [span_bits(0, 2), 0]);
         assert_eq!(columns.ts_ms, [9, 9]);
         assert!(columns.is_aligned());
+    }
+
+    #[test]
+    fn arrays_hold_their_elements_and_refuse_text() {
+        let mut columns = Columns::default();
+        columns.push(0, quality::GOOD, kind::RAW, span_bits(0, 4), 1);
+        columns.push(1, quality::GOOD, kind::RAW, span_bits(0, 4), 1);
+        columns.push_array(2, [Number::Bool(true), Number::Bool(false)], 1);
+        columns.set_array(0, [Number::Int(-1), Number::Uint(7), Number::Float(0.5)]);
+        columns.set_array(1, [Number::Int(1), Number::Text("x".into())]);
+        assert_eq!(columns.array_range(0), Some(2..5));
+        assert_eq!(columns.array_range(2), Some(0..2));
+        assert_eq!(
+            (columns.element(2), columns.element(3), columns.element(4)),
+            (Cell::Int(-1), Cell::Uint(7), Cell::Float(0.5))
+        );
+        assert_eq!(columns.element(0), Cell::Boolean(true));
+        assert_eq!(
+            (columns.cell(1), columns.quality(1)),
+            (Cell::None, quality::BAD)
+        );
+        assert_eq!(
+            columns.element_kinds.len(),
+            5,
+            "the refused array left nothing"
+        );
+        columns.set_element_float(3, 2.5);
+        assert_eq!(columns.element(3), Cell::Float(2.5));
+        columns.push(3, quality::GOOD, kind::ARRAY, span_bits(4, 2), 1);
+        assert_eq!(columns.array_range(3), None, "an array past the elements");
     }
 
     #[test]

@@ -143,7 +143,8 @@ pub fn trap() -> ! {
 
 /// Defines, in a component crate, conversions from its generated WIT types to the
 /// helpers of this crate: `tag_data_type(&TagSpec)`, `tag_byte_order(&TagSpec)`,
-/// `setting_value(&Setting)`, `number_from_value(&Value)`, `number_to_value(Number)`,
+/// `tag_array_len(&TagSpec)`, `setting_value(&Setting)`, `number_from_value(&Value)`,
+/// `numbers_from_array(&Value)`, `number_to_value(Number)`,
 /// `stage_settings`, `stage_tag(&TagSpec)`, `process_batch`, `config_error` and `config_errors`.
 /// Invoke after `wit_bindgen::generate!`.
 #[macro_export]
@@ -167,6 +168,12 @@ macro_rules! wit_conversions {
                 W::Bcd32 => D::Bcd32,
                 W::String => D::String(tag.length),
             }
+        }
+
+        /// The elements of an array tag; `None` for a tag of one value.
+        #[allow(dead_code)]
+        fn tag_array_len(tag: &sluice::dataflow::types::TagSpec) -> Option<u32> {
+            $crate::numeric::array_len(tag_data_type(tag), tag.length)
         }
 
         #[allow(dead_code)]
@@ -208,8 +215,58 @@ macro_rules! wit_conversions {
                 W::Uint(v) => N::Uint(*v),
                 W::Float(v) => N::Float(*v),
                 W::Text(v) => N::Text(v.clone()),
-                W::None | W::Raw(_) => return None,
+                W::None | W::Raw(_) | W::Array(_) => return None,
             })
+        }
+
+        /// What a write of `value` to a tag of `array_len` elements (`None`:
+        /// one value) sends: its one number, or the array's elements.
+        ///
+        /// # Errors
+        /// No value, an array for a tag of one value, a single value for an
+        /// array tag, or an array of another length.
+        #[allow(dead_code)]
+        fn numbers_to_write(
+            value: &sluice::dataflow::types::Value,
+            array_len: Option<u32>,
+        ) -> Result<alloc::vec::Vec<$crate::numeric::Number>, alloc::string::String> {
+            match (array_len, numbers_from_array(value)) {
+                (None, Some(_)) => Err("the tag holds one value, not an array".into()),
+                (None, None) => Ok(alloc::vec![
+                    number_from_value(value).ok_or("no value to write")?
+                ]),
+                (Some(n), Some(numbers)) if numbers.len() == n as usize => Ok(numbers),
+                (Some(n), Some(numbers)) => Err(alloc::format!(
+                    "the tag is an array of {n} values, the write has {}",
+                    numbers.len()
+                )),
+                (Some(n), None) => Err(alloc::format!(
+                    "the tag is an array of {n} values: write an array"
+                )),
+            }
+        }
+
+        /// The elements of an array value; `None` for any other value.
+        #[allow(dead_code)]
+        fn numbers_from_array(
+            value: &sluice::dataflow::types::Value,
+        ) -> Option<alloc::vec::Vec<$crate::numeric::Number>> {
+            use sluice::dataflow::types::{Element as E, Value as W};
+            use $crate::numeric::Number as N;
+            let W::Array(elements) = value else {
+                return None;
+            };
+            Some(
+                elements
+                    .iter()
+                    .map(|element| match *element {
+                        E::Boolean(v) => N::Bool(v),
+                        E::Int(v) => N::Int(v),
+                        E::Uint(v) => N::Uint(v),
+                        E::Float(v) => N::Float(v),
+                    })
+                    .collect(),
+            )
         }
 
         #[allow(dead_code)]
@@ -236,6 +293,8 @@ macro_rules! wit_conversions {
                 ts_ms: batch.ts_ms,
                 bytes: batch.bytes,
                 texts: batch.texts,
+                element_kinds: batch.element_kinds,
+                element_bits: batch.element_bits,
             }
         }
 
@@ -250,6 +309,8 @@ macro_rules! wit_conversions {
                 ts_ms: columns.ts_ms,
                 bytes: columns.bytes,
                 texts: columns.texts,
+                element_kinds: columns.element_kinds,
+                element_bits: columns.element_bits,
             }
         }
 
@@ -280,6 +341,7 @@ macro_rules! wit_conversions {
         fn stage_tag(tag: &sluice::dataflow::types::TagSpec) -> $crate::stages::Tag<'_> {
             $crate::stages::Tag {
                 data_type: tag_data_type(tag),
+                array_len: tag_array_len(tag),
                 byte_order: tag_byte_order(tag),
                 factor: tag.factor,
                 offset: tag.offset,

@@ -59,6 +59,13 @@ impl DataType {
     }
 }
 
+/// The elements of an array tag: its `length` when that is 2 or more and the
+/// type is not a string (whose `length` counts characters); `None` for a tag
+/// of one value (`length` 0 or 1, the seed's default).
+pub fn array_len(data_type: DataType, length: u32) -> Option<u32> {
+    (!matches!(data_type, DataType::String(_)) && length >= 2).then_some(length)
+}
+
 /// A decoded value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Number {
@@ -111,6 +118,14 @@ pub fn reorder_for(bytes: &mut [u8], data_type: DataType, order: ByteOrder) {
         _ => order,
     };
     reorder(bytes, effective);
+}
+
+/// Like [`reorder_for`] for each of the consecutive values of `data_type` in
+/// `bytes` (an array tag's): every element is laid out as a single value is.
+pub fn reorder_each(bytes: &mut [u8], data_type: DataType, order: ByteOrder) {
+    for element in bytes.chunks_exact_mut(data_type.byte_len()) {
+        reorder_for(element, data_type, order);
+    }
 }
 
 /// Why bytes could not be decoded.
@@ -171,6 +186,44 @@ pub fn decode_wire(
     let mut bytes = bytes.to_vec();
     reorder_for(&mut bytes, data_type, order);
     decode(data_type, &bytes)
+}
+
+/// Decodes the `count` elements of an array tag from its big-endian `bytes`,
+/// each as [`decode`] does one value.
+///
+/// # Errors
+/// Fewer bytes than `count` elements take, or an element that does not decode:
+/// an array is whole or BAD.
+pub fn decode_each(
+    data_type: DataType,
+    bytes: &[u8],
+    count: u32,
+) -> Result<Vec<Number>, DecodeError> {
+    let width = data_type.byte_len();
+    let needed = width.saturating_mul(count as usize);
+    let bytes = bytes.get(..needed).ok_or(DecodeError::Short {
+        needed,
+        got: bytes.len(),
+    })?;
+    bytes
+        .chunks_exact(width)
+        .map(|element| decode(data_type, element))
+        .collect()
+}
+
+/// [`decode_each`] of bytes as they came from the device (see [`decode_wire`]).
+///
+/// # Errors
+/// As [`decode_each`].
+pub fn decode_wire_each(
+    data_type: DataType,
+    order: ByteOrder,
+    bytes: &[u8],
+    count: u32,
+) -> Result<Vec<Number>, DecodeError> {
+    let mut bytes = bytes.to_vec();
+    reorder_each(&mut bytes, data_type, order);
+    decode_each(data_type, &bytes, count)
 }
 
 /// Decodes big-endian `bytes` as `data_type`.
@@ -294,6 +347,25 @@ pub fn encode(data_type: DataType, value: &Number) -> Result<Vec<u8>, EncodeErro
     })
 }
 
+/// The wire bytes of an array tag's elements: each encoded as [`encode`] does
+/// one value and laid out in `order`, one after the other.
+///
+/// # Errors
+/// An element out of the type's range or of the wrong kind.
+pub fn encode_each(
+    data_type: DataType,
+    order: ByteOrder,
+    values: &[Number],
+) -> Result<Vec<u8>, EncodeError> {
+    let mut bytes = Vec::with_capacity(values.len() * data_type.byte_len());
+    for value in values {
+        let start = bytes.len();
+        bytes.extend(encode(data_type, value)?);
+        reorder_for(&mut bytes[start..], data_type, order);
+    }
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,6 +439,38 @@ mod tests {
         let mut short = [1, 2];
         reorder_for(&mut short, DataType::Int16, ByteOrder::Ghefcdab);
         assert_eq!(short, [1, 2]);
+    }
+
+    #[test]
+    fn arrays_take_the_single_value_rules_per_element() {
+        assert_eq!(array_len(DataType::Int16, 4), Some(4));
+        assert_eq!(array_len(DataType::Int16, 1), None);
+        assert_eq!(array_len(DataType::String(4), 4), None);
+        let values = [Number::Float(1.5), Number::Int(-2)];
+        let wire = encode_each(DataType::Float32, ByteOrder::Cdab, &values).unwrap();
+        // 1.5 is 3F C0 00 00 and -2.0 is C0 00 00 00, each with its words swapped.
+        assert_eq!(wire, [0x00, 0x00, 0x3F, 0xC0, 0x00, 0x00, 0xC0, 0x00]);
+        assert_eq!(
+            decode_wire_each(DataType::Float32, ByteOrder::Cdab, &wire, 2),
+            Ok(alloc::vec![Number::Float(1.5), Number::Float(-2.0)])
+        );
+        assert_eq!(
+            decode_each(DataType::Int16, &[0, 1, 0xFF], 2),
+            Err(DecodeError::Short { needed: 4, got: 3 })
+        );
+        assert_eq!(
+            decode_each(DataType::Bcd16, &[0x00, 0x12, 0x00, 0x1A], 2),
+            Err(DecodeError::InvalidBcd),
+            "one bad element makes the array BAD"
+        );
+        assert_eq!(
+            encode_each(
+                DataType::Int16,
+                ByteOrder::Abcd,
+                &[Number::Int(1), Number::Int(70_000)]
+            ),
+            Err(EncodeError::OutOfRange)
+        );
     }
 
     #[test]

@@ -61,6 +61,10 @@ struct TagView {
     address: String,
     /// `BOOL`, `INT16`, ... `FLOAT64`, `STRING`.
     data_type: &'static str,
+    /// Characters of a STRING tag; elements of an array tag (its values are
+    /// JSON arrays); absent for a tag of one value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    length: Option<u32>,
     /// `R`, `W` or `RW`.
     access: &'static str,
     factor: f64,
@@ -103,6 +107,7 @@ fn channel_view(channel: &ChannelConfig) -> ChannelView {
             key: tag.spec.key.to_string(),
             address: tag.spec.address.to_string(),
             data_type: named(DataType::NAMES, tag.spec.data_type),
+            length: (tag.spec.length > 0).then_some(tag.spec.length),
             access: named(Access::NAMES, tag.spec.access),
             factor: tag.spec.factor,
             offset: tag.spec.offset,

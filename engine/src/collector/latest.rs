@@ -63,8 +63,8 @@ struct Latest {
     values: Vec<(u64, i64)>,
     /// A tag's value kind in the low four bits, its quality's code above them.
     marks: Vec<u8>,
-    /// The last values that are text, by tag: rare, so kept aside.
-    texts: HashMap<u32, String>,
+    /// The last values that are texts or arrays, by tag: rarer, so kept aside.
+    aside: HashMap<u32, Value>,
     /// The [`RoundsDone`] generation of the last round that brought samples.
     generation: u64,
     /// When that round finished, ms since the Unix epoch.
@@ -86,10 +86,10 @@ impl Latest {
             return;
         };
         let (kind, bits) = sample.value.to_bits();
-        if let Value::Text(text) = &sample.value {
-            self.texts.entry(sample.tag).or_default().clone_from(text);
-        } else if *mark & KIND_BITS == Value::TEXT_KIND {
-            self.texts.remove(&sample.tag);
+        if Value::kept_aside(kind) {
+            self.aside.insert(sample.tag, sample.value.clone());
+        } else if Value::kept_aside(*mark & KIND_BITS) {
+            self.aside.remove(&sample.tag);
         }
         *value = (bits, sample.ts_ms);
         *mark = pack(kind, sample.quality);
@@ -98,9 +98,8 @@ impl Latest {
     fn get(&self, tag: usize) -> Option<Sample> {
         let (&(bits, ts_ms), &mark) = (self.values.get(tag)?, self.marks.get(tag)?);
         let index = u32::try_from(tag).ok()?;
-        let text = || self.texts.get(&index).cloned().unwrap_or_default();
         let kind = mark & KIND_BITS;
-        let value = Value::from_bits(kind, bits, (kind == Value::TEXT_KIND).then(text))?;
+        let value = Value::from_bits(kind, bits, self.aside.get(&index).cloned())?;
         Some(Sample {
             tag: index,
             value,
@@ -126,7 +125,7 @@ impl LatestValues {
             slots: Mutex::new(Latest {
                 values: vec![(0, 0); tags],
                 marks: vec![pack(Value::None.to_bits().0, Quality::Bad); tags],
-                texts: HashMap::new(),
+                aside: HashMap::new(),
                 generation: 0,
                 round_at_ms: None,
             }),
@@ -222,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn a_text_replaced_by_a_number_is_forgotten_and_unknown_tags_are_skipped() {
+    fn texts_and_arrays_are_kept_aside_and_forgotten_when_a_number_replaces_them() {
         let done = RoundsDone::default();
         let latest = LatestValues::new(1);
         let text = Sample {
@@ -234,9 +233,15 @@ mod tests {
         latest.record(std::slice::from_ref(&text), 1, &done);
         latest.record(&[sample(0, 3, 2), sample(1, 4, 2)], 2, &done);
         assert_eq!(latest.view().samples, vec![sample(0, 3, 2)]);
-        assert!(lock(&latest.slots).texts.is_empty());
+        assert!(lock(&latest.slots).aside.is_empty());
         latest.record(std::slice::from_ref(&text), 3, &done);
-        assert_eq!(latest.view().samples, vec![text]);
+        assert_eq!(latest.view().samples, vec![text.clone()]);
+        let array = Sample {
+            value: Value::Array(vec![Value::Int(1), Value::Bool(false)]),
+            ..text
+        };
+        latest.record(std::slice::from_ref(&array), 4, &done);
+        assert_eq!(latest.view().samples, vec![array]);
     }
 
     #[tokio::test(start_paused = true)]

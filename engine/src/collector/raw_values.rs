@@ -57,13 +57,25 @@ fn decoded(tag: &TagSpec, bytes: &[u8]) -> Option<Value> {
         ByteOrder::Dcba => numeric::ByteOrder::Dcba,
         ByteOrder::Ghefcdab => numeric::ByteOrder::Ghefcdab,
     };
-    Some(match numeric::decode_wire(data_type, order, bytes).ok()? {
+    match numeric::array_len(data_type, tag.length) {
+        Some(count) => {
+            let numbers = numeric::decode_wire_each(data_type, order, bytes, count).ok()?;
+            Some(Value::Array(numbers.into_iter().map(value_of).collect()))
+        }
+        None => Some(value_of(
+            numeric::decode_wire(data_type, order, bytes).ok()?,
+        )),
+    }
+}
+
+fn value_of(number: Number) -> Value {
+    match number {
         Number::Bool(b) => Value::Bool(b),
         Number::Int(v) => Value::Int(v),
         Number::Uint(v) => Value::Uint(v),
         Number::Float(v) => Value::Float(v),
         Number::Text(v) => Value::Text(v),
-    })
+    }
 }
 
 #[cfg(test)]
@@ -135,5 +147,21 @@ mod tests {
         assert_eq!(raw.get(4), None, "a BAD sample has none");
         assert_eq!(raw.get(5), None, "an invalid BCD digit does not decode");
         assert_eq!(raw.get(9), None);
+    }
+
+    #[test]
+    fn an_array_is_decoded_element_by_element() {
+        let tags = [tag(DataType::Int16, ByteOrder::Badc, 3)];
+        let batch = Batch {
+            samples: vec![sample(
+                0,
+                Value::Raw(Span { start: 0, len: 6 }),
+                Quality::Good,
+            )],
+            bytes: vec![0x01, 0x00, 0xFF, 0xFF, 0x18, 0xFC],
+        };
+        let raw = raw_values(&batch, &tags);
+        let expected = Value::Array(vec![Value::Int(1), Value::Int(-1), Value::Int(-1000)]);
+        assert_eq!(raw.get(0), Some(&expected));
     }
 }

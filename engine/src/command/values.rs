@@ -19,12 +19,40 @@ fn bound(spec: &TagSpec, key: &str) -> Option<f64> {
 }
 
 /// The engineering value as the raw value the device stores: checked against the
-/// tag's type and range, scaled back by `factor` and `offset`.
+/// tag's type and range, scaled back by `factor` and `offset`; for an array tag,
+/// a JSON array of as many elements, each so.
 ///
 /// # Errors
 /// A value of the wrong type, out of `min`..`max`, not on the tag's scale, or not
-/// fitting its data type.
+/// fitting its data type; an array of another length, or a single value for an
+/// array tag (and the other way round).
 pub fn to_raw(spec: &TagSpec, value: &Json) -> Result<Value, String> {
+    match (spec.array_len(), value) {
+        (Some(len), Json::Array(elements)) if elements.len() == len as usize => {
+            let raw = elements.iter().enumerate().map(|(i, element)| {
+                element_to_raw(spec, element).map_err(|e| format!("element {i}: {e}"))
+            });
+            Ok(Value::Array(raw.collect::<Result<_, _>>()?))
+        }
+        (Some(len), Json::Array(elements)) => Err(format!(
+            "tag `{}` is an array of {len} values: the write has {}",
+            spec.key,
+            elements.len()
+        )),
+        (Some(len), other) => Err(format!(
+            "tag `{}` is an array of {len} values: write a JSON array, not {other}",
+            spec.key
+        )),
+        (None, Json::Array(_)) => Err(format!(
+            "tag `{}` holds one value: write it, not an array",
+            spec.key
+        )),
+        (None, _) => element_to_raw(spec, value),
+    }
+}
+
+/// [`to_raw`] of one value of the tag's type.
+fn element_to_raw(spec: &TagSpec, value: &Json) -> Result<Value, String> {
     match spec.data_type {
         DataType::Bool => match value {
             Json::Bool(b) => Ok(Value::Bool(*b)),
@@ -141,7 +169,15 @@ pub(super) fn same(spec: &TagSpec, sample: &Sample, wanted: &Json) -> bool {
     if sample.quality == Quality::Bad {
         return false;
     }
-    match (&sample.value, wanted) {
+    same_value(spec, &sample.value, wanted)
+}
+
+/// [`same`] of a value, or of each element of an array.
+fn same_value(spec: &TagSpec, value: &Value, wanted: &Json) -> bool {
+    match (value, wanted) {
+        (Value::Array(got), Json::Array(want)) => {
+            got.len() == want.len() && got.iter().zip(want).all(|(g, w)| same_value(spec, g, w))
+        }
         (Value::Bool(got), Json::Bool(want)) => got == want,
         (Value::Bool(got), Json::Number(n)) => n.as_u64() == Some(u64::from(*got)),
         (Value::Text(got), Json::String(want)) => got.trim_end_matches('\0') == want,
@@ -183,5 +219,46 @@ mod tests {
             ..TagSpec::plain("t", DataType::Float32)
         };
         assert!(to_raw(&spec, &Json::from(1e10)).is_err());
+    }
+
+    #[test]
+    fn an_array_tag_takes_an_array_of_its_length_checked_element_by_element() {
+        let spec = TagSpec {
+            length: 3,
+            factor: 0.5,
+            ..TagSpec::plain("a", DataType::Int16)
+        };
+        let raw = to_raw(&spec, &serde_json::json!([1, -2.5, 0])).expect("fits");
+        let expected = Value::Array(vec![Value::Int(2), Value::Int(-5), Value::Int(0)]);
+        assert_eq!(raw, expected);
+        let error = to_raw(&spec, &serde_json::json!([1, 2])).expect_err("two of three");
+        assert_eq!(error, "tag `a` is an array of 3 values: the write has 2");
+        let error = to_raw(&spec, &serde_json::json!(1)).expect_err("a number");
+        assert_eq!(
+            error,
+            "tag `a` is an array of 3 values: write a JSON array, not 1"
+        );
+        let error = to_raw(&spec, &serde_json::json!([1, 0.1, 1e9])).expect_err("off scale");
+        assert!(
+            error.starts_with("element 1: 0.1 is not on the scale"),
+            "{error}"
+        );
+        let single = TagSpec::plain("s", DataType::Int16);
+        assert!(to_raw(&single, &serde_json::json!([1])).is_err());
+
+        let read_back = |value: Value| Sample {
+            tag: 0,
+            value,
+            quality: Quality::Good,
+            ts_ms: 0,
+        };
+        let got = read_back(Value::Array(vec![
+            Value::Float(1.0),
+            Value::Float(-2.5),
+            Value::Float(0.0),
+        ]));
+        assert!(same(&spec, &got, &serde_json::json!([1, -2.5, 0])));
+        assert!(!same(&spec, &got, &serde_json::json!([1, -2.5, 1])));
+        assert!(!same(&spec, &got, &serde_json::json!([1, -2.5])));
     }
 }

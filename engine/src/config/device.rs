@@ -271,8 +271,9 @@ fn check_fences(devices: &[DeviceConfig], tenants: &[TenantConfig], errors: &mut
     }
 }
 
-/// With Sparkplug B a device id is a topic level, and each tag's metric alias
-/// is unique across the edge node.
+/// With Sparkplug B a device id is a topic level, each tag's metric alias is
+/// unique across the edge node, and no tag is an array (the engine publishes
+/// no Sparkplug array datatype).
 fn check_sparkplug(devices: &[DeviceConfig], errors: &mut Diagnostics) {
     let mut aliases: HashMap<u64, (&str, &str, Pos)> = HashMap::new();
     for device in devices {
@@ -286,6 +287,16 @@ fn check_sparkplug(devices: &[DeviceConfig], errors: &mut Diagnostics) {
             );
         }
         for (tag, at) in device.placed_tags() {
+            if let Some(len) = tag.spec.array_len() {
+                errors.push(
+                    at.entry,
+                    format!(
+                        "tag `{}`: an array ({len} elements) has no Sparkplug metric here; \
+                         read its elements as single tags, or publish JSON",
+                        tag.spec.key
+                    ),
+                );
+            }
             let alias = sparkplug::alias(&device.device_id, &tag.spec.key);
             if let Some((other, key, pos)) = aliases.get(&alias) {
                 errors.push(

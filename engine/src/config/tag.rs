@@ -10,6 +10,9 @@ const MIN_PERIOD_MS: u64 = 10;
 
 /// Longest STRING tag, in characters.
 const MAX_STRING_LENGTH: u32 = 256;
+/// The most elements of an array tag (a Modbus read takes at most 2000 coils;
+/// each protocol refuses what does not fit one of its requests).
+const MAX_ARRAY_LENGTH: u32 = 2000;
 
 /// One entry of a channel's `tags`.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,8 +22,10 @@ pub struct TagConfig {
     /// - `address`: where the value lives, in the protocol's notation, e.g. `DB1.0`,
     ///   `D100`, `'40001'` (required);
     /// - `dataType`: one of `DataType::NAMES` (default INT16, as the seed's);
-    /// - `length`: characters of a STRING tag, 1 to 256 (required for STRING, refused
-    ///   for the others; 0 here for them);
+    /// - `length`: characters of a STRING tag, 1 to 256 (required for STRING); for
+    ///   another type, the elements of an array tag, whose value is a list (2 to
+    ///   2000; 1, the seed's default, is one value, kept as 0 here like a tag
+    ///   that does not say);
     /// - `byteOrder`: the tag's own byte order, else the channel's, else ABCD;
     /// - `factor` (default 1, not 0), `offset` (default 0): value = raw * factor + offset;
     /// - `deadband`: smallest change reported in ON_CHANGE mode (default 0, not negative);
@@ -244,7 +249,8 @@ fn read_address(node: &Node) -> Result<String, String> {
     }
 }
 
-/// `length`: required for STRING tags, refused for the others; 0 when not applicable.
+/// `length`: required for STRING tags, the elements of an array for the others;
+/// 0 when not applicable.
 fn read_length(f: &mut Fields<'_>, data_type: Option<DataType>, errors: &mut Diagnostics) -> u32 {
     let written = f.node("length").is_some();
     match data_type {
@@ -271,12 +277,21 @@ fn read_length(f: &mut Fields<'_>, data_type: Option<DataType>, errors: &mut Dia
             }
             None => 0,
         },
-        Some(_) => {
-            if let Some(node) = f.node("length") {
-                errors.push(node.pos, "`length`: only STRING tags have a length");
+        Some(_) if !written => 0,
+        Some(_) => match read_at::<u32>(f, "length", errors) {
+            Some((1, _)) => 0,
+            Some((length, _)) if (2..=MAX_ARRAY_LENGTH).contains(&length) => length,
+            Some((length, pos)) => {
+                errors.push(
+                    pos,
+                    format!(
+                        "`length`: an array has 1 to {MAX_ARRAY_LENGTH} elements, found {length}"
+                    ),
+                );
+                0
             }
-            0
-        }
+            None => 0,
+        },
         // Unknown data type (already reported): nothing to say about the length.
         None => 0,
     }
@@ -442,9 +457,18 @@ mod tests {
             "gw.yaml:11:61: `length`: must be 1 to 256 characters, found 300"
         );
         assert_eq!(
-            errors_text("          - {key: s, address: D1, dataType: INT16, length: 2}\n"),
-            "gw.yaml:11:60: `length`: only STRING tags have a length"
+            errors_text("          - {key: s, address: D1, dataType: INT16, length: 0}\n"),
+            "gw.yaml:11:60: `length`: an array has 1 to 2000 elements, found 0"
         );
+        let tags = tags_of(concat!(
+            "          - {key: a, address: '40001', dataType: FLOAT32, length: 4}\n",
+            "          - {key: b, address: '40009', dataType: INT16, length: 1}\n",
+        ));
+        assert_eq!(
+            (tags[0].spec.array_len(), tags[1].spec.array_len()),
+            (Some(4), None)
+        );
+        assert_eq!(tags[1].spec.length, 0, "length 1 is one value");
     }
 
     #[test]

@@ -57,17 +57,27 @@ pub enum Value {
     Uint(u64),
     Float(f64),
     Text(String),
+    /// The elements of an array tag, in address order: each a `Bool`, `Int`,
+    /// `Uint` or `Float`.
+    Array(Vec<Value>),
 }
 
 impl Value {
     /// The kind code of a text value (see [`Value::to_bits`]).
     pub const TEXT_KIND: u8 = 6;
+    /// The kind code of an array value (see [`Value::to_bits`]).
+    pub const ARRAY_KIND: u8 = 7;
+
+    /// Whether a value of `kind` is kept outside its 64 bits (a text, an array).
+    pub fn kept_aside(kind: u8) -> bool {
+        kind == Self::TEXT_KIND || kind == Self::ARRAY_KIND
+    }
 
     /// The value in compact form: the code of its case (0 none, 1 raw, 2 bool,
-    /// 3 int, 4 uint, 5 float, [`Value::TEXT_KIND`] text) and 64 bits (a raw
-    /// span's start and length, the integer, the float's IEEE bits; 0 for a
-    /// text, which the form keeps elsewhere). The WIT batch's `kinds` and
-    /// `bits` columns (docs/components.md).
+    /// 3 int, 4 uint, 5 float, [`Value::TEXT_KIND`] text, [`Value::ARRAY_KIND`]
+    /// array) and 64 bits (a raw span's start and length, the integer, the
+    /// float's IEEE bits; 0 for a text or an array, which the form keeps
+    /// elsewhere). The WIT batch's `kinds` and `bits` columns (docs/components.md).
     pub fn to_bits(&self) -> (u8, u64) {
         match self {
             Value::None => (0, 0),
@@ -77,13 +87,14 @@ impl Value {
             Value::Uint(v) => (4, *v),
             Value::Float(v) => (5, v.to_bits()),
             Value::Text(_) => (Self::TEXT_KIND, 0),
+            Value::Array(_) => (Self::ARRAY_KIND, 0),
         }
     }
 
     /// The value of kind `kind` with `bits` (as [`Value::to_bits`] gives them),
-    /// `text` being a text value's; `None` for an unknown kind, or a text kind
-    /// without its text.
-    pub fn from_bits(kind: u8, bits: u64, text: Option<String>) -> Option<Self> {
+    /// `aside` being the value of a kind [kept aside](Value::kept_aside);
+    /// `None` for an unknown kind, or such a kind without a value of its kind.
+    pub fn from_bits(kind: u8, bits: u64, aside: Option<Value>) -> Option<Self> {
         Some(match kind {
             0 => Value::None,
             1 => Value::Raw(Span {
@@ -94,7 +105,11 @@ impl Value {
             3 => Value::Int(i64::from_ne_bytes(bits.to_ne_bytes())),
             4 => Value::Uint(bits),
             5 => Value::Float(f64::from_bits(bits)),
-            Self::TEXT_KIND => Value::Text(text?),
+            Self::TEXT_KIND | Self::ARRAY_KIND => match aside? {
+                value @ Value::Text(_) if kind == Self::TEXT_KIND => value,
+                value @ Value::Array(_) if kind == Self::ARRAY_KIND => value,
+                _ => return None,
+            },
             _ => return None,
         })
     }
@@ -107,6 +122,7 @@ impl Value {
             Value::Uint(v) => (*v).into(),
             Value::Float(v) => (*v).into(),
             Value::Text(t) => t.as_str().into(),
+            Value::Array(elements) => elements.iter().map(Value::to_json).collect(),
             Value::None | Value::Raw(_) => serde_json::Value::Null,
         }
     }

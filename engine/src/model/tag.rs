@@ -123,7 +123,8 @@ pub struct TagSpec {
     pub key: CompactString,
     pub address: CompactString,
     pub data_type: DataType,
-    /// Characters of a STRING tag; 0 otherwise.
+    /// Characters of a STRING tag; for another type, the elements of an array
+    /// tag (2 or more), or 0 for a tag of one value.
     pub length: u32,
     pub byte_order: ByteOrder,
     pub factor: f64,
@@ -137,6 +138,13 @@ impl super::ListKey for TagSpec {
     fn key(&self, hasher: &mut impl std::hash::Hasher) {
         hasher.write(self.key.as_bytes());
         hasher.write(self.address.as_bytes());
+    }
+}
+
+impl TagSpec {
+    /// The elements of an array tag; `None` for a tag of one value.
+    pub fn array_len(&self) -> Option<u32> {
+        (self.data_type != DataType::String && self.length >= 2).then_some(self.length)
     }
 }
 

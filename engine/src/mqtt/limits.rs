@@ -15,6 +15,9 @@ pub const MAX_NAME: usize = 128;
 /// The longest string value a write may carry, in bytes (a STRING tag holds at
 /// most 256 characters of up to 4 bytes).
 pub const MAX_STRING_VALUE: usize = 1024;
+/// The largest array value a write may carry (an array tag's elements), in
+/// bytes of JSON: room for 2000 coils, and within [`MAX_COMMAND_BYTES`].
+pub const MAX_ARRAY_VALUE: usize = 12 * 1024;
 /// The largest `property/set` or `function/invoke` payload, in bytes.
 pub const MAX_COMMAND_BYTES: usize = 16 * 1024;
 /// The largest `config/push` payload (or `PUT /devices/{id}/config` body), in bytes.
@@ -63,8 +66,9 @@ pub fn check_length(field: &str, text: &str, max: usize) -> Result<(), String> {
 }
 
 /// Checks a value a caller wants written: a string at most
-/// [`MAX_STRING_VALUE`] bytes, a number or a boolean; anything else at most as
-/// big once written as JSON.
+/// [`MAX_STRING_VALUE`] bytes, a number or a boolean, an array at most
+/// [`MAX_ARRAY_VALUE`] bytes once written as JSON, an object at most
+/// [`MAX_STRING_VALUE`].
 ///
 /// # Errors
 /// A message saying what is too big (never the value).
@@ -73,10 +77,15 @@ pub fn check_value(value: &Json) -> Result<(), String> {
         Json::String(text) => check_length("value", text, MAX_STRING_VALUE),
         Json::Null | Json::Bool(_) | Json::Number(_) => Ok(()),
         Json::Array(_) | Json::Object(_) => {
+            let max = if value.is_array() {
+                MAX_ARRAY_VALUE
+            } else {
+                MAX_STRING_VALUE
+            };
             let size = value.to_string().len();
-            if size > MAX_STRING_VALUE {
+            if size > max {
                 return Err(format!(
-                    "`value` is {size} bytes of JSON; at most {MAX_STRING_VALUE} are taken"
+                    "`value` is {size} bytes of JSON; at most {max} are taken"
                 ));
             }
             Ok(())
@@ -109,7 +118,11 @@ mod tests {
         let refusal = check_value(&json!(huge)).expect_err("too long");
         assert!(refusal.len() < 100 && !refusal.contains("yyy"), "{refusal}");
         assert!(check_value(&json!([1, 2, 3])).is_ok());
-        assert!(check_value(&json!(vec![1; 1000])).is_err());
+        assert!(check_value(&json!(vec![1; 2000])).is_ok(), "2000 coils");
+        assert!(check_value(&json!(vec![1.25; 3000])).is_err());
+        let object: serde_json::Map<String, Json> =
+            (0..200).map(|i| (format!("k{i}"), json!(i))).collect();
+        assert!(check_value(&Json::Object(object)).is_err());
         assert!(check_length("key", "k", MAX_NAME).is_ok());
     }
 }

@@ -124,6 +124,16 @@ fn value(out: &mut Vec<u8>, value: &Value, quality: Quality, number: &mut itoa::
         }
         Value::Float(_) => out.extend_from_slice(b"null"),
         Value::Text(v) => string(out, v),
+        Value::Array(elements) => {
+            out.push(b'[');
+            for (i, element) in elements.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                self::value(out, element, quality, number);
+            }
+            out.push(b']');
+        }
     }
 }
 

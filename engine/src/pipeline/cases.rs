@@ -16,7 +16,8 @@
 //!
 //! A case with a single round may give `input` and `expect` directly. Input
 //! samples take `quality` (GOOD by default); expected ones `quality` (GOOD by
-//! default) and `value` (`null` for none); numbers compare to 1e-9.
+//! default) and `value` (`null` for none; a list for an array tag, one with a
+//! `length`); numbers compare to 1e-9.
 
 use compact_str::CompactString;
 
@@ -149,6 +150,18 @@ fn value_of(node: &Node) -> Result<Value, String> {
         Kind::Float(x) => Ok(Value::Float(*x)),
         Kind::Str(s) => Ok(Value::Text(s.clone())),
         Kind::Null => Ok(Value::None),
+        // An array tag's value: a list of numbers or booleans.
+        Kind::Seq(items) => items
+            .iter()
+            .map(|item| match value_of(item)? {
+                element @ (Value::Bool(_) | Value::Int(_) | Value::Float(_)) => Ok(element),
+                _ => Err(format!(
+                    "an array holds numbers and booleans, found {}",
+                    item.kind.describe()
+                )),
+            })
+            .collect::<Result<_, _>>()
+            .map(Value::Array),
         other => Err(format!("expected a value, found {}", other.describe())),
     }
 }

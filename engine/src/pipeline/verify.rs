@@ -40,8 +40,11 @@ fn same(got: &Value, want: &Value) -> bool {
         Value::Float(x) => Some(x),
         _ => None,
     };
-    match (number(got), number(want)) {
-        (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+    match (number(got), number(want), got, want) {
+        (Some(a), Some(b), ..) => (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+        (.., Value::Array(got), Value::Array(want)) => {
+            got.len() == want.len() && got.iter().zip(want).all(|(g, w)| same(g, w))
+        }
         _ => got == want,
     }
 }

@@ -26,7 +26,7 @@ pub(super) use stage::sluice::dataflow::types as wit;
 /// The WIT package every component must be built against: `sluice:dataflow` at
 /// this version (the `package` line of the files in `wit/`).
 pub const WIT_PACKAGE: &str = "sluice:dataflow";
-pub const WIT_VERSION: &str = "0.6.0";
+pub const WIT_VERSION: &str = "0.7.0";
 
 #[cfg(test)]
 mod tests {

@@ -57,13 +57,28 @@ pub(super) fn samples_to_wit<'a>(samples: impl IntoIterator<Item = &'a Sample>) 
         ts_ms: Vec::with_capacity(n),
         bytes: Vec::new(),
         texts: Vec::new(),
+        element_kinds: Vec::new(),
+        element_bits: Vec::new(),
     };
     for sample in samples {
-        // The columns are the model's compact form; a text's bits index `texts`.
+        // The columns are the model's compact form; a text's bits index
+        // `texts`, an array's span the element columns.
         let (kind, mut bits) = sample.value.to_bits();
-        if let Value::Text(text) = &sample.value {
-            bits = batch.texts.len() as u64;
-            batch.texts.push(text.clone());
+        match &sample.value {
+            Value::Text(text) => {
+                bits = batch.texts.len() as u64;
+                batch.texts.push(text.clone());
+            }
+            Value::Array(elements) => {
+                let start = batch.element_kinds.len() as u64;
+                for element in elements {
+                    let (kind, bits) = element.to_bits();
+                    batch.element_kinds.push(kind);
+                    batch.element_bits.push(bits);
+                }
+                bits = (start << 32) | elements.len() as u64;
+            }
+            _ => {}
         }
         batch.tags.push(sample.tag);
         batch.qualities.push(sample.quality.code());
@@ -92,21 +107,24 @@ pub(super) fn batch_from_wit(batch: wit::Batch) -> Result<Batch, MalformedBatch>
         )));
     }
     let mut texts: Vec<Option<String>> = batch.texts.into_iter().map(Some).collect();
+    let elements = (batch.element_kinds, batch.element_bits);
     let mut samples = Vec::with_capacity(n);
     for i in 0..n {
         let (kind, bits) = (batch.kinds[i], batch.bits[i]);
-        let text = if kind == Value::TEXT_KIND {
-            let text = texts.get_mut(bits as usize).and_then(Option::take);
-            Some(text.ok_or_else(|| {
-                MalformedBatch(format!(
-                    "sample {i} names text {bits}, which is missing or already used"
-                ))
-            })?)
-        } else {
-            None
+        let aside = match kind {
+            Value::TEXT_KIND => {
+                let text = texts.get_mut(bits as usize).and_then(Option::take);
+                Some(Value::Text(text.ok_or_else(|| {
+                    MalformedBatch(format!(
+                        "sample {i} names text {bits}, which is missing or already used"
+                    ))
+                })?))
+            }
+            Value::ARRAY_KIND => Some(array_from_wit(&elements, i, bits)?),
+            _ => None,
         };
-        let value = Value::from_bits(kind, bits, text).ok_or_else(|| {
-            MalformedBatch(format!("sample {i} has value kind {kind}, not 0 to 6"))
+        let value = Value::from_bits(kind, bits, aside).ok_or_else(|| {
+            MalformedBatch(format!("sample {i} has value kind {kind}, not 0 to 7"))
         })?;
         let quality = Quality::from_code(batch.qualities[i]).ok_or_else(|| {
             MalformedBatch(format!(
@@ -127,6 +145,36 @@ pub(super) fn batch_from_wit(batch: wit::Batch) -> Result<Batch, MalformedBatch>
     })
 }
 
+/// The array of sample `i`, whose `bits` give its span of the element columns.
+fn array_from_wit(
+    (element_kinds, element_bits): &(Vec<u8>, Vec<u64>),
+    i: usize,
+    bits: u64,
+) -> Result<Value, MalformedBatch> {
+    let (start, len) = ((bits >> 32) as usize, (bits & u64::from(u32::MAX)) as usize);
+    let outside = || {
+        MalformedBatch(format!(
+            "sample {i} names elements {start}..{} of {}",
+            start + len,
+            element_kinds.len().min(element_bits.len())
+        ))
+    };
+    let end = start.checked_add(len).ok_or_else(outside)?;
+    let kinds = element_kinds.get(start..end).ok_or_else(outside)?;
+    let bits = element_bits.get(start..end).ok_or_else(outside)?;
+    let elements = kinds.iter().zip(bits).map(|(&kind, &bits)| match kind {
+        2..=5 => Value::from_bits(kind, bits, None).ok_or(kind),
+        _ => Err(kind),
+    });
+    let elements: Result<Vec<Value>, u8> = elements.collect();
+    let elements = elements.map_err(|kind| {
+        MalformedBatch(format!(
+            "sample {i} has an array element of kind {kind}, not 2 to 5"
+        ))
+    })?;
+    Ok(Value::Array(elements))
+}
+
 pub(super) fn value_to_wit(value: Value) -> wit::Value {
     match value {
         Value::None => wit::Value::None,
@@ -139,6 +187,19 @@ pub(super) fn value_to_wit(value: Value) -> wit::Value {
         Value::Uint(v) => wit::Value::Uint(v),
         Value::Float(v) => wit::Value::Float(v),
         Value::Text(v) => wit::Value::Text(v),
+        Value::Array(elements) => wit::Value::Array(
+            elements
+                .into_iter()
+                .filter_map(|element| match element {
+                    Value::Bool(v) => Some(wit::Element::Boolean(v)),
+                    Value::Int(v) => Some(wit::Element::Int(v)),
+                    Value::Uint(v) => Some(wit::Element::Uint(v)),
+                    Value::Float(v) => Some(wit::Element::Float(v)),
+                    // Not an element: the model's arrays never hold one.
+                    _ => None,
+                })
+                .collect(),
+        ),
     }
 }
 
@@ -233,6 +294,12 @@ mod tests {
             sample(5, Value::Float(2.5), Quality::Good),
             sample(6, Value::Text("a".into()), Quality::Good),
             sample(7, Value::Text("b".into()), Quality::Uncertain),
+            sample(
+                8,
+                Value::Array(vec![Value::Int(1), Value::Float(0.5)]),
+                Quality::Good,
+            ),
+            sample(9, Value::Array(vec![Value::Bool(true)]), Quality::Good),
         ];
         let batch = Batch {
             samples: samples.clone(),
@@ -241,6 +308,12 @@ mod tests {
         let columns = batch_to_wit(batch.clone());
         assert_eq!(columns.texts, ["a", "b"]);
         assert_eq!(columns.bits[7], 1, "a text's bits index the texts");
+        assert_eq!(
+            columns.bits[9],
+            2 << 32 | 1,
+            "an array's bits span its elements"
+        );
+        assert_eq!(columns.element_kinds, [3, 5, 2]);
         let back = batch_from_wit(columns).expect("well formed");
         assert_eq!(back, batch);
     }
@@ -254,7 +327,7 @@ mod tests {
         assert_eq!(refused(short), "a batch with 1 tags but 0 ts-ms");
         let mut kind = good();
         kind.kinds[0] = 9;
-        assert_eq!(refused(kind), "sample 0 has value kind 9, not 0 to 6");
+        assert_eq!(refused(kind), "sample 0 has value kind 9, not 0 to 7");
         let mut quality = good();
         quality.qualities[0] = 7;
         assert_eq!(refused(quality), "sample 0 has quality 7, not 0 to 2");
@@ -272,6 +345,17 @@ mod tests {
         assert_eq!(
             refused(twice),
             "sample 1 names text 0, which is missing or already used"
+        );
+        let array =
+            || samples_to_wit(&[sample(0, Value::Array(vec![Value::Int(1)]), Quality::Good)]);
+        let mut outside = array();
+        outside.bits[0] = 1 << 32 | 1;
+        assert_eq!(refused(outside), "sample 0 names elements 1..2 of 1");
+        let mut element = array();
+        element.element_kinds[0] = 6;
+        assert_eq!(
+            refused(element),
+            "sample 0 has an array element of kind 6, not 2 to 5"
         );
     }
 }

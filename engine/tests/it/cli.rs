@@ -313,7 +313,7 @@ fn check_speaks_the_protocols_of_the_codecs_kept_in_the_data_directory() {
 fn test_runs_pipeline_cases_and_points_at_failed_expectations() {
     let (code, out, err) = sluice(&["test", &project_file("pipelines/default.yaml")]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("4 test(s) passed"), "{out}");
+    assert!(out.contains("5 test(s) passed"), "{out}");
     let failing = scratch(
         "failing-cases.yaml",
         "name: f\nstages:\n  - use: swap_bytes\n  - use: decode\ntests:\n  - name: wrong on purpose\n    tags: [ { key: t, dataType: UINT16 } ]\n    input: [ { tag: t, raw: \"0007\" } ]\n    expect: [ { tag: t, value: 8 } ]\n",

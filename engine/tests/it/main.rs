@@ -8,6 +8,7 @@ mod support;
 mod alarm_api;
 mod alarm_delivery;
 mod alarms;
+mod arrays;
 mod cli;
 mod codec_fuzz;
 mod collector_behaviour;

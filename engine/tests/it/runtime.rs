@@ -343,7 +343,7 @@ fn a_component_built_against_an_older_wit_is_refused_naming_the_versions() {
     let text = error.to_string();
     assert!(
         text.contains("`scale` was built against sluice:dataflow@0.1.0")
-            && text.contains("this engine needs sluice:dataflow@0.6.0"),
+            && text.contains("this engine needs sluice:dataflow@0.7.0"),
         "{text}"
     );
 }

@@ -70,7 +70,7 @@ pub(crate) fn author(
     );
     let wasm = builds().join(format!("{name}.wasm"));
     let (fits, said) = sluice(&["component", "check"], &wasm);
-    let expected = format!("a {kind} component for sluice:dataflow@0.6.0");
+    let expected = format!("a {kind} component for sluice:dataflow@0.7.0");
     assert!(fits && said.contains(&expected), "{said}");
 
     let runtime = runtime();

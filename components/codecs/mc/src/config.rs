@@ -12,7 +12,9 @@ use crate::address::{self, Naming};
 use crate::frame::FrameType;
 use crate::plan::limits;
 use crate::sluice::dataflow::types::{ConfigError, Setting, TagSpec};
-use crate::{Config, Tag, config_error, each_setting, tag_byte_order, tag_data_type};
+use crate::{
+    Config, Tag, config_error, each_setting, tag_array_len, tag_byte_order, tag_data_type,
+};
 
 const SETTINGS: &[&str] = &["series", "frameType", "monitorTimer", "byteOrder"];
 
@@ -97,11 +99,13 @@ fn read_tag(index: usize, spec: TagSpec, config: Config) -> Result<Tag, ConfigEr
     let address = address::parse(&spec.address, naming).map_err(|m| err("address", m))?;
     let data_type = tag_data_type(&spec);
     let device = address.device;
+    let array_len = tag_array_len(&spec);
     let count = points(
         data_type,
         device.bits,
         address.bit.is_some(),
         words_of(data_type),
+        array_len,
     )
     .map_err(|wrong| match wrong {
         NotBool::BitArea => err(
@@ -112,6 +116,11 @@ fn read_tag(index: usize, spec: TagSpec, config: Config) -> Result<Tag, ConfigEr
             "dataType",
             "a bit of a word (`.N`) must have dataType BOOL".into(),
         ),
+        NotBool::ArrayInWord => err(
+            "length",
+            "an array cannot start at a bit of a word (`.N`): give the word, or a bit device"
+                .into(),
+        ),
     })?;
     if count == 0 {
         return Err(err(
@@ -119,8 +128,9 @@ fn read_tag(index: usize, spec: TagSpec, config: Config) -> Result<Tag, ConfigEr
             "a STRING needs a length of at least 1".into(),
         ));
     }
+    let unit = if device.bits { "bits" } else { "words" };
     limits(config.frame)
-        .fits(count, "words")
+        .fits(device.bits, count, unit)
         .map_err(|m| err("length", m))?;
     let last = if naming == Naming::Wide {
         u64::from(u32::MAX)
@@ -141,6 +151,7 @@ fn read_tag(index: usize, spec: TagSpec, config: Config) -> Result<Tag, ConfigEr
         },
         bit: address.bit,
         data_type,
+        array_len,
         byte_order: tag_byte_order(&spec),
     })
 }

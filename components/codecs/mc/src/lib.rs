@@ -134,6 +134,8 @@ struct Tag {
     /// Bit of a word read as a BOOL.
     bit: Option<u8>,
     data_type: DataType,
+    /// The elements of an array tag; `None` for one value.
+    array_len: Option<u32>,
     byte_order: ByteOrder,
 }
 

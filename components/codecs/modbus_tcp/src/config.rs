@@ -13,7 +13,7 @@ use crate::frame::UNITS;
 use crate::sluice::dataflow::types::{ConfigError, Setting, TagSpec};
 use crate::{
     SettingDeclaration, Tag, choices, config_error, declare, each_setting, int, integers,
-    tag_byte_order, tag_data_type, text,
+    tag_array_len, tag_byte_order, tag_data_type, text,
 };
 
 const SETTINGS: &[&str] = &[
@@ -128,18 +128,25 @@ fn read_tag(index: usize, spec: TagSpec, limits: RangeLimits) -> Result<Tag, Con
     let data_type = tag_data_type(&spec);
     let words = (data_type.byte_len() / 2) as u64;
     let in_bits = address.table.is_bits();
-    let count = points(data_type, in_bits, address.bit.is_some(), words).map_err(|wrong| {
-        let message = match wrong {
-            NotBool::BitArea => format!(
-                "{} hold single bits: the dataType must be BOOL",
-                address.table.name()
-            ),
-            NotBool::BitOfWord => "a register bit (`.N`) must have dataType BOOL".into(),
-        };
-        err("dataType", message)
-    })?;
+    let array_len = tag_array_len(&spec);
+    let count =
+        points(data_type, in_bits, address.bit.is_some(), words, array_len).map_err(|wrong| {
+            let message = match wrong {
+                NotBool::BitArea => format!(
+                    "{} hold single bits: the dataType must be BOOL",
+                    address.table.name()
+                ),
+                NotBool::BitOfWord => "a register bit (`.N`) must have dataType BOOL".into(),
+                NotBool::ArrayInWord => {
+                    "an array cannot start at a register bit (`.N`): give the register, or coils"
+                        .into()
+                }
+            };
+            err("dataType", message)
+        })?;
+    let unit = if in_bits { "bits" } else { "registers" };
     limits
-        .fits(count, "registers")
+        .fits(in_bits, count, unit)
         .map_err(|m| err("length", m))?;
     if u64::from(address.offset) + count > 65536 {
         return Err(err("address", "the value runs past register 65535".into()));
@@ -152,6 +159,7 @@ fn read_tag(index: usize, spec: TagSpec, limits: RangeLimits) -> Result<Tag, Con
         },
         bit: address.bit,
         data_type,
+        array_len,
         byte_order: tag_byte_order(&spec),
     })
 }

@@ -8,14 +8,14 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 
 use sluice_guest::columns::{Cell, Columns};
-use sluice_guest::numeric::{ByteOrder, DataType, Number, encode, reorder_for};
+use sluice_guest::numeric::{ByteOrder, DataType, Number, encode_each};
 use sluice_guest::session::range_codec::RangeCodec;
 use sluice_guest::session::ranges::{Extent, RangeRequest, RangeState};
 use sluice_guest::session::{Failure, tag_at};
 
 use crate::address::Table;
 use crate::sluice::dataflow::types::{Batch, ConfigError, Setting, TagSpec, Value};
-use crate::{columns_into_batch, number_from_value};
+use crate::{columns_into_batch, numbers_to_write};
 use crate::{config, frame, pdu};
 
 pub struct Tag {
@@ -23,6 +23,8 @@ pub struct Tag {
     /// Bit of a register read as a BOOL.
     pub bit: Option<u8>,
     pub data_type: DataType,
+    /// The elements of an array tag; `None` for one value.
+    pub array_len: Option<u32>,
     pub byte_order: ByteOrder,
 }
 
@@ -56,8 +58,15 @@ impl ModbusSession {
     fn samples(&self, request: &Request, data: &[u8], ts_ms: i64) -> Batch {
         let mut columns = Columns::with_capacity(request.tags.len());
         for &index in &request.tags {
-            if let Some(tag) = self.tags.get(index as usize) {
-                columns.push_read(index, value_of(tag, request, data), ts_ms);
+            let Some(tag) = self.tags.get(index as usize) else {
+                continue;
+            };
+            match tag.array_len {
+                Some(len) if request.area.is_bits() => match bits_of(tag, request, data, len) {
+                    Some(bits) => columns.push_array(index, bits.map(Number::Bool), ts_ms),
+                    None => columns.push_read(index, None, ts_ms),
+                },
+                _ => columns.push_read(index, value_of(tag, request, data), ts_ms),
             }
         }
         if !request.area.is_bits() {
@@ -68,14 +77,29 @@ impl ModbusSession {
 
     fn write_pdu(&self, tag: &Tag, value: &Value) -> Result<(u8, Vec<u8>, [u8; 4]), String> {
         let start = (tag.extent.start as u16).to_be_bytes();
+        let numbers = numbers_to_write(value, tag.array_len)?;
         match (tag.extent.area, tag.bit) {
+            (Table::Coils, _) if tag.array_len.is_some() => {
+                let mut packed = alloc::vec![0u8; numbers.len().div_ceil(8)];
+                for (i, number) in numbers.iter().enumerate() {
+                    if coil(number)? {
+                        packed[i / 8] |= 1 << (i % 8);
+                    }
+                }
+                let count = (numbers.len() as u16).to_be_bytes();
+                let mut pdu = alloc::vec![
+                    0x0F,
+                    start[0],
+                    start[1],
+                    count[0],
+                    count[1],
+                    packed.len() as u8
+                ];
+                pdu.extend_from_slice(&packed);
+                Ok((0x0F, pdu, [start[0], start[1], count[0], count[1]]))
+            }
             (Table::Coils, _) => {
-                let on = match number_from_value(value) {
-                    Some(Number::Bool(b)) => b,
-                    Some(Number::Int(0)) => false,
-                    Some(Number::Int(1)) => true,
-                    _ => return Err("a coil takes true/false or 0/1".into()),
-                };
+                let on = coil(&numbers[0])?;
                 if self.write_multiple {
                     let pdu = alloc::vec![0x0F, start[0], start[1], 0, 1, 1, u8::from(on)];
                     Ok((0x0F, pdu, [start[0], start[1], 0, 1]))
@@ -89,10 +113,8 @@ impl ModbusSession {
                 }
             }
             (Table::HoldingRegisters, None) => {
-                let number = number_from_value(value).ok_or("no value to write")?;
-                let mut bytes = encode(tag.data_type, &number)
+                let bytes = encode_each(tag.data_type, tag.byte_order, &numbers)
                     .map_err(|e| format!("{e:?}: value does not fit {:?}", tag.data_type))?;
-                reorder_for(&mut bytes, tag.data_type, tag.byte_order);
                 let registers = (bytes.len() / 2) as u16;
                 if registers == 1 && !self.write_multiple {
                     let pdu = alloc::vec![0x06, start[0], start[1], bytes[0], bytes[1]];
@@ -117,6 +139,29 @@ impl ModbusSession {
             (table, _) => Err(format!("{} are read-only", table.name())),
         }
     }
+}
+
+/// The state a coil is written to: true/false or 1/0.
+fn coil(number: &Number) -> Result<bool, String> {
+    match number {
+        Number::Bool(b) => Ok(*b),
+        Number::Int(0) | Number::Uint(0) => Ok(false),
+        Number::Int(1) | Number::Uint(1) => Ok(true),
+        _ => Err("a coil takes true/false or 0/1".into()),
+    }
+}
+
+/// The `len` bits of array tag `tag` in the response `data` to `request` (of
+/// an area of bits, packed low bit first).
+fn bits_of<'d>(
+    tag: &Tag,
+    request: &Request,
+    data: &'d [u8],
+    len: u32,
+) -> Option<impl Iterator<Item = bool> + 'd> {
+    let at = (tag.extent.start - request.start) as usize;
+    let end = at + len as usize;
+    (end.div_ceil(8) <= data.len()).then(|| (at..end).map(|i| data[i / 8] >> (i % 8) & 1 == 1))
 }
 
 /// The value of `tag` in the response `data` to `request`.

@@ -219,3 +219,115 @@ fn writes_are_byte_exact_and_checked_against_their_echo() {
         Err(FrameError::Malformed(_))
     ));
 }
+
+#[test]
+fn arrays_read_and_write_their_whole_extent() {
+    use crate::sluice::dataflow::types::Element;
+    let s = session(
+        &[],
+        specs("40001 FLOAT32[2], 00001 BOOL[10], 40010 INT16[3]"),
+    );
+    let plans = s.plan(vec![0, 1, 2]);
+    let frames: Vec<Vec<u8>> = plans
+        .iter()
+        .map(|p| s.encode_read(p.id).expect("encodes")[7..].to_vec())
+        .collect();
+    assert_eq!(
+        frames,
+        [vec![0x01, 0, 0, 0, 10], vec![0x03, 0, 0, 0, 12]],
+        "10 coils; registers 0..12 for four and three registers"
+    );
+    let coils = s.encode_read(plans[0].id).expect("encodes");
+    let batch = s
+        .parse_read(
+            plans[0].id,
+            frame::build(tid(&coils), 1, &[0x01, 2, 0b1000_0101, 0b10]),
+            0,
+        )
+        .expect("parses");
+    let on = |bits: &[bool]| Value::Array(bits.iter().map(|b| Element::Boolean(*b)).collect());
+    let expected = on(&[
+        true, false, true, false, false, false, false, true, false, true,
+    ]);
+    assert_eq!(batch_samples(&batch)[0].value, expected);
+    let short = s.encode_read(plans[0].id).expect("encodes");
+    let truncated = s.parse_read(plans[0].id, frame::build(tid(&short), 1, &[0x01, 1, 0]), 0);
+    assert!(
+        truncated.is_err(),
+        "fewer coils than asked for is malformed"
+    );
+
+    let registers = s.encode_read(plans[1].id).expect("encodes");
+    let mut pdu = vec![0x03, 24];
+    pdu.extend([0u8; 24]);
+    let batch = s
+        .parse_read(plans[1].id, frame::build(tid(&registers), 1, &pdu), 0)
+        .expect("parses");
+    let spans: Vec<Value> = batch_samples(&batch)
+        .iter()
+        .map(|x| x.value.clone())
+        .collect();
+    assert_eq!(
+        spans,
+        [
+            Value::Raw(Span { start: 0, len: 8 }),
+            Value::Raw(Span { start: 18, len: 6 })
+        ],
+        "an array's raw bytes are its whole extent"
+    );
+
+    let ints = Value::Array(vec![Element::Int(1), Element::Int(-1), Element::Float(2.0)]);
+    let frame = s.encode_write(2, ints).expect("FC16");
+    assert_eq!(frame[7..], [0x10, 0, 9, 0, 3, 6, 0, 1, 0xFF, 0xFF, 0, 2]);
+    let frame = s
+        .encode_write(
+            1,
+            on(&[
+                true, true, false, false, false, false, false, false, false, true,
+            ]),
+        )
+        .expect("FC15");
+    assert_eq!(frame[7..], [0x0F, 0, 0, 0, 10, 2, 0b11, 0b10]);
+    let wrong_length = device_error_of(s.encode_write(2, Value::Array(vec![Element::Int(1)])));
+    assert_eq!(
+        wrong_length.message,
+        "the tag is an array of 3 values, the write has 1"
+    );
+    let scalar = device_error_of(s.encode_write(2, Value::Int(1)));
+    assert_eq!(
+        scalar.message,
+        "the tag is an array of 3 values: write an array"
+    );
+    let too_big = device_error_of(s.encode_write(0, Value::Array(vec![Element::Float(1e300); 2])));
+    assert_eq!(too_big.code, 0);
+}
+
+#[test]
+fn arrays_are_checked_against_their_area_and_the_request_limits() {
+    let errors = ModbusSession::create(
+        &[setting("maxRegisters", Sv::Int(10))],
+        specs("40001 FLOAT64[3], 40001.2 BOOL[4], 00001 BOOL[2001], 40001 INT16[10]"),
+    )
+    .err()
+    .expect("refused");
+    let messages: Vec<(Option<u32>, String)> =
+        errors.into_iter().map(|e| (e.tag, e.message)).collect();
+    assert_eq!(
+        messages,
+        [
+            (
+                Some(0),
+                "the value needs 12 registers, more than one request may read (10)".into()
+            ),
+            (
+                Some(1),
+                "an array cannot start at a register bit (`.N`): give the register, or coils"
+                    .into()
+            ),
+            (
+                Some(2),
+                "the value needs 2001 bits, more than one request may read (2000)".into()
+            ),
+        ]
+    );
+}

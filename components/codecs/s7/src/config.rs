@@ -10,8 +10,9 @@ use sluice_guest::settings::{SettingValue, integer, unknown_key, wrong_type};
 use crate::address::{self, BYTE_LIMIT};
 use crate::plan::TagRange;
 use crate::plc::{self, PlcType};
+use crate::sluice::dataflow::types::Access;
 use crate::sluice::dataflow::types::{ConfigError, Setting, TagSpec};
-use crate::{Tag, config_error, each_setting, tag_byte_order, tag_data_type};
+use crate::{Tag, config_error, each_setting, tag_array_len, tag_byte_order, tag_data_type};
 
 /// The longest STRING tag, in bytes.
 const MAX_STRING: u32 = 4096;
@@ -49,7 +50,21 @@ pub fn read_tag(index: usize, spec: TagSpec, plc: PlcType) -> Result<Tag, Config
     }
     let text = spec.address.trim();
     let address = address::parse(text, plc.has_v_area()).map_err(|m| err("address", m))?;
-    let len = address::byte_len(&address, data_type, text).map_err(|m| err("address", m))?;
+    let one = address::byte_len(&address, data_type, text).map_err(|m| err("address", m))?;
+    let array_len = tag_array_len(&spec);
+    // A BOOL array is read as the bytes that hold its bits.
+    let first_bit = address.bit.filter(|_| array_len.is_some());
+    let len = match (array_len, first_bit) {
+        (Some(n), Some(bit)) => (u32::from(bit) + n).div_ceil(8),
+        (Some(n), None) => one.saturating_mul(n),
+        (None, _) => one,
+    };
+    if first_bit.is_some() && spec.access != Access::Read {
+        return Err(err(
+            "access",
+            "a BOOL array can only be read (`access: R`): write its bits as BOOL tags".into(),
+        ));
+    }
     if address.byte + len > BYTE_LIMIT {
         return Err(err(
             "address",
@@ -65,9 +80,11 @@ pub fn read_tag(index: usize, spec: TagSpec, plc: PlcType) -> Result<Tag, Config
             db: address.db,
             start: address.byte,
             len,
-            bit: address.bit,
+            bit: address.bit.filter(|_| first_bit.is_none()),
         },
         data_type,
+        array_len,
+        first_bit,
         byte_order: tag_byte_order(&spec),
     })
 }

@@ -63,7 +63,7 @@ use core::cell::RefCell;
 use address::type_name;
 use pdu::{ItemSpec, JOB_HEADER, SUCCESS, TS_BIT, TS_BYTE};
 use plan::{Request, TagRange};
-use sluice_guest::numeric::{ByteOrder, DataType, encode, reorder_for};
+use sluice_guest::numeric::{ByteOrder, DataType, encode, encode_each, reorder_for};
 use sluice_guest::session::{Failure, InFlight, Plans, tag_at};
 use sluice_guest::settings::read_all;
 
@@ -119,6 +119,10 @@ const MIN_PDU: u16 = 64;
 struct Tag {
     range: TagRange,
     data_type: DataType,
+    /// The elements of an array tag; `None` for one value.
+    array_len: Option<u32>,
+    /// The first bit of a BOOL array, whose bytes `range` covers.
+    first_bit: Option<u8>,
     byte_order: ByteOrder,
 }
 
@@ -210,7 +214,10 @@ impl S7Session {
         value: &Value,
         pdu_size: u16,
     ) -> Result<(Vec<u8>, Vec<u8>), String> {
-        let number = number_from_value(value).ok_or_else(|| String::from("no value to write"))?;
+        if tag.first_bit.is_some() {
+            return Err("a BOOL array can only be read: write its bits as BOOL tags".into());
+        }
+        let numbers = numbers_to_write(value, tag.array_len)?;
         let range = tag.range;
         let mut item = ItemSpec {
             transport: TS_BYTE,
@@ -221,22 +228,28 @@ impl S7Session {
             bit: 0,
         };
         let bytes = if let Some(bit) = range.bit {
-            let encoded = encode(DataType::Bool, &number)
+            let encoded = encode(DataType::Bool, &numbers[0])
                 .map_err(|_| String::from("a BOOL takes true/false or 0/1"))?;
             item.transport = TS_BIT;
             item.count = 1;
             item.bit = bit;
             alloc::vec![u8::from(encoded.last().is_some_and(|b| *b != 0))]
         } else {
-            let mut bytes = encode(tag.data_type, &number).map_err(|e| {
+            let unfit = |e| {
                 format!(
                     "{e:?}: the value does not fit a {}",
                     type_name(tag.data_type)
                 )
-            })?;
-            bytes.truncate(range.len as usize);
-            reorder_for(&mut bytes, tag.data_type, tag.byte_order);
-            bytes
+            };
+            if let DataType::String(_) = tag.data_type {
+                // Cut to its characters before the swap, which pairs what is left.
+                let mut bytes = encode(tag.data_type, &numbers[0]).map_err(unfit)?;
+                bytes.truncate(range.len as usize);
+                reorder_for(&mut bytes, tag.data_type, tag.byte_order);
+                bytes
+            } else {
+                encode_each(tag.data_type, tag.byte_order, &numbers).map_err(unfit)?
+            }
         };
         let (param, data) = pdu::write(&item, &bytes);
         if JOB_HEADER + param.len() + data.len() > usize::from(pdu_size) {
@@ -373,7 +386,7 @@ impl GuestSession for S7Session {
                 )));
             }
         }
-        let batch = read::samples(&self.ranges, &planned, &items, &mut state.partial, ts_ms);
+        let batch = read::samples(&self.tags, &planned, &items, &mut state.partial, ts_ms);
         for (item, got) in planned.items.iter().zip(&items) {
             // Codes that blame the addresses: splitting may isolate the tags at fault.
             if matches!(got.code, 0x03 | 0x05 | 0x06 | 0x07 | 0x0A) {

@@ -47,22 +47,29 @@ pub enum NotBool {
     BitArea,
     /// The address names one bit of a word.
     BitOfWord,
+    /// An array tag at one bit of a word: its elements would run into the
+    /// next words, which no protocol addresses so.
+    ArrayInWord,
 }
 
 /// The points a tag of `data_type` takes: one for a bit, of an area of bits
-/// (`in_bits`) or of a word (`bit_of_word`), else `words`.
+/// (`in_bits`) or of a word (`bit_of_word`), else `words`; `array_len` times
+/// that for an array tag.
 ///
 /// # Errors
-/// A bit whose tag is not a BOOL.
+/// A bit whose tag is not a BOOL, or an array of bits of a word.
 pub fn points(
     data_type: DataType,
     in_bits: bool,
     bit_of_word: bool,
     words: u64,
+    array_len: Option<u32>,
 ) -> Result<u64, NotBool> {
+    let elements = u64::from(array_len.unwrap_or(1));
     match (in_bits, bit_of_word) {
-        (false, false) => Ok(words),
-        _ if data_type == DataType::Bool => Ok(1),
+        (false, false) => Ok(words * elements),
+        (false, true) if array_len.is_some() => Err(NotBool::ArrayInWord),
+        _ if data_type == DataType::Bool => Ok(elements),
         (true, _) => Err(NotBool::BitArea),
         (false, true) => Err(NotBool::BitOfWord),
     }
@@ -80,16 +87,16 @@ pub struct RangeLimits {
 }
 
 impl RangeLimits {
-    /// Checks that a value of `count` words or registers (`unit` in the
-    /// message) fits one request.
+    /// Checks that a value of `count` points (`unit` in the message) of an
+    /// area of bits (`bits`) or of words fits one request.
     ///
     /// # Errors
     /// The message for a value too large.
-    pub fn fits(self, count: u64, unit: &str) -> Result<(), String> {
-        if count > u64::from(self.max_words) {
+    pub fn fits(self, bits: bool, count: u64, unit: &str) -> Result<(), String> {
+        let max = if bits { self.max_bits } else { self.max_words };
+        if count > u64::from(max) {
             return Err(format!(
-                "the value needs {count} {unit}, more than one request may read ({})",
-                self.max_words
+                "the value needs {count} {unit}, more than one request may read ({max})"
             ));
         }
         Ok(())
@@ -304,23 +311,29 @@ mod tests {
 
     #[test]
     fn values_fit_one_request() {
-        assert_eq!(LIMITS.fits(10, "words"), Ok(()));
+        assert_eq!(LIMITS.fits(false, 10, "words"), Ok(()));
         assert_eq!(
-            LIMITS.fits(11, "words"),
+            LIMITS.fits(false, 11, "words"),
             Err("the value needs 11 words, more than one request may read (10)".into())
         );
+        assert_eq!(LIMITS.fits(true, 11, "bits"), Ok(()));
     }
 
     #[test]
     fn single_bits_are_bools() {
-        let words = points(DataType::Float32, false, false, 2);
+        let words = points(DataType::Float32, false, false, 2, None);
         assert_eq!(words, Ok(2));
-        assert_eq!(points(DataType::Bool, true, false, 1), Ok(1));
-        assert_eq!(points(DataType::Bool, false, true, 1), Ok(1));
-        let area = points(DataType::Int16, true, false, 1);
+        assert_eq!(points(DataType::Bool, true, false, 1, None), Ok(1));
+        assert_eq!(points(DataType::Bool, false, true, 1, None), Ok(1));
+        let area = points(DataType::Int16, true, false, 1, None);
         assert_eq!(area, Err(NotBool::BitArea));
-        let word = points(DataType::Int16, false, true, 1);
+        let word = points(DataType::Int16, false, true, 1, None);
         assert_eq!(word, Err(NotBool::BitOfWord));
+        let array = points(DataType::Float32, false, false, 2, Some(3));
+        assert_eq!(array, Ok(6), "three values of two words");
+        assert_eq!(points(DataType::Bool, true, false, 1, Some(16)), Ok(16));
+        let in_word = points(DataType::Bool, false, true, 1, Some(4));
+        assert_eq!(in_word, Err(NotBool::ArrayInWord));
     }
 
     #[test]

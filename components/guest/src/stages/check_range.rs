@@ -1,6 +1,7 @@
 //! `check_range`: a GOOD numeric value outside its tag's valid range (the tag's
 //! `min` and `max`, either optional) becomes UNCERTAIN; the value is kept so
-//! consumers still see what the device said. Tags without a range pass. No settings.
+//! consumers still see what the device said; an array is UNCERTAIN when one of its
+//! elements is outside. Tags without a range pass. No settings.
 
 use alloc::vec::Vec;
 
@@ -57,13 +58,17 @@ impl Stage for CheckRange {
             if batch.qualities[i] != quality::GOOD {
                 continue;
             }
-            let (Some(value), Some(&(min, max))) = (
-                batch.cell(i).as_f64(),
-                self.ranges.get(batch.tags[i] as usize),
-            ) else {
+            let Some(&(min, max)) = self.ranges.get(batch.tags[i] as usize) else {
                 continue;
             };
-            if !(min..=max).contains(&value) {
+            let outside = |value: Option<f64>| value.is_some_and(|v| !(min..=max).contains(&v));
+            let out_of_range = match batch.array_range(i) {
+                Some(elements) => elements
+                    .into_iter()
+                    .any(|e| outside(batch.element(e).as_f64())),
+                None => outside(batch.cell(i).as_f64()),
+            };
+            if out_of_range {
                 batch.qualities[i] = quality::UNCERTAIN;
             }
         }

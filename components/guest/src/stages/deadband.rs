@@ -2,6 +2,9 @@
 //! `deadband` since the last value that passed, with the same quality. A tag with
 //! deadband 0 always passes, as do booleans, text and BAD samples (a BAD sample
 //! also forgets the last value, so the first good value after it is published).
+//! An array of numbers is dropped only when every element moved less than the
+//! band (and it has as many elements as the last); an array holding a boolean
+//! always passes.
 //! `reset` (after a reconnect) forgets every last value. No settings.
 
 use alloc::vec::Vec;
@@ -14,7 +17,42 @@ pub struct Deadband {
     /// Band per tag; empty when no tag has one (every value passes).
     bands: Vec<f64>,
     /// Last value passed per tag, with its quality; empty with `bands`.
-    last: RefCell<Vec<Option<(f64, u8)>>>,
+    last: RefCell<Vec<Option<(Last, u8)>>>,
+}
+
+/// The last value that passed: a number, or an array's elements.
+#[derive(Debug, Clone, PartialEq)]
+enum Last {
+    Number(f64),
+    Array(Vec<f64>),
+}
+
+impl Last {
+    /// Whether `self` is within `band` of `previous`.
+    fn within(&self, previous: &Last, band: f64) -> bool {
+        match (self, previous) {
+            (Last::Number(now), Last::Number(was)) => (now - was).abs() < band,
+            (Last::Array(now), Last::Array(was)) => {
+                now.len() == was.len() && now.iter().zip(was).all(|(a, b)| (a - b).abs() < band)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The value of sample `i` as the band compares it; `None` when it is not
+/// numbers (it always passes).
+fn compared(batch: &Columns, i: usize) -> Option<Last> {
+    match batch.array_range(i) {
+        Some(elements) => elements
+            .map(|e| match batch.element(e) {
+                crate::columns::Cell::Boolean(_) => None,
+                element => element.as_f64(),
+            })
+            .collect::<Option<Vec<f64>>>()
+            .map(Last::Array),
+        None => batch.cell(i).as_f64().map(Last::Number),
+    }
 }
 
 impl Stage for Deadband {
@@ -61,13 +99,13 @@ impl Stage for Deadband {
                 *slot = None;
                 return true;
             }
-            let Some(value) = batch.cell(i).as_f64() else {
+            let Some(value) = compared(batch, i) else {
                 return true;
             };
             if band > 0.0
-                && let Some((previous, was)) = *slot
-                && was == this
-                && (value - previous).abs() < band
+                && let Some((previous, was)) = slot.as_ref()
+                && *was == this
+                && value.within(previous, band)
             {
                 return false;
             }

@@ -27,6 +27,8 @@ use crate::settings::{SettingValue, unknown_key};
 #[derive(Debug, Clone)]
 pub struct Tag<'a> {
     pub data_type: DataType,
+    /// The elements of an array tag; `None` for a tag of one value.
+    pub array_len: Option<u32>,
     pub byte_order: ByteOrder,
     pub factor: f64,
     pub offset: f64,

@@ -2,8 +2,9 @@
 //!
 //! Integers pass through unchanged when their tag has factor 1 and offset 0, so a
 //! counter stays an exact integer. Any other numeric value becomes a float; a
-//! result that is not finite makes the sample BAD. Booleans, text and undecoded
-//! bytes pass through untouched.
+//! result that is not finite makes the sample BAD. An array's elements are
+//! scaled each so (one that is not finite makes the whole sample BAD). Booleans,
+//! text and undecoded bytes pass through untouched.
 //!
 //! Settings: `decimals` (optional, 0-12): round results to that many decimals,
 //! which hides binary noise such as `0.1 x 123 = 12.300000000000001`.
@@ -38,6 +39,30 @@ fn round_to(value: f64, scale: f64) -> f64 {
         scaled - 0.5
     };
     (nudged as i64) as f64 / scale
+}
+
+impl Scale {
+    /// `raw x factor + offset`, rounded when the stage rounds.
+    fn linear(&self, raw: f64, factor: f64, offset: f64) -> f64 {
+        let scaled = raw * factor + offset;
+        match self.rounding {
+            Some(scale) => round_to(scaled, scale),
+            None => scaled,
+        }
+    }
+
+    /// The scaled value of an array element; `None` for one that stays as it
+    /// is (a boolean, or an integer under factor 1 and offset 0).
+    fn scaled(&self, element: Cell<'_>, factor: f64, offset: f64) -> Option<f64> {
+        let identity = factor == 1.0 && offset == 0.0;
+        match element {
+            Cell::Int(_) | Cell::Uint(_) if identity => None,
+            Cell::Int(_) | Cell::Uint(_) | Cell::Float(_) => {
+                Some(self.linear(element.as_f64()?, factor, offset))
+            }
+            _ => None,
+        }
+    }
 }
 
 impl Stage for Scale {
@@ -97,6 +122,19 @@ impl Stage for Scale {
                 continue;
             };
             let identity = factor == 1.0 && offset == 0.0;
+            if let Some(elements) = batch.array_range(i) {
+                let mut finite = true;
+                for e in elements {
+                    if let Some(scaled) = self.scaled(batch.element(e), factor, offset) {
+                        finite &= scaled.is_finite();
+                        batch.set_element_float(e, scaled);
+                    }
+                }
+                if !finite {
+                    batch.set_bad(i);
+                }
+                continue;
+            }
             let raw = match batch.cell(i) {
                 Cell::Int(_) | Cell::Uint(_) if identity => continue,
                 Cell::Int(v) => v as f64,
@@ -104,10 +142,7 @@ impl Stage for Scale {
                 Cell::Float(v) => v,
                 _ => continue,
             };
-            let mut scaled = raw * factor + offset;
-            if let Some(scale) = self.rounding {
-                scaled = round_to(scaled, scale);
-            }
+            let scaled = self.linear(raw, factor, offset);
             if scaled.is_finite() {
                 batch.set_float(i, scaled);
             } else {

@@ -8,6 +8,7 @@ use crate::columns::{Cell, kind, quality, span_bits};
 fn tag(data_type: DataType, byte_order: ByteOrder) -> Tag<'static> {
     Tag {
         data_type,
+        array_len: None,
         byte_order,
         factor: 1.0,
         offset: 0.0,
@@ -79,6 +80,75 @@ fn the_chain_does_what_its_stages_do_one_after_another() {
         .unwrap()
         .process(&mut one_by_one);
     assert_eq!(batch, one_by_one);
+}
+
+/// The elements of sample `i`.
+fn elements(batch: &Columns, i: usize) -> Vec<Cell<'_>> {
+    let range = batch.array_range(i).expect("an array");
+    range.map(|e| batch.element(e)).collect()
+}
+
+#[test]
+fn an_array_tag_goes_through_every_stage_element_by_element() {
+    // FLOAT32 x 2 in CDAB, x 2 + 1, at most 10, band 0.5.
+    let mut f = tag(DataType::Float32, ByteOrder::Cdab);
+    f.array_len = Some(2);
+    f.factor = 2.0;
+    f.offset = 1.0;
+    f.deadband = 0.5;
+    f.settings.push(("max", SettingValue::Float(10.0)));
+    // INT16 x 3, no scaling: stays integers.
+    let mut n = tag(DataType::Int16, ByteOrder::Abcd);
+    n.array_len = Some(3);
+    let chain = <Chain>::create(&DEFAULT, &[f, n]).unwrap();
+    let round = |first: [u8; 4], second: [u8; 4]| {
+        let mut bytes = Vec::new();
+        for value in [first, second] {
+            bytes.extend_from_slice(&[value[2], value[3], value[0], value[1]]);
+        }
+        bytes.extend_from_slice(&[0x00, 0x01, 0xFF, 0xFE, 0x7F, 0xFF]);
+        let mut batch = Columns {
+            bytes,
+            ..Columns::default()
+        };
+        batch.push(0, quality::GOOD, kind::RAW, span_bits(0, 8), 9);
+        batch.push(1, quality::GOOD, kind::RAW, span_bits(8, 6), 9);
+        chain.process(&mut batch);
+        batch
+    };
+    // 1.5 and 2.5: 4 and 6.
+    let batch = round(1.5f32.to_be_bytes(), 2.5f32.to_be_bytes());
+    assert_eq!(elements(&batch, 0), [Cell::Float(4.0), Cell::Float(6.0)]);
+    assert_eq!(batch.quality(0), quality::GOOD);
+    assert_eq!(
+        elements(&batch, 1),
+        [Cell::Int(1), Cell::Int(-2), Cell::Int(32767)]
+    );
+    // 1.6 and 2.5 (4.2 and 6): every element within the band, dropped; the
+    // INT16 array has no band and passes.
+    let batch = round(1.6f32.to_be_bytes(), 2.5f32.to_be_bytes());
+    assert_eq!(batch.tags, [1]);
+    // 1.5 and 5 (4 and 11): one element moved past the band, and out of range.
+    let batch = round(1.5f32.to_be_bytes(), 5.0f32.to_be_bytes());
+    assert_eq!(elements(&batch, 0), [Cell::Float(4.0), Cell::Float(11.0)]);
+    assert_eq!(batch.quality(0), quality::UNCERTAIN);
+    // A NaN element makes the whole array BAD.
+    let batch = round(f32::NAN.to_be_bytes(), 5.0f32.to_be_bytes());
+    assert_eq!(
+        (batch.cell(0), batch.quality(0)),
+        (Cell::None, quality::BAD)
+    );
+    // Too few bytes for its elements: BAD.
+    let mut short = Columns {
+        bytes: alloc::vec![0; 6],
+        ..Columns::default()
+    };
+    short.push(0, quality::GOOD, kind::RAW, span_bits(0, 6), 9);
+    chain.process(&mut short);
+    assert_eq!(
+        (short.cell(0), short.quality(0)),
+        (Cell::None, quality::BAD)
+    );
 }
 
 #[test]

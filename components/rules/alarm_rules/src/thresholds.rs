@@ -201,8 +201,16 @@ impl Thresholds {
             let tag = match &tag_key {
                 Some(key) => {
                     let found = tags.iter().position(|t| t.key == *key);
-                    if found.is_none() {
-                        reader.error("tag", format!("no tag `{key}` on this device"));
+                    match found.map(|i| crate::tag_array_len(&tags[i])) {
+                        None => reader.error("tag", format!("no tag `{key}` on this device")),
+                        Some(Some(len)) => reader.error(
+                            "tag",
+                            format!(
+                                "tag `{key}` is an array of {len} values: a threshold \
+                                 compares one value"
+                            ),
+                        ),
+                        Some(None) => {}
                     }
                     found
                 }
@@ -769,6 +777,25 @@ mod tests {
                 "thresholds.4.above",
                 "thresholds.5.tag",
             ]
+        );
+    }
+
+    #[test]
+    fn a_threshold_on_an_array_tag_is_refused() {
+        let mut list = tags();
+        list[1].length = 4;
+        let found = Thresholds::parse(
+            &[
+                text("thresholds.0.tag", "pressure"),
+                num("thresholds.0.above", 1.0),
+            ],
+            &list,
+        )
+        .expect_err("an array");
+        assert_eq!(found[0].key, "thresholds.0.tag");
+        assert_eq!(
+            found[0].message,
+            "tag `pressure` is an array of 4 values: a threshold compares one value"
         );
     }
 

@@ -308,6 +308,11 @@ function paintDeviceLive(container, id) {
 }
 
 function valueInput(tag) {
+  if (isArray(tag)) {
+    const first = Array.from({ length: Math.min(tag.length, 3) }, (_, i) => i).join(", ");
+    return h("input", { id: "command-value", type: "text", required: true,
+      placeholder: `${tag.length} values: [${first}${tag.length > 3 ? ", ..." : ""}]` });
+  }
   if (tag.dataType === "BOOL") {
     return h("select", { id: "command-value" },
       h("option", { value: "true", text: "true" }), h("option", { value: "false", text: "false" }));
@@ -318,7 +323,16 @@ function valueInput(tag) {
     min: tag.min ?? undefined, max: tag.max ?? undefined, required: true });
 }
 
+/// Whether `tag` is an array tag: a `length` on a type other than STRING.
+function isArray(tag) {
+  return Boolean(tag.length) && tag.dataType !== "STRING";
+}
+
 function parseValue(tag, text) {
+  if (isArray(tag)) {
+    // The engine checks the length and each element; text that is not JSON goes as it is.
+    try { return JSON.parse(text); } catch { return text; }
+  }
   if (tag.dataType === "BOOL") return text === "true";
   if (tag.dataType === "STRING") return text;
   return Number(text);

@@ -78,14 +78,14 @@ impl MetricType {
             Value::Uint(v) => Some(i128::from(*v)),
             // Saturates; NaN gives 0, but a float tag is Float or Double anyway.
             Value::Float(v) => Some(*v as i128),
-            Value::None | Value::Raw(_) | Value::Text(_) => None,
+            Value::None | Value::Raw(_) | Value::Text(_) | Value::Array(_) => None,
         };
         let float = match value {
             Value::Bool(b) => Some(f64::from(u8::from(*b))),
             Value::Int(v) => Some(*v as f64),
             Value::Uint(v) => Some(*v as f64),
             Value::Float(v) => Some(*v),
-            Value::None | Value::Raw(_) | Value::Text(_) => None,
+            Value::None | Value::Raw(_) | Value::Text(_) | Value::Array(_) => None,
         };
         // Wrapping casts below are the protobuf encodings: signed types are
         // written in two's complement in their unsigned field.

@@ -197,3 +197,56 @@ fn malformed_and_out_of_turn_responses() {
     );
     assert!(s.check_handshake(0, Vec::new()).is_err());
 }
+
+#[test]
+fn arrays_read_each_element_in_the_word_order_of_one_value() {
+    use crate::sluice::dataflow::types::Element;
+    // Two INT32 from D300, low word first each: 0x00010002 and -2.
+    let s = q_l(specs("D300 INT32[2]"));
+    let (id, frame) = read_one(&s);
+    assert_eq!(frame[15..], [0x2C, 0x01, 0, 0xA8, 4, 0], "four words");
+    let data = [0x02, 0x00, 0x01, 0x00, 0xFE, 0xFF, 0xFF, 0xFF];
+    let batch = s.parse_read(id, answer(0, &data), 0).expect("parses");
+    let Value::Raw(span) = batch_samples(&batch)[0].value else {
+        panic!("raw bytes")
+    };
+    let bytes = &batch.bytes[span.start as usize..(span.start + span.len) as usize];
+    assert_eq!(
+        bytes,
+        [0, 1, 0, 2, 0xFF, 0xFF, 0xFF, 0xFE],
+        "each element big-endian"
+    );
+
+    // Five bits from M10: nibbles, the first high.
+    let bits = q_l(specs("M10 BOOL[5]"));
+    let (id, frame) = read_one(&bits);
+    assert_eq!(frame[18..], [0x90, 5, 0]);
+    let batch = bits
+        .parse_read(id, answer(0, &[0x10, 0x01, 0x10]), 0)
+        .expect("parses");
+    let expected = [true, false, false, true, true]
+        .map(Element::Boolean)
+        .to_vec();
+    assert_eq!(
+        batch_samples(&batch)[0].value,
+        Value::Array(expected.clone())
+    );
+    let frame = bits.encode_write(0, Value::Array(expected)).expect("bits");
+    assert_eq!(
+        frame[18..],
+        [0x90, 5, 0, 0x10, 0x01, 0x10],
+        "five bits, three bytes"
+    );
+    let frame = s
+        .encode_write(
+            0,
+            Value::Array(alloc::vec![Element::Int(0x0001_0002), Element::Int(-2)]),
+        )
+        .expect("words");
+    assert_eq!(
+        frame[18..],
+        [0xA8, 4, 0, 0x02, 0x00, 0x01, 0x00, 0xFE, 0xFF, 0xFF, 0xFF]
+    );
+    let refused = errors(&[], specs("D5.1 BOOL[4]"));
+    assert_eq!(refused[0].key, "length");
+}

@@ -261,3 +261,63 @@ fn planning_follows_the_negotiated_pdu() {
         assert!(frame.len() - 7 <= 960, "TPKT and COTP headers aside");
     }
 }
+
+#[test]
+fn arrays_read_as_one_range_and_bool_arrays_as_their_bytes() {
+    use crate::sluice::dataflow::types::{Access, Element};
+    let mut bits = specs("DB1.DBX0.6 BOOL[4]").remove(0);
+    bits.access = Access::Read;
+    let s = session(alloc::vec![bits, specs("DB1.DBW4 INT16[2]").remove(0)]);
+    connect(&s, 240);
+    let plan = s.plan(vec![0, 1]);
+    assert_eq!(plan.len(), 1);
+    let frame = s.encode_read(plan[0].id).unwrap();
+    let r = sent_ref(&frame);
+    assert_eq!(frame[18], 1, "one item");
+    assert_eq!(frame[23..25], [0x00, 0x08], "DB1 bytes 0..8");
+    let data = [
+        0xFF,
+        0x04,
+        0x00,
+        0x40,
+        0b1100_0000,
+        0b0000_0001,
+        0,
+        0,
+        0x00,
+        0x01,
+        0xFF,
+        0xFE,
+    ];
+    let batch = s
+        .parse_read(plan[0].id, ack(r, 0, &[0x04, 0x01], &data), 0)
+        .unwrap();
+    let values: Vec<Value> = batch_samples(&batch)
+        .iter()
+        .map(|x| x.value.clone())
+        .collect();
+    let on = [true, true, true, false].map(Element::Boolean).to_vec();
+    assert_eq!(values[0], Value::Array(on.clone()), "bits 6, 7, 8 and 9");
+    let Value::Raw(span) = values[1] else {
+        panic!("raw words")
+    };
+    assert_eq!(
+        batch.bytes[span.start as usize..][..span.len as usize],
+        [0, 1, 0xFF, 0xFE]
+    );
+    assert!(
+        s.encode_write(0, Value::Array(on)).is_err(),
+        "a BOOL array is read-only"
+    );
+    let frame = s
+        .encode_write(
+            1,
+            Value::Array(alloc::vec![Element::Int(1), Element::Int(-2)]),
+        )
+        .unwrap();
+    assert_eq!(frame[frame.len() - 4..], [0, 1, 0xFF, 0xFE]);
+    let refused = S7Session::create(&[], specs("DB1.DBX0.0 BOOL[8]"))
+        .err()
+        .expect("refused");
+    assert_eq!(refused[0].key, "access", "a writable BOOL array");
+}
