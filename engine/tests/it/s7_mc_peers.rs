@@ -114,6 +114,9 @@ fn db1() -> Vec<u8> {
     db[16..24].copy_from_slice(&1234.5678f64.to_be_bytes());
     db[24..26].copy_from_slice(&65_000u16.to_be_bytes());
     db[26..28].copy_from_slice(&[0x12, 0x34]);
+    for (i, v) in [1i16, -2, 300].iter().enumerate() {
+        db[28 + 2 * i..30 + 2 * i].copy_from_slice(&v.to_be_bytes());
+    }
     db
 }
 
@@ -147,6 +150,8 @@ async fn s7_types_bits_writes_and_a_missing_db_against_snap7() {
             read("input", "I0.0", "BOOL"),
             read("output", "Q0.1", "BOOL"),
             read("missing", "DB9.0", "INT16"),
+            written("i16s", "DB1.28", "INT16").set("length", 3),
+            read("bits", "DB1.DBX6.0", "BOOL").set("length", 3),
         ]);
     let text = collector(broker.port(), http).device(s7).yaml();
     let _engine = Engine::start(&scratch_dir("s7-snap7"), &text);
@@ -165,6 +170,8 @@ async fn s7_types_bits_writes_and_a_missing_db_against_snap7() {
         ("mw", json!(0x1234)),
         ("input", json!(true)),
         ("output", json!(true)),
+        ("i16s", json!([1, -2, 300])),
+        ("bits", json!([true, false, true])),
     ];
     let keys: Vec<&str> = expected
         .iter()
@@ -192,11 +199,12 @@ async fn s7_types_bits_writes_and_a_missing_db_against_snap7() {
         "a DB that does not exist is BAD for its tag only"
     );
 
-    // Writes: a word, a bit in a DB, a flag; each read back by the engine.
+    // Writes: a word, a bit in a DB, a flag, an array; each read back by the engine.
     for (key, value) in [
         ("u16", json!(4321)),
         ("bit2", json!(false)),
         ("flag", json!(false)),
+        ("i16s", json!([5, -6, 7])),
     ] {
         let command = write(http, "s7", key, value.clone()).await;
         assert_eq!(command["status"], "ACKED", "{key}: {command}");
@@ -205,13 +213,15 @@ async fn s7_types_bits_writes_and_a_missing_db_against_snap7() {
     wait_values(
         &subscriber,
         "P/S7/property/post",
-        &["u16", "bit2", "flag", "bit0"],
+        &["u16", "bit2", "flag", "bit0", "i16s", "bits"],
         "the written values polled",
         |v| {
             v["u16"].0 == 4321
                 && v["bit2"].0 == false
                 && v["flag"].0 == false
                 && v["bit0"].0 == true
+                && v["i16s"].0 == json!([5, -6, 7])
+                && v["bits"].0 == json!([true, false, false])
         },
     )
     .await;
@@ -220,8 +230,8 @@ async fn s7_types_bits_writes_and_a_missing_db_against_snap7() {
 /// MC memory as virtual-plc loads it (unsigned words, bits).
 fn mc_memory() -> Value {
     json!({
-        "D": { "100": [1234, 0], "200": [8], "300": [0x5678, 0x1234], "400": [0x4248, 0x0000] },
-        "M": { "10": [1, 0, 1] },
+        "D": { "100": [1234, 0], "200": [8], "300": [0x5678, 0x1234], "400": [0x4248, 0x0000], "500": [1, 65534, 0, 2] },
+        "M": { "10": [1, 0, 1], "20": [0, 1, 1, 0, 1] },
         "X": { "31": [1] },
         "W": { "16": [77] },
         "R": { "5": [555] },
@@ -250,12 +260,15 @@ fn mc_config(mqtt: u16, http: u16, port: u16, series: &str) -> String {
             read("tn3", "TN3", "UINT16"),
             read("cn4", "CN4", "UINT16"),
             read("missing", "D9000", "INT16"),
+            written("d500", "D500", "INT32").set("length", 2),
+            written("m20", "M20", "BOOL").set("length", 5),
         ]);
     collector(mqtt, http).device(mc).yaml()
 }
 
 const MC_KEYS: &[&str] = &[
     "d100", "d300", "f400", "bit3", "m10", "m11", "x1f", "w10", "r5", "tn3", "cn4", "missing",
+    "d500", "m20",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -287,6 +300,8 @@ async fn mc_types_bits_writes_and_an_unknown_device_against_virtual_plc() {
             ("r5", json!(555)),
             ("tn3", json!(42)),
             ("cn4", json!(9)),
+            ("d500", json!([-131_071, 131_072])),
+            ("m20", json!([false, true, true, false, true])),
         ];
         for (key, want) in &expected {
             let (got, quality) = &values[*key];
@@ -299,7 +314,12 @@ async fn mc_types_bits_writes_and_an_unknown_device_against_virtual_plc() {
             values["missing"].1, "BAD",
             "{series}: a device number beyond the PLC's range is BAD for its tag only"
         );
-        for (key, value) in [("d100", json!(-4321)), ("m10", json!(false))] {
+        for (key, value) in [
+            ("d100", json!(-4321)),
+            ("m10", json!(false)),
+            ("d500", json!([-3, 70_000])),
+            ("m20", json!([true, false, false, true, true])),
+        ] {
             let command = write(http, "mc", key, value.clone()).await;
             assert_eq!(command["status"], "ACKED", "{series} {key}: {command}");
             assert_eq!(command["write"]["after"], value, "{series} {key}");
