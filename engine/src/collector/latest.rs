@@ -237,7 +237,7 @@ mod tests {
         latest.record(std::slice::from_ref(&text), 3, &done);
         assert_eq!(latest.view().samples, vec![text.clone()]);
         let array = Sample {
-            value: Value::Array(vec![Value::Int(1), Value::Bool(false)]),
+            value: Value::Array(Box::new([Value::Int(1), Value::Bool(false)])),
             ..text
         };
         latest.record(std::slice::from_ref(&array), 4, &done);

@@ -161,7 +161,7 @@ mod tests {
             bytes: vec![0x01, 0x00, 0xFF, 0xFF, 0x18, 0xFC],
         };
         let raw = raw_values(&batch, &tags);
-        let expected = Value::Array(vec![Value::Int(1), Value::Int(-1), Value::Int(-1000)]);
+        let expected = Value::Array(Box::new([Value::Int(1), Value::Int(-1), Value::Int(-1000)]));
         assert_eq!(raw.get(0), Some(&expected));
     }
 }

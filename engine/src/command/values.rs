@@ -229,7 +229,7 @@ mod tests {
             ..TagSpec::plain("a", DataType::Int16)
         };
         let raw = to_raw(&spec, &serde_json::json!([1, -2.5, 0])).expect("fits");
-        let expected = Value::Array(vec![Value::Int(2), Value::Int(-5), Value::Int(0)]);
+        let expected = Value::Array(Box::new([Value::Int(2), Value::Int(-5), Value::Int(0)]));
         assert_eq!(raw, expected);
         let error = to_raw(&spec, &serde_json::json!([1, 2])).expect_err("two of three");
         assert_eq!(error, "tag `a` is an array of 3 values: the write has 2");
@@ -252,11 +252,11 @@ mod tests {
             quality: Quality::Good,
             ts_ms: 0,
         };
-        let got = read_back(Value::Array(vec![
+        let got = read_back(Value::Array(Box::new([
             Value::Float(1.0),
             Value::Float(-2.5),
             Value::Float(0.0),
-        ]));
+        ])));
         assert!(same(&spec, &got, &serde_json::json!([1, -2.5, 0])));
         assert!(!same(&spec, &got, &serde_json::json!([1, -2.5, 1])));
         assert!(!same(&spec, &got, &serde_json::json!([1, -2.5])));

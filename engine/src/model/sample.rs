@@ -58,8 +58,9 @@ pub enum Value {
     Float(f64),
     Text(String),
     /// The elements of an array tag, in address order: each a `Bool`, `Int`,
-    /// `Uint` or `Float`.
-    Array(Vec<Value>),
+    /// `Uint` or `Float`. A boxed slice, not a `Vec`, keeps a value at 24 bytes
+    /// (a `Vec` beside the `String` takes 32): every sample of a round carries one.
+    Array(Box<[Value]>),
 }
 
 impl Value {
@@ -188,5 +189,16 @@ impl Batch {
     pub fn raw(&self, span: Span) -> Option<&[u8]> {
         let start = span.start as usize;
         self.bytes.get(start..start.checked_add(span.len as usize)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_stays_three_words() {
+        // Every sample of every round carries one: an array must not grow it.
+        assert_eq!(std::mem::size_of::<Value>(), 24);
     }
 }

@@ -111,21 +111,21 @@ pub(super) fn batch_from_wit(batch: wit::Batch) -> Result<Batch, MalformedBatch>
     let mut samples = Vec::with_capacity(n);
     for i in 0..n {
         let (kind, bits) = (batch.kinds[i], batch.bits[i]);
-        let aside = match kind {
+        // Scalars (nearly every sample) come straight from their bits.
+        let value = match kind {
             Value::TEXT_KIND => {
                 let text = texts.get_mut(bits as usize).and_then(Option::take);
-                Some(Value::Text(text.ok_or_else(|| {
+                Value::Text(text.ok_or_else(|| {
                     MalformedBatch(format!(
                         "sample {i} names text {bits}, which is missing or already used"
                     ))
-                })?))
+                })?)
             }
-            Value::ARRAY_KIND => Some(array_from_wit(&elements, i, bits)?),
-            _ => None,
+            Value::ARRAY_KIND => array_from_wit(&elements, i, bits)?,
+            _ => Value::from_bits(kind, bits, None).ok_or_else(|| {
+                MalformedBatch(format!("sample {i} has value kind {kind}, not 0 to 7"))
+            })?,
         };
-        let value = Value::from_bits(kind, bits, aside).ok_or_else(|| {
-            MalformedBatch(format!("sample {i} has value kind {kind}, not 0 to 7"))
-        })?;
         let quality = Quality::from_code(batch.qualities[i]).ok_or_else(|| {
             MalformedBatch(format!(
                 "sample {i} has quality {}, not 0 to 2",
@@ -172,7 +172,7 @@ fn array_from_wit(
             "sample {i} has an array element of kind {kind}, not 2 to 5"
         ))
     })?;
-    Ok(Value::Array(elements))
+    Ok(Value::Array(elements.into()))
 }
 
 pub(super) fn value_to_wit(value: Value) -> wit::Value {
@@ -296,10 +296,14 @@ mod tests {
             sample(7, Value::Text("b".into()), Quality::Uncertain),
             sample(
                 8,
-                Value::Array(vec![Value::Int(1), Value::Float(0.5)]),
+                Value::Array(Box::new([Value::Int(1), Value::Float(0.5)])),
                 Quality::Good,
             ),
-            sample(9, Value::Array(vec![Value::Bool(true)]), Quality::Good),
+            sample(
+                9,
+                Value::Array(Box::new([Value::Bool(true)])),
+                Quality::Good,
+            ),
         ];
         let batch = Batch {
             samples: samples.clone(),
@@ -346,8 +350,13 @@ mod tests {
             refused(twice),
             "sample 1 names text 0, which is missing or already used"
         );
-        let array =
-            || samples_to_wit(&[sample(0, Value::Array(vec![Value::Int(1)]), Quality::Good)]);
+        let array = || {
+            samples_to_wit(&[sample(
+                0,
+                Value::Array(Box::new([Value::Int(1)])),
+                Quality::Good,
+            )])
+        };
         let mut outside = array();
         outside.bits[0] = 1 << 32 | 1;
         assert_eq!(refused(outside), "sample 0 names elements 1..2 of 1");
