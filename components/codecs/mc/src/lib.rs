@@ -43,7 +43,11 @@
 //! of the value reversed); strings keep the wire order (first character first). The
 //! pipeline then applies the tag's `byteOrder` on top of this: ABCD (the default)
 //! means "as the PLC stores it", CDAB swaps the words of a value a PLC program laid
-//! out high word first, and so on. Writes do the inverse.
+//! out high word first, and so on. Writes do the inverse. An array tag (a `length`
+//! on a type other than STRING) takes its elements' words one after the other,
+//! each normalised as a single value, or its bits of a bit device as booleans; it
+//! is read in one request and written whole. An array cannot start at a bit of a
+//! word.
 //!
 //! # Limits
 //! 960 words per word read, 3584 bits per bit read (the 3E limit is 7168; half of it

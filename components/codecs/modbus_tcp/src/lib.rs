@@ -9,6 +9,11 @@
 //! later rounds, so only the tags at fault end BAD. Writes use FC05/FC06, or
 //! FC15/FC16 for multi-register values and when `writeMultiple` is set.
 //!
+//! An array tag (a `length` on a type other than STRING) takes its elements'
+//! registers one after the other, read in one request as one raw span, or its
+//! coils/inputs as booleans; it is written whole, with FC16 or FC15. An array
+//! cannot start at one bit of a register.
+//!
 //! Settings: `unitId` (0-255, default 1), `mergeGap` (0-1000, default 16),
 //! `maxRegisters` (1-125, default 120), `maxBits` (1-2000, default 2000),
 //! `writeMultiple` (default false). `byteOrder` is accepted and ignored here: the

@@ -36,7 +36,11 @@
 //! BCD32 (4), INT64/UINT64/FLOAT64 (8), STRING (`length` bytes, 1-4096, read raw
 //! from the address: point it at the characters, i.e. two bytes past the start of
 //! an S7 STRING with its max/actual length header). Values arrive as raw big-endian
-//! spans, as the PLC stores them; BOOL tags arrive as booleans.
+//! spans, as the PLC stores them; BOOL tags arrive as booleans. An array tag (a
+//! `length` on a type other than STRING) takes its elements' bytes one after the
+//! other from the start byte, read (in slices when it is long) and written whole;
+//! a BOOL array takes consecutive bits from a bit address, read as the bytes that
+//! hold them, and is read-only (Write Var takes one bit an item).
 //!
 //! Limits: byte offsets up to 2097151 (the 3-byte bit address), DB 1-65535, PDU
 //! sizes from 64 up to the requested 960, frames up to 8192 bytes.

@@ -2,7 +2,9 @@
 //!
 //! Byte data goes into the batch's byte buffer as the PLC stores it (big-endian);
 //! tags get raw spans into it, which the pipeline's byte-order and decode stages
-//! turn into values. Bit tags become booleans here. The slices of a tag read in
+//! turn into values (an array tag's span holds its elements one after the other).
+//! Bit tags become booleans here, and a BOOL array the booleans of the bytes that
+//! hold it. The slices of a tag read in
 //! several requests are collected in `partial` and give one sample when the last
 //! slice arrives.
 
