@@ -4,7 +4,7 @@
 //! (FC16 for registers, FC15 for coils) read back, and the refusals of a
 //! write of another length or of a single value.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{ADMIN_TOKEN, Engine, scratch_dir};
@@ -27,26 +27,6 @@ fn cdab(values: &[f32]) -> Vec<u16> {
 async fn write(http: u16, key: &str, value: Value) -> (u16, Value) {
     let body = json!({ "deviceId": "rack", "key": key, "value": value });
     Engine::request(http, "POST", "/commands", Some(ADMIN_TOKEN), Some(&body)).await
-}
-
-/// Command `id` once it is final.
-async fn final_command(http: u16, id: u64) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let path = format!("/commands/{id}");
-        let (status, command) = Engine::request(http, "GET", &path, Some(ADMIN_TOKEN), None).await;
-        assert_eq!(status, 200, "{command}");
-        if ["ACKED", "FAILED", "TIMEOUT", "CANCELLED"]
-            .contains(&command["status"].as_str().unwrap_or(""))
-        {
-            return command;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "command {id} not final: {command}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -129,11 +109,11 @@ async fn array_tags_are_read_reported_and_written_whole() {
     // Writes of whole arrays, each read back.
     let (status, created) = write(http, "counts", json!([-1, 0, 12345])).await;
     assert_eq!(status, 201, "{created}");
-    let command = final_command(http, created["id"].as_u64().expect("id")).await;
+    let command = Engine::final_command(http, created["id"].as_u64().expect("id")).await;
     assert_eq!(command["status"], "ACKED", "{command}");
     let (status, created) = write(http, "flags", json!([0, 1, 1, 0, 0, 0, 0, 0, 1, 1])).await;
     assert_eq!(status, 201, "{created}");
-    let command = final_command(http, created["id"].as_u64().expect("id")).await;
+    let command = Engine::final_command(http, created["id"].as_u64().expect("id")).await;
     assert_eq!(command["status"], "ACKED", "{command}");
     let writes = PyModbus::writes(&modbus);
     assert_eq!(

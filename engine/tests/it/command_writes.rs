@@ -3,7 +3,7 @@
 //! retried), request ids, the MQTT downlink and its replies, and outside nodes
 //! claiming and reporting over HTTP.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{Engine, scratch_dir};
@@ -108,25 +108,6 @@ async fn call(
     Engine::request(http, method, path, Some(token), body.as_ref()).await
 }
 
-/// Polls a command until it is final.
-async fn final_command(http: u16, id: u64) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (status, command) = call(http, "GET", &format!("/commands/{id}"), ADMIN, None).await;
-        assert_eq!(status, 200, "{command}");
-        if ["ACKED", "FAILED", "TIMEOUT", "CANCELLED"]
-            .contains(&command["status"].as_str().unwrap_or(""))
-        {
-            return command;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "command {id} not final: {command}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 fn number(text: &str) -> Value {
     serde_json::from_str(text).expect("a number")
 }
@@ -182,7 +163,7 @@ async fn every_type_and_byte_order_is_written_and_read_back() {
     .await;
     ids.push(("coil", json!(true), coil["id"].as_u64().expect("id")));
     for (key, value, id) in &ids {
-        let command = final_command(http, *id).await;
+        let command = Engine::final_command(http, *id).await;
         assert_eq!(
             (command["status"].as_str(), command["resultCode"].as_u64()),
             (Some("ACKED"), Some(0)),
@@ -205,7 +186,7 @@ async fn every_type_and_byte_order_is_written_and_read_back() {
         json!({ "deviceId": "plc", "key": "missing", "value": 5 }),
     )
     .await;
-    let refused = final_command(http, refused["id"].as_u64().expect("id")).await;
+    let refused = Engine::final_command(http, refused["id"].as_u64().expect("id")).await;
     assert_eq!(refused["status"], "FAILED", "{refused}");
     assert_eq!(
         (refused["result"].as_str(), refused["resultCode"].as_u64()),
@@ -230,7 +211,7 @@ async fn every_type_and_byte_order_is_written_and_read_back() {
         json!({ "deviceId": "plc", "key": "bit3", "value": true }),
     )
     .await;
-    let bit = final_command(http, bit["id"].as_u64().expect("id")).await;
+    let bit = Engine::final_command(http, bit["id"].as_u64().expect("id")).await;
     assert_eq!(
         (bit["status"].as_str(), bit["write"]["status"].as_str()),
         (Some("FAILED"), Some("REFUSED")),
@@ -284,7 +265,7 @@ async fn every_type_and_byte_order_is_written_and_read_back() {
 
     // A repeated request id is the same command: not written twice.
     let u16_id = ids[0].2;
-    let history = final_command(http, u16_id).await["history"]
+    let history = Engine::final_command(http, u16_id).await["history"]
         .as_array()
         .map(Vec::len);
     let (status, again) = create(
@@ -295,7 +276,7 @@ async fn every_type_and_byte_order_is_written_and_read_back() {
     assert_eq!((status, again["id"].as_u64()), (200, Some(u16_id)));
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
-        final_command(http, u16_id).await["history"]
+        Engine::final_command(http, u16_id).await["history"]
             .as_array()
             .map(Vec::len),
         history
@@ -533,7 +514,7 @@ async fn a_command_reclaimed_during_its_slow_write_is_written_once() {
     )
     .await;
     assert_eq!(status, 201, "{command}");
-    let command = final_command(http, command["id"].as_u64().expect("id")).await;
+    let command = Engine::final_command(http, command["id"].as_u64().expect("id")).await;
     assert_eq!(command["status"], "ACKED", "{command}");
     assert!(
         command["reclaimCount"].as_u64().expect("count") >= 1,

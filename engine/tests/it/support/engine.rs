@@ -144,6 +144,29 @@ impl Engine {
             .unwrap_or(0)
     }
 
+    /// Command `id` of the engine whose API is on `http` once it is final
+    /// (`ACKED`, `FAILED`, `TIMEOUT` or `CANCELLED`), asked every 100 ms for
+    /// at most 20 s.
+    pub async fn final_command(http: u16, id: u64) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let path = format!("/commands/{id}");
+        loop {
+            let (status, command) =
+                Self::request(http, "GET", &path, Some(ADMIN_TOKEN), None).await;
+            assert_eq!(status, 200, "{command}");
+            if ["ACKED", "FAILED", "TIMEOUT", "CANCELLED"]
+                .contains(&command["status"].as_str().unwrap_or(""))
+            {
+                return command;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "command {id} not final: {command}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Sends one request to the engine's HTTP API (bearer `token`, JSON `body`),
     /// waiting up to 10 s for it to listen; returns the status code and the JSON
     /// body (`null` when it is not JSON).
