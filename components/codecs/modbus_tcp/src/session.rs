@@ -79,38 +79,26 @@ impl ModbusSession {
         let start = (tag.extent.start as u16).to_be_bytes();
         let numbers = numbers_to_write(value, tag.array_len)?;
         match (tag.extent.area, tag.bit) {
-            (Table::Coils, _) if tag.array_len.is_some() => {
+            (Table::Coils, _) if tag.array_len.is_some() || self.write_multiple => {
                 let mut packed = alloc::vec![0u8; numbers.len().div_ceil(8)];
                 for (i, number) in numbers.iter().enumerate() {
                     if coil(number)? {
                         packed[i / 8] |= 1 << (i % 8);
                     }
                 }
-                let count = (numbers.len() as u16).to_be_bytes();
-                let mut pdu = alloc::vec![
-                    0x0F,
-                    start[0],
-                    start[1],
-                    count[0],
-                    count[1],
-                    packed.len() as u8
-                ];
-                pdu.extend_from_slice(&packed);
-                Ok((0x0F, pdu, [start[0], start[1], count[0], count[1]]))
+                Ok(write_multiple(0x0F, start, numbers.len() as u16, &packed))
             }
             (Table::Coils, _) => {
-                let on = coil(&numbers[0])?;
-                if self.write_multiple {
-                    let pdu = alloc::vec![0x0F, start[0], start[1], 0, 1, 1, u8::from(on)];
-                    Ok((0x0F, pdu, [start[0], start[1], 0, 1]))
+                let v = if coil(&numbers[0])? {
+                    [0xFF, 0x00]
                 } else {
-                    let v = if on { [0xFF, 0x00] } else { [0x00, 0x00] };
-                    Ok((
-                        0x05,
-                        alloc::vec![0x05, start[0], start[1], v[0], v[1]],
-                        [start[0], start[1], v[0], v[1]],
-                    ))
-                }
+                    [0x00, 0x00]
+                };
+                Ok((
+                    0x05,
+                    alloc::vec![0x05, start[0], start[1], v[0], v[1]],
+                    [start[0], start[1], v[0], v[1]],
+                ))
             }
             (Table::HoldingRegisters, None) => {
                 let bytes = encode_each(tag.data_type, tag.byte_order, &numbers)
@@ -120,17 +108,7 @@ impl ModbusSession {
                     let pdu = alloc::vec![0x06, start[0], start[1], bytes[0], bytes[1]];
                     Ok((0x06, pdu, [start[0], start[1], bytes[0], bytes[1]]))
                 } else {
-                    let count = registers.to_be_bytes();
-                    let mut pdu = alloc::vec![
-                        0x10,
-                        start[0],
-                        start[1],
-                        count[0],
-                        count[1],
-                        bytes.len() as u8
-                    ];
-                    pdu.extend_from_slice(&bytes);
-                    Ok((0x10, pdu, [start[0], start[1], count[0], count[1]]))
+                    Ok(write_multiple(0x10, start, registers, &bytes))
                 }
             }
             (Table::HoldingRegisters, Some(_)) => Err(
@@ -139,6 +117,22 @@ impl ModbusSession {
             (table, _) => Err(format!("{} are read-only", table.name())),
         }
     }
+}
+
+/// An FC15 or FC16 write of `count` coils or registers from `start`, `data`
+/// packed: the function, the PDU and what the answer echoes.
+fn write_multiple(function: u8, start: [u8; 2], count: u16, data: &[u8]) -> (u8, Vec<u8>, [u8; 4]) {
+    let count = count.to_be_bytes();
+    let mut pdu = alloc::vec![
+        function,
+        start[0],
+        start[1],
+        count[0],
+        count[1],
+        data.len() as u8
+    ];
+    pdu.extend_from_slice(data);
+    (function, pdu, [start[0], start[1], count[0], count[1]])
 }
 
 /// The state a coil is written to: true/false or 1/0.
