@@ -109,7 +109,7 @@ fn test(root: &Path) -> Result<(), String> {
 }
 
 /// The store tests (alarms, commands, alarm delivery, and leases through a
-/// running engine) that take their database from `SLUICE_TEST_POSTGRES`, run
+/// running engine, the engine's own and those reported from outside) that take their database from `SLUICE_TEST_POSTGRES`, run
 /// again with it pointing at a PostgreSQL cluster made for them (and stopped
 /// after, whatever the outcome).
 fn store_tests_on_postgres(root: &Path) -> Result<(), String> {
@@ -128,7 +128,13 @@ fn store_tests_on_postgres(root: &Path) -> Result<(), String> {
     let server = format!("postgresql://postgres@127.0.0.1:{port}");
     let tested = integration_tests(
         root,
-        &["alarms::", "commands::", "alarm_delivery::", "leases::"],
+        &[
+            "alarms::",
+            "commands::",
+            "alarm_delivery::",
+            "leases::",
+            "outside_heartbeats::",
+        ],
         &[("SLUICE_TEST_POSTGRES", &server)],
     );
     let stopped = run(root, "bash", &["scripts/postgres.sh", "stop", &dir_arg]);

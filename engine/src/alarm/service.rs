@@ -269,11 +269,13 @@ impl Alarms {
         let event = transition.event();
         let now = now_ms();
         let (tenant_id, result) = match row.entity_type {
-            EntityType::Device => match self.rules(&row.entity_id) {
+            EntityType::Device if row.reported_by().is_none() => match self.rules(&row.entity_id) {
                 Some(rules) => (rules.tenant_id, rules.evaluator.on_event(&event, now, None)),
                 None => return,
             },
-            EntityType::Driver => match read(&self.tenants)
+            // Drivers, and devices whose heartbeats come from outside
+            // (STATE-8), are judged by their tenant's rules of entities.
+            EntityType::Device | EntityType::Driver => match read(&self.tenants)
                 .get(&row.tenant_id)
                 .and_then(|t| t.drivers.clone())
             {

@@ -11,6 +11,7 @@
 //! | `token` | the admin token, or a tenant's token (the handler scopes what it shows) |
 //! | `admin` | the admin token |
 //! | `node` | a node token (`collector.http.nodeTokens`), acting for its node |
+//! | `reporter` | a node token, or the admin's or a tenant's token (heartbeats from outside) |
 
 use std::collections::HashMap;
 
@@ -26,6 +27,7 @@ pub enum Access {
     Token,
     Admin,
     Node,
+    Reporter,
 }
 
 impl Access {
@@ -36,6 +38,7 @@ impl Access {
             Access::Token => "token",
             Access::Admin => "admin",
             Access::Node => "node",
+            Access::Reporter => "reporter",
         }
     }
 }
@@ -64,6 +67,7 @@ pub const API: &[Route] = &[
     ("GET", "/alarms/{id}/chain", Access::Token),
     ("POST", "/alarms/{id}/{action}", Access::Token),
     ("POST", "/events", Access::Token),
+    ("POST", "/heartbeats", Access::Reporter),
     ("GET", "/components", Access::Admin),
     ("POST", "/reload", Access::Admin),
     ("PUT", "/components/{name}/{version}", Access::Admin),

@@ -84,12 +84,18 @@ fn admit(
             StatusCode::UNAUTHORIZED,
             "not the metrics token (`collector.http.metricsToken`) or the admin token",
         )),
-        (Access::Token | Access::Admin | Access::Node, Bearer::None) => {
+        (Access::Token | Access::Admin | Access::Node | Access::Reporter, Bearer::None) => {
             Err((StatusCode::UNAUTHORIZED, MISSING))
         }
-        (Access::Token | Access::Admin | Access::Node, Bearer::Unknown) => {
+        (Access::Token | Access::Admin | Access::Node | Access::Reporter, Bearer::Unknown) => {
             Err((StatusCode::UNAUTHORIZED, UNKNOWN))
         }
+        (Access::Reporter, Bearer::Scoped(scope)) => Ok(Authorized::Scoped(*scope)),
+        (Access::Reporter, Bearer::Node(node)) => Ok(Authorized::Node(node.clone())),
+        (Access::Reporter, Bearer::Metrics) => Err((
+            StatusCode::UNAUTHORIZED,
+            "the metrics token reports nothing: use a node's, the admin's or a tenant's token",
+        )),
         (Access::Token, Bearer::Scoped(scope)) => Ok(Authorized::Scoped(*scope)),
         (Access::Admin, Bearer::Scoped(Scope::All)) => Ok(Authorized::Scoped(Scope::All)),
         (Access::Admin, Bearer::Scoped(Scope::Tenant(_))) => {
@@ -170,6 +176,23 @@ impl FromRequestParts<ApiState> for Admin {
     }
 }
 
+/// Who reports heartbeats from outside: a node's token speaks for every tenant,
+/// as the admin's does; a tenant's for its own.
+#[derive(Debug, Clone, Copy)]
+pub struct Reporter(pub Scope);
+
+impl FromRequestParts<ApiState> for Reporter {
+    type Rejection = RequestRefused;
+
+    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, RequestRefused> {
+        match authorized(parts) {
+            Some(Authorized::Scoped(scope)) => Ok(Reporter(*scope)),
+            Some(Authorized::Node(_)) => Ok(Reporter(Scope::All)),
+            _ => Err(not_let_in()),
+        }
+    }
+}
+
 /// A request carrying a node token (`collector.http.nodeTokens`): it may claim
 /// commands and report receipts for the node the token belongs to, whose id
 /// this holds. The node id in a body proves nothing; the token does.
@@ -241,5 +264,14 @@ mod tests {
             status(Access::Token, &node, false),
             Err(StatusCode::UNAUTHORIZED)
         );
+        for reporter in [&tenant, &admin, &node] {
+            assert_eq!(status(Access::Reporter, reporter, false), Ok(()));
+        }
+        for stranger in [&Bearer::None, &Bearer::Unknown, &Bearer::Metrics] {
+            assert_eq!(
+                status(Access::Reporter, stranger, false),
+                Err(StatusCode::UNAUTHORIZED)
+            );
+        }
     }
 }

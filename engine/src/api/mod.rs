@@ -1,5 +1,5 @@
 //! The HTTP API: `GET /health` (JSON), `GET /metrics` (Prometheus text), the
-//! lease states of devices and drivers, alarms and device events, commands,
+//! lease states of devices and drivers (and heartbeats from outside), alarms and device events, commands,
 //! components, and `GET /openapi.json` describing them all.
 
 mod access;
@@ -11,6 +11,7 @@ mod components;
 mod dead_letters;
 mod devices;
 mod health;
+mod heartbeats;
 mod metrics;
 mod openapi;
 mod reply;
@@ -52,6 +53,7 @@ pub fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(alarms::chain))
         .routes(routes!(alarms::act))
         .routes(routes!(alarms::post_event))
+        .routes(routes!(heartbeats::post))
         .routes(routes!(components::list))
         .routes(routes!(components::reload))
         .routes(routes!(components::upload, components::remove))

@@ -16,6 +16,7 @@ mod heartbeat;
 mod latest;
 mod links;
 mod metrics;
+mod outside;
 mod ownership;
 mod polling;
 mod raw_values;

@@ -24,6 +24,8 @@ use crate::command::{self, CommandParts, CommandStore, Commands, Timings, WriteS
 use crate::compile::{Compiled, Sources};
 use crate::config::GatewayConfig;
 use crate::deploy::{Deployer, DeployerParts};
+use crate::lease::reported::Owners;
+use crate::lease::reported_mqtt::HeartbeatIntake;
 use crate::lease::{Announce, EntityKey, Leases, StateStore};
 use crate::model::{CommandAction, CommandStatus, Transitions};
 use crate::mqtt::Topics;
@@ -99,10 +101,13 @@ struct DownlinkHandlers {
     commands: mpsc::UnboundedSender<Downlink>,
     /// The deployer, for configuration pushes.
     pushes: mpsc::UnboundedSender<Downlink>,
+    /// The leases, for heartbeats from outside collectors.
+    heartbeats: mpsc::UnboundedSender<Downlink>,
 }
 
 /// Hands each downlink message to whoever handles its topic: configuration pushes
-/// to the deployer, commands to the command service. Ends with the uplink.
+/// to the deployer, heartbeats to the leases, commands to the command service.
+/// Ends with the uplink.
 async fn route_downlink(
     mut messages: mpsc::UnboundedReceiver<Downlink>,
     topics: Topics,
@@ -111,6 +116,8 @@ async fn route_downlink(
     while let Some(message) = messages.recv().await {
         let to = if topics.push_target(&message.topic).is_some() {
             &handlers.pushes
+        } else if topics.heartbeat_tenant(&message.topic).is_some() {
+            &handlers.heartbeats
         } else {
             &handlers.commands
         };
@@ -364,11 +371,21 @@ pub async fn run(
     } = engine;
     let (to_commands, command_messages) = mpsc::unbounded_channel();
     let (to_deployer, push_messages) = mpsc::unbounded_channel();
+    let (to_leases, heartbeat_messages) = mpsc::unbounded_channel();
     let topics = uplink.topics().clone();
     let handlers = DownlinkHandlers {
         commands: to_commands,
         pushes: to_deployer,
+        heartbeats: to_leases,
     };
+    tasks.spawn(crate::lease::reported_mqtt::serve(
+        HeartbeatIntake {
+            leases: Arc::clone(&leases),
+            owners: Arc::clone(&fleet) as Arc<dyn Owners + Send + Sync>,
+            guard: Arc::clone(&guard),
+        },
+        heartbeat_messages,
+    ));
     tasks.spawn(route_downlink(downlink, topics, handlers));
     tasks.spawn(command::node::run(
         Arc::clone(&commands),

@@ -23,55 +23,24 @@ pub use crate::model::{
 };
 pub use crate::store::{Claimed, RedbStateStore, StateStore, StoreError};
 
+pub use announce::Announce;
+pub use lengths::{DRIVER_LEASE_SECONDS, DRIVER_RENEWAL_PERIOD};
+
 use crate::clock::now_ms;
-use crate::mqtt::{DRIVER_PRODUCT, DeviceTopic, entity_event};
+use crate::mqtt::{DeviceTopic, entity_event};
 use crate::sync::{lock, read, write};
 use crate::uplink::Uplink;
 use crate::wal::Message;
 use queue::RenewalQueue;
 
+mod announce;
+mod lengths;
 mod queue;
+pub mod reported;
+pub mod reported_mqtt;
 
 /// Rows claimed per scanner transaction.
 pub const EXPIRE_BATCH: usize = 10_000;
-/// How often a driver renews its own lease, and the lease's length, as the seed
-/// sets them.
-pub const DRIVER_RENEWAL_PERIOD: Duration = Duration::from_secs(15);
-pub const DRIVER_LEASE_SECONDS: u64 = 45;
-
-/// Where an entity's state changes are announced: the MQTT identity of its
-/// status and event topics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Announce {
-    pub product_id: String,
-    pub device_num: String,
-}
-
-impl Announce {
-    /// The topics of the device (or driver) with this MQTT identity.
-    pub fn device(product_id: &str, device_num: &str) -> Self {
-        Self {
-            product_id: product_id.to_owned(),
-            device_num: device_num.to_owned(),
-        }
-    }
-
-    /// The topics of a tenant's protocol driver:
-    /// `{prefix}/driver/{tenantId}/{driver}/...` (each tenant's driver has a
-    /// row, and a status, of its own).
-    pub fn driver(tenant_id: u32, driver: &str) -> Self {
-        Self {
-            product_id: DRIVER_PRODUCT.to_owned(),
-            device_num: format!("{tenant_id}/{driver}"),
-        }
-    }
-
-    fn topic(&self, uplink: &Uplink, topic: DeviceTopic<'_>) -> String {
-        uplink
-            .topics()
-            .device(&self.product_id, &self.device_num, topic)
-    }
-}
 
 /// The lease service: queued heartbeats, the scanner, the announcements.
 #[derive(Debug)]
@@ -329,7 +298,10 @@ impl Leases {
                 // The receiver lives as long as the engine.
                 let _ = changes.send(transition.clone());
             }
-            let announce = read(&self.announce).get(&key).cloned();
+            let announce = read(&self.announce)
+                .get(&key)
+                .cloned()
+                .or_else(|| Announce::of_reported(row));
             let Some(announce) = announce else {
                 continue;
             };

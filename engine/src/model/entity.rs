@@ -192,6 +192,14 @@ impl StateRow {
         self.state
             .as_of(self.expire_time, now_ms, self.expired_state)
     }
+
+    /// How a collector outside the engine reported it (`http`, `mqtt`), for
+    /// a row kept by heartbeats from outside; `None` for the engine's own.
+    pub fn reported_by(&self) -> Option<&str> {
+        self.extension
+            .get("reportedBy")
+            .and_then(serde_json::Value::as_str)
+    }
 }
 
 /// A change of state the engine must announce (status topic, event for the rules).

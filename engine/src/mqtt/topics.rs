@@ -36,6 +36,8 @@ impl DeviceTopic<'_> {
 }
 
 const CONFIG_PUSH: &str = "config/push";
+/// Heartbeats from outside collectors, below the prefix.
+const HEARTBEAT: &str = "heartbeat/post";
 
 fn command_suffix(kind: CommandKind) -> &'static str {
     match kind {
@@ -93,14 +95,37 @@ impl Topics {
     }
 
     /// What the engine subscribes to: every device's downlink topics (the two
-    /// command topics and `config/push`).
-    pub fn downlink_filters(&self) -> [String; 3] {
-        [
+    /// command topics and `config/push`), and the heartbeats of outside
+    /// collectors (`heartbeat/post/{tenantId}`).
+    pub fn downlink_filters(&self) -> [String; 4] {
+        let [set, invoke, push] = [
             DeviceTopic::Command(CommandKind::PropertySet),
             DeviceTopic::Command(CommandKind::FunctionInvoke),
             DeviceTopic::ConfigPush,
         ]
-        .map(|topic| self.device("+", "+", topic))
+        .map(|topic| self.device("+", "+", topic));
+        [
+            set,
+            invoke,
+            push,
+            self.under_prefix(&format!("{HEARTBEAT}/+")),
+        ]
+    }
+
+    /// The topic outside collectors send the heartbeats of `tenant` to.
+    pub fn heartbeat(&self, tenant: u32) -> String {
+        self.under_prefix(&format!("{HEARTBEAT}/{tenant}"))
+    }
+
+    /// Where the refusal of a heartbeat message on `topic` is answered.
+    pub fn heartbeat_reply(topic: &str) -> String {
+        format!("{topic}/reply")
+    }
+
+    /// The tenant of a heartbeat topic; `None` for any other topic.
+    pub fn heartbeat_tenant(&self, topic: &str) -> Option<u32> {
+        let rest = topic.strip_prefix(&self.under_prefix(HEARTBEAT))?;
+        rest.strip_prefix('/')?.parse().ok()
     }
 
     /// The device and the suffix of one of its topics under the prefix.
@@ -164,9 +189,21 @@ mod tests {
             [
                 "site1/+/+/property/set",
                 "site1/+/+/function/invoke",
-                "site1/+/+/config/push"
+                "site1/+/+/config/push",
+                "site1/heartbeat/post/+"
             ]
         );
+        assert_eq!(site.heartbeat(7), "site1/heartbeat/post/7");
+        assert_eq!(site.heartbeat_tenant("site1/heartbeat/post/7"), Some(7));
+        assert_eq!(bare.heartbeat_tenant("heartbeat/post/0"), Some(0));
+        for other in [
+            "site1/heartbeat/post",
+            "site1/heartbeat/post/x",
+            "site1/heartbeat/post/7/reply",
+            "site2/heartbeat/post/7",
+        ] {
+            assert_eq!(site.heartbeat_tenant(other), None, "{other}");
+        }
         assert_eq!(
             site.device("P", "D", DeviceTopic::ConfigPushReply),
             "site1/P/D/config/push/reply"

@@ -233,21 +233,6 @@ async fn a_killed_device_goes_offline_within_its_lease_and_comes_back_across_a_r
 }
 
 /// Polls `GET path` as `token` until `done` holds for its body.
-async fn wait_for(http: u16, path: &str, token: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let (status, body) = Engine::request(http, "GET", path, Some(token), None).await;
-        if status == 200 && done(&body) {
-            return body;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "GET {path}: {status} {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// The alarms a token sees with this rule.
 async fn alarms_of(http: u16, token: &str, rule: &str) -> Vec<Value> {
     let (_, body) = Engine::request(http, "GET", "/alarms", Some(token), None).await;
@@ -297,10 +282,10 @@ async fn two_tenants_on_one_codec_keep_their_own_driver_rows_and_alarms() {
 
     for device in ["pump", "fan"] {
         let path = format!("/devices/{device}/state");
-        wait_for(http, &path, ADMIN, |b| b["state"] == "online").await;
+        Engine::until_get(http, &path, ADMIN, |b| b["state"] == "online").await;
     }
     // A driver row, and a retained status, per tenant.
-    let drivers = wait_for(http, "/states?type=driver&state=online", ADMIN, |b| {
+    let drivers = Engine::until_get(http, "/states?type=driver&state=online", ADMIN, |b| {
         b["states"].as_array().is_some_and(|s| s.len() == 2)
     })
     .await;
@@ -334,7 +319,7 @@ async fn two_tenants_on_one_codec_keep_their_own_driver_rows_and_alarms() {
         body["error"].as_str().is_some_and(|e| e.contains("1, 2")),
         "{body}"
     );
-    let homes = wait_for(http, "/drivers/modbus_tcp/state", HOMES_TOKEN, |_| true).await;
+    let homes = Engine::until_get(http, "/drivers/modbus_tcp/state", HOMES_TOKEN, |_| true).await;
     assert_eq!(homes["tenantId"], 2, "{homes}");
     let (status, _) = Engine::request(
         http,
@@ -349,7 +334,7 @@ async fn two_tenants_on_one_codec_keep_their_own_driver_rows_and_alarms() {
     // The plant's device server stops: its device goes offline and only the
     // plant gets DEVICE_OFFLINE; the homes' device and both drivers go on.
     plant_server.shutdown().await;
-    wait_for(http, "/devices/pump/state", ADMIN, |b| {
+    Engine::until_get(http, "/devices/pump/state", ADMIN, |b| {
         b["state"] == "offline"
     })
     .await;

@@ -28,6 +28,7 @@ mod modbus_codec;
 mod modbus_rtu;
 mod modbus_slice;
 mod openapi;
+mod outside_heartbeats;
 mod peers_harness;
 mod platform_view;
 mod protocols;

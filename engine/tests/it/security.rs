@@ -780,6 +780,21 @@ async fn every_route_answers_only_whom_it_should() {
                     assert_eq!(wrong.0, 401, "{what}");
                     assert_eq!(tenant_2.0, 401, "{what}");
                 }
+                "reporter" => {
+                    assert_eq!(none.0, 401, "{what}");
+                    assert_eq!(wrong.0, 401, "{what}");
+                    let (status, _) = Engine::request(
+                        rig.http,
+                        &method,
+                        &url,
+                        Some("metrics-token"),
+                        Some(&body),
+                    )
+                    .await;
+                    assert_eq!(status, 401, "{what}: the metrics token");
+                    // A tenant is let in, and its empty body refused as such.
+                    assert_eq!(tenant_2.0, 400, "{what}: {}", tenant_2.1);
+                }
                 other => panic!("{what}: an unknown class {other}"),
             }
             walked += 1;

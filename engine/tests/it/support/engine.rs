@@ -167,6 +167,25 @@ impl Engine {
         }
     }
 
+    /// The answer to `GET path` (bearer `token`) once it is 200 and `done`
+    /// says so, asked every 100 ms for at most 15 s.
+    pub async fn until_get(
+        http: u16,
+        path: &str,
+        token: &str,
+        done: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let (status, body) = Self::request(http, "GET", path, Some(token), None).await;
+            if status == 200 && done(&body) {
+                return body;
+            }
+            assert!(Instant::now() < deadline, "GET {path}: {status} {body}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Sends one request to the engine's HTTP API (bearer `token`, JSON `body`),
     /// waiting up to 10 s for it to listen; returns the status code and the JSON
     /// body (`null` when it is not JSON).
