@@ -1,7 +1,7 @@
 //! Builds the guest components in `../components` for wasm32-wasip2 and embeds the
 //! default ones, deflated, in the engine binary.
 //!
-//! - `components/{codecs,stages,rules}/NAME` are the default components, embedded
+//! - `components/{codecs,stages,rules,decoders}/NAME` are the default components, embedded
 //!   under NAME with the kind of their folder;
 //! - `components/sockets/NAME` are components the engine composes others into,
 //!   embedded as the constant `NAME` (upper case) and never registered;
@@ -16,7 +16,12 @@ use std::{env, fs};
 
 const TARGET: &str = "wasm32-wasip2";
 /// Component folders and the `ComponentKind` of what they hold.
-const KINDS: [(&str, &str); 3] = [("codecs", "Codec"), ("stages", "Stage"), ("rules", "Rules")];
+const KINDS: [(&str, &str); 4] = [
+    ("codecs", "Codec"),
+    ("stages", "Stage"),
+    ("rules", "Rules"),
+    ("decoders", "Decoder"),
+];
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
@@ -88,6 +93,7 @@ fn watch(root: &Path, components: &Path) {
         "stages",
         "sockets",
         "rules",
+        "decoders",
         "testing",
         "templates",
     ] {

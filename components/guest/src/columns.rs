@@ -330,6 +330,27 @@ impl Columns {
         self.ts_ms.push(ts_ms);
     }
 
+    /// Appends a GOOD sample holding `number`.
+    pub fn push_number(&mut self, tag: u32, number: Number, ts_ms: i64) {
+        self.push(tag, quality::GOOD, kind::NONE, 0, ts_ms);
+        self.set_number(self.len() - 1, number);
+    }
+
+    /// Appends a GOOD sample holding `raw`, bytes as the device sent them
+    /// (copied to the end of `bytes`); BAD without a value past 4 GiB.
+    pub fn push_raw(&mut self, tag: u32, raw: &[u8], ts_ms: i64) {
+        let span = u32::try_from(self.bytes.len())
+            .ok()
+            .zip(u32::try_from(raw.len()).ok());
+        match span {
+            Some((start, len)) => {
+                self.bytes.extend_from_slice(raw);
+                self.push(tag, quality::GOOD, kind::RAW, span_bits(start, len), ts_ms);
+            }
+            None => self.push(tag, quality::BAD, kind::NONE, 0, ts_ms),
+        }
+    }
+
     /// Appends a sample holding `cell`.
     pub fn push_cell(&mut self, tag: u32, quality: Quality, cell: Cell<'_>, ts_ms: i64) {
         let q = quality.code();

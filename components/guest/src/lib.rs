@@ -6,14 +6,16 @@
 //! panic handler, `cabi_realloc`) plus the pure helpers several components share:
 //! number and setting handling, the columns of a batch ([`columns`]), the built-in
 //! [`stages`], the [`session`] kit every codec builds on, the WIT glue of a codec
-//! crate ([`codec_component!`]) and of a stage crate ([`stage_component!`]) and,
-//! with the `fuzz` feature, the fuzz harness of the codecs' tests.
+//! crate ([`codec_component!`]), of a stage crate ([`stage_component!`]) and of a
+//! decoder crate ([`decoder_component!`], the [`decoder`] trait) and, with the
+//! `fuzz` feature, the fuzz harness of the codecs' tests.
 #![no_std]
 
 extern crate alloc;
 
 mod codec;
 pub mod columns;
+pub mod decoder;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 pub mod numeric;

@@ -47,6 +47,24 @@ pub enum DataType {
 }
 
 impl DataType {
+    /// The type as a tag's `dataType` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DataType::Bool => "BOOL",
+            DataType::Int16 => "INT16",
+            DataType::Uint16 => "UINT16",
+            DataType::Int32 => "INT32",
+            DataType::Uint32 => "UINT32",
+            DataType::Int64 => "INT64",
+            DataType::Uint64 => "UINT64",
+            DataType::Float32 => "FLOAT32",
+            DataType::Float64 => "FLOAT64",
+            DataType::Bcd16 => "BCD16",
+            DataType::Bcd32 => "BCD32",
+            DataType::String(_) => "STRING",
+        }
+    }
+
     /// Bytes the value occupies in registers (a BOOL occupies one register when it
     /// is stored in one; bit-addressed BOOLs have no bytes).
     pub fn byte_len(self) -> usize {

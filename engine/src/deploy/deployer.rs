@@ -233,6 +233,9 @@ impl Deployer {
                 .alarms
                 .as_ref()
                 .map_or(0, |alarms| alarms.replace_rules(&mut compiled, Some(name))),
+            // Decoders are checked when they load; devices take them up with
+            // the channels that name them (`protocol: mqtt`).
+            ComponentKind::Decoder => 0,
         })
     }
 

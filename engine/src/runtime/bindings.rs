@@ -21,6 +21,14 @@ pub(super) mod rules {
     });
 }
 
+pub(super) mod decoder {
+    wasmtime::component::bindgen!({
+        world: "decoder",
+        path: "../wit",
+        with: { "sluice:dataflow/types": super::stage::sluice::dataflow::types },
+    });
+}
+
 pub(super) use stage::sluice::dataflow::types as wit;
 
 /// The WIT package every component must be built against: `sluice:dataflow` at
@@ -38,6 +46,7 @@ mod tests {
             ("stage.wit", include_str!("../../../wit/stage.wit")),
             ("codec.wit", include_str!("../../../wit/codec.wit")),
             ("rules.wit", include_str!("../../../wit/rules.wit")),
+            ("decoder.wit", include_str!("../../../wit/decoder.wit")),
         ] {
             assert_eq!(text.lines().next(), Some(declared.as_str()), "{file}");
         }

@@ -13,6 +13,7 @@ use super::bindings::{WIT_PACKAGE, WIT_VERSION};
 use super::codec::CodecPool;
 use super::component::LoadedComponent;
 use super::declaration;
+use super::decoder::DecoderPool;
 use super::error::{LoadError, human_bytes};
 use super::kind::ComponentKind;
 use super::limits::{Limits, MemoryLayout, RuntimeConfig};
@@ -149,6 +150,7 @@ impl Runtime {
             ComponentKind::Stage => bindings::stage::Stage::prepare(pre.clone()).map(drop),
             ComponentKind::Codec => bindings::codec::Codec::prepare(pre.clone()).map(drop),
             ComponentKind::Rules => bindings::rules::Rules::prepare(pre.clone()).map(drop),
+            ComponentKind::Decoder => bindings::decoder::Decoder::prepare(pre.clone()).map(drop),
         }
         .map_err(wrong_world)?;
         let mut loaded = LoadedComponent {
@@ -212,6 +214,18 @@ impl Runtime {
         component: &LoadedComponent,
         limits: Limits,
     ) -> Result<Arc<RulesPool>, LoadError> {
+        self.pool(component, limits)
+    }
+
+    /// Instances of a decoder component for one tenant.
+    ///
+    /// # Errors
+    /// As for [`Runtime::stage_pool`], for decoders.
+    pub fn decoder_pool(
+        &self,
+        component: &LoadedComponent,
+        limits: Limits,
+    ) -> Result<Arc<DecoderPool>, LoadError> {
         self.pool(component, limits)
     }
 

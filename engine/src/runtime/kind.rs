@@ -1,19 +1,21 @@
-//! The three kinds of component.
+//! The four kinds of component.
 
 use std::fmt;
 
-/// The three kinds of component, one WIT world each.
+/// The four kinds of component, one WIT world each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ComponentKind {
     Codec,
     Stage,
     Rules,
+    /// Payloads devices push (MQTT) into samples, and writes into payloads.
+    Decoder,
 }
 
 impl ComponentKind {
-    pub const ALL: [ComponentKind; 3] = [Self::Codec, Self::Stage, Self::Rules];
+    pub const ALL: [ComponentKind; 4] = [Self::Codec, Self::Stage, Self::Rules, Self::Decoder];
 
-    /// `codec`, `stage` or `rules`.
+    /// `codec`, `stage`, `rules` or `decoder`.
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.as_str() == text)
     }
@@ -23,6 +25,7 @@ impl ComponentKind {
             ComponentKind::Codec => "codec",
             ComponentKind::Stage => "stage",
             ComponentKind::Rules => "rules",
+            ComponentKind::Decoder => "decoder",
         }
     }
 }

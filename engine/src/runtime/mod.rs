@@ -8,7 +8,7 @@
 //! - Each tenant's component runs in its own stores ([`StagePool`]) with that
 //!   tenant's [`Limits`]: a memory cap, a CPU budget per call, an instance count.
 //!   Devices hold resources in them: a [`Processor`] per stage, a [`CodecSession`]
-//!   per channel.
+//!   per channel, a [`PayloadDecoder`] per device that pushes its messages.
 //!   No WASI capability is granted: imports a component declares all trap.
 //! - A trap, a spent budget or a memory overrun fails that call only: the store is
 //!   discarded and rebuilt on the next call; every other store carries on.
@@ -22,6 +22,7 @@ mod component;
 mod compose;
 mod convert;
 mod declaration;
+mod decoder;
 mod engine;
 mod error;
 mod kind;
@@ -39,6 +40,7 @@ pub use bindings::{WIT_PACKAGE, WIT_VERSION};
 pub use builtin::{BUILTIN, BUILTIN_VERSION, Builtin, Embedded};
 pub use codec::{CodecPool, CodecSession};
 pub use component::LoadedComponent;
+pub use decoder::{Decoded, DecoderPool, Outgoing, PayloadDecoder, Refusal};
 pub use engine::Runtime;
 pub use error::{CallError, Limit, LoadError, human_bytes};
 pub use kind::ComponentKind;

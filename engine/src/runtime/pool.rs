@@ -56,6 +56,10 @@ world!(
     super::bindings::rules::Rules,
     super::bindings::rules::RulesPre<Sandbox>
 );
+world!(
+    super::bindings::decoder::Decoder,
+    super::bindings::decoder::DecoderPre<Sandbox>
+);
 
 /// Calls failing in a row take a pool out of service for a while: a component
 /// that keeps trapping or looping stops costing its tenant a full budget per call

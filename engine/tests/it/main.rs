@@ -17,6 +17,7 @@ mod commands;
 mod config_compiler;
 mod config_push;
 mod console;
+mod decoders;
 mod deploy;
 mod device_reload;
 mod dist;

@@ -37,15 +37,17 @@ const SMALL: Limits = Limits {
 /// Every built-in component must have host tests; add its name here with them
 /// (`scale`: this file; stages and `chain`: `stages.rs`; `modbus_tcp`: `modbus_codec.rs`;
 /// `modbus_rtu`: `modbus_rtu.rs`; `alarm_rules`: `alarms.rs`; `s7`, `mc`: `s7_mc_peers.rs`;
-/// every codec: `codec_fuzz.rs`).
+/// every codec: `codec_fuzz.rs`; `json`, `binary`: `decoders.rs`).
 #[test]
 fn every_builtin_component_is_tested() {
     let tested = [
         "alarm_rules",
+        "binary",
         "chain",
         "check_range",
         "deadband",
         "decode",
+        "json",
         "mc",
         "modbus_rtu",
         "modbus_tcp",

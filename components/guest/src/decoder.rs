@@ -1,0 +1,205 @@
+//! Decoders (WIT `decoder` world) in plain Rust: the [`Decoder`] trait a decoder
+//! crate implements, what it knows of each tag ([`Field`]), and the WIT glue,
+//! written once: [`decoder_component!`].
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::columns::Columns;
+use crate::numeric::{self, DataType, Number};
+use crate::stages::{Issue, Settings, Tag};
+
+/// What a decoder knows of one tag.
+#[derive(Debug, Clone)]
+pub struct Field<'a> {
+    pub key: &'a str,
+    /// Where the tag's value is in a message, in the decoder's own syntax.
+    pub address: &'a str,
+    /// Its type, array length, byte order, scaling and further keys.
+    pub tag: Tag<'a>,
+    /// Whether a message should carry it (`R` or `RW`).
+    pub readable: bool,
+    /// Whether it may be written (`W` or `RW`).
+    pub writable: bool,
+}
+
+/// Why a message gave a tag (or, with no tag, every tag) no value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub tag: Option<u32>,
+    pub message: String,
+}
+
+/// A message to publish.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outgoing {
+    pub topic: String,
+    pub payload: Vec<u8>,
+}
+
+/// A value to write: one, or an array tag's elements.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Written {
+    One(Number),
+    Array(Vec<Number>),
+}
+
+/// A decoder configured for one device's tags.
+pub trait Decoder: Sized {
+    /// Checks the settings and the tags' addresses.
+    ///
+    /// # Errors
+    /// Every mistake found.
+    fn create(settings: &Settings<'_>, fields: &[Field<'_>]) -> Result<Self, Vec<Issue>>;
+
+    /// Decodes a message that arrived on `topic`: a sample per tag it gives a
+    /// value into `out` (stamped `ts_ms`), a refusal per tag it should have
+    /// and did not into `refusals`.
+    fn decode(
+        &self,
+        topic: &str,
+        payload: &[u8],
+        ts_ms: i64,
+        out: &mut Columns,
+        refusals: &mut Vec<Refusal>,
+    );
+
+    /// The message that writes `value` to tag `tag`.
+    ///
+    /// # Errors
+    /// Why it cannot be written, in words for the command's reply.
+    fn encode(&self, tag: u32, value: &Written) -> Result<Outgoing, String>;
+}
+
+/// `value` as a value of `data_type`: checked against the type's range and
+/// kind, then made what a register of that type decodes to (a FLOAT32 rounded
+/// to single precision, a BCD its digits' value, a BOOL true or false).
+///
+/// # Errors
+/// Why it is not a value of the type, in words.
+pub fn typed(data_type: DataType, value: &Number) -> Result<Number, String> {
+    if let (DataType::String(chars), Number::Text(text)) = (data_type, value)
+        && text.len() > chars as usize
+    {
+        return Err(alloc::format!(
+            "{} is longer than the tag's {chars} characters",
+            shown(value)
+        ));
+    }
+    let bytes = numeric::encode(data_type, value).map_err(|error| match error {
+        numeric::EncodeError::OutOfRange => {
+            alloc::format!(
+                "{} is out of the range of {}",
+                shown(value),
+                data_type.name()
+            )
+        }
+        numeric::EncodeError::WrongKind => {
+            alloc::format!("{} is not a value of {}", shown(value), data_type.name())
+        }
+    })?;
+    numeric::decode(data_type, &bytes)
+        .map_err(|_| alloc::format!("{} is not a value of {}", shown(value), data_type.name()))
+}
+
+/// A value as a message would show it.
+fn shown(value: &Number) -> String {
+    match value {
+        Number::Bool(v) => alloc::format!("{v}"),
+        Number::Int(v) => alloc::format!("{v}"),
+        Number::Uint(v) => alloc::format!("{v}"),
+        Number::Float(v) => alloc::format!("{v:?}"),
+        Number::Text(v) => alloc::format!("{v:?}"),
+    }
+}
+
+/// Generates, in a decoder crate's root, the bindings of the WIT `decoder`
+/// world exported for `$decoder` (a [`Decoder`]), the guest runtime (outside
+/// tests) and the conversions of [`wit_conversions!`](crate::wit_conversions).
+/// Invoke once, after `extern crate alloc;`. The WIT is read from `$wit`, a
+/// path from the crate's folder: the repository's `wit/` when none is given.
+#[macro_export]
+macro_rules! decoder_component {
+    ($decoder:ty) => {
+        $crate::decoder_component!($decoder, "../../../wit");
+    };
+    ($decoder:ty, $wit:tt) => {
+        #[cfg(not(test))]
+        $crate::guest_runtime!();
+
+        wit_bindgen::generate!({ world: "decoder", path: $wit });
+
+        use exports::sluice::dataflow::payload as wit_payload;
+
+        struct Component;
+
+        impl wit_payload::Guest for Component {
+            type Decoder = DecoderResource;
+        }
+
+        /// The decoder behind the WIT resource.
+        struct DecoderResource($decoder);
+
+        impl wit_payload::GuestDecoder for DecoderResource {
+            fn create(
+                settings: alloc::vec::Vec<sluice::dataflow::types::Setting>,
+                tags: alloc::vec::Vec<sluice::dataflow::types::TagSpec>,
+            ) -> Result<wit_payload::Decoder, alloc::vec::Vec<sluice::dataflow::types::ConfigError>> {
+                use $crate::decoder::Decoder as _;
+                let fields: alloc::vec::Vec<_> = tags
+                    .iter()
+                    .map(|tag| $crate::decoder::Field {
+                        key: &tag.key,
+                        address: &tag.address,
+                        tag: stage_tag(tag),
+                        readable: !matches!(tag.access, sluice::dataflow::types::Access::Write),
+                        writable: !matches!(tag.access, sluice::dataflow::types::Access::Read),
+                    })
+                    .collect();
+                <$decoder>::create(&stage_settings(&settings), &fields)
+                    .map(|decoder| wit_payload::Decoder::new(DecoderResource(decoder)))
+                    .map_err(config_errors)
+            }
+
+            fn decode(
+                &self,
+                topic: alloc::string::String,
+                payload: alloc::vec::Vec<u8>,
+                ts_ms: i64,
+            ) -> wit_payload::Decoded {
+                use $crate::decoder::Decoder as _;
+                let mut out = $crate::columns::Columns::default();
+                let mut refusals = alloc::vec::Vec::new();
+                self.0.decode(&topic, &payload, ts_ms, &mut out, &mut refusals);
+                wit_payload::Decoded {
+                    samples: columns_into_batch(out),
+                    refusals: refusals
+                        .into_iter()
+                        .map(|r| wit_payload::Refusal { tag: r.tag, message: r.message })
+                        .collect(),
+                }
+            }
+
+            fn encode(
+                &self,
+                tag: u32,
+                value: sluice::dataflow::types::Value,
+            ) -> Result<wit_payload::Outgoing, alloc::string::String> {
+                use $crate::decoder::Decoder as _;
+                let written = match numbers_from_array(&value) {
+                    Some(numbers) => $crate::decoder::Written::Array(numbers),
+                    None => $crate::decoder::Written::One(
+                        number_from_value(&value).ok_or("no value to write")?,
+                    ),
+                };
+                self.0
+                    .encode(tag, &written)
+                    .map(|o| wit_payload::Outgoing { topic: o.topic, payload: o.payload })
+            }
+        }
+
+        $crate::wit_conversions!();
+
+        export!(Component);
+    };
+}
