@@ -18,10 +18,10 @@
 //!   machine), [`scheduler`] (the due-time queue that runs poll rounds),
 //!   [`pipeline`] (declarative pipelines of stage components), [`wal`] (store and
 //!   forward, `docs/wal.md`), [`uplink`] (the MQTT client: reports, statuses, the
-//!   downlink);
+//!   downlink), [`intake`] (messages devices publish, from their brokers);
 //! - compiler: [`compile`] (files and components into a runnable gateway);
 //! - domain: [`lease`] (lease-based online/offline state, `docs/state.md`),
-//!   [`collector`] (devices, links and pipelines, polled), [`alarm`] (the alarm
+//!   [`collector`] (devices, links and pipelines, polled or publishing by themselves), [`alarm`] (the alarm
 //!   lifecycle, `docs/alarms.md`), [`command`] (downlink commands and safe writes,
 //!   `docs/commands.md`), [`watchdog`] (component pools, quarantine alarms),
 //!   [`deploy`] (components uploaded into a running engine, reloads, pushes);
@@ -43,6 +43,7 @@ pub mod config;
 pub mod console;
 pub mod deploy;
 pub mod gateway;
+pub mod intake;
 pub mod io;
 pub mod lease;
 pub mod memory;

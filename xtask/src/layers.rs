@@ -40,7 +40,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("platform", &["config", "runtime", "store", "mqtt"]),
     (
         "mechanisms",
-        &["io", "scheduler", "pipeline", "wal", "uplink"],
+        &["io", "scheduler", "pipeline", "wal", "uplink", "intake"],
     ),
     ("compiler", &["compile"]),
     (

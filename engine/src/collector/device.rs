@@ -9,9 +9,11 @@ use tokio::time::Instant;
 
 use super::latest::{LatestValues, RoundsDone};
 use super::metrics::DeviceCounters;
+use super::push::PushInput;
 use super::reporter::{Identity, Reporter, Round};
 use super::sink::SampleSink;
 use crate::clock::now_ms;
+use crate::intake::Arrived;
 use crate::io::{Link, LinkError, SharedLink};
 use crate::lease::{EntityState, EntityType, Leases, Renewal, TimeoutSource};
 use crate::model::{Batch, PlannedRead, TagSpec};
@@ -178,6 +180,8 @@ pub struct DeviceParts {
     pub sink: Option<Arc<dyn SampleSink>>,
     /// For a device with writable tags: read-back flags and a decoder.
     pub writable: Option<Writable>,
+    /// For a device that publishes by itself: its decoder and limits.
+    pub push: Option<PushInput>,
     /// Its series in the collector's metric families.
     pub counters: DeviceCounters,
     /// Told of every round that brought samples, fleet-wide.
@@ -207,6 +211,8 @@ pub struct Device {
     lease: LeaseTerms,
     sink: Option<Arc<dyn SampleSink>>,
     pub(super) writable: Option<Writable>,
+    /// For a device that publishes by itself (its channels are then none).
+    pub push: Option<PushInput>,
     /// Its rounds (counted by the scheduler), component failures and time.
     pub counters: DeviceCounters,
     /// The last sample of every tag, for the console.
@@ -215,6 +221,16 @@ pub struct Device {
     last_error: Mutex<String>,
     /// Rounds in a row in which the device answered and refused a request.
     refusing_rounds: AtomicU32,
+}
+
+/// Where a batch goes once read, and what it stands for.
+struct Delivery<'a> {
+    pipeline: &'a Arc<DevicePipeline>,
+    /// The tags it covers: BAD, all of them, if the pipeline fails.
+    covers: &'a [u32],
+    now: i64,
+    seq: &'a SeqAllocator,
+    uplink: &'a Uplink,
 }
 
 /// What the round learnt while reading one channel.
@@ -262,6 +278,7 @@ impl Device {
             lease: parts.lease,
             sink: parts.sink,
             writable: parts.writable,
+            push: parts.push,
             counters: parts.counters,
             latest: LatestValues::new(tags),
             rounds_done: parts.rounds_done,
@@ -324,6 +341,11 @@ impl Device {
             .inc_by(started.elapsed().as_secs_f64());
     }
 
+    /// The device's last problem is over.
+    fn clear_error(&self) {
+        lock(&self.last_error).clear();
+    }
+
     fn note_error(&self, error: impl std::fmt::Display) {
         let text = error.to_string();
         tracing::debug!(device = %self.id, error = %text, "round problem");
@@ -371,6 +393,65 @@ impl Device {
         for tag in bad {
             batch.push_bad(tag, now);
         }
+        let delivery = Delivery {
+            pipeline: &pipeline,
+            covers: due,
+            now,
+            seq,
+            uplink,
+        };
+        self.deliver(batch, delivery).await;
+        let codec_failed = self.counters.codec_failures.get() > codec_failures_before;
+        self.renew_lease(answered, codec_failed);
+        if answered || !unreachable {
+            RoundOutcome::Done
+        } else {
+            RoundOutcome::Failed
+        }
+    }
+
+    /// One message of a device that publishes by itself (PUSH-2): decoded,
+    /// then through the pipeline, the rules and the reports as a round's
+    /// samples; any message renews the lease (online, or fault when it gave
+    /// nothing but refusals).
+    pub async fn ingest(&self, message: &Arrived, seq: &SeqAllocator, uplink: &Uplink) {
+        let Some(push) = &self.push else {
+            return;
+        };
+        let pipeline = self.pipeline.get();
+        let started = std::time::Instant::now();
+        let decoding = push.decode(message, self.tags.len());
+        self.count_component_time(started);
+        if decoding.failed_call {
+            self.counters.codec_failures.inc();
+        }
+        if let Some(problem) = &decoding.problem {
+            push.counters.refused.inc();
+            self.note_error(problem);
+        } else {
+            self.clear_error();
+        }
+        let delivery = Delivery {
+            pipeline: &pipeline,
+            covers: &push.readable,
+            now: message.arrived_ms,
+            seq,
+            uplink,
+        };
+        self.deliver(decoding.batch, delivery).await;
+        self.renew_lease(decoding.well, !decoding.well);
+    }
+
+    /// Runs a batch through the pipeline, the rules, the latest values and
+    /// the reports: what a round or a message read ends in.
+    async fn deliver(&self, batch: Batch, delivery: Delivery<'_>) {
+        let Delivery {
+            pipeline,
+            covers,
+            now,
+            seq,
+            uplink,
+        } = delivery;
         let raw = self.reporter.raw_values(&batch, &self.tags);
         let started = std::time::Instant::now();
         let processed = pipeline.run_in_round(batch).await;
@@ -378,11 +459,11 @@ impl Device {
         let samples = match processed {
             Ok(processed) => processed.samples,
             Err(failure) => {
-                // The stage's instance is rebuilt; this round's values are lost.
+                // The stage's instance is rebuilt; these values are lost.
                 self.counters.stage_failures.inc();
                 self.note_error(&failure);
                 let mut lost = Batch::default();
-                due.iter().for_each(|tag| lost.push_bad(*tag, now));
+                covers.iter().for_each(|tag| lost.push_bad(*tag, now));
                 lost.samples
             }
         };
@@ -400,13 +481,6 @@ impl Device {
                 .report(who, Round { samples, raw }, &self.tags, seq, uplink, now)
         {
             self.note_error(format!("reports not published: {error}"));
-        }
-        let codec_failed = self.counters.codec_failures.get() > codec_failures_before;
-        self.renew_lease(answered, codec_failed);
-        if answered || !unreachable {
-            RoundOutcome::Done
-        } else {
-            RoundOutcome::Failed
         }
     }
 

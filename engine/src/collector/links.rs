@@ -81,7 +81,8 @@ pub(super) fn link_settings(config: &GatewayConfig, channel: &ChannelConfig) -> 
 pub(super) fn wanted_links(config: &GatewayConfig) -> HashMap<Endpoint, LinkSettings> {
     let mut wanted = HashMap::new();
     for device in config.devices.iter().filter(|d| d.enabled) {
-        for channel in &device.channels {
+        // An MQTT channel has no link: its messages come through the broker.
+        for channel in device.channels.iter().filter(|c| c.push.is_none()) {
             wanted
                 .entry(Endpoint::of(device, channel))
                 .or_insert_with(|| link_settings(config, channel));

@@ -14,12 +14,30 @@ struct FailureLabel {
     kind: &'static str,
 }
 
+/// What became of a message a device published.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MessageLabel {
+    device: String,
+    outcome: &'static str,
+}
+
+fn message(device: &str, outcome: &'static str) -> MessageLabel {
+    MessageLabel {
+        device: device.to_owned(),
+        outcome,
+    }
+}
+
+/// The outcomes a device's messages are counted by.
+const MESSAGE_OUTCOMES: [&str; 3] = ["received", "refused", "dropped"];
+
 /// The families every device counts in.
 #[derive(Debug, Clone, Default)]
 pub struct DeviceMetrics {
     rounds: RoundMetrics,
     failures: Family<FailureLabel, Counter>,
     component_seconds: Family<DeviceLabel, FloatCounter>,
+    messages: Family<MessageLabel, Counter>,
 }
 
 /// One device's series.
@@ -53,6 +71,23 @@ impl DeviceMetrics {
             "Time spent in component calls (codec and pipeline) per device.",
             self.component_seconds.clone(),
         );
+        metrics.register(
+            "sluice_device_messages",
+            "Messages of devices that publish by themselves, per device: received, refused \
+             (by the decoder, in part or whole) and dropped (over the device's rate).",
+            self.messages.clone(),
+        );
+    }
+
+    /// The message series of a device that publishes by itself.
+    pub(super) fn messages(&self, device: &str) -> super::push::MessageCounters {
+        let [received, refused, dropped] = MESSAGE_OUTCOMES
+            .map(|outcome| self.messages.get_or_create_owned(&message(device, outcome)));
+        super::push::MessageCounters {
+            received,
+            refused,
+            dropped,
+        }
     }
 
     /// The series of `device`: a rebuilt device goes on counting in its own.
@@ -73,5 +108,8 @@ impl DeviceMetrics {
         self.failures.remove(&failure(device, "codec"));
         self.failures.remove(&failure(device, "stage"));
         self.component_seconds.remove(&DeviceLabel::of(device));
+        for outcome in MESSAGE_OUTCOMES {
+            self.messages.remove(&message(device, outcome));
+        }
     }
 }

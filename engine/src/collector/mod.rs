@@ -8,6 +8,7 @@
 //! ([`Fleet::begin_reload`]) without touching the others' connections, and each
 //! round's samples go to a [`SampleSink`] the collector owns the interface of.
 
+mod arrivals;
 mod births;
 mod device;
 mod fleet;
@@ -19,6 +20,7 @@ mod metrics;
 mod outside;
 mod ownership;
 mod polling;
+mod push;
 mod raw_values;
 mod reporter;
 mod roster;
@@ -36,6 +38,7 @@ pub use links::{Endpoint, LinkInfo};
 pub use metrics::{DeviceCounters, DeviceMetrics};
 pub use ownership::Ownership;
 pub use polling::{Collector, keep_ownership};
+pub use push::{Decoding, MessageCounters, PushInput, PushSetup};
 pub use roster::Roster;
 pub use sink::SampleSink;
 pub use swap::{swap_codec, swap_pipelines};

@@ -1,5 +1,6 @@
-//! The collector at work: the scheduler running every device's rounds, and the
-//! protocol drivers' renewals of their own leases.
+//! The collector at work: the scheduler running every device's rounds, the
+//! messages of the devices that publish by themselves, and the protocol
+//! drivers' renewals of their own leases.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -128,13 +129,19 @@ impl Collector {
             Arc::clone(&self.fleet),
             shutdown.clone(),
         ));
+        let arrivals = tokio::spawn(super::arrivals::route(
+            Arc::clone(&self.fleet),
+            shutdown.clone(),
+        ));
         scheduler.run(rounds, shutdown).await;
         drivers.abort();
+        arrivals.abort();
     }
 }
 
-/// Each protocol driver renews its own lease per tenant: online while the calls
-/// of its codec pools succeed, fault when some failed since the last renewal. The
+/// Each protocol driver (a codec, or the decoder of devices that publish by
+/// themselves) renews its own lease per tenant: online while the calls
+/// of its pools succeed, fault when some failed since the last renewal. The
 /// pools are those the devices use now, so a newly deployed codec version is
 /// watched from its first call.
 async fn renew_driver_leases(fleet: Arc<Fleet>, mut shutdown: watch::Receiver<bool>) {
@@ -145,8 +152,10 @@ async fn renew_driver_leases(fleet: Arc<Fleet>, mut shutdown: watch::Receiver<bo
         // Per tenant and codec: its pools and their failures so far.
         let mut drivers: HashMap<(u32, String), HashMap<usize, u64>> = HashMap::new();
         for device in fleet.roster().devices() {
-            for channel in &device.channels {
-                let health = channel.session.get().health();
+            let codecs = device.channels.iter().map(|c| c.session.get().health());
+            // A device that publishes by itself is read by its decoder.
+            let decoder = device.push.iter().map(|p| p.decoder.get().health());
+            for health in codecs.chain(decoder) {
                 drivers
                     .entry((device.tenant_id, health.component))
                     .or_default()

@@ -12,15 +12,21 @@ use super::latest::RoundsDone;
 use super::links::{Endpoint, LinkInfo, link_settings};
 use super::metrics::DeviceMetrics;
 use super::ownership::Ownership;
+use super::push::{PushInput, PushSetup};
 use super::reporter::{Encoding, Reporter};
 use super::roster::Roster;
 use super::sink::SampleSink;
 use crate::compile::{CompiledDevice, DeviceRules};
-use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, TagConfig};
+use crate::config::{
+    ChannelConfig, DeviceBroker, DeviceConfig, GatewayConfig, PushChannel, TagConfig,
+};
+use crate::intake::BrokerTarget;
 use crate::io::{Budget, Link, SharedLink};
 use crate::lease::Leases;
+use crate::model::Access;
 use crate::mqtt::DeviceTopic;
 use crate::mqtt::sparkplug::MetricTable;
+use crate::runtime::PayloadDecoder;
 use crate::store::SeqAllocator;
 use crate::sync::Swappable;
 use crate::uplink::Uplink;
@@ -124,11 +130,13 @@ impl<'a> Wiring<'a> {
             config: device,
             tags,
             channels,
+            push,
             pipeline,
             decoder,
             rules,
             lease: (timeout_seconds, timeout_source),
         } = compiled;
+        let push = push.and_then(|decoder| self.push_input(&device, &tags, decoder));
         let channels = device
             .channels
             .iter()
@@ -194,10 +202,71 @@ impl<'a> Wiring<'a> {
             },
             sink: self.services.sink.clone(),
             writable,
+            push,
             counters: self.services.metrics.device(&device.device_id),
             rounds_done: Arc::clone(&self.services.rounds_done),
         }));
         (built, rules)
+    }
+
+    /// The input of a device that publishes by itself, from its MQTT channel.
+    fn push_input(
+        &self,
+        device: &DeviceConfig,
+        tags: &[crate::model::TagSpec],
+        decoder: PayloadDecoder,
+    ) -> Option<PushInput> {
+        let push = device.channels.iter().find_map(|c| c.push.as_ref())?;
+        let resolve = |template: &str| {
+            PushChannel::resolve(
+                template,
+                &device.product_id,
+                &device.device_num,
+                &device.device_id,
+            )
+        };
+        Some(PushInput::new(PushSetup {
+            decoder,
+            topic: resolve(&push.topic),
+            command_topic: push.command_topic.as_deref().map(resolve),
+            broker: self.broker(&push.broker),
+            readable: (0..tags.len() as u32)
+                .filter(|i| tags[*i as usize].access != Access::Write)
+                .collect(),
+            max_per_second: push.max_messages_per_second,
+            counters: self.services.metrics.messages(&device.device_id),
+        }))
+    }
+
+    /// Where an MQTT channel's messages arrive: the uplink's broker (its
+    /// credentials and TLS), or its own (with the uplink's TLS settings).
+    fn broker(&self, broker: &DeviceBroker) -> BrokerTarget {
+        let mqtt = &self.config.collector.mqtt;
+        let client_id = format!("{}-devices", self.services.uplink.client_id());
+        match broker {
+            DeviceBroker::Uplink => BrokerTarget {
+                host: mqtt.broker_host.clone(),
+                port: mqtt.broker_port,
+                tls: mqtt.tls.clone(),
+                username: mqtt.username.clone(),
+                password: mqtt.password.as_deref().map(crate::model::Secret::new),
+                client_id,
+            },
+            DeviceBroker::Own {
+                host,
+                port,
+                tls,
+                username,
+                password,
+            } => BrokerTarget {
+                host: host.clone(),
+                port: *port,
+                tls: tls.then(|| mqtt.tls.clone().unwrap_or_default()),
+                username: username.clone(),
+                password: password.clone(),
+                client_id,
+            },
+        }
     }
 
     /// The channel's link: one already taken into this build for its endpoint, else

@@ -10,10 +10,10 @@ use super::pools::Pools;
 use super::problems::report_call;
 use super::rules::{DeviceRules, RulesTarget, TenantRules, device_rules, report_rules};
 use super::stages::Stages;
-use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, TagConfig};
-use crate::model::{Access, SharedLists, TagSpec, TimeoutSource};
+use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, PushChannel, TagConfig};
+use crate::model::{Access, Setting, SettingValue, SharedLists, TagSpec, TimeoutSource};
 use crate::pipeline::{DevicePipeline, PipelineSet};
-use crate::runtime::{CodecSession, Registry};
+use crate::runtime::{CodecSession, PayloadDecoder, Registry};
 use crate::yaml::Diagnostics;
 
 /// Lease of a device with no `stateTimeout` and nothing polled.
@@ -36,8 +36,11 @@ pub struct CompiledDevice {
     /// The device's tags as components see them, in device order; its codec
     /// sessions, processors and rules share the list.
     pub tags: Arc<[TagSpec]>,
-    /// One per channel of `config`, in order.
+    /// One per polled channel of `config`, in order.
     pub channels: Vec<CompiledChannel>,
+    /// For a device that publishes by itself (`protocol: mqtt`): the decoder
+    /// of its messages.
+    pub push: Option<PayloadDecoder>,
     pub pipeline: DevicePipeline,
     /// For a device with writable tags: a pipeline of its own decoding what a
     /// write reads back (the polling pipeline's memory must not see those reads).
@@ -73,8 +76,14 @@ impl DeviceContext<'_> {
             .tag_lists
             .share(tag_configs.iter().map(|t| t.component_spec()).collect());
         let mut channels = Vec::new();
+        let mut push = None;
         let mut next = 0u32;
         for channel in &device.channels {
+            if let Some(settings) = &channel.push {
+                next += channel.tags.len() as u32;
+                push = Some(self.decoder(device, channel, settings, &tags, errors));
+                continue;
+            }
             let indexes: Vec<u32> = (next..next + channel.tags.len() as u32).collect();
             next += channel.tags.len() as u32;
             channels.push(self.channel(device, channel, &tags, indexes, errors));
@@ -110,6 +119,7 @@ impl DeviceContext<'_> {
             config: device.clone(),
             tags,
             channels: channels?,
+            push: push.map_or(Some(None), |decoder| decoder.map(Some))?,
             pipeline: pipeline?,
             decoder: if writable { Some(decoder?) } else { None },
             rules: rules?,
@@ -182,6 +192,50 @@ impl DeviceContext<'_> {
         }
     }
 
+    /// The decoder of an MQTT channel: its settings and the channel's
+    /// `commandTopic` resolved for the device, checked by the decoder now.
+    fn decoder(
+        &mut self,
+        device: &DeviceConfig,
+        channel: &ChannelConfig,
+        push: &PushChannel,
+        tags: &Arc<[TagSpec]>,
+        errors: &mut Diagnostics,
+    ) -> Option<PayloadDecoder> {
+        let pool =
+            match self
+                .pools
+                .decoder(self.registry, self.limits, device.tenant_id, &push.decoder)
+            {
+                Ok(pool) => pool,
+                Err(error) => {
+                    errors.push(channel.pos, format!("`decoder`: {error}"));
+                    return None;
+                }
+            };
+        let mut settings = channel.settings.clone();
+        if let Some(template) = &push.command_topic {
+            let topic = PushChannel::resolve(
+                template,
+                &device.product_id,
+                &device.device_num,
+                &device.device_id,
+            );
+            settings.push(Setting {
+                key: "commandTopic".into(),
+                value: SettingValue::Text(topic),
+            });
+        }
+        match pool.decoder(&settings, Arc::clone(tags)) {
+            Ok(decoder) => Some(decoder),
+            Err(error) => {
+                let placed: Vec<_> = channel.placed_tags().collect();
+                report_call(errors, &error, channel, &placed);
+                None
+            }
+        }
+    }
+
     /// The device's rules (`Some(None)` when it has none), or `None` on a problem.
     fn rules(
         &mut self,
@@ -212,8 +266,10 @@ impl DeviceContext<'_> {
 
 /// A device's lease length and where it came from, in priority order (seed
 /// 000): its own `stateTimeout`; its product's `stateTimeout`; the lease its
-/// codec reports (`[product, driver]` seconds); else the system default: three
-/// polling periods of its fastest tag plus one round's timeout (the seed's 3-5
+/// codec reports (`[product, driver]` seconds); else the system default: for a
+/// device that publishes by itself three of its declared periods
+/// (`reportPeriodMs`, the seed's 2-3 for MQTT reporting), else three polling
+/// periods of its fastest tag plus one round's timeout (the seed's 3-5
 /// periods for polled devices, with room for a slow round), or 15 minutes for a
 /// device with nothing polled.
 pub fn lease_length(
@@ -230,6 +286,12 @@ pub fn lease_length(
     }
     if let Some(seconds) = driver_timeout_s {
         return (seconds, TimeoutSource::Driver);
+    }
+    if let Some(push) = device.channels.iter().find_map(|c| c.push.as_ref()) {
+        return (
+            (3 * push.report_period_ms).div_ceil(1000),
+            TimeoutSource::System,
+        );
     }
     match tags.iter().map(|t| t.period_ms).filter(|p| *p > 0).min() {
         Some(period) => (

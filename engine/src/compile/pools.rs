@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::model::Whitelist;
-use crate::runtime::{CodecPool, ComponentKind, LoadedComponent, Registry, RulesPool};
+use crate::runtime::{CodecPool, ComponentKind, DecoderPool, LoadedComponent, Registry, RulesPool};
 
 use super::limits::SandboxLimits;
 
@@ -14,6 +14,7 @@ use super::limits::SandboxLimits;
 #[derive(Debug, Default)]
 pub struct Pools {
     codecs: HashMap<(u32, String), Arc<CodecPool>>,
+    decoders: HashMap<(u32, String), Arc<DecoderPool>>,
     rules: HashMap<u32, Arc<RulesPool>>,
     whitelist: Option<Whitelist>,
 }
@@ -27,6 +28,11 @@ impl Pools {
     /// Reuses `pool` for `tenant`'s channels speaking its codec.
     pub fn reuse_codec(&mut self, tenant: u32, pool: Arc<CodecPool>) {
         self.codecs.insert((tenant, pool.name().to_owned()), pool);
+    }
+
+    /// Reuses `pool` for `tenant`'s MQTT channels reading with its decoder.
+    pub fn reuse_decoder(&mut self, tenant: u32, pool: Arc<DecoderPool>) {
+        self.decoders.insert((tenant, pool.name().to_owned()), pool);
     }
 
     /// Reuses `pool` as `tenant`'s rules sandbox (when it runs the tenant's rules).
@@ -64,6 +70,27 @@ impl Pools {
             .codec_pool(&component, limits.get(tenant))
             .map_err(|e| e.to_string())?;
         self.codecs.insert(key, Arc::clone(&pool));
+        Ok(pool)
+    }
+
+    /// `tenant`'s pool of decoder `name`.
+    pub(super) fn decoder(
+        &mut self,
+        registry: &Registry,
+        limits: &SandboxLimits,
+        tenant: u32,
+        name: &str,
+    ) -> Result<Arc<DecoderPool>, String> {
+        let key = (tenant, name.to_owned());
+        if let Some(pool) = self.decoders.get(&key) {
+            return Ok(Arc::clone(pool));
+        }
+        let component = active(registry, name, ComponentKind::Decoder)?;
+        let pool = registry
+            .runtime()
+            .decoder_pool(&component, limits.get(tenant))
+            .map_err(|e| e.to_string())?;
+        self.decoders.insert(key, Arc::clone(&pool));
         Ok(pool)
     }
 

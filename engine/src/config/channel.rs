@@ -10,6 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::protocol::{self, ChannelContext, ChannelOption, ChannelProtocol};
+use super::push_channel::{self, PushChannel};
 use super::read::{Unique, at_least, list, ranged, read_at, required_name, required_text};
 use super::tag::{self, TagConfig, TagPositions};
 use crate::model::{
@@ -60,6 +61,11 @@ pub struct ChannelConfig {
     pub tag_positions: Box<[TagPositions]>,
     /// Where the entry starts.
     pub pos: Pos,
+    /// For a device that publishes by itself (`protocol: mqtt`): where its
+    /// messages arrive and how they are read. Its `protocol` is then `mqtt`
+    /// spoken by its decoder, `host` and `port` its own broker's (empty and 0
+    /// on the uplink's), its `settings` the decoder's; it has no link.
+    pub push: Option<PushChannel>,
 }
 
 /// Each tag with where it is written, as one list: the text
@@ -68,7 +74,8 @@ pub struct ChannelConfig {
 impl fmt::Debug for ChannelConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let tags: Vec<Placed<'_>> = self.placed_tags().map(|(t, at)| Placed(t, at)).collect();
-        f.debug_struct("ChannelConfig")
+        let mut entry = f.debug_struct("ChannelConfig");
+        entry
             .field("channel_id", &self.channel_id)
             .field("protocol", &self.protocol)
             .field("host", &self.host)
@@ -81,8 +88,12 @@ impl fmt::Debug for ChannelConfig {
             .field("shared_connection", &self.shared_connection)
             .field("settings", &self.settings)
             .field("tags", &tags)
-            .field("pos", &self.pos)
-            .finish()
+            .field("pos", &self.pos);
+        // Left out when absent, so polled channels digest as before.
+        if let Some(push) = &self.push {
+            entry.field("push", push);
+        }
+        entry.finish()
     }
 }
 
@@ -188,6 +199,12 @@ pub(super) fn read(
         }
         id
     });
+    let pushes = f
+        .node("protocol")
+        .is_some_and(|n| matches!(&n.kind, yaml::Kind::Str(p) if p == push_channel::MQTT));
+    if pushes {
+        return read_push(node, f, channel_id?, context, tag_keys, tag_lists, errors);
+    }
     let protocol = f
         .required_with("protocol", errors, |node| {
             protocol_of(node, context.protocols)
@@ -251,6 +268,65 @@ pub(super) fn read(
         tags: tag_lists.share(tags),
         tag_positions: tag_positions.into_boxed_slice(),
         pos: node.pos,
+        push: None,
+    })
+}
+
+/// Reads an MQTT channel (`protocol: mqtt`) after its `channelId`: its
+/// tags are not polled (`periodMs` has no place), and it has no link.
+fn read_push(
+    node: &Node,
+    mut f: Fields<'_>,
+    channel_id: String,
+    context: &ChannelContext<'_>,
+    tag_keys: &mut Unique,
+    tag_lists: &mut SharedLists<TagConfig>,
+    errors: &mut Diagnostics,
+) -> Option<ChannelConfig> {
+    let items = f.node("tags").map_or(&[][..], |n| list(n, "tags", errors));
+    let parts = push_channel::read(f, context, errors);
+    let byte_order = parts.as_ref().and_then(|p| p.byte_order);
+    let mut tags = Vec::with_capacity(items.len());
+    let mut tag_positions = Vec::with_capacity(items.len());
+    for item in items {
+        let period = item
+            .as_map()
+            .and_then(|entries| entries.iter().find(|(k, _)| k.name == "periodMs"));
+        if let Some((key, _)) = period {
+            errors.push(
+                key.pos,
+                "`periodMs`: an MQTT device's tags are not polled; its messages bring them \
+                 (`reportPeriodMs` on the channel says how often)",
+            );
+            continue;
+        }
+        if let Some((tag, at)) = tag::read(item, byte_order, tag_keys, errors) {
+            tags.push(TagConfig {
+                period_ms: 0,
+                ..tag
+            });
+            tag_positions.push(at);
+        }
+    }
+    let parts = parts?;
+    Some(ChannelConfig {
+        channel_id,
+        protocol: parts.protocol,
+        transport: Transport::Tcp,
+        host: parts.host,
+        port: parts.port,
+        serial: None,
+        connect_timeout_ms: 3000,
+        read_timeout_ms: 2000,
+        heartbeat_ms: 0,
+        byte_order,
+        shared_connection: true,
+        settings: parts.settings,
+        options: parts.options,
+        tags: tag_lists.share(tags),
+        tag_positions: tag_positions.into_boxed_slice(),
+        pos: node.pos,
+        push: Some(parts.push),
     })
 }
 

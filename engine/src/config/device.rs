@@ -149,16 +149,20 @@ fn check_serial_lines(devices: &[DeviceConfig], errors: &mut Diagnostics) {
     }
 }
 
+/// Reads the `devices` section; `base` is where secrets named by a file are
+/// read from (none for a pushed device).
 pub(super) fn read_all(
     node: &Node,
     collector: &CollectorConfig,
     tenants: &[TenantConfig],
     protocols: &Protocols,
+    base: Option<&std::path::Path>,
     errors: &mut Diagnostics,
 ) -> Vec<DeviceConfig> {
     let context = ChannelContext {
         merge_gap: collector.merge_gap,
         protocols,
+        base,
     };
     let mut ids = Unique::default();
     let mut topics: HashMap<(String, String), Pos> = HashMap::new();
@@ -257,7 +261,14 @@ fn check_fences(devices: &[DeviceConfig], tenants: &[TenantConfig], errors: &mut
         else {
             continue;
         };
-        for channel in &device.channels {
+        // A device on the uplink's broker reaches only what the operator set up.
+        let reaching = device.channels.iter().filter(|c| {
+            !matches!(
+                c.push.as_ref().map(|p| &p.broker),
+                Some(super::DeviceBroker::Uplink)
+            )
+        });
+        for channel in reaching {
             if let Some(reach) = fence::outside(entries, channel) {
                 errors.push(
                     channel.pos,
@@ -357,7 +368,7 @@ fn read_channels(
     }
     let mut channel_ids = Unique::default();
     let mut tag_keys = Unique::default();
-    items
+    let channels: Vec<ChannelConfig> = items
         .iter()
         .filter_map(|item| {
             channel::read(
@@ -369,7 +380,17 @@ fn read_channels(
                 errors,
             )
         })
-        .collect()
+        .collect();
+    if channels.len() > 1
+        && let Some(push) = channels.iter().find(|c| c.push.is_some())
+    {
+        errors.push(
+            push.pos,
+            "an MQTT channel is its device's only channel: a device that publishes by itself \
+             is not polled too",
+        );
+    }
+    channels
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ mod keyfile;
 mod network;
 mod product;
 mod protocol;
+mod push_channel;
 mod read;
 mod secret_text;
 mod secrets;
@@ -61,6 +62,7 @@ pub use keyfile::{KeyFile, KeySource, MIN_KEY_BYTES, read_keys};
 pub use network::{HttpConfig, HttpTls, MqttConfig, NodeToken, TlsConfig};
 pub use product::ProductConfig;
 pub use protocol::{ChannelOption, ChannelProtocol, channel_settings};
+pub use push_channel::{DEFAULT_DECODER, DeviceBroker, MQTT, PushChannel};
 pub use sparkplug::{SparkplugConfig, UplinkPayload};
 pub use store::{StoreConfig, StoreKind};
 pub use tag::{TagConfig, TagPositions};
@@ -152,6 +154,7 @@ pub fn read_device(
         &context.collector,
         &context.tenants,
         protocols,
+        None,
         &mut errors,
     );
     resolve_pipelines(&mut devices, &context.products, &context.tenants);
@@ -175,8 +178,15 @@ pub fn rebind(
     let context = protocol::ChannelContext {
         merge_gap: config.collector.merge_gap,
         protocols,
+        base: None,
     };
-    for channel in config.devices.iter_mut().flat_map(|d| &mut d.channels) {
+    // An MQTT channel's protocol is the engine's: no codec declares it.
+    let polled = config
+        .devices
+        .iter_mut()
+        .flat_map(|d| &mut d.channels)
+        .filter(|c| c.push.is_none());
+    for channel in polled {
         match protocols.get(channel.protocol.name()) {
             Some(declared) => channel.rebind(declared, &context, &mut errors),
             None => errors.push(
@@ -343,7 +353,7 @@ fn read_gateway(
         .unwrap_or_default();
     let mut devices = fields
         .node("devices")
-        .map(|node| device::read_all(node, &collector, &tenants, protocols, errors))
+        .map(|node| device::read_all(node, &collector, &tenants, protocols, Some(base), errors))
         .unwrap_or_default();
     fields.finish(errors);
     resolve_pipelines(&mut devices, &products, &tenants);

@@ -358,7 +358,7 @@ fn read_tls(
 
 /// Splits `tcp://HOST[:PORT]`, `mqtt://HOST[:PORT]`, `mqtts://HOST[:PORT]` or
 /// `ssl://HOST[:PORT]` into host, port and whether it is over TLS.
-fn parse_broker_url(url: &str) -> Result<(String, u16, bool), String> {
+pub(super) fn parse_broker_url(url: &str) -> Result<(String, u16, bool), String> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(format!(
             "`{url}` is not a broker URL: expected tcp://HOST:PORT, mqtt://HOST:PORT, mqtts://HOST:PORT or ssl://HOST:PORT"

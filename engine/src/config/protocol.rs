@@ -157,6 +157,7 @@ pub fn channel_settings(
     let context = ChannelContext {
         merge_gap: super::CollectorConfig::default().merge_gap,
         protocols: &protocols,
+        base: None,
     };
     bind(protocol, &options(entries), &context, errors)
 }
@@ -182,6 +183,9 @@ pub(super) struct ChannelContext<'a> {
     pub merge_gap: u32,
     /// The protocols a channel may name.
     pub protocols: &'a Protocols,
+    /// Where secrets named by a file are read from (the configuration file's
+    /// directory); none for a pushed configuration, which may name no file.
+    pub base: Option<&'a std::path::Path>,
 }
 
 /// A channel's protocol: its name as the file writes it, and what its codec declares.

@@ -28,6 +28,8 @@ pub struct Uplink {
     /// With `payload: sparkplug-b`: the edge node's topics.
     sparkplug: Option<SparkplugTopics>,
     stats: Arc<UplinkStats>,
+    /// The engine's client id on the broker.
+    client_id: Arc<str>,
 }
 
 /// Who the engine is on the broker: its client id and, with Sparkplug B, its
@@ -72,6 +74,7 @@ impl Uplink {
             topics: Topics::new(&config.topic_prefix),
             sparkplug,
             stats: Arc::clone(&stats),
+            client_id: Arc::from(identity.client_id),
         };
         let route = Route {
             outbox,
@@ -87,6 +90,11 @@ impl Uplink {
             .run(publisher, inputs, node, shutdown);
         let task = tokio::spawn(task);
         (uplink, task)
+    }
+
+    /// The engine's client id on the broker.
+    pub fn client_id(&self) -> &str {
+        &self.client_id
     }
 
     /// The edge node's topics with `payload: sparkplug-b`; `None` with JSON.

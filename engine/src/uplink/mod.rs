@@ -30,4 +30,14 @@ pub use handle::{Uplink, UplinkIdentity};
 pub use message::{Downlink, DownlinkRoute};
 pub use sparkplug::{BD_SEQ_FILE, Births};
 pub use stats::UplinkStats;
+pub use tls::cause as connection_cause;
 pub use tls::check_files as check_tls_files;
+
+/// The TLS transport of a broker connection, its files read now (and the
+/// end of the client certificate's validity, ms since the epoch).
+///
+/// # Errors
+/// A file that cannot be read or holds no certificate or key.
+pub fn tls_transport(tls: &crate::config::TlsConfig) -> Result<rumqttc::Transport, String> {
+    tls::transport(tls).map(|(transport, _)| transport)
+}

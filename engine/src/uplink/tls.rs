@@ -19,7 +19,7 @@ use crate::tls::{certificates, private_key};
 /// # Errors
 /// A file that cannot be read or holds no certificate (key), in words
 /// naming the file.
-pub(super) fn transport(tls: &TlsConfig) -> Result<(Transport, Option<i64>), String> {
+pub fn transport(tls: &TlsConfig) -> Result<(Transport, Option<i64>), String> {
     let builder = ClientConfig::builder_with_provider(crate::tls::provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS: {e}"))?
@@ -87,7 +87,7 @@ fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, String> {
 /// Why a connection failed, in words: a TLS handshake's cause named (unknown
 /// issuer, expired, name mismatch, certificate required, the client's
 /// certificate refused), anything else as the client says it.
-pub(super) fn cause(error: &ConnectionError) -> String {
+pub fn cause(error: &ConnectionError) -> String {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(current) = source {
         if let Some(tls) = current.downcast_ref::<rustls::Error>() {

@@ -33,6 +33,7 @@ mod outside_heartbeats;
 mod peers_harness;
 mod platform_view;
 mod protocols;
+mod push_devices;
 mod runtime;
 mod s7_mc_peers;
 mod sdk;

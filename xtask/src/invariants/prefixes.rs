@@ -42,6 +42,7 @@ pub const PREFIXES: &[Prefix] = &[
     prefix("SEC", "security.md"),
     prefix("COMP", "components.md"),
     prefix("FUZZ", "fuzzing.md"),
+    prefix("PUSH", "push.md"),
 ];
 
 /// Why `id`, defined in `path`, is not where it belongs, if it is not.

@@ -146,6 +146,14 @@ impl Device {
         Self::tcp(id, "modbus-tcp", port)
     }
 
+    /// Device `id` that publishes by itself on `topic` (placeholders allowed)
+    /// every `report_period_ms`, on the uplink's broker, read by the `json` decoder.
+    pub fn mqtt(id: &str, topic: &str, report_period_ms: u64) -> Self {
+        Self::on(id, "mqtt")
+            .channel("topic", topic)
+            .channel("reportPeriodMs", report_period_ms)
+    }
+
     /// Sets a key of the device (`productId`, `tenantId`, `pipeline`, ...).
     pub fn set(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.fields.insert(key.into(), value.into());
@@ -196,6 +204,16 @@ impl Tag {
             "address": address,
             "dataType": data_type,
             "periodMs": period_ms,
+        })))
+    }
+
+    /// Tag `key` of a device that publishes by itself: at `address` in its
+    /// messages, of `data_type`, never polled.
+    pub fn pushed(key: &str, address: &str, data_type: &str) -> Self {
+        Self(object(json!({
+            "key": key,
+            "address": address,
+            "dataType": data_type,
         })))
     }
 

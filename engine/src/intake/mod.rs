@@ -1,0 +1,257 @@
+//! Messages devices publish by themselves, from the brokers they publish to
+//! (PUSH-1 of `docs/push.md`): one MQTT connection per broker, subscribed to
+//! the topics of the devices on it (changed while it runs), in a persistent
+//! session (QoS 1), so what a device publishes while the connection is down
+//! waits at the broker. The only module beside the uplink that knows rumqttc.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, QoS};
+use tokio::sync::{mpsc, watch};
+
+use crate::clock::now_ms;
+use crate::config::{BackoffConfig, TlsConfig};
+use crate::model::Secret;
+use crate::sync::lock;
+
+/// A broker devices publish to, and how the engine logs in there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrokerTarget {
+    pub host: String,
+    pub port: u16,
+    /// Over TLS, how.
+    pub tls: Option<TlsConfig>,
+    pub username: Option<String>,
+    pub password: Option<Secret>,
+    /// The session's client id: the broker keeps the subscriptions and the
+    /// messages that wait by it.
+    pub client_id: String,
+}
+
+impl BrokerTarget {
+    /// `host:port`, for logs and errors.
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// What tells two targets apart: devices with equal keys share a connection.
+    pub fn key(&self) -> String {
+        let user = self.username.as_deref().unwrap_or("");
+        let scheme = if self.tls.is_some() { "mqtts" } else { "mqtt" };
+        format!("{scheme}://{user}@{}:{}", self.host, self.port)
+    }
+}
+
+/// A message a device published.
+#[derive(Debug, Clone)]
+pub struct Arrived {
+    pub topic: String,
+    pub payload: Vec<u8>,
+    /// When the engine read it, ms since the Unix epoch.
+    pub arrived_ms: i64,
+}
+
+/// How one broker connection is doing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrokerState {
+    pub connected: bool,
+    /// Why the last connection failed, if it did.
+    pub last_error: Option<String>,
+    /// Messages received since the engine started.
+    pub messages: u64,
+}
+
+/// One broker connection, running: its subscriptions change with
+/// [`Subscriber::subscribe`].
+#[derive(Debug)]
+pub struct Subscriber {
+    target: BrokerTarget,
+    filters: watch::Sender<BTreeSet<String>>,
+    state: Arc<Mutex<BrokerState>>,
+}
+
+/// The largest message read from a device broker: bigger ones close the
+/// connection (the broker's to refuse first).
+const MAX_MESSAGE: usize = 1 << 20;
+/// How the connection is retried: 100 ms doubling to 5 s, ±20%.
+const BACKOFF: BackoffConfig = BackoffConfig {
+    base_ms: 100,
+    max_ms: 5000,
+    jitter: 0.2,
+};
+
+impl Subscriber {
+    /// Connects to `target` (and again whenever the connection is lost),
+    /// subscribed to `filters`; hands every message to `to` until `shutdown`.
+    /// A full `to` holds the connection's reading back, so nothing is dropped here.
+    pub fn start(
+        target: BrokerTarget,
+        filters: BTreeSet<String>,
+        to: mpsc::Sender<Arrived>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        let (sender, wanted) = watch::channel(filters);
+        let state = Arc::new(Mutex::new(BrokerState::default()));
+        tokio::spawn(run(
+            target.clone(),
+            wanted,
+            Arc::clone(&state),
+            to,
+            shutdown,
+        ));
+        Self {
+            target,
+            filters: sender,
+            state,
+        }
+    }
+
+    pub fn target(&self) -> &BrokerTarget {
+        &self.target
+    }
+
+    /// Subscribes to exactly `filters` from now on.
+    pub fn subscribe(&self, filters: BTreeSet<String>) {
+        self.filters.send_if_modified(|wanted| {
+            let changed = *wanted != filters;
+            *wanted = filters;
+            changed
+        });
+    }
+
+    pub fn state(&self) -> BrokerState {
+        lock(&self.state).clone()
+    }
+}
+
+async fn run(
+    target: BrokerTarget,
+    mut wanted: watch::Receiver<BTreeSet<String>>,
+    state: Arc<Mutex<BrokerState>>,
+    to: mpsc::Sender<Arrived>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut failures: u32 = 0;
+    loop {
+        let ended = connection(&target, &mut wanted, &state, &to, &mut shutdown).await;
+        match ended {
+            Ended::Stopped => return,
+            Ended::Failed(cause) => {
+                failures = failures.saturating_add(1);
+                let first = {
+                    let mut state = lock(&state);
+                    let first = state.connected || state.last_error.as_deref() != Some(&cause);
+                    state.connected = false;
+                    state.last_error = Some(cause.clone());
+                    first
+                };
+                if first {
+                    tracing::warn!(broker = %target.address(), error = %cause, "device broker connection failed; retrying");
+                }
+            }
+        }
+        let jitter = (now_ms().rem_euclid(1000) as f64) / 1000.0;
+        let wait = crate::io::delay(&BACKOFF, failures, jitter);
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+enum Ended {
+    Stopped,
+    Failed(String),
+}
+
+/// One connection, until it fails or the engine stops.
+async fn connection(
+    target: &BrokerTarget,
+    wanted: &mut watch::Receiver<BTreeSet<String>>,
+    state: &Mutex<BrokerState>,
+    to: &mpsc::Sender<Arrived>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Ended {
+    let mut options = MqttOptions::new(&target.client_id, &target.host, target.port);
+    options
+        .set_keep_alive(Duration::from_secs(30))
+        .set_clean_session(false)
+        .set_max_packet_size(MAX_MESSAGE, MAX_MESSAGE);
+    if let Some(username) = &target.username {
+        let password = target.password.as_ref().map_or("", Secret::expose);
+        options.set_credentials(username, password);
+    }
+    if let Some(tls) = &target.tls {
+        // Read at every connect: a rotated certificate is used from the next one.
+        match crate::uplink::tls_transport(tls) {
+            Ok(transport) => {
+                options.set_transport(transport);
+            }
+            Err(problem) => return Ended::Failed(problem),
+        }
+    }
+    let (client, mut events) = AsyncClient::new(options, 64);
+    let mut subscribed: BTreeSet<String> = BTreeSet::new();
+    let mut up = false;
+    loop {
+        tokio::select! {
+            event = events.poll() => match event {
+                Ok(Event::Incoming(Incoming::ConnAck(_))) => {
+                    up = true;
+                    {
+                        let mut state = lock(state);
+                        state.connected = true;
+                        state.last_error = None;
+                    }
+                    tracing::info!(broker = %target.address(), "device broker connected");
+                    let filters = wanted.borrow_and_update().clone();
+                    if change(&client, &mut subscribed, filters).await.is_err() {
+                        return Ended::Failed("the client stopped".into());
+                    }
+                }
+                Ok(Event::Incoming(Incoming::Publish(message))) => {
+                    lock(state).messages += 1;
+                    let arrived = Arrived {
+                        topic: message.topic.clone(),
+                        payload: message.payload.to_vec(),
+                        arrived_ms: now_ms(),
+                    };
+                    if to.send(arrived).await.is_err() {
+                        return Ended::Stopped;
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => return Ended::Failed(crate::uplink::connection_cause(&error)),
+            },
+            Ok(()) = wanted.changed(), if up => {
+                let filters = wanted.borrow_and_update().clone();
+                if change(&client, &mut subscribed, filters).await.is_err() {
+                    return Ended::Failed("the client stopped".into());
+                }
+            }
+            _ = shutdown.changed() => {
+                let _ = client.try_disconnect();
+                return Ended::Stopped;
+            }
+        }
+    }
+}
+
+/// Subscribes to the filters of `wanted` not yet subscribed, and unsubscribes
+/// from those no longer wanted.
+async fn change(
+    client: &AsyncClient,
+    subscribed: &mut BTreeSet<String>,
+    wanted: BTreeSet<String>,
+) -> Result<(), rumqttc::ClientError> {
+    for filter in wanted.difference(subscribed) {
+        client.subscribe(filter.as_str(), QoS::AtLeastOnce).await?;
+    }
+    for filter in subscribed.difference(&wanted) {
+        client.unsubscribe(filter.as_str()).await?;
+    }
+    *subscribed = wanted;
+    Ok(())
+}

@@ -1,0 +1,235 @@
+//! Devices that publish by themselves (`protocol: mqtt`), played by MQTT
+//! clients on a real Mosquitto: their messages decoded (JSON and binary) and
+//! reported like polled samples, refusals made BAD with the decoder's words,
+//! their lease renewed by each message, a flood held to its rate.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::config::{Device, Gateway, Tag};
+use crate::support::engine::{Engine, scratch_dir};
+use crate::support::mqtt::{Message, Subscriber};
+use crate::support::peers::{Mosquitto, free_port};
+
+const ADMIN: &str = "operator-secret";
+
+/// A JSON meter (`M7`, lease 3 s) and a binary flow sensor (`F1`), both on
+/// the uplink's broker.
+fn config(mqtt: u16, http: u16) -> String {
+    Gateway::new(&format!("push-{http}"), mqtt)
+        .http(http, ADMIN)
+        .set("lease.scanIntervalMs", 200)
+        .device(
+            Device::mqtt("meter", "sensors/{deviceNum}/up", 1000)
+                .set("deviceNum", "M7")
+                .channel("maxMessagesPerSecond", 20)
+                .tags([
+                    Tag::pushed("temp", "/sensors/0/temp", "FLOAT32").set("factor", 0.1),
+                    Tag::pushed("count", "/count", "UINT16"),
+                    Tag::pushed("on", "/on", "BOOL"),
+                    Tag::pushed("name", "/name", "STRING").set("length", 8),
+                ]),
+        )
+        .device(
+            Device::mqtt("flow", "plant/+/{deviceNum}", 1000)
+                .set("deviceNum", "F1")
+                .channel("decoder", "binary")
+                .tags([
+                    Tag::pushed("rate", "0", "FLOAT32").set("byteOrder", "CDAB"),
+                    Tag::pushed("total", "4", "UINT32"),
+                    Tag::pushed("alarm", "8.0", "BOOL"),
+                ]),
+        )
+        .yaml()
+}
+
+/// The reports on `topic`, as JSON.
+fn reports(messages: &[Message], topic: &str) -> Vec<Value> {
+    messages
+        .iter()
+        .filter(|m| m.topic == topic)
+        .map(Message::json)
+        .collect()
+}
+
+/// `key`'s entry in a report.
+fn value<'r>(report: &'r Value, key: &str) -> &'r Value {
+    report["values"]
+        .as_array()
+        .and_then(|values| values.iter().find(|v| v["key"] == key))
+        .unwrap_or_else(|| panic!("no `{key}` in {report}"))
+}
+
+async fn state(http: u16, device: &str, want: &str) -> Value {
+    let path = format!("/devices/{device}/state");
+    Engine::until_get(http, &path, ADMIN, |b| b["state"] == want).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_are_decoded_reported_and_keep_the_devices_lease() {
+    let broker = Mosquitto::start();
+    let http = free_port();
+    let dir = scratch_dir(&format!("push-{http}"));
+    let mut engine = Engine::start(&dir, &config(broker.port(), http));
+    // One client plays the platform and the devices (a client id is one session).
+    let uplink = Subscriber::connect(broker.port()).await;
+    let devices = &uplink;
+    // The engine subscribes once it runs: its status says so.
+    uplink
+        .wait_until(Duration::from_secs(10), "the engine online", |m| {
+            m.iter()
+                .any(|m| m.topic.ends_with("status/post") && m.json()["status"] == "online")
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // A JSON message: every type, scaled by the pipeline as a register's value.
+    devices
+        .publish(
+            "sensors/M7/up",
+            &json!({"sensors": [{"temp": 215}], "count": 7, "on": true, "name": "m-7"}),
+        )
+        .await;
+    let messages = uplink
+        .wait_until(Duration::from_secs(10), "the meter's report", |m| {
+            m.iter().any(|m| m.topic == "P/M7/property/post")
+        })
+        .await;
+    let report = &reports(&messages, "P/M7/property/post")[0];
+    assert_eq!(report["seq"], 1, "{report}");
+    let temp = value(report, "temp");
+    assert!(
+        (temp["value"].as_f64().unwrap_or_default() - 21.5).abs() < 1e-4,
+        "{report}"
+    );
+    assert_eq!(temp["quality"], "GOOD");
+    assert_eq!(value(report, "count")["value"], 7);
+    assert_eq!(value(report, "on")["value"], true);
+    assert_eq!(value(report, "name")["value"], "m-7");
+    let row = state(http, "meter", "online").await;
+    assert_eq!(
+        (&row["parent"], &row["timeoutSeconds"]),
+        (&json!("json"), &json!(3)),
+        "{row}"
+    );
+
+    // A field missing and one out of its type: those two BAD, with the words.
+    devices
+        .publish(
+            "sensors/M7/up",
+            &json!({"sensors": [{"temp": 220}], "on": 5}),
+        )
+        .await;
+    let messages = uplink
+        .wait_until(Duration::from_secs(10), "the second report", |m| {
+            reports(m, "P/M7/property/post").len() >= 2
+        })
+        .await;
+    let report = &reports(&messages, "P/M7/property/post")[1];
+    assert_eq!(report["seq"], 2, "{report}");
+    assert_eq!(value(report, "count")["quality"], "BAD", "{report}");
+    assert_eq!(value(report, "on")["quality"], "BAD", "{report}");
+    assert_eq!(value(report, "temp")["quality"], "GOOD", "{report}");
+    // The renewal that only extends the lease is written within a second.
+    Engine::until_get(http, "/devices/meter/state", ADMIN, |row| {
+        let last_error = row["extension"]["lastError"].as_str().unwrap_or_default();
+        row["state"] == "online"
+            && last_error.contains("no `/count` in the message")
+            && last_error.contains("5 is out of the range of BOOL")
+    })
+    .await;
+
+    // A binary message, its bytes decoded by the pipeline as registers are.
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&[0x00, 0x00, 0x41, 0xA8]); // 21.0 in CDAB
+    frame.extend_from_slice(&1_000_000u32.to_be_bytes());
+    frame.push(0b0000_0001);
+    devices.publish_bytes("plant/hall-2/F1", frame).await;
+    let messages = uplink
+        .wait_until(Duration::from_secs(10), "the flow sensor's report", |m| {
+            m.iter().any(|m| m.topic == "P/F1/property/post")
+        })
+        .await;
+    let report = &reports(&messages, "P/F1/property/post")[0];
+    assert_eq!(value(report, "rate")["value"], 21.0, "{report}");
+    assert_eq!(value(report, "total")["value"], 1_000_000, "{report}");
+    assert_eq!(value(report, "alarm")["value"], true, "{report}");
+
+    // Only refusals: the device is in fault, and still alive.
+    devices
+        .publish_bytes("sensors/M7/up", b"not json".to_vec())
+        .await;
+    let row = state(http, "meter", "fault").await;
+    assert!(
+        row["extension"]["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("the message is not JSON")),
+        "{row}"
+    );
+
+    // Silent past its lease (3 s), it goes offline; its next message brings it back.
+    state(http, "meter", "offline").await;
+    devices
+        .publish(
+            "sensors/M7/up",
+            &json!({"sensors": [{"temp": 1}], "count": 1, "on": false, "name": "x"}),
+        )
+        .await;
+    state(http, "meter", "online").await;
+
+    // A flood: 20 a second with a second's burst are taken, the rest dropped
+    // and counted; the other device goes on.
+    for n in 0..200 {
+        devices
+            .publish(
+                "sensors/M7/up",
+                &json!({"sensors": [{"temp": n}], "count": n, "on": true, "name": "f"}),
+            )
+            .await;
+    }
+    devices.publish_bytes("plant/hall-2/F1", vec![0; 9]).await;
+    uplink
+        .wait_until(
+            Duration::from_secs(10),
+            "the flow sensor's second report",
+            |m| reports(m, "P/F1/property/post").len() >= 2,
+        )
+        .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let (received, dropped) = loop {
+        let metrics = Engine::http_get(http, "/metrics", Some(ADMIN))
+            .await
+            .unwrap_or_default();
+        let count = |outcome: &str| {
+            let line =
+                format!("sluice_device_messages_total{{device=\"meter\",outcome=\"{outcome}\"}}");
+            metrics
+                .lines()
+                .find(|l| l.starts_with(&line))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or_default()
+        };
+        let (received, dropped) = (count("received"), count("dropped"));
+        if received >= 204.0 || std::time::Instant::now() > deadline {
+            break (received, dropped);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(received, 204.0, "every message counted");
+    assert!(
+        (150.0..=185.0).contains(&dropped),
+        "{dropped} of the flood's 200 dropped (20 a second and a burst of 20 taken)"
+    );
+    let meter_reports = reports(&uplink.messages(), "P/M7/property/post");
+    let seqs: Vec<i64> = meter_reports
+        .iter()
+        .filter_map(|r| r["seq"].as_i64())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "no gap in seq: {seqs:?}"
+    );
+    engine.assert_running();
+}
