@@ -1,7 +1,7 @@
 //! Components on a running engine (admin token):
 //! - `GET /components`: every registered version, its kind, content hash, and
 //!   whether it is active;
-//! - `PUT /components/{name}/{version}?kind=stage|codec|rules` with the component's
+//! - `PUT /components/{name}/{version}?kind=stage|codec|rules|decoder` with the component's
 //!   bytes: compile, check against its world, rebuild every pipeline with it and
 //!   swap at each device's next round; a version that breaks a pipeline is
 //!   refused (422) and the previous one stays;
@@ -167,13 +167,13 @@ pub async fn upload(
         (Some(None), _) => {
             return error(
                 StatusCode::BAD_REQUEST,
-                "`kind` is one of codec, stage, rules",
+                "`kind` is one of codec, stage, rules, decoder",
             );
         }
         (None, None) => {
             return error(
                 StatusCode::BAD_REQUEST,
-                format!("`{name}` is new: say its kind with ?kind=codec|stage|rules"),
+                format!("`{name}` is new: say its kind with ?kind=codec|stage|rules|decoder"),
             );
         }
     };

@@ -41,6 +41,6 @@ pub use polling::{Collector, keep_ownership};
 pub use push::{Decoding, MessageCounters, PushInput, PushSetup};
 pub use roster::Roster;
 pub use sink::SampleSink;
-pub use swap::{swap_codec, swap_pipelines};
+pub use swap::{swap_codec, swap_decoder, swap_pipelines};
 pub use tag_io::TagIoError;
 pub use wiring::Services;

@@ -146,30 +146,36 @@ impl PushInput {
     }
 }
 
-/// A token bucket: `rate` tokens a second, at most `rate` kept.
+/// A token bucket kept in whole nanoseconds (no rounding drift): a message
+/// costs a `rate`th of a second of credit, and at most a second of credit is kept.
 #[derive(Debug)]
 struct RateLimit {
-    rate: f64,
-    tokens: f64,
+    /// Nanoseconds of credit one message costs.
+    cost: u64,
+    /// Credit now, nanoseconds.
+    credit: u64,
     at: Instant,
 }
 
+/// The most credit kept: a second's worth of messages at once.
+const BURST_NS: u64 = 1_000_000_000;
+
 impl RateLimit {
     fn new(rate: u32, now: Instant) -> Self {
-        let rate = f64::from(rate.max(1));
         Self {
-            rate,
-            tokens: rate,
+            cost: BURST_NS / u64::from(rate.max(1)),
+            credit: BURST_NS,
             at: now,
         }
     }
 
     fn take(&mut self, now: Instant) -> bool {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * self.rate).min(self.rate);
+        let elapsed = now.saturating_duration_since(self.at).as_nanos();
+        let elapsed = u64::try_from(elapsed).unwrap_or(u64::MAX);
+        self.credit = self.credit.saturating_add(elapsed).min(BURST_NS);
         self.at = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
+        if self.credit >= self.cost {
+            self.credit -= self.cost;
             true
         } else {
             false

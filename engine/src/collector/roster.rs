@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::device::Device;
 use super::links::{Endpoint, LinkInfo};
 use crate::io::LinkSettings;
-use crate::runtime::CodecPool;
+use crate::runtime::{CodecPool, DecoderPool};
 
 /// The devices of one configuration and the links they use.
 #[derive(Debug, Default)]
@@ -74,6 +74,18 @@ impl Roster {
                     .channels
                     .iter()
                     .map(|channel| (device.tenant_id, channel.session.get().pool()))
+            })
+            .collect()
+    }
+
+    /// The decoder pools the devices that publish by themselves use, with
+    /// each device's tenant.
+    pub fn decoder_pools(&self) -> Vec<(u32, Arc<DecoderPool>)> {
+        self.devices
+            .iter()
+            .filter_map(|device| {
+                let push = device.push.as_ref()?;
+                Some((device.tenant_id, push.decoder.get().pool()))
             })
             .collect()
     }

@@ -1,6 +1,7 @@
 //! New component versions put in place while the engine runs: every device holds
-//! its pipeline and each channel its codec session behind a [`Swappable`], takes
-//! it once per round, and so sees a new one from its next round on, never in the
+//! its pipeline and each channel its codec session (a device that publishes by
+//! itself, its decoder) behind a [`Swappable`], takes it once per round (per
+//! message), and so sees a new one from its next round on, never in the
 //! middle of one (COMP-5). What is swapped in was compiled for the running configuration
 //! as a whole beforehand, so a swap cannot fail half-way.
 //!
@@ -56,6 +57,28 @@ pub fn swap_codec(devices: &[Arc<Device>], compiled: Compiled, codec: &str) -> u
                 .link
                 .blocking_lock()
                 .restart("a new version of its codec was deployed");
+            swapped += 1;
+        }
+    }
+    swapped
+}
+
+/// Puts the newly compiled decoders of component `decoder` in place on every
+/// device that publishes by itself and reads with it: each takes the new one
+/// from its next message, and no message is decoded by both (COMP-5).
+/// Returns how many devices got one.
+pub fn swap_decoder(devices: &[Arc<Device>], compiled: Compiled, decoder: &str) -> usize {
+    let mut fresh = by_id(compiled);
+    let mut swapped = 0;
+    for device in devices {
+        let (Some(push), Some(new)) = (&device.push, fresh.remove(&device.id)) else {
+            continue;
+        };
+        if push.decoder.get().component() != decoder {
+            continue;
+        }
+        if let Some(new) = new.push {
+            push.decoder.set(new);
             swapped += 1;
         }
     }

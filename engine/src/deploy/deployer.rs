@@ -8,7 +8,7 @@ use super::error::{DeployError, check_word};
 use super::shelf::Shelf;
 use super::status::ReloadStatus;
 use crate::alarm::Alarms;
-use crate::collector::{Fleet, swap_codec, swap_pipelines};
+use crate::collector::{Fleet, swap_codec, swap_decoder, swap_pipelines};
 use crate::compile::{self, Compiled, Conflict, Loaded, Pools, Sources};
 use crate::config;
 use crate::model::Whitelist;
@@ -217,8 +217,9 @@ impl Deployer {
     }
 
     /// Puts the new active version of `name` to use: stages in every pipeline,
-    /// a codec in every channel that speaks it (those links reconnect), rules in
-    /// every tenant sandbox that runs it. The running configuration is compiled
+    /// a codec in every channel that speaks it (those links reconnect), a decoder
+    /// in every device that publishes by itself and names it (from its next
+    /// message), rules in every tenant sandbox that runs it. The running configuration is compiled
     /// again with it first; nothing is swapped unless all of it compiles (COMP-6).
     fn rebuild(&self, kind: ComponentKind, name: &str) -> Result<usize, DeployError> {
         if kind == ComponentKind::Codec {
@@ -233,9 +234,7 @@ impl Deployer {
                 .alarms
                 .as_ref()
                 .map_or(0, |alarms| alarms.replace_rules(&mut compiled, Some(name))),
-            // Decoders are checked when they load; devices take them up with
-            // the channels that name them (`protocol: mqtt`).
-            ComponentKind::Decoder => 0,
+            ComponentKind::Decoder => swap_decoder(roster.devices(), compiled, name),
         })
     }
 
@@ -278,8 +277,12 @@ impl Deployer {
     pub(super) fn running_pools(&self) -> Pools {
         let mut pools = Pools::new();
         pools.reuse_whitelist(self.whitelist.clone());
-        for (tenant, pool) in self.fleet.roster().codec_pools() {
+        let roster = self.fleet.roster();
+        for (tenant, pool) in roster.codec_pools() {
             pools.reuse_codec(tenant, pool);
+        }
+        for (tenant, pool) in roster.decoder_pools() {
+            pools.reuse_decoder(tenant, pool);
         }
         for (tenant, pool) in self.alarms.iter().flat_map(|a| a.sandboxes()) {
             pools.reuse_rules(tenant, pool);

@@ -233,3 +233,79 @@ async fn messages_are_decoded_reported_and_keep_the_devices_lease() {
     );
     engine.assert_running();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decoder_uploaded_while_messages_flow_takes_over_from_one_message_on() {
+    const MESSAGES: u64 = 600;
+    let broker = Mosquitto::start();
+    let http = free_port();
+    let dir = scratch_dir(&format!("push-swap-{http}"));
+    let config = Gateway::new(&format!("push-swap-{http}"), broker.port())
+        .http(http, ADMIN)
+        .device(
+            Device::mqtt("meter", "sensors/{deviceNum}/up", 1000)
+                .set("deviceNum", "M7")
+                .channel("maxMessagesPerSecond", 10_000)
+                .tag(Tag::pushed("n", "/n", "UINT32")),
+        )
+        .yaml();
+    let mut engine = Engine::start(&dir, &config);
+    let client = Subscriber::connect(broker.port()).await;
+    client
+        .wait_until(Duration::from_secs(10), "the engine online", |m| {
+            m.iter()
+                .any(|m| m.topic.ends_with("status/post") && m.json()["status"] == "online")
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // 300 messages a second; a new version of `json` (one that gives the
+    // first tag the message's length) uploaded half-way.
+    let upload = async {
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let wasm = crate::common::test_component("hostile_decoder");
+        Engine::put_wasm(http, "/components/json/2.0.0?kind=decoder", ADMIN, &wasm).await
+    };
+    let publish = async {
+        for i in 0..MESSAGES {
+            client
+                .publish("sensors/M7/up", &json!({"n": 100_000 + i}))
+                .await;
+            tokio::time::sleep(Duration::from_micros(3300)).await;
+        }
+    };
+    let ((status, uploaded), ()) = tokio::join!(upload, publish);
+    assert_eq!(status, 200, "{uploaded}");
+    let messages = client
+        .wait_until(Duration::from_secs(20), "a report per message", |m| {
+            reports(m, "P/M7/property/post").len() as u64 >= MESSAGES
+        })
+        .await;
+    let reports = reports(&messages, "P/M7/property/post");
+    assert_eq!(reports.len() as u64, MESSAGES, "none lost, none twice");
+    let seqs: Vec<u64> = reports.iter().filter_map(|r| r["seq"].as_u64()).collect();
+    assert_eq!(seqs, (1..=MESSAGES).collect::<Vec<_>>());
+    // Each message decoded by one version: the old one's values, then the new one's.
+    let by_old: Vec<bool> = reports
+        .iter()
+        .map(|r| value(r, "n")["value"].as_u64().unwrap_or_default() >= 100_000)
+        .collect();
+    let switched = by_old
+        .iter()
+        .position(|old| !old)
+        .expect("the new version decoded");
+    assert!(switched > 0, "the old version decoded the first messages");
+    assert!(
+        by_old[switched..].iter().all(|old| !old),
+        "no message decoded by the old version after the new one: {by_old:?}"
+    );
+    let olds: Vec<u64> = reports[..switched]
+        .iter()
+        .filter_map(|r| value(r, "n")["value"].as_u64())
+        .collect();
+    assert_eq!(
+        olds,
+        (100_000..100_000 + switched as u64).collect::<Vec<_>>()
+    );
+    engine.assert_running();
+}
