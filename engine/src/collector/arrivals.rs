@@ -30,7 +30,7 @@ pub async fn route(fleet: Arc<Fleet>, mut shutdown: watch::Receiver<bool>) {
     let mut devices_changed = fleet.subscribe();
     let mut routes = Routes::of(&fleet.roster());
     let mut brokers: HashMap<String, Subscriber> = HashMap::new();
-    connect(&routes, &mut brokers, &to_router, &shutdown);
+    connect(&fleet, &routes, &mut brokers, &to_router, &shutdown);
     let mut workers: HashMap<u64, mpsc::Sender<Arrived>> = HashMap::new();
     loop {
         tokio::select! {
@@ -43,7 +43,7 @@ pub async fn route(fleet: Arc<Fleet>, mut shutdown: watch::Receiver<bool>) {
                 routes = Routes::of(&fleet.roster());
                 // A removed or rebuilt device's worker ends with its queue.
                 workers.retain(|key, _| routes.keys.contains(key));
-                connect(&routes, &mut brokers, &to_router, &shutdown);
+                connect(&fleet, &routes, &mut brokers, &to_router, &shutdown);
             }
             _ = shutdown.changed() => return,
         }
@@ -96,6 +96,7 @@ fn spawn_worker(fleet: Arc<Fleet>, device: Arc<Device>) -> mpsc::Sender<Arrived>
 /// topics; a broker no device needs any more keeps its connection, with no
 /// subscription.
 fn connect(
+    fleet: &Fleet,
     routes: &Routes,
     brokers: &mut HashMap<String, Subscriber>,
     to_router: &mpsc::Sender<Arrived>,
@@ -118,6 +119,10 @@ fn connect(
             to_router.clone(),
             shutdown.clone(),
         );
+        fleet
+            .services()
+            .device_brokers
+            .insert(key.clone(), subscriber.publisher());
         brokers.insert(key.clone(), subscriber);
     }
 }

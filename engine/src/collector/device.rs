@@ -287,6 +287,11 @@ impl Device {
         }
     }
 
+    /// How long the device's lease lasts, seconds.
+    pub fn lease_seconds(&self) -> u64 {
+        self.lease.timeout_seconds
+    }
+
     /// Rounds in a row in which the device answered and refused a request (an
     /// address it does not have, say): a protocol error that keeps coming back.
     pub fn refusing_rounds(&self) -> u32 {
@@ -440,6 +445,7 @@ impl Device {
         };
         self.deliver(decoding.batch, delivery).await;
         self.renew_lease(decoding.well, !decoding.well);
+        push.handled();
     }
 
     /// Runs a batch through the pipeline, the rules, the latest values and

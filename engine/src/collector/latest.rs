@@ -153,6 +153,11 @@ impl LatestValues {
         }
     }
 
+    /// The last sample of `tag`, if it has one.
+    pub fn get(&self, tag: u32) -> Option<Sample> {
+        lock(&self.slots).get(tag as usize)
+    }
+
     /// The generation of the last round that brought samples (0: none yet).
     pub fn generation(&self) -> u64 {
         lock(&self.slots).generation

@@ -38,7 +38,7 @@ pub use links::{Endpoint, LinkInfo};
 pub use metrics::{DeviceCounters, DeviceMetrics};
 pub use ownership::Ownership;
 pub use polling::{Collector, keep_ownership};
-pub use push::{Decoding, MessageCounters, PushInput, PushSetup};
+pub use push::{DeviceBrokers, MessageCounters, PushInput, PushSetup};
 pub use roster::Roster;
 pub use sink::SampleSink;
 pub use swap::{swap_codec, swap_decoder, swap_pipelines};

@@ -3,10 +3,13 @@
 //! becomes: samples of its tags, BAD with the decoder's reason where it gave
 //! none (PUSH-2 of `docs/push.md`).
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::intake::{Arrived, BrokerTarget};
+use tokio::sync::watch;
+
+use crate::intake::{Arrived, BrokerPublisher, BrokerTarget};
 use crate::model::Batch;
 use crate::runtime::PayloadDecoder;
 use crate::sync::{Swappable, lock};
@@ -27,6 +30,25 @@ pub struct PushInput {
     pub readable: Vec<u32>,
     limit: Mutex<RateLimit>,
     pub counters: MessageCounters,
+    /// Where writes are published: the connection to its broker, once made.
+    brokers: Arc<DeviceBrokers>,
+    /// Counts the messages handled, so a write's read-back waits for the next.
+    handled: watch::Sender<u64>,
+}
+
+/// The connections to the device brokers, by [`BrokerTarget::key`]: what
+/// writes to devices that publish by themselves go out on.
+#[derive(Debug, Default)]
+pub struct DeviceBrokers(Mutex<HashMap<String, BrokerPublisher>>);
+
+impl DeviceBrokers {
+    pub(super) fn insert(&self, key: String, publisher: BrokerPublisher) {
+        lock(&self.0).insert(key, publisher);
+    }
+
+    fn get(&self, key: &str) -> Option<BrokerPublisher> {
+        lock(&self.0).get(key).cloned()
+    }
 }
 
 /// What a [`PushInput`] is made of.
@@ -40,6 +62,7 @@ pub struct PushSetup {
     /// Messages a second it may send (`maxMessagesPerSecond`), as many at once.
     pub max_per_second: u32,
     pub counters: MessageCounters,
+    pub brokers: Arc<DeviceBrokers>,
 }
 
 /// What a device's messages counted.
@@ -78,7 +101,24 @@ impl PushInput {
             readable: setup.readable,
             limit: Mutex::new(RateLimit::new(setup.max_per_second, Instant::now())),
             counters: setup.counters,
+            brokers: setup.brokers,
+            handled: watch::Sender::new(0),
         }
+    }
+
+    /// The connection writes go out on; `None` before it was first made.
+    pub fn publisher(&self) -> Option<BrokerPublisher> {
+        self.brokers.get(&self.broker.key())
+    }
+
+    /// Tells who waits that one more message was handled.
+    pub(super) fn handled(&self) {
+        self.handled.send_modify(|n| *n += 1);
+    }
+
+    /// Told of every message handled from now on.
+    pub(super) fn watch_handled(&self) -> watch::Receiver<u64> {
+        self.handled.subscribe()
     }
 
     /// Whether one more message may be taken now (PUSH-3): the device's

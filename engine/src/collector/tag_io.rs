@@ -1,8 +1,15 @@
 //! Writing one tag of a device and reading one back, on the connection of the
 //! tag's channel: the link's lock serialises them with polling, so a write never
-//! interleaves with a round's frames.
+//! interleaves with a round's frames. A device that publishes by itself is
+//! written by a message its decoder encodes, published on its `commandTopic`,
+//! and read back from its next message (PUSH-4 of `docs/push.md`).
+
+use std::time::Duration;
 
 use super::device::{Channel, Device};
+use super::push::PushInput;
+use crate::clock::now_ms;
+use crate::intake::NotPublished;
 use crate::io::LinkError;
 use crate::model::{Batch, DeviceError, FrameError, Sample, Value};
 
@@ -81,6 +88,9 @@ impl Device {
     /// Refused by the device or codec, unreachable (nothing sent), lost (sent,
     /// no valid answer), or a component failure before anything was sent.
     pub async fn write_tag(&self, tag: u32, value: Value) -> Result<(), TagIoError> {
+        if let Some(push) = &self.push {
+            return self.publish_write(push, tag, value).await;
+        }
         let (channel, local) = self.channel_of(tag)?;
         let mut link = channel.link.lock().await;
         let session = channel.session.get();
@@ -117,6 +127,9 @@ impl Device {
     /// Refused by the device, unreachable, a component failure, or a device
     /// without write access (nothing to decode with).
     pub async fn read_tag(&self, tag: u32) -> Result<Sample, TagIoError> {
+        if let Some(push) = &self.push {
+            return self.next_reported(push, tag).await;
+        }
         let Some(writable) = &self.writable else {
             return Err(TagIoError::Component(format!(
                 "device `{}` has no writable tag",
@@ -161,5 +174,102 @@ impl Device {
             .into_iter()
             .find(|s| s.tag == tag)
             .ok_or_else(|| TagIoError::Component(format!("reading tag {tag} gave no value")))
+    }
+
+    /// Tag `tag`'s value before a write: read now from a polled device; the
+    /// last one reported by a device that publishes by itself (asking it
+    /// would mean waiting for its next message).
+    ///
+    /// # Errors
+    /// As [`Device::read_tag`]; nothing reported yet.
+    pub async fn value_before_write(&self, tag: u32) -> Result<Sample, TagIoError> {
+        if self.push.is_none() {
+            return self.read_tag(tag).await;
+        }
+        self.latest
+            .get(tag)
+            .filter(|s| s.ts_ms > 0)
+            .ok_or_else(|| TagIoError::Unreachable("nothing reported yet".into()))
+    }
+
+    /// Publishes the message the decoder makes of `value` for tag `tag`, on
+    /// the device's broker; done once the broker acknowledged it.
+    async fn publish_write(
+        &self,
+        push: &PushInput,
+        tag: u32,
+        value: Value,
+    ) -> Result<(), TagIoError> {
+        let key = self.tags.get(tag as usize).map_or("?", |t| t.key.as_str());
+        let Some(command_topic) = &push.command_topic else {
+            return Err(TagIoError::Refused {
+                code: 0,
+                message: format!(
+                    "device `{}` has no `commandTopic`: it takes no writes",
+                    self.id
+                ),
+            });
+        };
+        let outgoing = push
+            .decoder
+            .get()
+            .encode(tag, value)
+            .map_err(|e| TagIoError::Component(e.to_string()))?
+            .map_err(|message| TagIoError::Refused {
+                code: 0,
+                message: format!("tag `{key}`: {message}"),
+            })?;
+        // SEC-10: a decoder writes to its own device only.
+        let below = outgoing
+            .topic
+            .strip_prefix(command_topic.as_str())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        if !below {
+            return Err(TagIoError::Component(format!(
+                "decoder `{}` asked to publish on `{}`, outside the device's `commandTopic` `{command_topic}`: refused",
+                push.decoder.get().component(),
+                outgoing.topic
+            )));
+        }
+        let Some(publisher) = push.publisher() else {
+            return Err(TagIoError::Unreachable(format!(
+                "not connected to the device broker {} yet: nothing was sent",
+                push.broker.address()
+            )));
+        };
+        publisher
+            .publish(outgoing.topic, outgoing.payload)
+            .await
+            .map_err(|error| match error {
+                NotPublished::Unreachable(_) => TagIoError::Unreachable(error.to_string()),
+                NotPublished::Lost(_) => TagIoError::Lost(error.to_string()),
+            })
+    }
+
+    /// Tag `tag` as the device's next message reports it (after the pipeline),
+    /// waiting at most the device's lease for one that carries it.
+    async fn next_reported(&self, push: &PushInput, tag: u32) -> Result<Sample, TagIoError> {
+        let mut handled = push.watch_handled();
+        let since = now_ms();
+        let wait = Duration::from_secs(self.lease_seconds().max(1));
+        let reported = tokio::time::timeout(wait, async {
+            loop {
+                if handled.changed().await.is_err() {
+                    return None;
+                }
+                if let Some(sample) = self.latest.get(tag).filter(|s| s.ts_ms >= since) {
+                    return Some(sample);
+                }
+            }
+        })
+        .await;
+        match reported {
+            Ok(Some(sample)) => Ok(sample),
+            Ok(None) => Err(TagIoError::Unreachable("the device was removed".into())),
+            Err(_) => Err(TagIoError::Unreachable(format!(
+                "the device reported no value of tag {tag} within its lease ({} s)",
+                wait.as_secs()
+            ))),
+        }
     }
 }

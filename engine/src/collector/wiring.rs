@@ -45,6 +45,8 @@ pub struct Services {
     pub ownership: Arc<Ownership>,
     /// Told of every round that brought samples.
     pub rounds_done: Arc<RoundsDone>,
+    /// The connections to the brokers devices publish to, for writes to them.
+    pub device_brokers: Arc<super::push::DeviceBrokers>,
 }
 
 /// Wires devices for one configuration. Links of devices wired earlier
@@ -235,6 +237,7 @@ impl<'a> Wiring<'a> {
                 .collect(),
             max_per_second: push.max_messages_per_second,
             counters: self.services.metrics.messages(&device.device_id),
+            brokers: Arc::clone(&self.services.device_brokers),
         }))
     }
 

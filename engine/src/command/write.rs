@@ -184,7 +184,7 @@ impl WriteService {
         record.raw = Some(raw.to_json());
         if spec.access == Access::ReadWrite {
             record.before = device
-                .read_tag(tag)
+                .value_before_write(tag)
                 .await
                 .ok()
                 .and_then(|s| sample_json(&s));

@@ -319,6 +319,7 @@ pub async fn run(
         sink: Some(Arc::clone(&engine.alarms) as Arc<dyn SampleSink>),
         metrics: DeviceMetrics::default(),
         rounds_done: Arc::default(),
+        device_brokers: Arc::default(),
     };
     let mut collector = Collector::new(compiled, services);
     let fleet = Arc::clone(collector.fleet());

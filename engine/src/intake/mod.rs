@@ -8,8 +8,10 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, QoS};
-use tokio::sync::{mpsc, watch};
+use std::collections::HashMap;
+
+use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, Outgoing, QoS};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::clock::now_ms;
 use crate::config::{BackoffConfig, TlsConfig};
@@ -64,12 +66,60 @@ pub struct BrokerState {
 }
 
 /// One broker connection, running: its subscriptions change with
-/// [`Subscriber::subscribe`].
+/// [`Subscriber::subscribe`]; it publishes what [`BrokerPublisher`]s hand it.
 #[derive(Debug)]
 pub struct Subscriber {
     target: BrokerTarget,
     filters: watch::Sender<BTreeSet<String>>,
     state: Arc<Mutex<BrokerState>>,
+    publisher: BrokerPublisher,
+}
+
+/// Why a message was not published for sure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotPublished {
+    /// The connection is down: nothing was sent.
+    #[error("not connected to the device broker {0}: nothing was sent")]
+    Unreachable(String),
+    /// It went out, but the connection ended before the broker acknowledged it.
+    #[error("the connection to the device broker {0} ended before it acknowledged the message")]
+    Lost(String),
+}
+
+/// A message to publish, and who waits for its acknowledgement.
+#[derive(Debug)]
+struct Publish {
+    topic: String,
+    payload: Vec<u8>,
+    done: oneshot::Sender<Result<(), NotPublished>>,
+}
+
+/// Publishes on one device broker's connection (QoS 1), for writes to devices.
+#[derive(Debug, Clone)]
+pub struct BrokerPublisher {
+    address: String,
+    requests: mpsc::Sender<Publish>,
+}
+
+impl BrokerPublisher {
+    /// Publishes `payload` on `topic`; returns once the broker acknowledged it.
+    ///
+    /// # Errors
+    /// Nothing sent (no connection), or sent and not acknowledged.
+    pub async fn publish(&self, topic: String, payload: Vec<u8>) -> Result<(), NotPublished> {
+        let (done, acknowledged) = oneshot::channel();
+        let request = Publish {
+            topic,
+            payload,
+            done,
+        };
+        if self.requests.send(request).await.is_err() {
+            return Err(NotPublished::Unreachable(self.address.clone()));
+        }
+        acknowledged
+            .await
+            .unwrap_or_else(|_| Err(NotPublished::Lost(self.address.clone())))
+    }
 }
 
 /// The largest message read from a device broker: bigger ones close the
@@ -94,18 +144,30 @@ impl Subscriber {
     ) -> Self {
         let (sender, wanted) = watch::channel(filters);
         let state = Arc::new(Mutex::new(BrokerState::default()));
-        tokio::spawn(run(
-            target.clone(),
+        let (requests, publishes) = mpsc::channel(64);
+        let publisher = BrokerPublisher {
+            address: target.address(),
+            requests,
+        };
+        let connection = Connection {
+            target: target.clone(),
             wanted,
-            Arc::clone(&state),
+            state: Arc::clone(&state),
             to,
-            shutdown,
-        ));
+            publishes,
+        };
+        tokio::spawn(run(connection, shutdown));
         Self {
             target,
             filters: sender,
             state,
+            publisher,
         }
+    }
+
+    /// Publishes on this connection.
+    pub fn publisher(&self) -> BrokerPublisher {
+        self.publisher.clone()
     }
 
     pub fn target(&self) -> &BrokerTarget {
@@ -126,37 +188,49 @@ impl Subscriber {
     }
 }
 
-async fn run(
+/// What one broker's connection task owns.
+struct Connection {
     target: BrokerTarget,
-    mut wanted: watch::Receiver<BTreeSet<String>>,
+    wanted: watch::Receiver<BTreeSet<String>>,
     state: Arc<Mutex<BrokerState>>,
     to: mpsc::Sender<Arrived>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+    publishes: mpsc::Receiver<Publish>,
+}
+
+async fn run(mut connection: Connection, mut shutdown: watch::Receiver<bool>) {
     let mut failures: u32 = 0;
     loop {
-        let ended = connection(&target, &mut wanted, &state, &to, &mut shutdown).await;
+        let ended = connection.once(&mut shutdown).await;
         match ended {
             Ended::Stopped => return,
             Ended::Failed(cause) => {
                 failures = failures.saturating_add(1);
                 let first = {
-                    let mut state = lock(&state);
+                    let mut state = lock(&connection.state);
                     let first = state.connected || state.last_error.as_deref() != Some(&cause);
                     state.connected = false;
                     state.last_error = Some(cause.clone());
                     first
                 };
                 if first {
-                    tracing::warn!(broker = %target.address(), error = %cause, "device broker connection failed; retrying");
+                    tracing::warn!(broker = %connection.target.address(), error = %cause, "device broker connection failed; retrying");
                 }
             }
         }
         let jitter = (now_ms().rem_euclid(1000) as f64) / 1000.0;
         let wait = crate::io::delay(&BACKOFF, failures, jitter);
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            _ = shutdown.changed() => return,
+        // While down, a write is refused at once: nothing was sent.
+        let until = tokio::time::sleep(wait);
+        tokio::pin!(until);
+        loop {
+            tokio::select! {
+                () = &mut until => break,
+                Some(publish) = connection.publishes.recv() => {
+                    let address = connection.target.address();
+                    let _ = publish.done.send(Err(NotPublished::Unreachable(address)));
+                }
+                _ = shutdown.changed() => return,
+            }
         }
     }
 }
@@ -166,76 +240,111 @@ enum Ended {
     Failed(String),
 }
 
-/// One connection, until it fails or the engine stops.
-async fn connection(
-    target: &BrokerTarget,
-    wanted: &mut watch::Receiver<BTreeSet<String>>,
-    state: &Mutex<BrokerState>,
-    to: &mpsc::Sender<Arrived>,
-    shutdown: &mut watch::Receiver<bool>,
-) -> Ended {
-    let mut options = MqttOptions::new(&target.client_id, &target.host, target.port);
-    options
-        .set_keep_alive(Duration::from_secs(30))
-        .set_clean_session(false)
-        .set_max_packet_size(MAX_MESSAGE, MAX_MESSAGE);
-    if let Some(username) = &target.username {
-        let password = target.password.as_ref().map_or("", Secret::expose);
-        options.set_credentials(username, password);
+impl Connection {
+    fn options(&self) -> Result<MqttOptions, String> {
+        let target = &self.target;
+        let mut options = MqttOptions::new(&target.client_id, &target.host, target.port);
+        options
+            .set_keep_alive(Duration::from_secs(30))
+            .set_clean_session(false)
+            .set_max_packet_size(MAX_MESSAGE, MAX_MESSAGE);
+        if let Some(username) = &target.username {
+            let password = target.password.as_ref().map_or("", Secret::expose);
+            options.set_credentials(username, password);
+        }
+        if let Some(tls) = &target.tls {
+            // Read at every connect: a rotated certificate is used from the next one.
+            options.set_transport(crate::uplink::tls_transport(tls)?);
+        }
+        Ok(options)
     }
-    if let Some(tls) = &target.tls {
-        // Read at every connect: a rotated certificate is used from the next one.
-        match crate::uplink::tls_transport(tls) {
-            Ok(transport) => {
-                options.set_transport(transport);
-            }
+
+    /// One connection, until it fails or the engine stops.
+    async fn once(&mut self, shutdown: &mut watch::Receiver<bool>) -> Ended {
+        let options = match self.options() {
+            Ok(options) => options,
             Err(problem) => return Ended::Failed(problem),
-        }
-    }
-    let (client, mut events) = AsyncClient::new(options, 64);
-    let mut subscribed: BTreeSet<String> = BTreeSet::new();
-    let mut up = false;
-    loop {
-        tokio::select! {
-            event = events.poll() => match event {
-                Ok(Event::Incoming(Incoming::ConnAck(_))) => {
-                    up = true;
-                    {
-                        let mut state = lock(state);
-                        state.connected = true;
-                        state.last_error = None;
+        };
+        let (client, mut events) = AsyncClient::new(options, 64);
+        let mut subscribed: BTreeSet<String> = BTreeSet::new();
+        let mut up = false;
+        // Writes handed to the client, waiting for their packet id, in order;
+        // then by packet id, waiting for their PUBACK.
+        let mut numbering: std::collections::VecDeque<oneshot::Sender<Result<(), NotPublished>>> =
+            std::collections::VecDeque::new();
+        let mut unacknowledged: HashMap<u16, oneshot::Sender<Result<(), NotPublished>>> =
+            HashMap::new();
+        let ended = loop {
+            tokio::select! {
+                event = events.poll() => match event {
+                    Ok(Event::Incoming(Incoming::ConnAck(_))) => {
+                        up = true;
+                        {
+                            let mut state = lock(&self.state);
+                            state.connected = true;
+                            state.last_error = None;
+                        }
+                        tracing::info!(broker = %self.target.address(), "device broker connected");
+                        let filters = self.wanted.borrow_and_update().clone();
+                        if change(&client, &mut subscribed, filters).await.is_err() {
+                            break Ended::Failed("the client stopped".into());
+                        }
                     }
-                    tracing::info!(broker = %target.address(), "device broker connected");
-                    let filters = wanted.borrow_and_update().clone();
+                    Ok(Event::Incoming(Incoming::Publish(message))) => {
+                        lock(&self.state).messages += 1;
+                        let arrived = Arrived {
+                            topic: message.topic.clone(),
+                            payload: message.payload.to_vec(),
+                            arrived_ms: now_ms(),
+                        };
+                        if self.to.send(arrived).await.is_err() {
+                            break Ended::Stopped;
+                        }
+                    }
+                    Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
+                        if let Some(done) = numbering.pop_front() {
+                            unacknowledged.insert(pkid, done);
+                        }
+                    }
+                    Ok(Event::Incoming(Incoming::PubAck(ack))) => {
+                        if let Some(done) = unacknowledged.remove(&ack.pkid) {
+                            let _ = done.send(Ok(()));
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(error) => break Ended::Failed(crate::uplink::connection_cause(&error)),
+                },
+                Ok(()) = self.wanted.changed(), if up => {
+                    let filters = self.wanted.borrow_and_update().clone();
                     if change(&client, &mut subscribed, filters).await.is_err() {
-                        return Ended::Failed("the client stopped".into());
+                        break Ended::Failed("the client stopped".into());
                     }
                 }
-                Ok(Event::Incoming(Incoming::Publish(message))) => {
-                    lock(state).messages += 1;
-                    let arrived = Arrived {
-                        topic: message.topic.clone(),
-                        payload: message.payload.to_vec(),
-                        arrived_ms: now_ms(),
-                    };
-                    if to.send(arrived).await.is_err() {
-                        return Ended::Stopped;
+                Some(publish) = self.publishes.recv() => {
+                    let address = self.target.address();
+                    if !up {
+                        let _ = publish.done.send(Err(NotPublished::Unreachable(address)));
+                        continue;
+                    }
+                    match client.try_publish(publish.topic, QoS::AtLeastOnce, false, publish.payload) {
+                        Ok(()) => numbering.push_back(publish.done),
+                        Err(_) => {
+                            let _ = publish.done.send(Err(NotPublished::Unreachable(address)));
+                        }
                     }
                 }
-                Ok(_) => {}
-                Err(error) => return Ended::Failed(crate::uplink::connection_cause(&error)),
-            },
-            Ok(()) = wanted.changed(), if up => {
-                let filters = wanted.borrow_and_update().clone();
-                if change(&client, &mut subscribed, filters).await.is_err() {
-                    return Ended::Failed("the client stopped".into());
+                _ = shutdown.changed() => {
+                    let _ = client.try_disconnect();
+                    break Ended::Stopped;
                 }
             }
-            _ = shutdown.changed() => {
-                let _ = client.try_disconnect();
-                return Ended::Stopped;
-            }
+        };
+        // What went out and was not acknowledged may have reached the broker.
+        let address = self.target.address();
+        for done in numbering.into_iter().chain(unacknowledged.into_values()) {
+            let _ = done.send(Err(NotPublished::Lost(address.clone())));
         }
+        ended
     }
 }
 

@@ -309,3 +309,87 @@ async fn a_decoder_uploaded_while_messages_flow_takes_over_from_one_message_on()
     );
     engine.assert_running();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_is_published_to_the_device_and_done_when_its_next_message_shows_it() {
+    use crate::support::engine::ADMIN_TOKEN;
+    let broker = Mosquitto::start();
+    let http = free_port();
+    let dir = scratch_dir(&format!("push-write-{http}"));
+    let config = Gateway::new(&format!("push-write-{http}"), broker.port())
+        .http(http, ADMIN_TOKEN)
+        .device(
+            Device::mqtt("valve", "valves/{deviceNum}/up", 1000)
+                .set("deviceNum", "V1")
+                .channel("commandTopic", "valves/{deviceNum}/set")
+                .tags([
+                    Tag::pushed("sp", "/sp", "UINT16").set("access", "RW"),
+                    Tag::pushed("flow", "/flow", "FLOAT32"),
+                ]),
+        )
+        .device(
+            Device::mqtt("gauge", "gauges/{deviceNum}/up", 1000)
+                .set("deviceNum", "G1")
+                .tag(Tag::pushed("sp", "/sp", "UINT16").set("access", "RW")),
+        )
+        .yaml();
+    let mut engine = Engine::start(&dir, &config);
+    let client = Subscriber::connect(broker.port()).await;
+    client
+        .wait_until(Duration::from_secs(10), "the engine online", |m| {
+            m.iter()
+                .any(|m| m.topic.ends_with("status/post") && m.json()["status"] == "online")
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    client
+        .publish("valves/V1/up", &json!({"sp": 10, "flow": 1.5}))
+        .await;
+    client
+        .wait_until(Duration::from_secs(10), "the valve's report", |m| {
+            m.iter().any(|m| m.topic == "P/V1/property/post")
+        })
+        .await;
+
+    // The write goes out on the command topic; the device's next message
+    // with the value completes it.
+    let body = json!({ "deviceId": "valve", "key": "sp", "value": 22 });
+    let (status, created) =
+        Engine::request(http, "POST", "/commands", Some(ADMIN_TOKEN), Some(&body)).await;
+    assert_eq!(status, 201, "{created}");
+    let sent = client
+        .wait_until(
+            Duration::from_secs(10),
+            "the write on the command topic",
+            |m| m.iter().any(|m| m.topic == "valves/V1/set"),
+        )
+        .await;
+    let write = sent
+        .iter()
+        .find(|m| m.topic == "valves/V1/set")
+        .map(Message::json)
+        .unwrap_or_default();
+    assert_eq!(write, json!({"sp": 22}));
+    client
+        .publish("valves/V1/up", &json!({"sp": 22, "flow": 1.4}))
+        .await;
+    let command = Engine::final_command(http, created["id"].as_u64().expect("id")).await;
+    assert_eq!(command["status"], "ACKED", "{command}");
+    assert_eq!(command["write"]["before"], 10, "{command}");
+    assert_eq!(command["write"]["after"], 22, "{command}");
+
+    // A device without a command topic takes no writes: refused, nothing sent.
+    let body = json!({ "deviceId": "gauge", "key": "sp", "value": 1 });
+    let (status, created) =
+        Engine::request(http, "POST", "/commands", Some(ADMIN_TOKEN), Some(&body)).await;
+    assert_eq!(status, 201, "{created}");
+    let command = Engine::final_command(http, created["id"].as_u64().expect("id")).await;
+    assert_eq!(command["status"], "FAILED", "{command}");
+    assert!(
+        command["write"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("has no `commandTopic`")),
+        "{command}"
+    );
+    engine.assert_running();
+}
