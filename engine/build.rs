@@ -175,11 +175,14 @@ fn sdk_sources(root: &Path, components: &Path, out_dir: &Path) {
         "/// The versions the built-in components are built with.\npub const LOCK: Embedded = {};\n",
         text(&components.join("Cargo.lock"))
     ));
-    out.push_str(&format!(
-        "/// The codec template's test cases (`NAME` the crate's name).\npub const CODEC_CASES: Embedded = {};\n",
-        text(&components.join("templates/codec/tests/cases.yaml"))
-    ));
-    for kind in ["stage", "codec"] {
+    for kind in ["codec", "decoder"] {
+        out.push_str(&format!(
+            "/// The {kind} template's test cases (`NAME` the crate's name).\npub const {}_CASES: Embedded = {};\n",
+            kind.to_uppercase(),
+            text(&components.join(format!("templates/{kind}/tests/cases.yaml")))
+        ));
+    }
+    for kind in ["stage", "codec", "decoder"] {
         out.push_str(&format!(
             "/// The {kind} template's source.\npub const {}_TEMPLATE: Embedded = {};\n",
             kind.to_uppercase(),

@@ -24,7 +24,7 @@ pub fn add(
     config_path: &Path,
 ) -> anyhow::Result<ExitCode> {
     let Some(kind) = ComponentKind::parse(kind) else {
-        anyhow::bail!("--kind is one of codec, stage, rules, not `{kind}`");
+        anyhow::bail!("--kind is one of codec, stage, rules, decoder, not `{kind}`");
     };
     let collector =
         config::load_collector(config_path).map_err(|problems| anyhow::anyhow!("{problems}"))?;

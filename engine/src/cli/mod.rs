@@ -39,9 +39,10 @@ enum Command {
         #[arg(long)]
         pipelines: Option<PathBuf>,
     },
-    /// Run the `tests:` cases of pipeline files; prints every failure as FILE:LINE:COL.
+    /// Run the `tests:` cases of pipeline files, and the `cases:` of codec and
+    /// decoder test files; prints every failure as FILE:LINE:COL.
     Test {
-        /// Pipeline YAML files.
+        /// Pipeline YAML files, codec or decoder test files.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -106,7 +107,7 @@ enum ComponentAction {
         name: String,
         #[arg(long)]
         version: String,
-        /// `codec`, `stage` or `rules`.
+        /// `codec`, `stage`, `rules` or `decoder`.
         #[arg(long)]
         kind: String,
         /// The gateway's configuration file (its `collector.wal.dir` is the data directory).
@@ -117,7 +118,7 @@ enum ComponentAction {
     /// (`cargo build --release --target wasm32-wasip2`): the WIT and the guest
     /// kit go into the crate.
     New {
-        /// The kind of component: `stage` or `codec`.
+        /// The kind of component: `stage`, `codec` or `decoder`.
         kind: String,
         /// The crate's and the component's name.
         name: String,

@@ -1,6 +1,7 @@
 //! `sluice test FILE...`: runs the `tests:` cases of pipeline files against the
-//! built-in components, and the `cases:` of codec test files (a top-level
-//! `codec`) against their codec; prints every failure as FILE:LINE:COL.
+//! built-in components, and the `cases:` of codec and decoder test files (a
+//! top-level `codec` or `decoder`) against their component; prints every
+//! failure as FILE:LINE:COL.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -17,9 +18,13 @@ pub fn run(files: &[impl AsRef<Path>]) -> anyhow::Result<ExitCode> {
     let mut pipelines = Vec::new();
     for file in files {
         let file = file.as_ref().to_path_buf();
-        match codec_cases(&file) {
-            Some(root) => {
+        match component_cases(&file) {
+            Some((root, ComponentCases::Codec)) => {
                 let outcome = sdk::run_codec_cases(&file, &root, &registry);
+                outcomes.push((file, outcome));
+            }
+            Some((root, ComponentCases::Decoder)) => {
+                let outcome = sdk::run_decoder_cases(&file, &root, &registry);
                 outcomes.push((file, outcome));
             }
             None => pipelines.push(file),
@@ -52,14 +57,25 @@ pub fn run(files: &[impl AsRef<Path>]) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The document of `file` when it is a codec test file (a mapping with a
-/// top-level `codec`); `None` for anything else, read as a pipeline (which
-/// reports what is wrong with it).
-fn codec_cases(file: &Path) -> Option<Node> {
+/// Which component a test file's cases are for.
+enum ComponentCases {
+    Codec,
+    Decoder,
+}
+
+/// The document of `file` when it is a codec or decoder test file (a mapping
+/// with a top-level `codec` or `decoder`); `None` for anything else, read as a
+/// pipeline (which reports what is wrong with it).
+fn component_cases(file: &Path) -> Option<(Node, ComponentCases)> {
     let text = std::fs::read_to_string(file).ok()?;
     let root = yaml::parse(&file.display().to_string(), &text).ok()?;
-    let is_codec = root
-        .as_map()
-        .is_some_and(|entries| entries.iter().any(|(key, _)| key.name == "codec"));
-    is_codec.then_some(root)
+    let kind = root
+        .as_map()?
+        .iter()
+        .find_map(|(key, _)| match key.name.as_str() {
+            "codec" => Some(ComponentCases::Codec),
+            "decoder" => Some(ComponentCases::Decoder),
+            _ => None,
+        })?;
+    Some((root, kind))
 }

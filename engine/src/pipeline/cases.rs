@@ -143,7 +143,7 @@ pub(crate) fn hex(text: &str) -> Result<Vec<u8>, String> {
         .collect()
 }
 
-fn value_of(node: &Node) -> Result<Value, String> {
+pub(crate) fn value_of(node: &Node) -> Result<Value, String> {
     match &node.kind {
         Kind::Bool(b) => Ok(Value::Bool(*b)),
         Kind::Int(i) => Ok(Value::Int(*i)),

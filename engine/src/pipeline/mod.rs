@@ -14,7 +14,7 @@ mod verify;
 use std::sync::Arc;
 
 pub use cases::Case;
-pub(crate) use cases::{Expected, hex, read_expected};
+pub(crate) use cases::{Expected, hex, read_expected, value_of};
 pub use device::DevicePipeline;
 pub use include::{DEFAULT_PIPELINE, builtin, load_set};
 pub use set::{PipelineSet, files_in};

@@ -22,14 +22,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use compact_str::CompactString;
-
+use super::{load, read_tag};
 use crate::config;
 use crate::io::{Found, FrameFinder};
-use crate::model::{Access, ByteOrder, DataType, FrameError, TagSpec};
+use crate::model::{FrameError, TagSpec};
 use crate::pipeline::{Expected, check_expected, hex, read_expected};
-use crate::runtime::{CodecSession, ComponentKind, Limits, LoadedComponent, Registry};
-use crate::yaml::{Diagnostics, Fields, FromNode, Node, Pos, enum_value};
+use crate::runtime::{CodecSession, ComponentKind, Limits, Registry};
+use crate::yaml::{Diagnostics, Fields, FromNode, Node, Pos};
 
 /// One entry of `cases`.
 struct Case {
@@ -87,7 +86,7 @@ pub fn run(file: &Path, root: &Node, registry: &Registry) -> Result<usize, Diagn
     if !errors.is_empty() {
         return Err(errors);
     }
-    let component = match load(file, &codec, registry) {
+    let component = match load(file, &codec, ComponentKind::Codec, registry) {
         Ok(component) => component,
         Err(problem) => {
             errors.push(codec_pos, problem);
@@ -143,25 +142,6 @@ pub fn run(file: &Path, root: &Node, registry: &Registry) -> Result<usize, Diagn
         run_case(&session, case, &tags, &mut errors);
     }
     errors.into_result(cases.len())
-}
-
-/// The codec `name`: a `.wasm` file (relative to the cases' file) or a built-in.
-fn load(file: &Path, name: &str, registry: &Registry) -> Result<Arc<LoadedComponent>, String> {
-    if !name.ends_with(".wasm") {
-        return registry
-            .active(name)
-            .filter(|c| c.kind() == ComponentKind::Codec)
-            .ok_or_else(|| format!("no built-in codec `{name}`, and not a `.wasm` file"));
-    }
-    let path = file.parent().unwrap_or(Path::new(".")).join(name);
-    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let stem = path
-        .file_stem()
-        .map_or_else(|| "codec".to_owned(), |s| s.to_string_lossy().into_owned());
-    registry
-        .runtime()
-        .load(ComponentKind::Codec, &stem, &bytes)
-        .map_err(|e| e.to_string())
 }
 
 fn run_case(session: &CodecSession, case: &Case, tags: &[TagSpec], errors: &mut Diagnostics) {
@@ -244,32 +224,6 @@ fn frame_of<'a>(session: &CodecSession, answer: &'a [u8]) -> Result<&'a [u8], St
 fn spaced(bytes: &[u8]) -> String {
     let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02X}")).collect();
     hex.join(" ")
-}
-
-fn read_tag(node: &Node, errors: &mut Diagnostics) -> Option<TagSpec> {
-    let mut f = Fields::of(node, "tag", errors)?;
-    let key = f.required::<String>("key", errors);
-    let address = f.required::<String>("address", errors);
-    let data_type = f
-        .required_with("dataType", errors, |n| enum_value(n, DataType::NAMES))
-        .map(|(data_type, _)| data_type);
-    let byte_order = f
-        .optional_with("byteOrder", errors, |n| enum_value(n, ByteOrder::NAMES))
-        .unwrap_or_default();
-    let length = f.optional::<u32>("length", errors).unwrap_or(0);
-    f.finish(errors);
-    Some(TagSpec {
-        key: key?.into(),
-        address: CompactString::from(address?),
-        data_type: data_type?,
-        length,
-        byte_order,
-        factor: 1.0,
-        offset: 0.0,
-        deadband: 0.0,
-        access: Access::Read,
-        settings: Vec::new(),
-    })
 }
 
 fn read_case(node: &Node, tags: &[TagSpec], errors: &mut Diagnostics) -> Option<Case> {

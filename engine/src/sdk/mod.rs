@@ -1,25 +1,34 @@
-//! The component SDK: `sluice component new stage|codec NAME DIR` writes a crate that
+//! The component SDK: `sluice component new stage|codec|decoder NAME DIR` writes a crate that
 //! builds a component on its own (`cargo build --release --target wasm32-wasip2`)
 //! anywhere: the WIT package and the guest kit go into the crate, from copies
 //! built into this binary, since an author's machine may have no Sluice source.
 //! The crate's `Cargo.lock` pins the versions the built-in components use.
 //! Codec test cases (`sluice test` on a file with a top-level `codec`) check a
-//! codec's frames without a gateway.
+//! codec's frames without a gateway, decoder test cases (a top-level `decoder`)
+//! a decoder's messages and writes.
 
 mod codec_cases;
+mod decoder_cases;
 
 use std::path::{Path, PathBuf};
 
-pub use codec_cases::run as run_codec_cases;
+use compact_str::CompactString;
 
-use crate::runtime::Embedded;
+pub use codec_cases::run as run_codec_cases;
+pub use decoder_cases::run as run_decoder_cases;
+
+use crate::model::{Access, ByteOrder, DataType, TagSpec};
+use std::sync::Arc;
+
+use crate::runtime::{ComponentKind, Embedded, LoadedComponent, Registry};
+use crate::yaml::{Diagnostics, Fields, Node, enum_value};
 
 include!(concat!(env!("OUT_DIR"), "/sdk_sources.rs"));
 
 /// Why a crate was not written.
 #[derive(Debug, thiserror::Error)]
 pub enum SdkError {
-    #[error("there is no `{0}` template: `stage` or `codec`")]
+    #[error("there is no `{0}` template: `stage`, `codec` or `decoder`")]
     Kind(String),
     #[error(
         "`{0}` cannot name a component crate: use 1 to 64 letters, digits, `_` or `-`, \
@@ -52,7 +61,7 @@ struct Template {
     cases: Option<Embedded>,
 }
 
-const TEMPLATES: [Template; 2] = [
+const TEMPLATES: [Template; 3] = [
     Template {
         kind: "stage",
         source: STAGE_TEMPLATE,
@@ -78,6 +87,19 @@ const TEMPLATES: [Template; 2] = [
                 `protocol: PROTOCOL`. `sluice test tests/cases.yaml` checks its frames without a \
                 gateway.",
         cases: Some(CODEC_CASES),
+    },
+    Template {
+        kind: "decoder",
+        source: DECODER_TEMPLATE,
+        glue: (
+            "sluice_guest::decoder_component!(KeyValues);",
+            "sluice_guest::decoder_component!(KeyValues, \"wit\");",
+        ),
+        features: "",
+        usage: "A device that publishes by itself then names it: a channel with `protocol: mqtt` \
+                and `decoder: NAME`, each tag's `address` the key of its value in a message. \
+                `sluice test tests/cases.yaml` checks its messages and writes without a gateway.",
+        cases: Some(DECODER_CASES),
     },
 ];
 
@@ -143,6 +165,62 @@ pub fn new_crate(kind: &str, name: &str, dir: &Path) -> Result<Vec<PathBuf>, Sdk
         written.push(PathBuf::from(file));
     }
     Ok(written)
+}
+
+/// The `kind` component `name` of a test file: a `.wasm` file (relative to
+/// the file) or a built-in.
+fn load(
+    file: &Path,
+    name: &str,
+    kind: ComponentKind,
+    registry: &Registry,
+) -> Result<Arc<LoadedComponent>, String> {
+    if !name.ends_with(".wasm") {
+        return registry
+            .active(name)
+            .filter(|c| c.kind() == kind)
+            .ok_or_else(|| format!("no built-in {kind} `{name}`, and not a `.wasm` file"));
+    }
+    let path = file.parent().unwrap_or(Path::new(".")).join(name);
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let stem = path
+        .file_stem()
+        .map_or_else(|| kind.to_string(), |s| s.to_string_lossy().into_owned());
+    registry
+        .runtime()
+        .load(kind, &stem, &bytes)
+        .map_err(|e| e.to_string())
+}
+
+/// A tag of a test file: `key`, `address`, `dataType`, and `byteOrder`,
+/// `length`, `access` (`R` by default) when given.
+fn read_tag(node: &Node, errors: &mut Diagnostics) -> Option<TagSpec> {
+    let mut f = Fields::of(node, "tag", errors)?;
+    let key = f.required::<String>("key", errors);
+    let address = f.required::<String>("address", errors);
+    let data_type = f
+        .required_with("dataType", errors, |n| enum_value(n, DataType::NAMES))
+        .map(|(data_type, _)| data_type);
+    let byte_order = f
+        .optional_with("byteOrder", errors, |n| enum_value(n, ByteOrder::NAMES))
+        .unwrap_or_default();
+    let length = f.optional::<u32>("length", errors).unwrap_or(0);
+    let access = f
+        .optional_with("access", errors, |n| enum_value(n, Access::NAMES))
+        .unwrap_or(Access::Read);
+    f.finish(errors);
+    Some(TagSpec {
+        key: key?.into(),
+        address: CompactString::from(address?),
+        data_type: data_type?,
+        length,
+        byte_order,
+        factor: 1.0,
+        offset: 0.0,
+        deadband: 0.0,
+        access,
+        settings: Vec::new(),
+    })
 }
 
 /// The protocol name the codec template declares, which a new crate's name replaces.

@@ -306,3 +306,32 @@ async fn the_dlt645_example_reads_a_meter_over_tcp_through_the_engines_link() {
     );
     clean_up(&dir);
 }
+
+#[test]
+fn a_decoder_written_by_the_sdk_builds_outside_the_repository_and_its_cases_run() {
+    let (runtime, component, dir) = author(ComponentKind::Decoder, "kv_lines", None);
+    let cases = dir.join("tests/cases.yaml");
+    let text = at_our_build(&std::fs::read_to_string(&cases).expect("the template's cases"));
+    std::fs::write(&cases, &text).expect("written");
+    let (passed, said) = sluice(&["test"], &cases);
+    assert!(passed && said.contains("3 test(s) passed"), "{said}");
+    // A wrong expectation fails at its place.
+    std::fs::write(
+        &cases,
+        text.replace("value: 21.5 }, { tag: rh", "value: 22.5 }, { tag: rh"),
+    )
+    .expect("written");
+    let (passed, said) = sluice(&["test"], &cases);
+    assert!(
+        !passed && said.contains("cases.yaml:11:") && said.contains("case `a whole message`"),
+        "{said}"
+    );
+    let pool = runtime
+        .decoder_pool(&component, Limits::default())
+        .expect("pool");
+    let refused = pool
+        .decoder(&[], Arc::from(&[tag("t", "a=b", DataType::Uint16)][..]))
+        .expect_err("not a key");
+    assert!(refused.to_string().contains("is not a key"), "{refused}");
+    clean_up(&dir);
+}
