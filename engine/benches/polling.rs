@@ -49,7 +49,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Broker, Engine, Metrics, Scratch, env_u64, free_local_address, serve};
+use common::{
+    Broker, Engine, Metrics, Scratch, clock_ticks, cpu_ticks, env_u64, free_local_address,
+    memory_kib, quantile, serve,
+};
 use sluice::sim::{SimConfig, SimHandle, Simulator};
 use tokio_modbus::prelude::*;
 
@@ -62,52 +65,6 @@ const RAW_WARMUP: Duration = Duration::from_secs(2);
 const SIM_REGISTERS: u16 = 125;
 /// How long the first report may take to reach the broker once every device is online.
 const REPORTS_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Clock ticks per second for `/proc/PID/stat` times.
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.trim().parse::<f64>().ok())
-        .filter(|&hz| hz > 0.0)
-        .unwrap_or(100.0)
-}
-
-/// utime + stime of a process (`self` or a pid), in clock ticks.
-fn cpu_ticks(pid: &str) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .unwrap_or_else(|e| panic!("reading /proc/{pid}/stat: {e}"));
-    // Fields after the command name (which may contain spaces) start at field 3.
-    let (_, rest) = stat
-        .rsplit_once(')')
-        .expect("/proc/PID/stat has a command name");
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 here.
-    let field = |i: usize| -> u64 {
-        fields
-            .get(i)
-            .and_then(|f| f.parse().ok())
-            .expect("utime/stime in /proc/PID/stat")
-    };
-    field(11) + field(12)
-}
-
-/// (VmRSS, VmHWM) of a process, in KiB.
-fn memory_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("reading /proc/{pid}/status: {e}"));
-    let get = |key: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{key} in /proc/{pid}/status"))
-    };
-    (get("VmRSS:"), get("VmHWM:"))
-}
 
 /// The load each side is measured at: `tags` UINT16 tags a device, read every
 /// `period_ms`, for `seconds` a side.
@@ -476,15 +433,6 @@ fn wait_reports_flow(engine: &mut Engine, broker: &Broker) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// The `q` quantile (0..1) of `sorted`, in ms.
-fn quantile(sorted: &[i64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let at = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[at.min(sorted.len() - 1)] as f64
 }
 
 /// The engine's figures of one fleet size that the hot-path targets name, and

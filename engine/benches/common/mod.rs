@@ -136,6 +136,20 @@ impl Engine {
         }
     }
 
+    /// Waits until the engine answers `/metrics`.
+    pub fn wait_up(&mut self) {
+        let start = Instant::now();
+        while http_get(self.http, "/metrics").is_err() {
+            self.assert_running();
+            assert!(
+                start.elapsed() < STARTUP_TIMEOUT,
+                "the engine did not answer within {STARTUP_TIMEOUT:?}; log tail:\n{}",
+                self.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Waits until every one of `devices` devices answered a round.
     pub fn wait_all_online(&mut self, devices: usize, poll: Duration) -> Duration {
         let start = Instant::now();
@@ -280,14 +294,23 @@ pub struct Broker {
     /// Every topic reports came on.
     topics: Arc<Mutex<std::collections::HashSet<String>>>,
     /// Publish lags of reports (ms from the values' read to their arrival),
-    /// while recording.
-    lags: Arc<Mutex<Option<Vec<i64>>>>,
+    /// while recording; and, for each, ms from the report's `timestamp` (when
+    /// the engine made it) to its arrival.
+    lags: Arc<Mutex<Option<Lags>>>,
+}
+
+/// Lags being kept: from the values' read, and from the report's making.
+#[derive(Default)]
+struct Lags {
+    read: Vec<i64>,
+    made: Vec<i64>,
 }
 
 /// What a report says of when its values were read.
 #[derive(serde::Deserialize)]
 struct Stamped {
     values: Vec<ReadAt>,
+    timestamp: Option<i64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -296,7 +319,7 @@ struct ReadAt {
 }
 
 /// Milliseconds since the Unix epoch.
-fn wall_ms() -> i64 {
+pub fn wall_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -326,7 +349,7 @@ impl Broker {
         let reports = Arc::new(AtomicU64::new(0));
         let last = Arc::new(Mutex::new(Vec::new()));
         let topics = Arc::new(Mutex::new(std::collections::HashSet::new()));
-        let lags: Arc<Mutex<Option<Vec<i64>>>> = Arc::new(Mutex::new(None));
+        let lags: Arc<Mutex<Option<Lags>>> = Arc::new(Mutex::new(None));
         let (counter, keep, seen, lagged) = (
             Arc::clone(&received),
             Arc::clone(&last),
@@ -346,7 +369,9 @@ impl Broker {
                             && let Ok(report) = serde_json::from_slice::<Stamped>(&payload)
                             && let Some(first) = report.values.first()
                         {
-                            lags.push(wall_ms() - first.ts);
+                            let now = wall_ms();
+                            lags.read.push(now - first.ts);
+                            lags.made.extend(report.timestamp.map(|made| now - made));
                         }
                         if let Ok(mut last) = keep.lock() {
                             *last = payload;
@@ -373,17 +398,25 @@ impl Broker {
     /// Starts keeping the publish lag of every report from now on.
     pub fn record_lags(&self) {
         if let Ok(mut lags) = self.lags.lock() {
-            *lags = Some(Vec::new());
+            *lags = Some(Lags::default());
         }
     }
 
     /// The lags kept since [`Broker::record_lags`], in ms; stops keeping them.
     pub fn take_lags(&self) -> Vec<i64> {
-        self.lags
+        self.take_both_lags().0
+    }
+
+    /// The lags kept since [`Broker::record_lags`], and those from each
+    /// report's making (its `timestamp`) to its arrival, in ms; stops keeping them.
+    pub fn take_both_lags(&self) -> (Vec<i64>, Vec<i64>) {
+        let lags = self
+            .lags
             .lock()
             .ok()
             .and_then(|mut lags| lags.take())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        (lags.read, lags.made)
     }
 
     pub fn received(&self) -> u64 {
@@ -459,4 +492,59 @@ pub fn serve(rt: &Runtime, sim: &Simulator, devices: usize) -> Vec<SimHandle> {
         }
         handles
     })
+}
+
+/// Clock ticks per second for `/proc/PID/stat` times.
+pub fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|&hz| hz > 0.0)
+        .unwrap_or(100.0)
+}
+
+/// utime + stime of a process (`self` or a pid), in clock ticks.
+pub fn cpu_ticks(pid: &str) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|e| panic!("reading /proc/{pid}/stat: {e}"));
+    // Fields after the command name (which may contain spaces) start at field 3.
+    let (_, rest) = stat
+        .rsplit_once(')')
+        .expect("/proc/PID/stat has a command name");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 here.
+    let field = |i: usize| -> u64 {
+        fields
+            .get(i)
+            .and_then(|f| f.parse().ok())
+            .expect("utime/stime in /proc/PID/stat")
+    };
+    field(11) + field(12)
+}
+
+/// (VmRSS, VmHWM) of a process, in KiB.
+pub fn memory_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("reading /proc/{pid}/status: {e}"));
+    let get = |key: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{key} in /proc/{pid}/status"))
+    };
+    (get("VmRSS:"), get("VmHWM:"))
+}
+
+/// The `q` quantile (0..1) of `sorted`, in ms.
+pub fn quantile(sorted: &[i64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let at = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[at.min(sorted.len() - 1)] as f64
 }

@@ -11,7 +11,9 @@
 //! product, sequence and timestamp) and one QoS 1 `mqtt out` node to the
 //! bench's broker, on the same `{productId}/{deviceNum}/property/post` topics.
 //! The payload's `ts` is taken when the function runs, right after the read's
-//! answer: the lag is measured from there.
+//! answer: the lag is measured from there. The ingest bench runs it on its
+//! stream of device messages instead ([`ingest_flow`]); each bench uses its part.
+#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -100,6 +102,53 @@ pub fn flow(addresses: &[SocketAddr], tags: u16, period_ms: u64, mqtt: SocketAdd
         }));
     }
     Value::Array(nodes)
+}
+
+/// Maps a device's message into the engine's report: ten values stamped with
+/// the message's `ts`, the device's own sequence number.
+const INGEST_FUNCTION: &str = "\
+const p = msg.payload;
+const device = msg.topic.split('/')[1];
+const seqs = context.get('seqs') || {};
+const seq = (seqs[device] || 0) + 1;
+seqs[device] = seq;
+context.set('seqs', seqs);
+const values = new Array(10);
+for (let i = 0; i < 10; i++) {
+    values[i] = { key: 't' + i, quality: 'GOOD', ts: p.ts, value: p['t' + i] };
+}
+msg.topic = 'BENCH/' + device + '/property/post';
+msg.payload = JSON.stringify({ deviceNum: device, productId: 'BENCH', seq: seq, timestamp: Date.now(), values: values });
+return msg;";
+
+/// The ingest bench's flow: `mqtt in` on every device's topic (QoS 1), a
+/// `json` node, a `function` node mapping the fields into the report, a QoS 1
+/// `mqtt out`, all on the bench's broker `mqtt`.
+pub fn ingest_flow(mqtt: SocketAddr) -> Value {
+    json!([
+        {"id": "n.tab", "type": "tab", "label": "ingest"},
+        {
+            "id": "n.in", "type": "mqtt in", "z": "n.tab", "name": "devices",
+            "topic": "devices/+/up", "qos": "1", "datatype": "utf8", "broker": "n.broker",
+            "nl": false, "rap": false, "inputs": 0, "wires": [["n.json"]]
+        },
+        {"id": "n.json", "type": "json", "z": "n.tab", "name": "parse", "property": "payload",
+         "action": "obj", "pretty": false, "wires": [["n.map"]]},
+        {
+            "id": "n.map", "type": "function", "z": "n.tab", "name": "map",
+            "func": INGEST_FUNCTION, "outputs": 1, "wires": [["n.uplink"]]
+        },
+        {
+            "id": "n.uplink", "type": "mqtt out", "z": "n.tab", "name": "uplink",
+            "topic": "", "qos": "1", "retain": "false", "broker": "n.broker", "wires": []
+        },
+        {
+            "id": "n.broker", "type": "mqtt-broker", "name": "bench",
+            "broker": mqtt.ip().to_string(), "port": mqtt.port().to_string(),
+            "clientid": "node-red-ingest", "autoConnect": true, "usetls": false,
+            "protocolVersion": "4", "keepalive": "60", "cleansession": true
+        }
+    ])
 }
 
 /// `node red.js` on a flow, killed on drop.

@@ -31,10 +31,12 @@ pub async fn route(fleet: Arc<Fleet>, mut shutdown: watch::Receiver<bool>) {
     let mut routes = Routes::of(&fleet.roster());
     let mut brokers: HashMap<String, Subscriber> = HashMap::new();
     connect(&fleet, &routes, &mut brokers, &to_router, &shutdown);
-    let mut workers: HashMap<u64, mpsc::Sender<Arrived>> = HashMap::new();
+    let mut workers: HashMap<u64, mpsc::Sender<Arc<Arrived>>> = HashMap::new();
     loop {
         tokio::select! {
             Some(message) = arrivals.recv() => {
+                // Shared by the devices it reaches: the payload is not copied.
+                let message = Arc::new(message);
                 for device in routes.matching(&message.topic) {
                     hand_over(&fleet, device, &message, &mut workers);
                 }
@@ -55,8 +57,8 @@ pub async fn route(fleet: Arc<Fleet>, mut shutdown: watch::Receiver<bool>) {
 fn hand_over(
     fleet: &Arc<Fleet>,
     device: &Arc<Device>,
-    message: &Arrived,
-    workers: &mut HashMap<u64, mpsc::Sender<Arrived>>,
+    message: &Arc<Arrived>,
+    workers: &mut HashMap<u64, mpsc::Sender<Arc<Arrived>>>,
 ) {
     let Some(push) = &device.push else {
         return;
@@ -73,14 +75,14 @@ fn hand_over(
     let worker = workers
         .entry(device.key)
         .or_insert_with(|| spawn_worker(Arc::clone(fleet), Arc::clone(device)));
-    if worker.try_send(message.clone()).is_err() {
+    if worker.try_send(Arc::clone(message)).is_err() {
         push.counters.dropped.inc();
     }
 }
 
 /// A device's worker: its messages one after another, until its queue closes.
-fn spawn_worker(fleet: Arc<Fleet>, device: Arc<Device>) -> mpsc::Sender<Arrived> {
-    let (to_worker, mut messages) = mpsc::channel::<Arrived>(DEVICE_QUEUE);
+fn spawn_worker(fleet: Arc<Fleet>, device: Arc<Device>) -> mpsc::Sender<Arc<Arrived>> {
+    let (to_worker, mut messages) = mpsc::channel::<Arc<Arrived>>(DEVICE_QUEUE);
     tokio::spawn(async move {
         while let Some(message) = messages.recv().await {
             let services = fleet.services();

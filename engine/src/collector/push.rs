@@ -111,9 +111,11 @@ impl PushInput {
         self.brokers.get(&self.broker.key())
     }
 
-    /// Tells who waits that one more message was handled.
+    /// Tells who waits (a write's read-back) that one more message was handled.
     pub(super) fn handled(&self) {
-        self.handled.send_modify(|n| *n += 1);
+        if self.handled.receiver_count() > 0 {
+            self.handled.send_modify(|n| *n += 1);
+        }
     }
 
     /// Told of every message handled from now on.

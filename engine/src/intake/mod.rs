@@ -122,6 +122,12 @@ impl BrokerPublisher {
     }
 }
 
+/// Filters a SUBSCRIBE carries at most.
+const FILTERS_PER_SUBSCRIBE: usize = 100;
+/// Requests the client queues before its event loop sends them: subscriptions
+/// for that many SUBSCRIBEs, and the writes waiting to go out.
+const REQUESTS: usize = 1024;
+
 /// The largest message read from a device broker: bigger ones close the
 /// connection (the broker's to refuse first).
 const MAX_MESSAGE: usize = 1 << 20;
@@ -265,7 +271,7 @@ impl Connection {
             Ok(options) => options,
             Err(problem) => return Ended::Failed(problem),
         };
-        let (client, mut events) = AsyncClient::new(options, 64);
+        let (client, mut events) = AsyncClient::new(options, REQUESTS);
         let mut subscribed: BTreeSet<String> = BTreeSet::new();
         let mut up = false;
         // Writes handed to the client, waiting for their packet id, in order;
@@ -286,7 +292,7 @@ impl Connection {
                         }
                         tracing::info!(broker = %self.target.address(), "device broker connected");
                         let filters = self.wanted.borrow_and_update().clone();
-                        if change(&client, &mut subscribed, filters).await.is_err() {
+                        if change(&client, &mut subscribed, filters).is_err() {
                             break Ended::Failed("the client stopped".into());
                         }
                     }
@@ -316,7 +322,7 @@ impl Connection {
                 },
                 Ok(()) = self.wanted.changed(), if up => {
                     let filters = self.wanted.borrow_and_update().clone();
-                    if change(&client, &mut subscribed, filters).await.is_err() {
+                    if change(&client, &mut subscribed, filters).is_err() {
                         break Ended::Failed("the client stopped".into());
                     }
                 }
@@ -348,18 +354,26 @@ impl Connection {
     }
 }
 
-/// Subscribes to the filters of `wanted` not yet subscribed, and unsubscribes
-/// from those no longer wanted.
-async fn change(
+/// Subscribes to the filters of `wanted` not yet subscribed (several a
+/// SUBSCRIBE), and unsubscribes from those no longer wanted. Requests are
+/// queued without waiting: the event loop that sends them is this task's.
+fn change(
     client: &AsyncClient,
     subscribed: &mut BTreeSet<String>,
     wanted: BTreeSet<String>,
 ) -> Result<(), rumqttc::ClientError> {
-    for filter in wanted.difference(subscribed) {
-        client.subscribe(filter.as_str(), QoS::AtLeastOnce).await?;
+    let new: Vec<&String> = wanted.difference(subscribed).collect();
+    for chunk in new.chunks(FILTERS_PER_SUBSCRIBE) {
+        let filters = chunk
+            .iter()
+            .map(|filter| rumqttc::SubscribeFilter::new((*filter).clone(), QoS::AtLeastOnce));
+        client.try_subscribe_many(filters)?;
     }
     for filter in subscribed.difference(&wanted) {
-        client.unsubscribe(filter.as_str()).await?;
+        // A filter left subscribed brings messages no device is routed: dropped.
+        if client.try_unsubscribe(filter.as_str()).is_err() {
+            tracing::debug!(%filter, "unsubscribe not queued");
+        }
     }
     *subscribed = wanted;
     Ok(())

@@ -393,3 +393,44 @@ async fn a_write_is_published_to_the_device_and_done_when_its_next_message_shows
     );
     engine.assert_running();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundreds_of_devices_are_subscribed_on_one_connection() {
+    // More topics than the client queues requests: subscribed many a SUBSCRIBE.
+    const DEVICES: usize = 300;
+    let broker = Mosquitto::start();
+    let http = free_port();
+    let dir = scratch_dir(&format!("push-many-{http}"));
+    let gateway = (0..DEVICES).fold(
+        Gateway::new(&format!("push-many-{http}"), broker.port()).http(http, ADMIN),
+        |gateway, i| {
+            gateway.device(
+                Device::mqtt(&format!("m{i}"), "many/{deviceNum}/up", 1000)
+                    .tag(Tag::pushed("n", "/n", "UINT16")),
+            )
+        },
+    );
+    let mut engine = Engine::start(&dir, &gateway.yaml());
+    let client = Subscriber::connect(broker.port()).await;
+    client
+        .wait_until(Duration::from_secs(20), "the engine online", |m| {
+            m.iter()
+                .any(|m| m.topic.ends_with("status/post") && m.json()["status"] == "online")
+        })
+        .await;
+    let last = DEVICES - 1;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let topic = format!("P/m{last}/property/post");
+    // Until the subscriptions are made, a message may go unheard: sent again.
+    while !client.messages().iter().any(|m| m.topic == topic) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "device m{last} never reported"
+        );
+        client
+            .publish(&format!("many/m{last}/up"), &json!({"n": 7}))
+            .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    engine.assert_running();
+}

@@ -10,7 +10,10 @@
 //!
 //! A write publishes `{...}` holding the value at the tag's pointer (each
 //! reference token a member: `/set/temp` -> `{"set":{"temp":21.5}}`) on the
-//! channel's `commandTopic`. Settings: `commandTopic` (the engine fills it in).
+//! channel's `commandTopic`. Settings: `commandTopic` (the engine fills it
+//! in) and `timestamp`, a JSON Pointer to when the values were measured (ms
+//! since the Unix epoch; a message without a number there is stamped when it
+//! arrived).
 #![cfg_attr(not(test), no_std)]
 
 extern crate alloc;
@@ -32,6 +35,8 @@ sluice_guest::decoder_component!(JsonDecoder);
 pub struct JsonDecoder {
     fields: Vec<JsonField>,
     command_topic: Option<String>,
+    /// Where a message says when its values were measured.
+    timestamp: Option<String>,
 }
 
 struct JsonField {
@@ -46,15 +51,24 @@ impl Decoder for JsonDecoder {
     fn create(settings: &Settings<'_>, fields: &[Field<'_>]) -> Result<Self, Vec<Issue>> {
         let mut issues = Vec::new();
         let mut command_topic = None;
+        let mut timestamp = None;
         for (key, value) in settings {
             match (*key, value) {
                 ("commandTopic", SettingValue::Text(topic)) => {
                     command_topic = Some(topic.to_string())
                 }
-                ("commandTopic", other) => {
+                ("timestamp", SettingValue::Text(pointer)) => match check_pointer(pointer) {
+                    Ok(()) => timestamp = Some(pointer.to_string()),
+                    Err(message) => issues.push(Issue::new(None, key, message)),
+                },
+                ("commandTopic" | "timestamp", other) => {
                     issues.push(Issue::new(None, key, wrong_type(key, "text", other)))
                 }
-                _ => issues.push(Issue::new(None, key, unknown_key(key, &["commandTopic"]))),
+                _ => issues.push(Issue::new(
+                    None,
+                    key,
+                    unknown_key(key, &["commandTopic", "timestamp"]),
+                )),
             }
         }
         for (i, field) in fields.iter().enumerate() {
@@ -77,6 +91,7 @@ impl Decoder for JsonDecoder {
                 })
                 .collect(),
             command_topic,
+            timestamp,
         })
     }
 
@@ -98,6 +113,12 @@ impl Decoder for JsonDecoder {
                 return;
             }
         };
+        let ts_ms = self
+            .timestamp
+            .as_deref()
+            .and_then(|pointer| document.pointer(pointer))
+            .and_then(Json::as_i64)
+            .unwrap_or(ts_ms);
         for (i, field) in self.fields.iter().enumerate() {
             if !field.readable {
                 continue;

@@ -220,3 +220,16 @@ fn addresses_and_settings_are_checked_at_create() {
         ]
     );
 }
+
+#[test]
+fn a_message_may_say_when_its_values_were_measured() {
+    let fields = [field("/t", DataType::Int16, None)];
+    let decoder = JsonDecoder::create(&[("timestamp", SettingValue::Text("/at"))], &fields)
+        .unwrap_or_else(|issues| panic!("{issues:?}"));
+    let (out, _) = decode(&decoder, r#"{"t": 1, "at": 1700000000123}"#);
+    assert_eq!(out.ts_ms, [1_700_000_000_123]);
+    // No number there: stamped when it arrived.
+    let (out, _) = decode(&decoder, r#"{"t": 1, "at": "yesterday"}"#);
+    assert_eq!(out.ts_ms, [42]);
+    assert!(JsonDecoder::create(&[("timestamp", SettingValue::Text("at"))], &fields).is_err());
+}
