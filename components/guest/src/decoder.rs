@@ -7,6 +7,7 @@ use alloc::vec::Vec;
 
 use crate::columns::Columns;
 use crate::numeric::{self, DataType, Number};
+use crate::settings::{SettingValue, wrong_type};
 use crate::stages::{Issue, Settings, Tag};
 
 /// What a decoder knows of one tag.
@@ -69,6 +70,35 @@ pub trait Decoder: Sized {
     /// # Errors
     /// Why it cannot be written, in words for the command's reply.
     fn encode(&self, tag: u32, value: &Written) -> Result<Outgoing, String>;
+}
+
+/// The `commandTopic` setting the engine hands every decoder (the channel's,
+/// its placeholders filled in): where its writes go.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommandTopic(Option<String>);
+
+impl CommandTopic {
+    /// Takes setting `key` if it is `commandTopic`; `false` for any other key.
+    pub fn take(&mut self, key: &str, value: &SettingValue<'_>, issues: &mut Vec<Issue>) -> bool {
+        if key != "commandTopic" {
+            return false;
+        }
+        match value {
+            SettingValue::Text(topic) => self.0 = Some((*topic).into()),
+            other => issues.push(Issue::new(None, key, wrong_type(key, "text", other))),
+        }
+        true
+    }
+
+    /// Where a write goes.
+    ///
+    /// # Errors
+    /// The channel has none: its devices take no writes.
+    pub fn topic(&self) -> Result<String, String> {
+        self.0
+            .clone()
+            .ok_or_else(|| "the channel has no `commandTopic`: its devices take no writes".into())
+    }
 }
 
 /// `value` as a value of `data_type`: checked against the type's range and

@@ -61,6 +61,20 @@ fn value<'r>(report: &'r Value, key: &str) -> &'r Value {
         .unwrap_or_else(|| panic!("no `{key}` in {report}"))
 }
 
+/// A client playing the platform and the devices (a client id is one
+/// session), once the engine is online and has had time to subscribe.
+async fn platform(port: u16) -> Subscriber {
+    let client = Subscriber::connect(port).await;
+    client
+        .wait_until(Duration::from_secs(20), "the engine online", |m| {
+            m.iter()
+                .any(|m| m.topic.ends_with("status/post") && m.json()["status"] == "online")
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    client
+}
+
 async fn state(http: u16, device: &str, want: &str) -> Value {
     let path = format!("/devices/{device}/state");
     Engine::until_get(http, &path, ADMIN, |b| b["state"] == want).await
@@ -72,17 +86,8 @@ async fn messages_are_decoded_reported_and_keep_the_devices_lease() {
     let http = free_port();
     let dir = scratch_dir(&format!("push-{http}"));
     let mut engine = Engine::start(&dir, &config(broker.port(), http));
-    // One client plays the platform and the devices (a client id is one session).
-    let uplink = Subscriber::connect(broker.port()).await;
+    let uplink = platform(broker.port()).await;
     let devices = &uplink;
-    // The engine subscribes once it runs: its status says so.
-    uplink
-        .wait_until(Duration::from_secs(10), "the engine online", |m| {
-            m.iter()
-                .any(|m| m.topic.ends_with("status/post") && m.json()["status"] == "online")
-        })
-        .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
 
     // A JSON message: every type, scaled by the pipeline as a register's value.
     devices
@@ -250,14 +255,7 @@ async fn a_decoder_uploaded_while_messages_flow_takes_over_from_one_message_on()
         )
         .yaml();
     let mut engine = Engine::start(&dir, &config);
-    let client = Subscriber::connect(broker.port()).await;
-    client
-        .wait_until(Duration::from_secs(10), "the engine online", |m| {
-            m.iter()
-                .any(|m| m.topic.ends_with("status/post") && m.json()["status"] == "online")
-        })
-        .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let client = platform(broker.port()).await;
 
     // 300 messages a second; a new version of `json` (one that gives the
     // first tag the message's length) uploaded half-way.
@@ -334,14 +332,7 @@ async fn a_write_is_published_to_the_device_and_done_when_its_next_message_shows
         )
         .yaml();
     let mut engine = Engine::start(&dir, &config);
-    let client = Subscriber::connect(broker.port()).await;
-    client
-        .wait_until(Duration::from_secs(10), "the engine online", |m| {
-            m.iter()
-                .any(|m| m.topic.ends_with("status/post") && m.json()["status"] == "online")
-        })
-        .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let client = platform(broker.port()).await;
     client
         .publish("valves/V1/up", &json!({"sp": 10, "flow": 1.5}))
         .await;
@@ -411,13 +402,7 @@ async fn hundreds_of_devices_are_subscribed_on_one_connection() {
         },
     );
     let mut engine = Engine::start(&dir, &gateway.yaml());
-    let client = Subscriber::connect(broker.port()).await;
-    client
-        .wait_until(Duration::from_secs(20), "the engine online", |m| {
-            m.iter()
-                .any(|m| m.topic.ends_with("status/post") && m.json()["status"] == "online")
-        })
-        .await;
+    let client = platform(broker.port()).await;
     let last = DEVICES - 1;
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let topic = format!("P/m{last}/property/post");

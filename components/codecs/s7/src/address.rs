@@ -167,31 +167,13 @@ pub fn parse(text: &str, v_area: bool) -> Result<Address, String> {
     })
 }
 
-/// The name of a data type as the configuration spells it.
-pub fn type_name(data_type: DataType) -> &'static str {
-    match data_type {
-        DataType::Bool => "BOOL",
-        DataType::Int16 => "INT16",
-        DataType::Uint16 => "UINT16",
-        DataType::Int32 => "INT32",
-        DataType::Uint32 => "UINT32",
-        DataType::Int64 => "INT64",
-        DataType::Uint64 => "UINT64",
-        DataType::Float32 => "FLOAT32",
-        DataType::Float64 => "FLOAT64",
-        DataType::Bcd16 => "BCD16",
-        DataType::Bcd32 => "BCD32",
-        DataType::String(_) => "STRING",
-    }
-}
-
 /// Bytes a value of `data_type` occupies at `address` (1 for a bit).
 ///
 /// # Errors
 /// A BOOL without a bit, a bit for another type, or a size letter that does not
 /// match the type.
 pub fn byte_len(address: &Address, data_type: DataType, text: &str) -> Result<u32, String> {
-    let name = type_name(data_type);
+    let name = data_type.name();
     let size = match data_type {
         DataType::Bool => {
             return if address.bit.is_some() {

@@ -64,7 +64,6 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 
-use address::type_name;
 use pdu::{ItemSpec, JOB_HEADER, SUCCESS, TS_BIT, TS_BYTE};
 use plan::{Request, TagRange};
 use sluice_guest::numeric::{ByteOrder, DataType, encode, encode_each, reorder_for};
@@ -239,12 +238,7 @@ impl S7Session {
             item.bit = bit;
             alloc::vec![u8::from(encoded.last().is_some_and(|b| *b != 0))]
         } else {
-            let unfit = |e| {
-                format!(
-                    "{e:?}: the value does not fit a {}",
-                    type_name(tag.data_type)
-                )
-            };
+            let unfit = |e| format!("{e:?}: the value does not fit a {}", tag.data_type.name());
             if let DataType::String(_) = tag.data_type {
                 // Cut to its characters before the swap, which pairs what is left.
                 let mut bytes = encode(tag.data_type, &numbers[0]).map_err(unfit)?;

@@ -19,9 +19,9 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use sluice_guest::columns::Columns;
-use sluice_guest::decoder::{Decoder, Field, Outgoing, Refusal, Written, typed};
+use sluice_guest::decoder::{CommandTopic, Decoder, Field, Outgoing, Refusal, Written, typed};
 use sluice_guest::numeric::{ByteOrder, DataType, Number, encode, encode_each, reorder_for};
-use sluice_guest::settings::{SettingValue, unknown_key, wrong_type};
+use sluice_guest::settings::unknown_key;
 use sluice_guest::stages::{Issue, Settings};
 
 sluice_guest::decoder_component!(BinaryDecoder);
@@ -29,7 +29,7 @@ sluice_guest::decoder_component!(BinaryDecoder);
 /// The `binary` decoder of one device.
 pub struct BinaryDecoder {
     fields: Vec<BinaryField>,
-    command_topic: Option<String>,
+    command_topic: CommandTopic,
 }
 
 /// Where a tag's value is.
@@ -54,16 +54,10 @@ struct BinaryField {
 impl Decoder for BinaryDecoder {
     fn create(settings: &Settings<'_>, fields: &[Field<'_>]) -> Result<Self, Vec<Issue>> {
         let mut issues = Vec::new();
-        let mut command_topic = None;
+        let mut command_topic = CommandTopic::default();
         for (key, value) in settings {
-            match (*key, value) {
-                ("commandTopic", SettingValue::Text(topic)) => {
-                    command_topic = Some(topic.to_string())
-                }
-                ("commandTopic", other) => {
-                    issues.push(Issue::new(None, key, wrong_type(key, "text", other)))
-                }
-                _ => issues.push(Issue::new(None, key, unknown_key(key, &["commandTopic"]))),
+            if !command_topic.take(key, value, &mut issues) {
+                issues.push(Issue::new(None, key, unknown_key(key, &["commandTopic"])));
             }
         }
         let mut built = Vec::with_capacity(fields.len());
@@ -141,10 +135,7 @@ impl Decoder for BinaryDecoder {
             .get(tag as usize)
             .filter(|f| f.writable)
             .ok_or("the tag is not writable")?;
-        let topic = self
-            .command_topic
-            .clone()
-            .ok_or("the channel has no `commandTopic`: its devices take no writes")?;
+        let topic = self.command_topic.topic()?;
         let shown = |e| format!("{e:?} for {}", field.data_type.name());
         let payload = match (value, field.array_len, field.place) {
             (Written::One(number), None, Place::Bits { .. }) => {

@@ -24,7 +24,7 @@ use alloc::vec::Vec;
 
 use serde_json::{Map, Value as Json};
 use sluice_guest::columns::Columns;
-use sluice_guest::decoder::{Decoder, Field, Outgoing, Refusal, Written, typed};
+use sluice_guest::decoder::{CommandTopic, Decoder, Field, Outgoing, Refusal, Written, typed};
 use sluice_guest::numeric::{DataType, Number};
 use sluice_guest::settings::{SettingValue, unknown_key, wrong_type};
 use sluice_guest::stages::{Issue, Settings};
@@ -34,7 +34,7 @@ sluice_guest::decoder_component!(JsonDecoder);
 /// The `json` decoder of one device.
 pub struct JsonDecoder {
     fields: Vec<JsonField>,
-    command_topic: Option<String>,
+    command_topic: CommandTopic,
     /// Where a message says when its values were measured.
     timestamp: Option<String>,
 }
@@ -50,18 +50,18 @@ struct JsonField {
 impl Decoder for JsonDecoder {
     fn create(settings: &Settings<'_>, fields: &[Field<'_>]) -> Result<Self, Vec<Issue>> {
         let mut issues = Vec::new();
-        let mut command_topic = None;
+        let mut command_topic = CommandTopic::default();
         let mut timestamp = None;
         for (key, value) in settings {
+            if command_topic.take(key, value, &mut issues) {
+                continue;
+            }
             match (*key, value) {
-                ("commandTopic", SettingValue::Text(topic)) => {
-                    command_topic = Some(topic.to_string())
-                }
                 ("timestamp", SettingValue::Text(pointer)) => match check_pointer(pointer) {
                     Ok(()) => timestamp = Some(pointer.to_string()),
                     Err(message) => issues.push(Issue::new(None, key, message)),
                 },
-                ("commandTopic" | "timestamp", other) => {
+                ("timestamp", other) => {
                     issues.push(Issue::new(None, key, wrong_type(key, "text", other)))
                 }
                 _ => issues.push(Issue::new(
@@ -146,10 +146,7 @@ impl Decoder for JsonDecoder {
             .get(tag as usize)
             .filter(|f| f.writable)
             .ok_or("the tag is not writable")?;
-        let topic = self
-            .command_topic
-            .clone()
-            .ok_or("the channel has no `commandTopic`: its devices take no writes")?;
+        let topic = self.command_topic.topic()?;
         let json = match (value, field.array_len) {
             (Written::One(number), None) => to_json(&typed(field.data_type, number)?)?,
             (Written::Array(numbers), Some(len)) if numbers.len() == len as usize => Json::Array(

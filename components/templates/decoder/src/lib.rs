@@ -19,28 +19,26 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use sluice_guest::columns::Columns;
-use sluice_guest::decoder::{Decoder, Field, Outgoing, Refusal, Written, typed};
+use sluice_guest::decoder::{CommandTopic, Decoder, Field, Outgoing, Refusal, Written, typed};
 use sluice_guest::numeric::{DataType, Number};
-use sluice_guest::settings::{SettingValue, unknown_key};
+use sluice_guest::settings::unknown_key;
 use sluice_guest::stages::{Issue, Settings};
 
 /// The decoder and what `create` made of its settings and tags.
 struct KeyValues {
     /// Each tag's key in a message, its type, whether a message carries it.
     fields: Vec<(String, DataType, bool)>,
-    command_topic: Option<String>,
+    command_topic: CommandTopic,
 }
 
 impl Decoder for KeyValues {
     fn create(settings: &Settings<'_>, fields: &[Field<'_>]) -> Result<Self, Vec<Issue>> {
         let mut issues = Vec::new();
-        let mut command_topic = None;
+        // The engine hands every decoder its channel's `commandTopic`.
+        let mut command_topic = CommandTopic::default();
         for (key, value) in settings {
-            match (*key, value) {
-                ("commandTopic", SettingValue::Text(topic)) => {
-                    command_topic = Some(topic.to_string())
-                }
-                _ => issues.push(Issue::new(None, key, unknown_key(key, &["commandTopic"]))),
+            if !command_topic.take(key, value, &mut issues) {
+                issues.push(Issue::new(None, key, unknown_key(key, &["commandTopic"])));
             }
         }
         for (i, field) in fields.iter().enumerate() {
@@ -116,10 +114,7 @@ impl Decoder for KeyValues {
 
     fn encode(&self, tag: u32, value: &Written) -> Result<Outgoing, String> {
         let (key, data_type, _) = self.fields.get(tag as usize).ok_or("no such tag")?;
-        let topic = self
-            .command_topic
-            .clone()
-            .ok_or("no `commandTopic`: the device takes no writes")?;
+        let topic = self.command_topic.topic()?;
         let Written::One(number) = value else {
             return Err("arrays are not supported".into());
         };
