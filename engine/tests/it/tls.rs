@@ -380,3 +380,44 @@ fn check_reads_the_tls_files() {
     assert_eq!(code, Some(1), "{said}");
     assert!(said.contains("collector.http.tls: "), "{said}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_broker_over_tls_takes_the_uplinks_tls_settings() {
+    let certs = Certificates::make("tls-devices");
+    let (broker, tls_port) = Mosquitto::start_tls(&certs, "trusted", false);
+    let client = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let config = Gateway::without_client_id(0)
+        .set("mqtt.brokerUrl", format!("mqtts://127.0.0.1:{tls_port}"))
+        .set(
+            "mqtt.tls",
+            serde_json::json!({ "caFile": certs.path("ca.pem") }),
+        )
+        .http(http, ADMIN)
+        .device(
+            Device::mqtt("meter", "meters/{deviceNum}/up", 1000)
+                .channel("broker", format!("mqtts://127.0.0.1:{tls_port}"))
+                .tag(Tag::pushed("kwh", "/kwh", "UINT32")),
+        )
+        .yaml();
+    let mut engine = Engine::start(&scratch_dir("tls-devices"), &config);
+    // Sent (on the plain listener) until the engine's device connection,
+    // over TLS, has subscribed and its report comes back over the TLS uplink.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let report = loop {
+        let reported = client
+            .messages()
+            .into_iter()
+            .find(|m| m.topic == "P/meter/property/post");
+        if let Some(report) = reported {
+            break report.json();
+        }
+        assert!(Instant::now() < deadline, "no report over TLS");
+        client
+            .publish("meters/meter/up", &serde_json::json!({ "kwh": 1234 }))
+            .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(report["values"][0]["value"], 1234, "{report}");
+    engine.assert_running();
+}
