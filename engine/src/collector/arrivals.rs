@@ -178,7 +178,12 @@ impl Routes {
     /// The devices whose filter `topic` matches.
     fn matching<'r>(&'r self, topic: &str) -> impl Iterator<Item = &'r Arc<Device>> {
         let exact = self.exact.get(topic).into_iter().flatten();
-        let levels: Vec<&str> = topic.split('/').collect();
+        // Split only when some filter has a wildcard: most fleets have none.
+        let levels: Vec<&str> = if self.wild.is_empty() {
+            Vec::new()
+        } else {
+            topic.split('/').collect()
+        };
         let wild = self
             .wild
             .iter()

@@ -436,14 +436,17 @@ impl Device {
         } else {
             self.clear_error();
         }
-        let delivery = Delivery {
-            pipeline: &pipeline,
-            covers: &push.readable,
-            now: message.arrived_ms,
-            seq,
-            uplink,
-        };
-        self.deliver(decoding.batch, delivery).await;
+        // A message about something else gives no sample: nothing to run or report.
+        if !decoding.batch.samples.is_empty() {
+            let delivery = Delivery {
+                pipeline: &pipeline,
+                covers: &push.readable,
+                now: message.arrived_ms,
+                seq,
+                uplink,
+            };
+            self.deliver(decoding.batch, delivery).await;
+        }
         self.renew_lease(decoding.well, !decoding.well);
         push.handled();
     }

@@ -9,11 +9,20 @@ impl Owners for Fleet {
         self.roster().get(id).map(|device| device.tenant_id)
     }
 
+    /// A codec of its devices', or the decoder of those that publish by
+    /// themselves: each renews its own driver row.
     fn own_driver(&self, tenant: u32, id: &str) -> bool {
-        self.roster()
-            .codec_pools()
-            .iter()
-            .any(|(owner, pool)| *owner == tenant && pool.name() == id)
+        self.roster().devices().iter().any(|device| {
+            device.tenant_id == tenant
+                && (device
+                    .channels
+                    .iter()
+                    .any(|c| c.session.get().pool().name() == id)
+                    || device
+                        .push
+                        .as_ref()
+                        .is_some_and(|p| p.decoder.get().component() == id))
+        })
     }
 
     fn own_identity(&self, product_id: &str, device_num: &str) -> bool {

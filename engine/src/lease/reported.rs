@@ -96,6 +96,13 @@ impl Refused {
             Refused::Invalid(m) | Refused::Forbidden(m) | Refused::Conflict(m) => m,
         }
     }
+
+    /// The refusal of the batch's heartbeat `i`, its message naming it.
+    fn at(mut self, i: usize) -> Self {
+        let (Refused::Invalid(m) | Refused::Forbidden(m) | Refused::Conflict(m)) = &mut self;
+        *m = format!("heartbeats[{i}]: {m}");
+        self
+    }
 }
 
 /// Who sent a batch, and how.
@@ -129,16 +136,7 @@ pub fn renewals(
         .heartbeats
         .iter()
         .enumerate()
-        .map(|(i, heartbeat)| {
-            renewal(heartbeat, sender, owners).map_err(|refused| {
-                let at = format!("heartbeats[{i}]");
-                match refused {
-                    Refused::Invalid(m) => Refused::Invalid(format!("{at}: {m}")),
-                    Refused::Forbidden(m) => Refused::Forbidden(format!("{at}: {m}")),
-                    Refused::Conflict(m) => Refused::Conflict(format!("{at}: {m}")),
-                }
-            })
-        })
+        .map(|(i, heartbeat)| renewal(heartbeat, sender, owners).map_err(|refused| refused.at(i)))
         .collect()
 }
 
