@@ -419,13 +419,13 @@ impl Device {
     /// then through the pipeline, the rules and the reports as a round's
     /// samples; any message renews the lease (online, or fault when it gave
     /// nothing but refusals).
-    pub async fn ingest(&self, message: &Arrived, seq: &SeqAllocator, uplink: &Uplink) {
+    pub async fn ingest(&self, message: &Arc<Arrived>, seq: &SeqAllocator, uplink: &Uplink) {
         let Some(push) = &self.push else {
             return;
         };
         let pipeline = self.pipeline.get();
         let started = std::time::Instant::now();
-        let decoding = push.decode(message, self.tags.len());
+        let decoding = push.decode(message, self.tags.len()).await;
         self.count_component_time(started);
         if decoding.failed_call {
             self.counters.codec_failures.inc();

@@ -130,12 +130,16 @@ impl PushInput {
     }
 
     /// What `message` gives the device's `tags` (their number).
-    pub fn decode(&self, message: &Arrived, tags: usize) -> Decoding {
+    pub async fn decode(&self, message: &Arc<Arrived>, tags: usize) -> Decoding {
         let at = message.arrived_ms;
+        let arrived = Arc::clone(message);
         let decoded = self
             .decoder
             .get()
-            .decode(&message.topic, &message.payload, at);
+            .call_in_round("decode", move |decoder| {
+                decoder.decode(&arrived.topic, &arrived.payload, arrived.arrived_ms)
+            })
+            .await;
         let mut decoded = match decoded {
             Ok(decoded) => decoded,
             Err(failure) => {

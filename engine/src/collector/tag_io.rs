@@ -4,6 +4,7 @@
 //! written by a message its decoder encodes, published on its `commandTopic`,
 //! and read back from its next message (PUSH-4 of `docs/push.md`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::device::{Channel, Device};
@@ -210,10 +211,10 @@ impl Device {
                 ),
             });
         };
-        let outgoing = push
-            .decoder
-            .get()
-            .encode(tag, value)
+        let decoder = push.decoder.get();
+        let outgoing = Arc::clone(&decoder)
+            .call_in_round("encode", move |decoder| decoder.encode(tag, value))
+            .await
             .map_err(|e| TagIoError::Component(e.to_string()))?
             .map_err(|message| TagIoError::Refused {
                 code: 0,
@@ -227,7 +228,7 @@ impl Device {
         if !below {
             return Err(TagIoError::Component(format!(
                 "decoder `{}` asked to publish on `{}`, outside the device's `commandTopic` `{command_topic}`: refused",
-                push.decoder.get().component(),
+                decoder.component(),
                 outgoing.topic
             )));
         }

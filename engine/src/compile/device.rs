@@ -226,7 +226,12 @@ impl DeviceContext<'_> {
                 value: SettingValue::Text(topic),
             });
         }
-        match pool.decoder(&settings, Arc::clone(tags)) {
+        // The engine's own decoders run on the round's thread, uploaded ones apart.
+        let isolated = !self
+            .registry
+            .active(&push.decoder)
+            .is_some_and(|component| self.registry.is_builtin(&component));
+        match pool.decoder(&settings, Arc::clone(tags), isolated) {
             Ok(decoder) => Some(decoder),
             Err(error) => {
                 let placed: Vec<_> = channel.placed_tags().collect();

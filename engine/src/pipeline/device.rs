@@ -102,25 +102,14 @@ impl DevicePipeline {
         if !step.isolated {
             return call(&step.processor);
         }
-        let lost = |detail: String| CallError::Lost {
-            component: step.processor.component().to_owned(),
-            function,
-            detail,
-        };
-        // One thread a store of the pool: the other calls wait here, not on a
-        // thread each blocked on the store's lock. The permit goes with the call,
-        // so a round dropped meanwhile does not let another call start beside it.
-        let permit = Arc::clone(step.processor.sandbox_permits())
-            .acquire_owned()
-            .await
-            .map_err(|closed| lost(closed.to_string()))?;
         let pipeline = Arc::clone(self);
-        threads::spawn(move || {
-            let _permit = permit;
-            call(&pipeline.steps[at].processor)
-        })
+        threads::call_in_sandbox(
+            step.processor.sandbox_permits(),
+            step.processor.component(),
+            function,
+            move || call(&pipeline.steps[at].processor),
+        )
         .await
-        .unwrap_or_else(|ended| Err(lost(ended.to_string())))
     }
 }
 

@@ -6,19 +6,21 @@ use std::sync::Arc;
 
 use wasmtime::component::ResourceAny;
 
-use super::CallError;
 use super::bindings::decoder::Decoder;
 use super::bindings::decoder::exports::sluice::dataflow::payload as wit_payload;
 use super::bindings::wit;
 use super::convert::{Recipe, batch_from_wit, value_to_wit};
 use super::pool::{Binding, Live, Pool};
+use super::{CallError, threads};
 use crate::model::{Batch, Setting, TagSpec, Value};
 
 /// One tenant's instances of one decoder component.
 pub type DecoderPool = Pool<Decoder>;
 
 impl Pool<Decoder> {
-    /// A decoder for one device's tags, its settings and tags checked now.
+    /// A decoder for one device's tags, its settings and tags checked now;
+    /// an `isolated` one's calls in a round run on sandbox threads (an
+    /// uploaded component's, as for stages).
     ///
     /// # Errors
     /// [`CallError::Config`] with every issue the decoder found, or a call failure.
@@ -26,10 +28,12 @@ impl Pool<Decoder> {
         self: &Arc<Self>,
         settings: &[Setting],
         tags: Arc<[TagSpec]>,
+        isolated: bool,
     ) -> Result<PayloadDecoder, CallError> {
         let decoder = PayloadDecoder {
             binding: self.bind(),
             recipe: Recipe::new(settings, tags),
+            isolated,
         };
         decoder
             .binding
@@ -63,6 +67,8 @@ pub struct Outgoing {
 pub struct PayloadDecoder {
     binding: Binding<Decoder>,
     recipe: Recipe,
+    /// Its calls in a round run on a sandbox thread.
+    isolated: bool,
 }
 
 impl std::fmt::Debug for PayloadDecoder {
@@ -87,6 +93,33 @@ impl PayloadDecoder {
     /// The pool this lives in: a new decoder of the same tenant and component shares it.
     pub fn pool(&self) -> Arc<DecoderPool> {
         Arc::clone(self.binding.pool())
+    }
+
+    /// Runs `call` where this decoder's calls in a round run: the engine's own
+    /// decoders on the caller's thread (a hand-off would cost more than the
+    /// call), an uploaded one on a sandbox thread, so one that loops until its
+    /// budget holds up its own device only (docs/components.md, "Where
+    /// component calls run").
+    ///
+    /// # Errors
+    /// The call's own, or [`CallError::Lost`] when it gave no answer.
+    pub async fn call_in_round<T, F>(
+        self: Arc<Self>,
+        function: &'static str,
+        call: F,
+    ) -> Result<T, CallError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Self) -> Result<T, CallError> + Send + 'static,
+    {
+        if !self.isolated {
+            return call(&self);
+        }
+        let pool = Arc::clone(self.binding.pool());
+        threads::call_in_sandbox(pool.sandbox_permits(), pool.name(), function, move || {
+            call(&self)
+        })
+        .await
     }
 
     fn create(

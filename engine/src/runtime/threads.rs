@@ -10,10 +10,13 @@
 //! takes only CPU the engine leaves idle (docs/components.md, "Where component
 //! calls run"). A call still gets a whole core while nothing else wants it.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use tokio::runtime::{Builder, Handle};
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
+
+use super::CallError;
 
 /// How much lower than the engine's threads the sandbox threads run where the
 /// kernel refuses `SCHED_IDLE`.
@@ -31,6 +34,42 @@ where
         Some(pool) => pool.spawn_blocking(call),
         None => tokio::task::spawn_blocking(call),
     }
+}
+
+/// Runs `call` on a sandbox thread once one of `permits` (one a store of the
+/// component's pool) is free: calls beyond the pool's stores wait here without
+/// holding a thread each, blocked on a store's lock. The permit goes with the
+/// call, so a caller that stops waiting does not let another call start beside
+/// it. `function` names the call in the error when the thread ended without an
+/// answer (or the permits were closed).
+///
+/// # Errors
+/// [`CallError::Lost`] when the call gave no answer; else the call's own.
+pub async fn call_in_sandbox<T, F>(
+    permits: &Arc<Semaphore>,
+    component: &str,
+    function: &'static str,
+    call: F,
+) -> Result<T, CallError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, CallError> + Send + 'static,
+{
+    let lost = |detail: String| CallError::Lost {
+        component: component.to_owned(),
+        function,
+        detail,
+    };
+    let permit = Arc::clone(permits)
+        .acquire_owned()
+        .await
+        .map_err(|closed| lost(closed.to_string()))?;
+    spawn(move || {
+        let _permit = permit;
+        call()
+    })
+    .await
+    .unwrap_or_else(|ended| Err(lost(ended.to_string())))
 }
 
 /// The sandbox threads' pool, built on first use and kept for the process's

@@ -102,7 +102,7 @@ pub fn run(file: &Path, root: &Node, registry: &Registry) -> Result<usize, Diagn
             .runtime()
             .decoder_pool(&component, Limits::default())
             .map_err(|e| e.to_string())?;
-        pool.decoder(&settings, Arc::from(tags.as_slice()))
+        pool.decoder(&settings, Arc::from(tags.as_slice()), true)
             .map_err(|e| format!("the decoder refuses the settings or tags: {e}"))
     });
     let decoder = match made {

@@ -1,8 +1,10 @@
 //! Decoders through the component runtime: the built-in `json` and `binary`
 //! decoding messages and encoding writes as the engine calls them, and a
-//! hostile decoder contained to its call.
+//! hostile decoder contained to its call, on a thread of its own.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use crate::common::{builtin, runtime, setting, tag, test_component};
 use sluice::model::{Access, ByteOrder, DataType, Quality, SettingValue, TagSpec, Value};
@@ -39,7 +41,7 @@ fn json_gives_each_tag_its_value_and_refuses_only_those_at_fault() {
         },
     ]);
     let decoder = pool
-        .decoder(&command_topic(), Arc::clone(&tags))
+        .decoder(&command_topic(), Arc::clone(&tags), false)
         .expect("decoder");
     let decoded = decoder
         .decode(
@@ -100,7 +102,11 @@ fn json_refuses_a_tag_that_is_no_pointer_when_it_is_made() {
     let runtime = runtime();
     let pool = pool(&runtime, "json", &builtin("json"), Limits::default());
     let refused = pool
-        .decoder(&[], Arc::from([tag("temp", "temp", DataType::Float32)]))
+        .decoder(
+            &[],
+            Arc::from([tag("temp", "temp", DataType::Float32)]),
+            false,
+        )
         .expect_err("refused");
     assert!(
         refused
@@ -126,7 +132,7 @@ fn binary_hands_the_pipeline_each_tags_bytes_as_a_register_would() {
         },
     ]);
     let decoder = pool
-        .decoder(&command_topic(), Arc::clone(&tags))
+        .decoder(&command_topic(), Arc::clone(&tags), false)
         .expect("decoder");
     let decoded = decoder
         .decode("meters/7/up", &[0x00, 0x00, 0x41, 0xA8, 0b1000, 0xFF], 5)
@@ -177,6 +183,7 @@ fn a_hostile_decoder_fails_its_call_only_and_decodes_the_next_message() {
             .decoder(
                 &[setting("mode", SettingValue::Text(mode.into()))],
                 Arc::clone(&tags),
+                true,
             )
             .expect("decoder");
         let error = decoder.decode("t", b"boom", 1).expect_err("contained");
@@ -202,4 +209,52 @@ fn a_hostile_decoder_fails_its_call_only_and_decodes_the_next_message() {
         assert_eq!(next.samples.samples[0].value, Value::Uint(4), "{mode}");
     }
     assert_eq!(pool.failures(), 3);
+}
+
+/// A decoder that loops until its budget: `isolated` (an upload), or the
+/// engine's own way of calling, on the calling thread. Returns how often a
+/// task that wants the only async thread every millisecond got it meanwhile.
+async fn ticks_while_a_decoder_loops(isolated: bool) -> u32 {
+    let runtime = runtime();
+    let limits = Limits {
+        // ~50 ms of looping at this machine's ~10 M fuel units a millisecond.
+        fuel_per_call: 500_000_000,
+        ..Limits::DEFAULT
+    };
+    let pool = pool(
+        &runtime,
+        "hostile_decoder",
+        &test_component("hostile_decoder"),
+        limits,
+    );
+    let mode = [setting("mode", SettingValue::Text("loop".into()))];
+    let tags = Arc::from([tag("n", "0", DataType::Uint16)]);
+    let decoder = Arc::new(pool.decoder(&mode, tags, isolated).expect("decoder"));
+    let ticks = Arc::new(AtomicU32::new(0));
+    let ticker = tokio::spawn({
+        let ticks = Arc::clone(&ticks);
+        async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                ticks.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    // The ticker has started and sleeps: the loop is what holds or frees the thread.
+    tokio::task::yield_now().await;
+    let error = decoder
+        .call_in_round("decode", |decoder| decoder.decode("t", b"boom", 1))
+        .await
+        .expect_err("the budget stops it");
+    ticker.abort();
+    assert!(error.to_string().contains("fuel"), "{error}");
+    ticks.load(Ordering::Relaxed)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_uploaded_decoder_loops_on_a_sandbox_thread_not_the_devices_async_one() {
+    let apart = ticks_while_a_decoder_loops(true).await;
+    assert!(apart >= 3, "the async thread was held: {apart} ticks");
+    // Called in place (the built-ins' way), the same loop holds the thread.
+    assert_eq!(ticks_while_a_decoder_loops(false).await, 0);
 }

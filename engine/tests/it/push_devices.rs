@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::config::{Device, Gateway, Tag};
+use crate::support::config::{Device, Gateway, Tag, Tenant};
 use crate::support::engine::{Engine, scratch_dir};
 use crate::support::mqtt::{Message, Subscriber};
 use crate::support::peers::{Mosquitto, free_port};
@@ -305,6 +305,92 @@ async fn a_decoder_uploaded_while_messages_flow_takes_over_from_one_message_on()
         olds,
         (100_000..100_000 + switched as u64).collect::<Vec<_>>()
     );
+    engine.assert_running();
+}
+
+/// Tenant 1's device `noisy` decoded by `decoder` (with `settings`), tenant
+/// 2's device `calm` by `json`.
+fn two_tenants(mqtt: u16, http: u16, decoder: &str, settings: &[(&str, &str)]) -> String {
+    let mut noisy = Device::mqtt("noisy", "noisy/up", 1000)
+        .set("tenantId", 1)
+        .channel("decoder", decoder)
+        .tag(Tag::pushed("n", "/n", "UINT16"));
+    for (key, value) in settings {
+        noisy = noisy.channel(key, *value);
+    }
+    Gateway::new(&format!("push-tenants-{http}"), mqtt)
+        .http(http, ADMIN)
+        .set("lease.scanIntervalMs", 200)
+        .tenant(Tenant::new(1, "one"))
+        .tenant(Tenant::new(2, "two"))
+        .device(noisy)
+        .device(
+            Device::mqtt("calm", "calm/up", 1000)
+                .set("tenantId", 2)
+                .channel("maxMessagesPerSecond", 1000)
+                .tag(Tag::pushed("n", "/n", "UINT32")),
+        )
+        .yaml()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_looping_uploaded_decoder_faults_its_own_device_and_no_other_tenants() {
+    const CALM: u64 = 200;
+    let broker = Mosquitto::start();
+    let http = free_port();
+    let dir = scratch_dir(&format!("push-tenants-{http}"));
+    let mut engine = Engine::start(&dir, &two_tenants(broker.port(), http, "json", &[]));
+    let client = platform(broker.port()).await;
+
+    // Tenant 1 takes an uploaded decoder that loops on `boom` until its budget.
+    let wasm = crate::common::test_component("hostile_decoder");
+    let path = "/components/hostile_decoder/1.0.0?kind=decoder";
+    let (status, uploaded) = Engine::put_wasm(http, path, ADMIN, &wasm).await;
+    assert_eq!(status, 200, "{uploaded}");
+    let looping = two_tenants(broker.port(), http, "hostile_decoder", &[("mode", "loop")]);
+    std::fs::write(dir.join("devices.yaml"), looping).expect("config written");
+    let (status, reload) = Engine::request(http, "POST", "/reload", Some(ADMIN), None).await;
+    assert_eq!(status, 200, "{reload}");
+    assert_eq!(reload["devices"]["changed"], json!(["noisy"]), "{reload}");
+
+    // The noisy device floods its looping payload while the calm one reports.
+    let noisy = async {
+        for _ in 0..100 {
+            client.publish_bytes("noisy/up", b"boom".to_vec()).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let calm = async {
+        for n in 0..CALM {
+            client.publish("calm/up", &json!({ "n": n })).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::join!(noisy, calm);
+    let messages = client
+        .wait_until(
+            Duration::from_secs(20),
+            "every calm message reported",
+            |m| reports(m, "P/calm/property/post").len() as u64 >= CALM,
+        )
+        .await;
+    let calm = reports(&messages, "P/calm/property/post");
+    let values: Vec<u64> = calm
+        .iter()
+        .filter_map(|r| value(r, "n")["value"].as_u64())
+        .collect();
+    assert_eq!(values, (0..CALM).collect::<Vec<_>>(), "none lost, none BAD");
+    let seqs: Vec<u64> = calm.iter().filter_map(|r| r["seq"].as_u64()).collect();
+    assert_eq!(seqs, (1..=CALM).collect::<Vec<_>>());
+
+    // The noisy device is in fault with the budget's words; the calm one online.
+    let row = state(http, "noisy", "fault").await;
+    let error = row["extension"]["lastError"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("fuel") || error.contains("quarantined"),
+        "{row}"
+    );
+    state(http, "calm", "online").await;
     engine.assert_running();
 }
 

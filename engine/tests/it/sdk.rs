@@ -330,7 +330,11 @@ fn a_decoder_written_by_the_sdk_builds_outside_the_repository_and_its_cases_run(
         .decoder_pool(&component, Limits::default())
         .expect("pool");
     let refused = pool
-        .decoder(&[], Arc::from(&[tag("t", "a=b", DataType::Uint16)][..]))
+        .decoder(
+            &[],
+            Arc::from(&[tag("t", "a=b", DataType::Uint16)][..]),
+            true,
+        )
         .expect_err("not a key");
     assert!(refused.to_string().contains("is not a key"), "{refused}");
     clean_up(&dir);
