@@ -14,13 +14,17 @@
 //! report (lost = sent - reported). The lag is from a message's `ts` to its
 //! report at the broker (the engine stamps samples with `ts`: the decoder's
 //! `timestamp` setting). The broker's own lag is measured first: the stream
-//! published straight onto the report topics (one hop; a report takes two).
+//! published straight onto the report topics (one hop; a report takes two);
+//! then a plain client subscribed to every device's topic as the engine is,
+//! doing nothing, while the broker carries as many reports: the broker's own
+//! part of the first hop.
 //!
 //! Then the swap (`SLUICE_BENCH_SWAP_RATE` messages a second, 5,000; `0` leaves
 //! it out): a new version of the decoder uploaded half-way through a window,
 //! and every message must have become exactly one report.
 //!
-//! `SLUICE_BENCH_ENGINE` runs another `sluice` binary;
+//! `SLUICE_BENCH_BROKER=mosquitto` runs the stream through Mosquitto instead
+//! of the embedded broker; `SLUICE_BENCH_ENGINE` runs another `sluice` binary;
 //! `SLUICE_BENCH_GROUP_COMMIT_MS` sets the WAL's `groupCommitMs`; `SLUICE_BENCH_NODE_RED`
 //! as in the polling bench (`0` leaves Node-RED out).
 #![allow(clippy::print_stdout)]
@@ -160,7 +164,7 @@ fn publish(
         let (stop, sent) = (Arc::clone(&stop), Arc::clone(&sent));
         rt.spawn(async move {
             let mut options = MqttOptions::new(
-                format!("bench-device-{k}"),
+                format!("bench-{:?}-{k}", stream.target),
                 mqtt.ip().to_string(),
                 mqtt.port(),
             );
@@ -274,6 +278,108 @@ fn run_side(
         lags,
         made_lags,
     }
+}
+
+/// A plain MQTT client subscribed as the engine is (each device's topic, QoS
+/// 1, 100 filters a SUBSCRIBE) that does nothing with what it gets, while the
+/// broker also carries a report for each message as it would with the engine:
+/// the lag from a message's `ts` to its arrival at such a subscriber is the
+/// broker's part of the engine's first hop.
+fn client_side(rt: &tokio::runtime::Runtime, broker: &Broker, stream: Stream, seconds: u64) {
+    let lags = Arc::new(std::sync::Mutex::new(Vec::<i64>::new()));
+    let recording = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut options = MqttOptions::new(
+        "bench-client",
+        broker.address.ip().to_string(),
+        broker.address.port(),
+    );
+    options.set_keep_alive(Duration::from_secs(30));
+    let (client, mut events) = AsyncClient::new(options, 100);
+    let subscribed = {
+        let (lags, recording, stop) =
+            (Arc::clone(&lags), Arc::clone(&recording), Arc::clone(&stop));
+        rt.spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(event) = events.poll().await else {
+                    return;
+                };
+                if let rumqttc::Event::Incoming(rumqttc::Incoming::Publish(message)) = event
+                    && recording.load(Ordering::Relaxed)
+                    && let Ok(sent) = serde_json::from_slice::<Sent>(&message.payload)
+                    && let Ok(mut lags) = lags.lock()
+                {
+                    lags.push(common::wall_ms() - sent.ts);
+                }
+            }
+        })
+    };
+    let topics: Vec<String> = (0..stream.devices)
+        .map(|i| format!("devices/{}/up", device_num(i)))
+        .collect();
+    rt.block_on(async {
+        for chunk in topics.chunks(100) {
+            let filters = chunk
+                .iter()
+                .map(|t| rumqttc::SubscribeFilter::new(t.clone(), QoS::AtLeastOnce));
+            client.subscribe_many(filters).await.expect("subscribe");
+        }
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let stop_stream = Arc::new(AtomicBool::new(false));
+    publish(
+        rt,
+        broker.address,
+        stream,
+        Arc::clone(&stop_stream),
+        Arc::new(AtomicU64::new(0)),
+    );
+    // The reports the engine would publish meanwhile, for the broker to carry too.
+    let reports = Stream {
+        target: Target::Reports,
+        ..stream
+    };
+    publish(
+        rt,
+        broker.address,
+        reports,
+        Arc::clone(&stop_stream),
+        Arc::new(AtomicU64::new(0)),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    recording.store(true, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_secs(seconds));
+    recording.store(false, Ordering::Relaxed);
+    stop_stream.store(true, Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    rt.block_on(async {
+        let _ = client.disconnect().await;
+    });
+    subscribed.abort();
+    std::thread::sleep(Duration::from_secs(1));
+    let mut lags = lags.lock().map(|l| l.clone()).unwrap_or_default();
+    lags.sort_unstable();
+    println!(
+        "   client  {:>9.0}  {:>9.0}  {:>9}  {:>6}  {:>10}  {:>7}  {:>6.0}/{:>4.0}/{:>4.0}",
+        stream.per_second(),
+        lags.len() as f64 / seconds as f64,
+        "-",
+        "-",
+        "-",
+        "-",
+        quantile(&lags, 0.5),
+        quantile(&lags, 0.9),
+        quantile(&lags, 0.99),
+    );
+    println!(
+        "  (client: a subscriber of every device's topic that does nothing; its lag is the broker's)"
+    );
+}
+
+/// What a device message says of when it was sent.
+#[derive(serde::Deserialize)]
+struct Sent {
+    ts: i64,
 }
 
 fn engine_side(
@@ -417,6 +523,7 @@ fn main() {
     );
     alone.print();
     println!("  (broker: this process's CPU, the publishers' and the broker's own)");
+    client_side(&rt, &broker, stream, seconds.min(10));
     let engine = engine_side(&rt, &broker, stream, seconds);
     engine.print();
     let peer = node_red_side(&rt, &broker, stream, seconds);

@@ -12,7 +12,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use sluice::broker::EmbeddedBroker;
@@ -283,7 +283,7 @@ impl Metrics {
     }
 }
 
-/// The embedded broker, with a thread that drains and counts what it receives
+/// The bench's MQTT broker, with a thread that drains and counts what it receives
 /// and keeps the last payload.
 pub struct Broker {
     pub address: SocketAddr,
@@ -297,6 +297,7 @@ pub struct Broker {
     /// while recording; and, for each, ms from the report's `timestamp` (when
     /// the engine made it) to its arrival.
     lags: Arc<Mutex<Option<Lags>>>,
+    _process: Option<MosquittoProcess>,
 }
 
 /// Lags being kept: from the values' read, and from the report's making.
@@ -340,11 +341,115 @@ fn wait_listening(address: SocketAddr) {
     }
 }
 
+/// Where the messages the broker took come from, for the drain to count.
+enum Source {
+    Embedded(EmbeddedBroker),
+    Mosquitto(mpsc::Receiver<(String, Vec<u8>)>),
+}
+
+impl Source {
+    fn recv(&self) -> Option<(String, Vec<u8>)> {
+        match self {
+            Self::Embedded(broker) => broker.messages().recv().ok(),
+            Self::Mosquitto(messages) => messages.recv().ok(),
+        }
+    }
+}
+
+/// A Mosquitto process (`SLUICE_BENCH_BROKER=mosquitto`), stopped on drop.
+struct MosquittoProcess {
+    child: Child,
+    _dir: Scratch,
+}
+
+impl Drop for MosquittoProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts Mosquitto on `address` (anonymous, in memory, 1,000 messages in
+/// flight a client as the embedded broker allows) and a client of this
+/// process subscribed to everything, whose messages the returned receiver gives.
+fn start_mosquitto(address: SocketAddr) -> (MosquittoProcess, mpsc::Receiver<(String, Vec<u8>)>) {
+    let dir = Scratch::new("mosquitto");
+    let config = dir.0.join("mosquitto.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "listener {} {}\nallow_anonymous true\npersistence false\nset_tcp_nodelay true\n\
+             max_inflight_messages 1000\nmax_queued_messages 100000\nuser root\n",
+            address.port(),
+            address.ip()
+        ),
+    )
+    .expect("write mosquitto.conf");
+    let child = Command::new("mosquitto")
+        .arg("-c")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mosquitto is not installed (scripts/setup-peers.sh)");
+    let process = MosquittoProcess { child, _dir: dir };
+    wait_listening(address);
+    let (sender, messages) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("bench-mqtt-watch".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for the watching client");
+            rt.block_on(async move {
+                let mut options = rumqttc::MqttOptions::new(
+                    "bench-watch",
+                    address.ip().to_string(),
+                    address.port(),
+                );
+                options
+                    .set_keep_alive(Duration::from_secs(30))
+                    .set_max_packet_size(1 << 20, 1 << 20);
+                let (client, mut events) = rumqttc::AsyncClient::new(options, 100);
+                if client
+                    .subscribe("#", rumqttc::QoS::AtMostOnce)
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                while let Ok(event) = events.poll().await {
+                    if let rumqttc::Event::Incoming(rumqttc::Incoming::Publish(publish)) = event
+                        && sender
+                            .send((publish.topic, publish.payload.to_vec()))
+                            .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        })
+        .expect("spawn the watching client");
+    (process, messages)
+}
+
 impl Broker {
+    /// The embedded broker, or Mosquitto with `SLUICE_BENCH_BROKER=mosquitto`.
     pub fn start() -> Self {
-        let broker = EmbeddedBroker::start(free_local_address()).expect("start the MQTT broker");
-        let address = broker.address();
-        wait_listening(address);
+        let address = free_local_address();
+        let (source, process) = match std::env::var("SLUICE_BENCH_BROKER").as_deref() {
+            Ok("mosquitto") => {
+                let (process, messages) = start_mosquitto(address);
+                (Source::Mosquitto(messages), Some(process))
+            }
+            Ok("embedded") | Err(_) => {
+                let broker = EmbeddedBroker::start(address).expect("start the MQTT broker");
+                wait_listening(address);
+                (Source::Embedded(broker), None)
+            }
+            Ok(other) => panic!("SLUICE_BENCH_BROKER={other:?}: embedded or mosquitto"),
+        };
         let received = Arc::new(AtomicU64::new(0));
         let reports = Arc::new(AtomicU64::new(0));
         let last = Arc::new(Mutex::new(Vec::new()));
@@ -360,7 +465,7 @@ impl Broker {
         std::thread::Builder::new()
             .name("bench-mqtt-drain".into())
             .spawn(move || {
-                while let Ok((topic, payload)) = broker.messages().recv() {
+                while let Some((topic, payload)) = source.recv() {
                     counter.fetch_add(1, Ordering::Relaxed);
                     if topic.ends_with("/property/post") {
                         report_counter.fetch_add(1, Ordering::Relaxed);
@@ -392,6 +497,7 @@ impl Broker {
             last,
             topics,
             lags,
+            _process: process,
         }
     }
 

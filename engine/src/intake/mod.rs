@@ -50,7 +50,7 @@ impl BrokerTarget {
 #[derive(Debug, Clone)]
 pub struct Arrived {
     pub topic: String,
-    pub payload: Vec<u8>,
+    pub payload: bytes::Bytes,
     /// When the engine read it, ms since the Unix epoch.
     pub arrived_ms: i64,
 }
@@ -299,8 +299,8 @@ impl Connection {
                     Ok(Event::Incoming(Incoming::Publish(message))) => {
                         lock(&self.state).messages += 1;
                         let arrived = Arrived {
-                            topic: message.topic.clone(),
-                            payload: message.payload.to_vec(),
+                            topic: message.topic,
+                            payload: message.payload,
                             arrived_ms: now_ms(),
                         };
                         if self.to.send(arrived).await.is_err() {
