@@ -17,6 +17,16 @@ fn pool(runtime: &Runtime, name: &str, bytes: &[u8], limits: Limits) -> Arc<Deco
     runtime.decoder_pool(&component, limits).expect("pool")
 }
 
+/// The test decoder that misbehaves on purpose, under `limits`.
+fn hostile(runtime: &Runtime, limits: Limits) -> Arc<DecoderPool> {
+    pool(
+        runtime,
+        "hostile_decoder",
+        &test_component("hostile_decoder"),
+        limits,
+    )
+}
+
 fn command_topic() -> Vec<sluice::model::Setting> {
     vec![setting(
         "commandTopic",
@@ -171,12 +181,7 @@ fn a_hostile_decoder_fails_its_call_only_and_decodes_the_next_message() {
         instances: 1,
         ..Limits::DEFAULT
     };
-    let pool = pool(
-        &runtime,
-        "hostile_decoder",
-        &test_component("hostile_decoder"),
-        limits,
-    );
+    let pool = hostile(&runtime, limits);
     let tags: Arc<[TagSpec]> = Arc::from([tag("n", "0", DataType::Uint16)]);
     for (mode, expected) in [("loop", "fuel"), ("memory", "memory"), ("trap", "trap")] {
         let decoder = pool
@@ -221,12 +226,7 @@ async fn ticks_while_a_decoder_loops(isolated: bool) -> u32 {
         fuel_per_call: 500_000_000,
         ..Limits::DEFAULT
     };
-    let pool = pool(
-        &runtime,
-        "hostile_decoder",
-        &test_component("hostile_decoder"),
-        limits,
-    );
+    let pool = hostile(&runtime, limits);
     let mode = [setting("mode", SettingValue::Text("loop".into()))];
     let tags = Arc::from([tag("n", "0", DataType::Uint16)]);
     let decoder = Arc::new(pool.decoder(&mode, tags, isolated).expect("decoder"));
