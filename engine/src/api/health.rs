@@ -25,6 +25,8 @@ pub struct Health {
     version: &'static str,
     uptime_sec: u64,
     broker: Broker,
+    /// The connections to the brokers devices publish to (`protocol: mqtt`), by address.
+    device_brokers: Vec<DeviceBroker>,
     wal: Wal,
     devices: DeviceCounts,
     /// Connections to devices by link state (`ONLINE`, `RECOVERING`, ...).
@@ -56,6 +58,19 @@ struct Broker {
     /// expires; absent without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     client_certificate_days_left: Option<i64>,
+}
+
+/// A connection to a broker devices publish to.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct DeviceBroker {
+    address: String,
+    connected: bool,
+    /// Messages received since the engine started.
+    messages: u64,
+    /// Why the last connection attempt failed, until one succeeds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_error: Option<String>,
 }
 
 /// The write-ahead log reports wait in until the broker has them.
@@ -171,6 +186,17 @@ fn read_health(state: &ApiState) -> ApiReply {
             last_error: uplink.last_error(),
             client_certificate_days_left: uplink.client_certificate_days_left(),
         },
+        device_brokers: state
+            .fleet
+            .device_brokers()
+            .into_iter()
+            .map(|(address, broker)| DeviceBroker {
+                address,
+                connected: broker.connected,
+                messages: broker.messages,
+                last_error: broker.last_error,
+            })
+            .collect(),
         wal: wal(state),
         devices: DeviceCounts {
             total: roster.devices().len(),

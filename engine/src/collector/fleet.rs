@@ -125,6 +125,11 @@ impl Fleet {
         &self.services
     }
 
+    /// The connections to the brokers devices publish to, by address.
+    pub fn device_brokers(&self) -> Vec<(String, crate::intake::BrokerState)> {
+        self.services.device_brokers.states()
+    }
+
     /// Whether this engine may poll `device` now (STATE-S7 of docs/state.md).
     pub fn owns(&self, device: &str) -> bool {
         self.services.ownership.owns(device)

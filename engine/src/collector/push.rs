@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
-use crate::intake::{Arrived, BrokerPublisher, BrokerTarget};
+use crate::intake::{Arrived, BrokerPublisher, BrokerState, BrokerTarget};
 use crate::model::Batch;
 use crate::runtime::PayloadDecoder;
 use crate::sync::{Swappable, lock};
@@ -48,6 +48,16 @@ impl DeviceBrokers {
 
     fn get(&self, key: &str) -> Option<BrokerPublisher> {
         lock(&self.0).get(key).cloned()
+    }
+
+    /// Every device broker connection made, by address, and how it is doing.
+    pub fn states(&self) -> Vec<(String, BrokerState)> {
+        let mut states: Vec<_> = lock(&self.0)
+            .values()
+            .map(|publisher| (publisher.address().to_owned(), publisher.state()))
+            .collect();
+        states.sort_by(|a, b| a.0.cmp(&b.0));
+        states
     }
 }
 

@@ -71,7 +71,6 @@ pub struct BrokerState {
 pub struct Subscriber {
     target: BrokerTarget,
     filters: watch::Sender<BTreeSet<String>>,
-    state: Arc<Mutex<BrokerState>>,
     publisher: BrokerPublisher,
 }
 
@@ -99,9 +98,20 @@ struct Publish {
 pub struct BrokerPublisher {
     address: String,
     requests: mpsc::Sender<Publish>,
+    state: Arc<Mutex<BrokerState>>,
 }
 
 impl BrokerPublisher {
+    /// The broker's address, as logged.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// How its connection is doing.
+    pub fn state(&self) -> BrokerState {
+        lock(&self.state).clone()
+    }
+
     /// Publishes `payload` on `topic`; returns once the broker acknowledged it.
     ///
     /// # Errors
@@ -154,6 +164,7 @@ impl Subscriber {
         let publisher = BrokerPublisher {
             address: target.address(),
             requests,
+            state: Arc::clone(&state),
         };
         let connection = Connection {
             target: target.clone(),
@@ -166,7 +177,6 @@ impl Subscriber {
         Self {
             target,
             filters: sender,
-            state,
             publisher,
         }
     }
@@ -187,10 +197,6 @@ impl Subscriber {
             *wanted = filters;
             changed
         });
-    }
-
-    pub fn state(&self) -> BrokerState {
-        lock(&self.state).clone()
     }
 }
 

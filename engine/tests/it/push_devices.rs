@@ -308,6 +308,59 @@ async fn a_decoder_uploaded_while_messages_flow_takes_over_from_one_message_on()
     engine.assert_running();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_shows_each_device_broker_connected_or_why_not() {
+    let broker = Mosquitto::start();
+    let closed = free_port();
+    let http = free_port();
+    let dir = scratch_dir(&format!("push-health-{http}"));
+    let config = Gateway::new(&format!("push-health-{http}"), broker.port())
+        .http(http, ADMIN)
+        .device(
+            Device::mqtt("meter", "sensors/{deviceNum}/up", 1000)
+                .set("deviceNum", "M7")
+                .tag(Tag::pushed("n", "/n", "UINT16")),
+        )
+        .device(
+            Device::mqtt("far", "far/up", 1000)
+                .channel("broker", format!("tcp://127.0.0.1:{closed}"))
+                .tag(Tag::pushed("n", "/n", "UINT16")),
+        )
+        .yaml();
+    let mut engine = Engine::start(&dir, &config);
+    let client = platform(broker.port()).await;
+    for n in 0..3 {
+        client.publish("sensors/M7/up", &json!({ "n": n })).await;
+    }
+    let reachable = format!("127.0.0.1:{}", broker.port());
+    let unreachable = format!("127.0.0.1:{closed}");
+    let wanted = ("both device brokers in /health", Duration::from_secs(20));
+    let health = Engine::until_health(http, ADMIN, wanted, |h| {
+        let brokers = h["deviceBrokers"].as_array().cloned().unwrap_or_default();
+        let at = |address: &str| brokers.iter().find(|b| b["address"] == address).cloned();
+        at(&reachable).is_some_and(|b| b["connected"] == true && b["messages"] == 3)
+            && at(&unreachable).is_some_and(|b| b["lastError"].is_string())
+    })
+    .await;
+    let brokers = health["deviceBrokers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(brokers.len(), 2, "{health}");
+    let far = brokers
+        .iter()
+        .find(|b| b["address"] == unreachable.as_str())
+        .expect("the unreachable broker");
+    assert_eq!(far["connected"], false, "{health}");
+    assert!(
+        far["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("refused")),
+        "{health}"
+    );
+    engine.assert_running();
+}
+
 /// Tenant 1's device `noisy` decoded by `decoder` (with `settings`), tenant
 /// 2's device `calm` by `json`.
 fn two_tenants(mqtt: u16, http: u16, decoder: &str, settings: &[(&str, &str)]) -> String {
