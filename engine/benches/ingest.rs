@@ -80,6 +80,8 @@ struct Side {
     /// From a report's making (its `timestamp`: when the engine read the
     /// message) to its arrival at the broker.
     made_lags: Vec<i64>,
+    /// Lags seen meanwhile by a [`Listener`] of some of the device topics.
+    beside_lags: Vec<i64>,
 }
 
 impl Side {
@@ -223,6 +225,7 @@ fn run_side(
     stream: Stream,
     pid: u32,
     seconds: u64,
+    beside: Option<&Listener>,
 ) -> Side {
     let hz = clock_ticks();
     let stop = Arc::new(AtomicBool::new(false));
@@ -237,6 +240,9 @@ fn run_side(
     );
     std::thread::sleep(Duration::from_secs(3));
     broker.record_lags();
+    if let Some(listener) = beside {
+        listener.record();
+    }
     let pid_text = pid.to_string();
     let (s0, r0, c0, t0) = (
         sent.load(Ordering::Relaxed),
@@ -256,6 +262,7 @@ fn run_side(
         t0.elapsed().as_secs_f64(),
     );
     let (lags, made_lags) = broker.take_both_lags();
+    let beside_lags = beside.map(Listener::take).unwrap_or_default();
     stop.store(true, Ordering::Relaxed);
     std::thread::sleep(Duration::from_millis(200));
     let total = sent.load(Ordering::Relaxed);
@@ -277,55 +284,96 @@ fn run_side(
         rss_mib: rss.get(rss.len() / 2).copied().unwrap_or(0) as f64 / 1024.0,
         lags,
         made_lags,
+        beside_lags,
     }
 }
 
-/// A plain MQTT client subscribed as the engine is (each device's topic, QoS
-/// 1, 100 filters a SUBSCRIBE) that does nothing with what it gets, while the
-/// broker also carries a report for each message as it would with the engine:
-/// the lag from a message's `ts` to its arrival at such a subscriber is the
-/// broker's part of the engine's first hop.
-fn client_side(rt: &tokio::runtime::Runtime, broker: &Broker, stream: Stream, seconds: u64) {
-    let lags = Arc::new(std::sync::Mutex::new(Vec::<i64>::new()));
-    let recording = Arc::new(AtomicBool::new(false));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut options = MqttOptions::new(
-        "bench-client",
-        broker.address.ip().to_string(),
-        broker.address.port(),
-    );
-    options.set_keep_alive(Duration::from_secs(30));
-    let (client, mut events) = AsyncClient::new(options, 100);
-    let subscribed = {
-        let (lags, recording, stop) =
-            (Arc::clone(&lags), Arc::clone(&recording), Arc::clone(&stop));
-        rt.spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                let Ok(event) = events.poll().await else {
-                    return;
-                };
-                if let rumqttc::Event::Incoming(rumqttc::Incoming::Publish(message)) = event
-                    && recording.load(Ordering::Relaxed)
-                    && let Ok(sent) = serde_json::from_slice::<Sent>(&message.payload)
-                    && let Ok(mut lags) = lags.lock()
-                {
-                    lags.push(common::wall_ms() - sent.ts);
+/// A plain MQTT client subscribed to device topics (QoS 1, 100 filters a
+/// SUBSCRIBE, as the engine subscribes) that only notes each message's lag
+/// from its `ts` while recording.
+struct Listener {
+    client: AsyncClient,
+    lags: Arc<std::sync::Mutex<Vec<i64>>>,
+    recording: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Listener {
+    fn start(rt: &tokio::runtime::Runtime, broker: &Broker, id: &str, topics: &[String]) -> Self {
+        let lags = Arc::new(std::sync::Mutex::new(Vec::<i64>::new()));
+        let recording = Arc::new(AtomicBool::new(false));
+        let mut options =
+            MqttOptions::new(id, broker.address.ip().to_string(), broker.address.port());
+        options.set_keep_alive(Duration::from_secs(30));
+        let (client, mut events) = AsyncClient::new(options, 100);
+        let task = {
+            let (lags, recording) = (Arc::clone(&lags), Arc::clone(&recording));
+            rt.spawn(async move {
+                while let Ok(event) = events.poll().await {
+                    if let rumqttc::Event::Incoming(rumqttc::Incoming::Publish(message)) = event
+                        && recording.load(Ordering::Relaxed)
+                        && let Ok(sent) = serde_json::from_slice::<Sent>(&message.payload)
+                        && let Ok(mut lags) = lags.lock()
+                    {
+                        lags.push(common::wall_ms() - sent.ts);
+                    }
                 }
+            })
+        };
+        rt.block_on(async {
+            for chunk in topics.chunks(100) {
+                let filters = chunk
+                    .iter()
+                    .map(|t| rumqttc::SubscribeFilter::new(t.clone(), QoS::AtLeastOnce));
+                client.subscribe_many(filters).await.expect("subscribe");
             }
-        })
-    };
-    let topics: Vec<String> = (0..stream.devices)
-        .map(|i| format!("devices/{}/up", device_num(i)))
-        .collect();
-    rt.block_on(async {
-        for chunk in topics.chunks(100) {
-            let filters = chunk
-                .iter()
-                .map(|t| rumqttc::SubscribeFilter::new(t.clone(), QoS::AtLeastOnce));
-            client.subscribe_many(filters).await.expect("subscribe");
+        });
+        std::thread::sleep(Duration::from_secs(1));
+        Self {
+            client,
+            lags,
+            recording,
+            task,
         }
-    });
-    std::thread::sleep(Duration::from_secs(1));
+    }
+
+    fn record(&self) {
+        self.recording.store(true, Ordering::Relaxed);
+    }
+
+    /// The lags noted since [`Listener::record`], sorted; stops noting them.
+    fn take(&self) -> Vec<i64> {
+        self.recording.store(false, Ordering::Relaxed);
+        let mut lags = self
+            .lags
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default();
+        lags.sort_unstable();
+        lags
+    }
+
+    fn stop(self, rt: &tokio::runtime::Runtime) {
+        rt.block_on(async {
+            let _ = self.client.disconnect().await;
+        });
+        self.task.abort();
+    }
+}
+
+fn device_topics(stream: Stream, every: usize) -> Vec<String> {
+    (0..stream.devices)
+        .step_by(every)
+        .map(|i| format!("devices/{}/up", device_num(i)))
+        .collect()
+}
+
+/// A [`Listener`] of every device's topic, alone, while the broker also
+/// carries a report for each message as it would with the engine: the lag
+/// from a message's `ts` to its arrival at such a subscriber is the broker's
+/// part of the engine's first hop.
+fn client_side(rt: &tokio::runtime::Runtime, broker: &Broker, stream: Stream, seconds: u64) {
+    let listener = Listener::start(rt, broker, "bench-client", &device_topics(stream, 1));
     let stop_stream = Arc::new(AtomicBool::new(false));
     publish(
         rt,
@@ -347,18 +395,12 @@ fn client_side(rt: &tokio::runtime::Runtime, broker: &Broker, stream: Stream, se
         Arc::new(AtomicU64::new(0)),
     );
     std::thread::sleep(Duration::from_secs(3));
-    recording.store(true, Ordering::Relaxed);
+    listener.record();
     std::thread::sleep(Duration::from_secs(seconds));
-    recording.store(false, Ordering::Relaxed);
+    let lags = listener.take();
     stop_stream.store(true, Ordering::Relaxed);
-    stop.store(true, Ordering::Relaxed);
-    rt.block_on(async {
-        let _ = client.disconnect().await;
-    });
-    subscribed.abort();
+    listener.stop(rt);
     std::thread::sleep(Duration::from_secs(1));
-    let mut lags = lags.lock().map(|l| l.clone()).unwrap_or_default();
-    lags.sort_unstable();
     println!(
         "   client  {:>9.0}  {:>9.0}  {:>9}  {:>6}  {:>10}  {:>7}  {:>6.0}/{:>4.0}/{:>4.0}",
         stream.per_second(),
@@ -395,7 +437,19 @@ fn engine_side(
     engine.wait_up();
     // Its subscriptions are made once its device broker connection is up.
     std::thread::sleep(Duration::from_secs(2));
-    let side = run_side("engine", rt, broker, stream, engine.pid(), seconds);
+    // A listener of every tenth device's topic beside the engine: the broker's
+    // first hop under the same load and on the same CPUs as the engine's.
+    let listener = Listener::start(rt, broker, "bench-beside", &device_topics(stream, 10));
+    let side = run_side(
+        "engine",
+        rt,
+        broker,
+        stream,
+        engine.pid(),
+        seconds,
+        Some(&listener),
+    );
+    listener.stop(rt);
     engine.assert_running();
     if side.reported == 0 {
         println!(
@@ -441,6 +495,7 @@ fn node_red_side(
         stream,
         peer.pid(),
         seconds,
+        None,
     ))
 }
 
@@ -473,7 +528,7 @@ fn swap_side(rt: &tokio::runtime::Runtime, broker: &Broker, rate: u64, seconds: 
             &wasm,
         )
     });
-    let side = run_side("swap", rt, broker, stream, engine.pid(), seconds);
+    let side = run_side("swap", rt, broker, stream, engine.pid(), seconds, None);
     let uploaded = uploader.join().expect("the upload");
     engine.assert_running();
     println!(
@@ -520,6 +575,7 @@ fn main() {
         direct,
         std::process::id(),
         seconds.min(10),
+        None,
     );
     alone.print();
     println!("  (broker: this process's CPU, the publishers' and the broker's own)");
@@ -538,6 +594,12 @@ fn main() {
     lags.sort_unstable();
     let mut made = engine.made_lags.clone();
     made.sort_unstable();
+    println!(
+        "  beside the engine, a listener of every tenth device's topic: lag p50/p90/p99 {:.0}/{:.0}/{:.0} ms",
+        quantile(&engine.beside_lags, 0.5),
+        quantile(&engine.beside_lags, 0.9),
+        quantile(&engine.beside_lags, 0.99)
+    );
     println!(
         "  engine: from reading a message to its report at the broker p50/p90/p99 {:.0}/{:.0}/{:.0} ms",
         quantile(&made, 0.5),
