@@ -25,7 +25,8 @@
 //!
 //! `SLUICE_BENCH_BROKER=mosquitto` runs the stream through Mosquitto instead
 //! of the embedded broker; `SLUICE_BENCH_ENGINE` runs another `sluice` binary;
-//! `SLUICE_BENCH_GROUP_COMMIT_MS` sets the WAL's `groupCommitMs`; `SLUICE_BENCH_NODE_RED`
+//! `SLUICE_BENCH_GROUP_COMMIT_MS` sets the WAL's `groupCommitMs`;
+//! `SLUICE_BENCH_ENGINE_THREADS` the engine's `workerThreads` (1, its default); `SLUICE_BENCH_NODE_RED`
 //! as in the polling bench (`0` leaves Node-RED out).
 #![allow(clippy::print_stdout)]
 
@@ -122,10 +123,11 @@ fn engine_config(
     dir: &std::path::Path,
 ) -> String {
     let mut text = format!(
-        "collector:\n  mqtt:\n    brokerUrl: tcp://{mqtt}\n    clientId: ingest-bench\n  \
+        "collector:\n  workerThreads: {threads}\n  mqtt:\n    brokerUrl: tcp://{mqtt}\n    clientId: ingest-bench\n  \
          http:\n    listen: {http}\n    adminToken: {ADMIN}\n  wal:\n    dir: {}\n{commit}  lease:\n    scanIntervalMs: 1000\n\
          devices:\n",
         dir.join("data").display(),
+        threads = env_u64("SLUICE_BENCH_ENGINE_THREADS", 1).max(1),
         commit = match std::env::var("SLUICE_BENCH_GROUP_COMMIT_MS") {
             Ok(ms) => format!("    groupCommitMs: {ms}\n"),
             Err(_) => String::new(),

@@ -23,28 +23,51 @@ pub(super) const EXTEND_AT_MOST: Duration = Duration::from_secs(1);
 /// Queued heartbeats and the state each entity was last seen in.
 #[derive(Debug, Default)]
 pub(super) struct RenewalQueue {
+    /// One per entity: a later heartbeat of an entity takes the place of the
+    /// one queued, as the write would keep only the last of them anyway
+    /// (`store::leases::coalesced`); a device reporting twenty times a second
+    /// queues one heartbeat, not twenty.
     renewals: Vec<Renewal>,
     /// When the first of `renewals` came.
     since: Option<Instant>,
     /// How long the queued heartbeats may wait, counted from `since`.
     wait: Duration,
-    /// Entities' states as the last writes and announced changes left them,
-    /// by tenant and type, then id (looked up without allocating a key).
-    seen: HashMap<(u32, EntityType), HashMap<String, EntityState>>,
+    /// What is known of each entity, by tenant and type, then id (looked up
+    /// without allocating a key).
+    seen: HashMap<(u32, EntityType), HashMap<String, Known>>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Known {
+    /// The state the last writes and announced changes left the entity in.
+    state: Option<EntityState>,
+    /// Where its heartbeat waits in `renewals`.
+    queued: Option<usize>,
 }
 
 impl RenewalQueue {
     /// Queues `renewal`; true when the renewer must look again at when to write
     /// (the queue was empty, or the write must now come sooner).
     pub(super) fn push(&mut self, renewal: Renewal, now: Instant) -> bool {
-        let seen = self.seen(renewal.tenant_id, renewal.entity_type, &renewal.entity_id);
-        let wait = if seen == Some(renewal.state) {
+        let known = known(
+            &mut self.seen,
+            renewal.tenant_id,
+            renewal.entity_type,
+            &renewal.entity_id,
+        );
+        let wait = if known.state == Some(renewal.state) {
             let quarter = Duration::from_secs(renewal.timeout_seconds) / 4;
             EXTEND_AT_MOST.min(quarter).max(GATHER)
         } else {
             GATHER
         };
-        self.renewals.push(renewal);
+        match known.queued {
+            Some(at) => self.renewals[at] = renewal,
+            None => {
+                known.queued = Some(self.renewals.len());
+                self.renewals.push(renewal);
+            }
+        }
         match self.since {
             None => {
                 self.since = Some(now);
@@ -69,11 +92,21 @@ impl RenewalQueue {
     /// The queued heartbeats, leaving the queue empty.
     pub(super) fn take(&mut self) -> Vec<Renewal> {
         self.since = None;
-        std::mem::take(&mut self.renewals)
-    }
-
-    fn seen(&self, tenant_id: u32, entity_type: EntityType, id: &str) -> Option<EntityState> {
-        self.seen.get(&(tenant_id, entity_type))?.get(id).copied()
+        let renewals = std::mem::take(&mut self.renewals);
+        for renewal in &renewals {
+            let Some(of_type) = self.seen.get_mut(&(renewal.tenant_id, renewal.entity_type)) else {
+                continue;
+            };
+            match of_type.get_mut(renewal.entity_id.as_str()) {
+                // Nothing more known of it (never seen, or forgotten).
+                Some(Known { state: None, .. }) => {
+                    of_type.remove(renewal.entity_id.as_str());
+                }
+                Some(known) => known.queued = None,
+                None => {}
+            }
+        }
+        renewals
     }
 
     /// Records the state an entity is in now (a write asked for it, or a change
@@ -85,21 +118,37 @@ impl RenewalQueue {
         id: &str,
         state: EntityState,
     ) {
-        let of_type = self.seen.entry((tenant_id, entity_type)).or_default();
-        match of_type.get_mut(id) {
-            Some(seen) => *seen = state,
-            None => {
-                of_type.insert(id.to_owned(), state);
-            }
-        }
+        known(&mut self.seen, tenant_id, entity_type, id).state = Some(state);
     }
 
-    /// An entity no longer configured.
+    /// An entity no longer configured: its state is forgotten (a heartbeat
+    /// of it still queued stays, and is written).
     pub(super) fn forget(&mut self, entity: &EntityKey) {
-        if let Some(of_type) = self.seen.get_mut(&(entity.tenant_id, entity.entity_type)) {
-            of_type.remove(&entity.entity_id);
+        let Some(of_type) = self.seen.get_mut(&(entity.tenant_id, entity.entity_type)) else {
+            return;
+        };
+        match of_type.get_mut(entity.entity_id.as_str()) {
+            Some(known) if known.queued.is_some() => known.state = None,
+            Some(_) => {
+                of_type.remove(entity.entity_id.as_str());
+            }
+            None => {}
         }
     }
+}
+
+/// What `seen` knows of an entity, made empty at its first mention.
+fn known<'s>(
+    seen: &'s mut HashMap<(u32, EntityType), HashMap<String, Known>>,
+    tenant_id: u32,
+    entity_type: EntityType,
+    id: &str,
+) -> &'s mut Known {
+    let of_type = seen.entry((tenant_id, entity_type)).or_default();
+    if !of_type.contains_key(id) {
+        of_type.insert(id.to_owned(), Known::default());
+    }
+    of_type.get_mut(id).expect("inserted above")
 }
 
 #[cfg(test)]
@@ -143,8 +192,39 @@ mod tests {
         // A later one with a longer allowance changes nothing.
         assert!(!queue.push(heartbeat("d1", EntityState::Online, 30), t1));
         assert_eq!(queue.due(), Some(t1 + Duration::from_millis(500)));
-        assert_eq!(queue.take().len(), 3);
+        assert_eq!(queue.take().len(), 2);
         assert_eq!(queue.due(), None);
+    }
+
+    #[test]
+    fn a_later_heartbeat_of_an_entity_takes_the_place_of_the_one_queued() {
+        let mut queue = seen(&[("d1", EntityState::Online), ("d2", EntityState::Online)]);
+        let t0 = Instant::now();
+        queue.push(heartbeat("d1", EntityState::Online, 30), t0);
+        queue.push(heartbeat("d2", EntityState::Online, 30), t0);
+        let mut last = heartbeat("d1", EntityState::Fault, 30);
+        last.extension = serde_json::json!({ "lastError": "refused" });
+        queue.push(last, t0);
+        // The last of d1's, where its first was, as the write keeps it.
+        let taken = queue.take();
+        let kept: Vec<(&str, EntityState)> = taken
+            .iter()
+            .map(|r| (r.entity_id.as_str(), r.state))
+            .collect();
+        assert_eq!(
+            kept,
+            [("d1", EntityState::Fault), ("d2", EntityState::Online)]
+        );
+        assert_eq!(taken[0].extension["lastError"], "refused");
+        // The next batch starts afresh; a forgotten entity's queued heartbeat stays.
+        queue.push(heartbeat("d1", EntityState::Online, 30), t0);
+        queue.forget(&EntityKey::device(0, "d1"));
+        queue.push(heartbeat("d1", EntityState::Online, 30), t0);
+        assert_eq!(queue.take().len(), 1);
+        assert_eq!(
+            queue.seen.get(&(0, EntityType::Device)).map(HashMap::len),
+            Some(1)
+        );
     }
 
     #[test]

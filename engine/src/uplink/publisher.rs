@@ -270,19 +270,22 @@ impl Publisher {
                     }
                 }
             }
-            // What the event queued goes out in one write. The client queues
-            // events of its own as it goes (a publish numbered for each one
-            // written, the rest of the packets one read brought): handled here,
-            // in this turn, not one turn of the loop above each.
+            // The client queues events of its own as it goes (the rest of the
+            // packets one read brought, a publish numbered for each one
+            // written): all of them are handled here, in this turn, and what
+            // they queued goes out in one write and one flush, not one each
+            // (the PUBACKs of one read free the window for as many reports).
             loop {
+                while let Some(event) = wire.next_event() {
+                    self.on_event(connection, event, between);
+                }
                 if let Err(error) = wire.write(connection.outbound()).await {
                     self.lost(&error);
                     return Outcome::Dropped;
                 }
-                let Some(event) = wire.next_event() else {
+                if !wire.has_events() {
                     break;
-                };
-                self.on_event(connection, event, between);
+                }
             }
         }
     }

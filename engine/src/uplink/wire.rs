@@ -67,6 +67,11 @@ impl Wire {
         self.eventloop.state.events.pop_front()
     }
 
+    /// Whether the client queued events [`Wire::next_event`] has not taken.
+    pub(super) fn has_events(&self) -> bool {
+        !self.eventloop.state.events.is_empty()
+    }
+
     /// Whether the client holds a publish back until its packet id is free
     /// (it goes out on that id's PUBACK, behind anything written meanwhile).
     pub(super) fn holds_a_publish(&self) -> bool {

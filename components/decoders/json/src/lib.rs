@@ -22,6 +22,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use find::{Pointers, unescape};
 use serde_json::{Map, Value as Json};
 use sluice_guest::columns::Columns;
 use sluice_guest::decoder::{CommandTopic, Decoder, Field, Outgoing, Refusal, Written, typed};
@@ -29,18 +30,24 @@ use sluice_guest::numeric::{DataType, Number};
 use sluice_guest::settings::{SettingValue, unknown_key, wrong_type};
 use sluice_guest::stages::{Issue, Settings};
 
+mod find;
+
 sluice_guest::decoder_component!(JsonDecoder);
 
 /// The `json` decoder of one device.
 pub struct JsonDecoder {
     fields: Vec<JsonField>,
     command_topic: CommandTopic,
-    /// Where a message says when its values were measured.
-    timestamp: Option<String>,
+    /// The fields' pointers and the timestamp's, found in one pass.
+    pointers: Pointers,
+    /// The slot of where a message says when its values were measured.
+    timestamp: Option<usize>,
 }
 
 struct JsonField {
     pointer: String,
+    /// Where [`Pointers::find`] puts the value at `pointer`.
+    slot: usize,
     data_type: DataType,
     array_len: Option<u32>,
     readable: bool,
@@ -79,11 +86,15 @@ impl Decoder for JsonDecoder {
         if !issues.is_empty() {
             return Err(issues);
         }
+        let (pointers, slots) =
+            Pointers::new(fields.iter().map(|f| f.address).chain(timestamp.as_deref()));
         Ok(Self {
             fields: fields
                 .iter()
-                .map(|field| JsonField {
+                .zip(&slots)
+                .map(|(field, &slot)| JsonField {
                     pointer: field.address.to_string(),
+                    slot,
                     data_type: field.tag.data_type,
                     array_len: field.tag.array_len,
                     readable: field.readable,
@@ -91,7 +102,8 @@ impl Decoder for JsonDecoder {
                 })
                 .collect(),
             command_topic,
-            timestamp,
+            pointers,
+            timestamp: timestamp.and(slots.last().copied()),
         })
     }
 
@@ -103,8 +115,12 @@ impl Decoder for JsonDecoder {
         out: &mut Columns,
         refusals: &mut Vec<Refusal>,
     ) {
-        let document: Json = match serde_json::from_slice(payload) {
-            Ok(document) => document,
+        let found = match core::str::from_utf8(payload) {
+            Ok(text) => self.pointers.find(text).map_err(|e| e.to_string()),
+            Err(error) => Err(format!("it is not UTF-8 text ({error})")),
+        };
+        let found = match found {
+            Ok(found) => found,
             Err(error) => {
                 refusals.push(Refusal {
                     tag: None,
@@ -115,8 +131,7 @@ impl Decoder for JsonDecoder {
         };
         let ts_ms = self
             .timestamp
-            .as_deref()
-            .and_then(|pointer| document.pointer(pointer))
+            .and_then(|slot| found[slot].as_ref())
             .and_then(Json::as_i64)
             .unwrap_or(ts_ms);
         for (i, field) in self.fields.iter().enumerate() {
@@ -124,7 +139,7 @@ impl Decoder for JsonDecoder {
                 continue;
             }
             let tag = i as u32;
-            let taken = match document.pointer(&field.pointer) {
+            let taken = match &found[field.slot] {
                 None => Err(format!("no `{}` in the message", field.pointer)),
                 Some(Json::Null) => Err(format!("`{}` is null", field.pointer)),
                 Some(found) => field.take(found),
@@ -247,10 +262,6 @@ fn nest(pointer: &str, value: Json) -> Json {
         object.insert(token, inner);
         Json::Object(object)
     })
-}
-
-fn unescape(token: &str) -> String {
-    token.replace("~1", "/").replace("~0", "~")
 }
 
 /// An RFC 6901 pointer: empty (the whole document) or `/`-separated reference

@@ -148,6 +148,25 @@ fn a_message_that_is_not_json_refuses_every_tag_at_once() {
         "{}",
         refusals[0].message
     );
+    // Text that is not UTF-8 is not JSON, also where no tag looks.
+    let mut out = Columns::default();
+    let mut refusals = Vec::new();
+    decoder.decode(
+        "dev/7/up",
+        b"{\"note\": \"\xff\", \"t\": 1}",
+        42,
+        &mut out,
+        &mut refusals,
+    );
+    assert!(out.is_empty());
+    assert_eq!(refusals.len(), 1);
+    assert!(
+        refusals[0]
+            .message
+            .starts_with("the message is not JSON: it is not UTF-8 text"),
+        "{}",
+        refusals[0].message
+    );
 }
 
 #[test]
