@@ -348,7 +348,13 @@ impl Alarms {
         let now = now_ms();
         match result {
             Ok(signals) => {
-                if lock(&self.failing).remove(device_id) {
+                // Looked up only while some device's rules are failing: this
+                // runs for every round of every device.
+                let recovered = {
+                    let mut failing = lock(&self.failing);
+                    !failing.is_empty() && failing.remove(device_id)
+                };
+                if recovered {
                     let clear = engine_signal(SignalKind::Clear, "rules run again".into(), now);
                     self.enqueue(tenant_id, device_id, Source::Engine, vec![clear]);
                 }

@@ -410,6 +410,7 @@ pub async fn run(
         shared = db.shared().is_some(),
         "collector started"
     );
+    let last_reports = Arc::clone(&outbox);
     if let Some(http) = &config.collector.http {
         let state = ApiState {
             fleet,
@@ -456,6 +457,8 @@ pub async fn run(
     tasks.spawn(systemd::keep_watchdog(shutdown.clone()));
     collector.run(shutdown).await;
     systemd::notify("STOPPING=1");
+    // The reports of rounds that ended after the committer's last write.
+    last_reports.commit_the_rest().await;
     // WAL-10: no report is made any more, so the next start numbers on from here.
     let closed = tokio::task::spawn_blocking(move || seq.close()).await;
     if let Err(error) = closed

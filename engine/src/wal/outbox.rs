@@ -416,12 +416,20 @@ impl Outbox {
                 }
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
-                        while self.commit(None).await == Commit::Stored {}
+                        self.commit_the_rest().await;
                         return;
                     }
                 }
             }
         }
+    }
+
+    /// Writes every unacknowledged message still only in memory, whatever
+    /// its hold. At a stop the committer does so as soon as the stop is
+    /// asked; the gateway does again once the last rounds are done, for the
+    /// reports they made after that (WAL-10: their numbers are used).
+    pub async fn commit_the_rest(self: &Arc<Self>) {
+        while self.commit(None).await == Commit::Stored {}
     }
 
     /// Writes the unacknowledged messages pushed at or before `cutoff` (all
