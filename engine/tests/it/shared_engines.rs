@@ -51,9 +51,11 @@ impl Polls {
         for ((d, other), times) in &self.requests {
             if *d == device
                 && other != engine
+                // Either way round: a request is recorded once its engine
+                // is known, which can be after a later one of another.
                 && times
-                    .last()
-                    .is_some_and(|t| at.duration_since(*t) < TOGETHER)
+                    .iter()
+                    .any(|t| at.max(*t).duration_since(at.min(*t)) < TOGETHER)
             {
                 self.overlaps.push(format!(
                     "{} polled by {other} and {engine} within {TOGETHER:?}",
@@ -132,22 +134,7 @@ async fn serve(mut stream: TcpStream, device: usize, polls: Arc<Mutex<Polls>>) {
         if stream.read_exact(&mut pdu).await.is_err() {
             return;
         }
-        // The kernel's socket list is read in pieces and can miss a socket
-        // while others come and go: ask again, a bounded number of times.
-        for _ in 0..50 {
-            if engine.is_some() {
-                break;
-            }
-            engine = engine_of(&stream, &polls);
-            if engine.is_none() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-        let name = engine.clone().unwrap_or_else(|| "unknown".to_owned());
-        polls
-            .lock()
-            .expect("polls")
-            .record(device, &name, Instant::now());
+        let at = Instant::now();
         let answer = match pdu.as_slice() {
             [3, _, _, _, count] => {
                 let count = usize::from(*count).min(125);
@@ -167,6 +154,19 @@ async fn serve(mut stream: TcpStream, device: usize, polls: Arc<Mutex<Polls>>) {
         if stream.write_all(&frame).await.is_err() {
             return;
         }
+        // Answered first: finding the engine can take a while on a loaded
+        // machine, and an engine waiting past its read timeout would drop the
+        // connection. The kernel's socket list is read in pieces and can miss
+        // a socket while others come and go: ask again, for a bounded time.
+        let asked = Instant::now();
+        while engine.is_none() && asked.elapsed() < Duration::from_secs(5) {
+            engine = engine_of(&stream, &polls);
+            if engine.is_none() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        let name = engine.clone().unwrap_or_else(|| "unknown".to_owned());
+        polls.lock().expect("polls").record(device, &name, at);
     }
 }
 
