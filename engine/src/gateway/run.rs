@@ -167,8 +167,7 @@ struct EngineInputs<'a> {
     lease_store: Arc<dyn StateStore>,
 }
 
-/// Starts the outbox's committer, the uplink, the leases and the alarm service
-/// (its delivery included).
+/// Starts the uplink, the leases and the alarm service (its delivery included).
 fn start_engine(
     inputs: EngineInputs<'_>,
     shutdown: &watch::Receiver<bool>,
@@ -185,7 +184,6 @@ fn start_engine(
     let alarm_store = AlarmStore::new(db, compiled.whitelist.alarms.clone());
     let tenants = std::mem::take(&mut compiled.tenants);
     let alarms = Alarms::new(Arc::new(alarm_store), HashMap::new(), tenants);
-    tasks.spawn(Arc::clone(outbox).run_committer(shutdown.clone()));
     let (downlink, downlink_messages) = mpsc::unbounded_channel();
     let route = DownlinkRoute {
         to: downlink,
@@ -288,6 +286,11 @@ pub async fn run(
         sole: db.shared().is_none(),
     };
     let mut tasks = Tasks::default();
+    // The committer stops after the collector's last round, not with the
+    // rest: the reports of the rounds in flight at a stop are written too
+    // (WAL-10: their numbers are used).
+    let (rounds_over, committer_stop) = watch::channel(false);
+    tasks.spawn(Arc::clone(&outbox).run_committer(committer_stop));
     let engine = start_engine(
         EngineInputs {
             config: &config,
@@ -410,7 +413,6 @@ pub async fn run(
         shared = db.shared().is_some(),
         "collector started"
     );
-    let last_reports = Arc::clone(&outbox);
     if let Some(http) = &config.collector.http {
         let state = ApiState {
             fleet,
@@ -457,8 +459,7 @@ pub async fn run(
     tasks.spawn(systemd::keep_watchdog(shutdown.clone()));
     collector.run(shutdown).await;
     systemd::notify("STOPPING=1");
-    // The reports of rounds that ended after the committer's last write.
-    last_reports.commit_the_rest().await;
+    let _ = rounds_over.send(true);
     // WAL-10: no report is made any more, so the next start numbers on from here.
     let closed = tokio::task::spawn_blocking(move || seq.close()).await;
     if let Err(error) = closed

@@ -1,7 +1,7 @@
 //! rumqttc's event loop, and the one place that reaches into it. The
 //! publisher writes what it queued ([`super::outbound::Outbound`]) straight
 //! through the event loop's connection and its MQTT state, in one flush per
-//! event handled, instead of one request-channel hand-off per publish.
+//! turn of the publisher's loop, instead of one request-channel hand-off per publish.
 //!
 //! What this relies on, beyond rumqttc's documented API (`EventLoop::poll`):
 //! the public fields `EventLoop::network` (the connection, `None` until the

@@ -416,20 +416,12 @@ impl Outbox {
                 }
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
-                        self.commit_the_rest().await;
+                        while self.commit(None).await == Commit::Stored {}
                         return;
                     }
                 }
             }
         }
-    }
-
-    /// Writes every unacknowledged message still only in memory, whatever
-    /// its hold. At a stop the committer does so as soon as the stop is
-    /// asked; the gateway does again once the last rounds are done, for the
-    /// reports they made after that (WAL-10: their numbers are used).
-    pub async fn commit_the_rest(self: &Arc<Self>) {
-        while self.commit(None).await == Commit::Stored {}
     }
 
     /// Writes the unacknowledged messages pushed at or before `cutoff` (all
@@ -690,22 +682,5 @@ mod tests {
             seqs(&log.read_after(None, 200).expect("read")),
             (1..=150).collect::<Vec<_>>()
         );
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_report_made_after_the_committer_stopped_is_written_by_the_rest() {
-        // A long hold: nothing is written but by a stop.
-        let log = SlowLog::new(Duration::ZERO);
-        let (outbox, stop) = start(Arc::clone(&log), Duration::from_secs(60));
-        outbox.push(report(1));
-        stop.send(true).expect("committer listens");
-        until("the committer writes what it had", || log.size().0 == 1).await;
-        // A last round ends after that: its report is only in memory...
-        outbox.push(report(2));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(log.size().0, 1, "the committer has stopped");
-        // ...until the gateway writes the rest once no round makes reports.
-        outbox.commit_the_rest().await;
-        assert_eq!(seqs(&log.read_after(None, 10).expect("read")), [1, 2]);
     }
 }

@@ -25,7 +25,8 @@ struct Node {
     /// The slot of the pointer that ends here.
     ends: Option<usize>,
     children: Vec<Child>,
-    /// Every slot at or below this node: emptied when its member comes again.
+    /// Every slot at or below this node: emptied when its member comes again
+    /// (left empty at the root, which comes once).
     below: Vec<usize>,
 }
 
@@ -68,8 +69,9 @@ impl Pointers {
                 slots - 1
             });
             if !of_each.contains(&slot) {
+                // The document's root is met once: only its members' nodes
+                // need their slots.
                 let mut node = &mut root;
-                node.below.push(slot);
                 for at in path {
                     node = &mut node.children[at].node;
                     node.below.push(slot);

@@ -103,7 +103,8 @@ impl Decoder for JsonDecoder {
                 .collect(),
             command_topic,
             pointers,
-            timestamp: timestamp.and(slots.last().copied()),
+            // The timestamp's pointer came after the fields'.
+            timestamp: timestamp.and(slots.get(fields.len()).copied()),
         })
     }
 
