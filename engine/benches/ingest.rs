@@ -46,8 +46,8 @@ use rumqttc::{AsyncClient, MqttOptions, QoS};
 
 /// Publisher connections the stream is spread over.
 const PUBLISHERS: usize = 4;
-/// How often each publisher sends the messages that fell due: often, so the
-/// devices' messages come spread as a fleet's do, not in bursts.
+/// How often each publisher sends the messages that fell due (each device at
+/// its own phase, `due`): often, so the stream comes spread, not in bursts.
 const TICK: Duration = Duration::from_millis(5);
 /// Longest wait for what is in flight to arrive once the stream stopped.
 const DRAIN: Duration = Duration::from_secs(30);
@@ -179,15 +179,16 @@ fn publish(
             let (client, mut events) = AsyncClient::new(options, 10_000);
             tokio::spawn(async move { while events.poll().await.is_ok() {} });
             let mine: Vec<usize> = (k..stream.devices).step_by(PUBLISHERS).collect();
+            // Messages each of this publisher's devices has sent so far.
+            let mut done = vec![0u64; mine.len()];
             let start = Instant::now();
-            let mut done: u64 = 0;
             let mut ticker = tokio::time::interval(TICK);
             while !stop.load(Ordering::Relaxed) {
                 ticker.tick().await;
-                // Messages due so far to each of this publisher's devices.
-                let due = (start.elapsed().as_secs_f64() * stream.rate as f64) as u64;
-                for round in done..due {
-                    for &i in &mine {
+                let periods = start.elapsed().as_secs_f64() * stream.rate as f64;
+                for (&i, done) in mine.iter().zip(done.iter_mut()) {
+                    let due = due(periods, i, stream.devices);
+                    for round in *done..due {
                         let ts = common::wall_ms();
                         let values: String = (0..10)
                             .map(|t| format!(",\"t{t}\":{}.{}", round % 1000, (i + t) % 10))
@@ -211,11 +212,20 @@ fn publish(
                         }
                         sent.fetch_add(1, Ordering::Relaxed);
                     }
+                    *done = due;
                 }
-                done = due;
             }
         });
     }
+}
+
+/// Messages device `i` of `devices` has fallen due for after `periods` of its
+/// reporting period: each device keeps its own phase, spread evenly over the
+/// period as a fleet's free-running clocks are, so the stream comes as a
+/// steady trickle, not as every device at once.
+fn due(periods: f64, i: usize, devices: usize) -> u64 {
+    let phase = i as f64 / devices as f64;
+    (periods + 1.0 - phase) as u64
 }
 
 /// Runs the stream against a subscriber process `pid` (the engine or Node-RED):
