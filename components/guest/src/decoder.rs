@@ -167,8 +167,9 @@ macro_rules! decoder_component {
             type Decoder = DecoderResource;
         }
 
-        /// The decoder behind the WIT resource.
-        struct DecoderResource($decoder);
+        /// The decoder behind the WIT resource, and its readable tags: room
+        /// for as many samples is made before each message is decoded.
+        struct DecoderResource($decoder, usize);
 
         impl wit_payload::GuestDecoder for DecoderResource {
             fn create(
@@ -186,8 +187,9 @@ macro_rules! decoder_component {
                         writable: !matches!(tag.access, sluice::dataflow::types::Access::Read),
                     })
                     .collect();
+                let readable = fields.iter().filter(|f| f.readable).count();
                 <$decoder>::create(&stage_settings(&settings), &fields)
-                    .map(|decoder| wit_payload::Decoder::new(DecoderResource(decoder)))
+                    .map(|decoder| wit_payload::Decoder::new(DecoderResource(decoder, readable)))
                     .map_err(config_errors)
             }
 
@@ -198,7 +200,7 @@ macro_rules! decoder_component {
                 ts_ms: i64,
             ) -> wit_payload::Decoded {
                 use $crate::decoder::Decoder as _;
-                let mut out = $crate::columns::Columns::default();
+                let mut out = $crate::columns::Columns::with_capacity(self.1);
                 let mut refusals = alloc::vec::Vec::new();
                 self.0.decode(&topic, &payload, ts_ms, &mut out, &mut refusals);
                 wit_payload::Decoded {

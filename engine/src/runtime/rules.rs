@@ -196,6 +196,17 @@ impl Evaluator {
         self.binding.pool().name()
     }
 
+    /// Whether the rules look at any of `samples` (all of them, when the
+    /// component did not say which tags it watches).
+    pub fn watches_any(&self, samples: &[Sample]) -> bool {
+        match &self.watched {
+            None => true,
+            Some(watched) => samples
+                .iter()
+                .any(|s| watched.binary_search(&s.tag).is_ok()),
+        }
+    }
+
     /// Signals from one round's decoded samples (raw values carry no bytes here).
     /// Only the samples of the tags the rules watch cross; with none of them, the
     /// component is not called.

@@ -174,17 +174,20 @@ impl Staging {
         let skip = after.map_or(0, |a| {
             usize::try_from(a.saturating_add(1).saturating_sub(front)).unwrap_or(usize::MAX)
         });
-        self.entries
-            .iter()
-            .skip(skip)
-            .filter_map(|e| {
-                e.message.as_ref().map(|message| Record {
-                    id: e.id,
-                    message: message.clone(),
+        let mut records = Vec::with_capacity(limit.min(self.entries.len().saturating_sub(skip)));
+        records.extend(
+            self.entries
+                .iter()
+                .skip(skip)
+                .filter_map(|e| {
+                    e.message.as_ref().map(|message| Record {
+                        id: e.id,
+                        message: message.clone(),
+                    })
                 })
-            })
-            .take(limit)
-            .collect()
+                .take(limit),
+        );
+        records
     }
 
     /// When the front entry's hold ends, after dropping the dead entries

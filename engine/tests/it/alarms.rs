@@ -700,11 +700,14 @@ async fn the_rules_see_the_samples_of_the_tags_they_watch_and_nothing_else() {
         assert!(signals.is_empty());
     }
     assert_eq!(calls(), before, "rules without thresholds are not called");
+    assert!(!none.watches_any(&round(true, 99.0)));
 
     // Only the door's sample: nothing the thresholds watch, no call.
     let door_only = &round(true, 0.0)[..1];
+    assert!(!temp.watches_any(door_only));
     assert!(temp.on_samples(door_only).expect("no call").is_empty());
     assert_eq!(calls(), before);
+    assert!(temp.watches_any(&round(false, 85.0)));
 
     // The temperature crosses, alone (the door's sample stays behind).
     let signals = temp.on_samples(&round(false, 85.0)).expect("rules");
