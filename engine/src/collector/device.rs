@@ -15,7 +15,7 @@ use super::sink::SampleSink;
 use crate::clock::now_ms;
 use crate::intake::Arrived;
 use crate::io::{Link, LinkError, SharedLink};
-use crate::lease::{EntityState, EntityType, Leases, Renewal, TimeoutSource};
+use crate::lease::{EntityState, EntityType, LastQueued, Leases, Renewal, TimeoutSource};
 use crate::model::{Batch, PlannedRead, TagSpec};
 use crate::pipeline::DevicePipeline;
 use crate::runtime::CodecSession;
@@ -219,6 +219,8 @@ pub struct Device {
     pub latest: LatestValues,
     rounds_done: Arc<RoundsDone>,
     last_error: Mutex<String>,
+    /// The lease's heartbeat this device queued last (`Leases::renew_unless_queued`).
+    queued_heartbeat: Mutex<LastQueued>,
     /// Rounds in a row in which the device answered and refused a request.
     refusing_rounds: AtomicU32,
 }
@@ -283,6 +285,7 @@ impl Device {
             latest: LatestValues::new(tags),
             rounds_done: parts.rounds_done,
             last_error: Mutex::default(),
+            queued_heartbeat: Mutex::default(),
             refusing_rounds: AtomicU32::new(0),
         }
     }
@@ -503,7 +506,9 @@ impl Device {
             (false, false) => return,
         };
         let terms = &self.lease;
-        terms.leases.renew(Renewal {
+        let error = self.last_error();
+        let plain = error.is_empty();
+        let make = || Renewal {
             entity_type: EntityType::Device,
             entity_id: self.id.clone(),
             parent_id: terms.driver.clone(),
@@ -512,11 +517,15 @@ impl Device {
             timeout_seconds: terms.timeout_seconds,
             timeout_source: terms.timeout_source,
             expired_state: terms.expired_state,
-            extension: match self.last_error() {
-                error if error.is_empty() => serde_json::json!({}),
-                error => serde_json::json!({ "lastError": error }),
+            extension: if plain {
+                serde_json::json!({})
+            } else {
+                serde_json::json!({ "lastError": error })
             },
-        });
+        };
+        terms
+            .leases
+            .renew_unless_queued(&self.queued_heartbeat, (state, plain), make);
     }
 
     async fn read_channel(

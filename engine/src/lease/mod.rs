@@ -31,6 +31,7 @@ use crate::mqtt::{DeviceTopic, entity_event};
 use crate::sync::{lock, read, write};
 use crate::uplink::Uplink;
 use crate::wal::Message;
+pub use queue::LastQueued;
 use queue::RenewalQueue;
 
 mod announce;
@@ -165,6 +166,27 @@ impl Leases {
     /// it (`queue.rs`). Never blocks a round.
     pub fn renew(&self, renewal: Renewal) {
         let sooner = lock(&self.queue).push(renewal, tokio::time::Instant::now());
+        if sooner {
+            self.wake.notify_one();
+        }
+    }
+
+    /// [`Leases::renew`] for a source that sends the same heartbeat round after
+    /// round: `make` is called only when the heartbeat differs from the one
+    /// `last` queued, or that one was written since
+    /// ([`RenewalQueue::push_unless_queued`]). `plain`: no extension.
+    pub fn renew_unless_queued(
+        &self,
+        last: &Mutex<LastQueued>,
+        (state, plain): (EntityState, bool),
+        make: impl FnOnce() -> Renewal,
+    ) {
+        let sooner = lock(&self.queue).push_unless_queued(
+            &mut lock(last),
+            (state, plain),
+            make,
+            tokio::time::Instant::now(),
+        );
         if sooner {
             self.wake.notify_one();
         }
