@@ -28,7 +28,7 @@ use crate::telemetry::{
 pub const RULE_FAILURE: &str = "RULE_FAILURE";
 
 /// A device's rules and the build of the device they were made for (0: any).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Attached {
     build: u64,
     rules: Arc<DeviceRules>,
