@@ -15,7 +15,7 @@ use super::sink::SampleSink;
 use crate::clock::now_ms;
 use crate::intake::Arrived;
 use crate::io::{Link, LinkError, SharedLink};
-use crate::lease::{EntityState, EntityType, LastQueued, Leases, Renewal, TimeoutSource};
+use crate::lease::{EntityState, EntityType, Leases, Renewal, TimeoutSource};
 use crate::model::{Batch, PlannedRead, TagSpec};
 use crate::pipeline::DevicePipeline;
 use crate::runtime::CodecSession;
@@ -219,8 +219,6 @@ pub struct Device {
     pub latest: LatestValues,
     rounds_done: Arc<RoundsDone>,
     last_error: Mutex<String>,
-    /// The lease's heartbeat this device queued last (`Leases::renew_unless_queued`).
-    queued_heartbeat: Mutex<LastQueued>,
     /// Rounds in a row in which the device answered and refused a request.
     refusing_rounds: AtomicU32,
 }
@@ -285,7 +283,6 @@ impl Device {
             latest: LatestValues::new(tags),
             rounds_done: parts.rounds_done,
             last_error: Mutex::default(),
-            queued_heartbeat: Mutex::default(),
             refusing_rounds: AtomicU32::new(0),
         }
     }
@@ -523,9 +520,11 @@ impl Device {
                 serde_json::json!({ "lastError": error })
             },
         };
-        terms
-            .leases
-            .renew_unless_queued(&self.queued_heartbeat, (state, plain), make);
+        terms.leases.renew_unless_queued(
+            (terms.tenant_id, EntityType::Device, &self.id),
+            (state, plain),
+            make,
+        );
     }
 
     async fn read_channel(

@@ -31,7 +31,6 @@ use crate::mqtt::{DeviceTopic, entity_event};
 use crate::sync::{lock, read, write};
 use crate::uplink::Uplink;
 use crate::wal::Message;
-pub use queue::LastQueued;
 use queue::RenewalQueue;
 
 mod announce;
@@ -172,17 +171,17 @@ impl Leases {
     }
 
     /// [`Leases::renew`] for a source that sends the same heartbeat round after
-    /// round: `make` is called only when the heartbeat differs from the one
-    /// `last` queued, or that one was written since
+    /// round: `make` is called only when the heartbeat differs from the one of
+    /// `entity` waiting in the queue, or none waits
     /// ([`RenewalQueue::push_unless_queued`]). `plain`: no extension.
     pub fn renew_unless_queued(
         &self,
-        last: &Mutex<LastQueued>,
+        entity: (u32, EntityType, &str),
         (state, plain): (EntityState, bool),
         make: impl FnOnce() -> Renewal,
     ) {
         let sooner = lock(&self.queue).push_unless_queued(
-            &mut lock(last),
+            entity,
             (state, plain),
             make,
             tokio::time::Instant::now(),

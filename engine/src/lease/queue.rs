@@ -35,14 +35,7 @@ pub(super) struct RenewalQueue {
     /// What is known of each entity, by tenant and type, then id (looked up
     /// without allocating a key).
     seen: HashMap<(u32, EntityType), HashMap<String, Known>>,
-    /// How many times the queued heartbeats were taken for a write.
-    taken: u64,
 }
-
-/// The plain heartbeat (no extension) a source queued last, and which filling
-/// of the queue it went into: while the queue has not been taken since, that
-/// heartbeat still waits there ([`RenewalQueue::push_unless_queued`]).
-pub type LastQueued = Option<(u64, EntityState)>;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Known {
@@ -91,26 +84,35 @@ impl RenewalQueue {
         }
     }
 
-    /// Queues the heartbeat `make` builds, unless `last` shows the same one
-    /// (its state, no extension) queued and not yet taken: the queue keeps one
-    /// heartbeat an entity and the write counts the lease from its own time,
-    /// so an equal one would change nothing, and a device that reports twenty
-    /// times a second builds one heartbeat a write, not twenty. `plain`: the
-    /// heartbeat carries no extension. Returns what [`RenewalQueue::push`] does
-    /// (false when nothing was queued).
+    /// Queues the heartbeat `make` builds for `entity`, unless one of it in
+    /// `state` with no extension waits already and this one has none either
+    /// (`plain`): the queue keeps one heartbeat an entity and the write counts
+    /// the lease from its own time, so the same one again would change
+    /// nothing, and a device reporting twenty times a second builds one
+    /// heartbeat a write, not twenty. The entity's heartbeats come from one
+    /// source (a device of this engine; outside collectors cannot name one),
+    /// so the rest of the heartbeat is the queued one's. Returns what
+    /// [`RenewalQueue::push`] does (false when nothing was queued).
     pub(super) fn push_unless_queued(
         &mut self,
-        last: &mut LastQueued,
+        (tenant_id, entity_type, id): (u32, EntityType, &str),
         (state, plain): (EntityState, bool),
         make: impl FnOnce() -> Renewal,
         now: Instant,
     ) -> bool {
-        if plain && *last == Some((self.taken, state)) {
+        let queued = self
+            .seen
+            .get(&(tenant_id, entity_type))
+            .and_then(|of_type| of_type.get(id))
+            .and_then(|known| known.queued)
+            .map(|at| &self.renewals[at]);
+        let waiting = queued.is_some_and(|r| {
+            r.state == state && r.extension.as_object().is_some_and(|o| o.is_empty())
+        });
+        if plain && waiting {
             return false;
         }
-        let sooner = self.push(make(), now);
-        *last = plain.then_some((self.taken, state));
-        sooner
+        self.push(make(), now)
     }
 
     /// When the queued heartbeats are to be written; `None` with none queued.
@@ -121,7 +123,6 @@ impl RenewalQueue {
     /// The queued heartbeats, leaving the queue empty.
     pub(super) fn take(&mut self) -> Vec<Renewal> {
         self.since = None;
-        self.taken += 1;
         let renewals = std::mem::take(&mut self.renewals);
         for renewal in &renewals {
             let Some(of_type) = self.seen.get_mut(&(renewal.tenant_id, renewal.entity_type)) else {
@@ -227,38 +228,41 @@ mod tests {
     }
 
     #[test]
-    fn a_plain_heartbeat_already_queued_is_not_built_again_until_the_queue_is_taken() {
+    fn a_plain_heartbeat_already_queued_is_not_built_again_until_it_is_taken() {
         let mut queue = seen(&[("d1", EntityState::Online)]);
-        let mut last: LastQueued = None;
         let built = std::cell::Cell::new(0);
         let t0 = Instant::now();
-        let renew = |queue: &mut RenewalQueue, last: &mut LastQueued, state, plain| {
+        let renew = |queue: &mut RenewalQueue, state, plain| {
             queue.push_unless_queued(
-                last,
+                (0, EntityType::Device, "d1"),
                 (state, plain),
                 || {
                     built.set(built.get() + 1);
-                    heartbeat("d1", state, 30)
+                    let mut renewal = heartbeat("d1", state, 30);
+                    if !plain {
+                        renewal.extension = serde_json::json!({ "lastError": "refused" });
+                    }
+                    renewal
                 },
                 t0,
             );
         };
-        renew(&mut queue, &mut last, EntityState::Online, true);
-        renew(&mut queue, &mut last, EntityState::Online, true);
+        renew(&mut queue, EntityState::Online, true);
+        renew(&mut queue, EntityState::Online, true);
         assert_eq!(built.get(), 1, "the same heartbeat waits in the queue");
         // Another state, or an extension, is built and takes the queued one's place.
-        renew(&mut queue, &mut last, EntityState::Fault, true);
-        renew(&mut queue, &mut last, EntityState::Fault, false);
-        renew(&mut queue, &mut last, EntityState::Fault, false);
+        renew(&mut queue, EntityState::Fault, true);
+        renew(&mut queue, EntityState::Fault, false);
+        renew(&mut queue, EntityState::Fault, false);
         assert_eq!(built.get(), 4);
-        renew(&mut queue, &mut last, EntityState::Fault, true);
-        renew(&mut queue, &mut last, EntityState::Fault, true);
+        renew(&mut queue, EntityState::Fault, true);
+        renew(&mut queue, EntityState::Fault, true);
         assert_eq!(built.get(), 5);
         let taken = queue.take();
         assert_eq!(taken.len(), 1);
         assert_eq!(taken[0].state, EntityState::Fault);
         // Written: the next one is queued again.
-        renew(&mut queue, &mut last, EntityState::Fault, true);
+        renew(&mut queue, EntityState::Fault, true);
         assert_eq!(built.get(), 6);
         assert_eq!(queue.take().len(), 1);
     }
