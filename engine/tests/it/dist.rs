@@ -2,8 +2,10 @@
 //! need `target/packages`, named by `SLUICE_DIST`): each static binary runs a
 //! gateway against pymodbus and Mosquitto (the aarch64 one under
 //! `qemu-aarch64-static`), refuses the demo it leaves out, and prints its size
-//! and its cold start to the first publish; each Debian package installs into an empty root with its files
-//! where the README says, its example config passes `sluice check`, and its
+//! and its cold start to the first publish, and the x86_64 one runs an
+//! uploaded stage on its sandbox threads below the engine's priority (what
+//! musl's wrappers decide, `runtime/threads.rs`); each Debian package installs
+//! into an empty root with its files where the README says, its example config passes `sluice check`, and its
 //! unit passes `systemd-analyze verify` (beside the units of this machine's
 //! systemd, which an empty root lacks).
 
@@ -12,9 +14,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::config::{Device, Gateway, Tag};
-use crate::support::engine::scratch_dir;
+use crate::support::engine::{ADMIN_TOKEN, Engine, scratch_dir};
 use crate::support::mqtt::Subscriber;
-use crate::support::peers::{Mosquitto, PyModbus};
+use crate::support::peers::{Mosquitto, PyModbus, free_port};
 use serde_json::json;
 
 /// A build: its target, its Debian architecture, and what runs it here.
@@ -87,8 +89,9 @@ fn finish(mut command: Command, limit: Duration) -> std::process::Output {
     child.wait_with_output().expect("output")
 }
 
-fn config(modbus: u16, mqtt: u16) -> String {
+fn config(modbus: u16, mqtt: u16, http: u16) -> String {
     Gateway::new(&format!("dist-{mqtt}"), mqtt)
+        .http(http, ADMIN_TOKEN)
         .device(
             Device::modbus("meter", modbus)
                 .channel("readTimeoutMs", 1000)
@@ -121,7 +124,8 @@ async fn each_static_binary_runs_a_gateway_and_has_no_demo() {
         let host = Subscriber::connect(broker.port()).await;
         let dir = scratch_dir(&format!("dist-{}", build.debian));
         let file = dir.join("gateway.yaml");
-        std::fs::write(&file, config(modbus.port(), broker.port())).expect("config");
+        let http = free_port();
+        std::fs::write(&file, config(modbus.port(), broker.port(), http)).expect("config");
         let log = std::fs::File::create(dir.join("engine.log")).expect("log");
         let started = Instant::now();
         let mut gateway = build.command();
@@ -139,6 +143,9 @@ async fn each_static_binary_runs_a_gateway_and_has_no_demo() {
             })
             .await;
         let first = started.elapsed();
+        if build.runner.is_none() {
+            uploaded_stages_run_below_the_engine(&host, http, child.id()).await;
+        }
         let _ = child.kill();
         let _ = child.wait();
         let report = messages
@@ -157,6 +164,57 @@ async fn each_static_binary_runs_a_gateway_and_has_no_demo() {
                 .map_or(String::new(), |r| format!(" (under {r})")),
         );
     }
+}
+
+/// Replaces the pipeline's `scale` with an uploaded version (`shifted_scale`,
+/// which adds 1000), waits for its values, and checks the threads of the
+/// gateway `pid`: the uploaded stage's calls ran on `sluice-sandbox` threads
+/// under `SCHED_IDLE`, every other thread kept the normal policy.
+async fn uploaded_stages_run_below_the_engine(host: &Subscriber, http: u16, pid: u32) {
+    let wasm = PathBuf::from(env!("SLUICE_TEST_COMPONENTS")).join("shifted_scale.wasm");
+    let bytes = std::fs::read(&wasm).expect("the test component");
+    let (status, body) = Engine::put_wasm(
+        http,
+        "/components/scale/7.0.0?kind=stage",
+        ADMIN_TOKEN,
+        &bytes,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    host.wait_until(Duration::from_secs(60), "the uploaded stage's value", |m| {
+        m.iter()
+            .any(|m| m.topic == TOPIC && m.json()["values"][0]["value"] == json!(1230.5))
+    })
+    .await;
+    let threads = threads_of(pid);
+    let sandbox: Vec<_> = threads
+        .iter()
+        .filter(|(name, _)| name == "sluice-sandbox")
+        .collect();
+    assert!(!sandbox.is_empty(), "no sandbox thread: {threads:?}");
+    for (name, policy) in &threads {
+        let expected = if name == "sluice-sandbox" {
+            libc::SCHED_IDLE
+        } else {
+            libc::SCHED_OTHER
+        };
+        assert_eq!(*policy, expected, "{name}: {threads:?}");
+    }
+}
+
+/// The name and scheduling policy of each thread of `pid` (`/proc`).
+fn threads_of(pid: u32) -> Vec<(String, i32)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the gateway's threads");
+    tasks
+        .filter_map(|task| {
+            let stat = std::fs::read_to_string(task.ok()?.path().join("stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            let name = head.split_once('(')?.1.to_owned();
+            // Fields after the name start at the third; the policy is the 41st.
+            let policy = rest.split_whitespace().nth(41 - 3)?.parse().ok()?;
+            Some((name, policy))
+        })
+        .collect()
 }
 
 /// Installs `package` into a new empty root; the root.
