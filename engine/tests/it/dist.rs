@@ -71,6 +71,17 @@ impl Build {
     }
 }
 
+/// A gateway started by a test, killed when the test is done with it (also
+/// when an assertion fails while it runs).
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Runs `command` to its end within `limit`; its output.
 fn finish(mut command: Command, limit: Duration) -> std::process::Output {
     let mut child = command
@@ -129,14 +140,16 @@ async fn each_static_binary_runs_a_gateway_and_has_no_demo() {
         let log = std::fs::File::create(dir.join("engine.log")).expect("log");
         let started = Instant::now();
         let mut gateway = build.command();
-        let mut child = gateway
-            .args(["run", "--config"])
-            .arg(&file)
-            .current_dir(&dir)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("the gateway starts");
+        let child = Running(
+            gateway
+                .args(["run", "--config"])
+                .arg(&file)
+                .current_dir(&dir)
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("the gateway starts"),
+        );
         let messages = host
             .wait_until(Duration::from_secs(300), "the first report", |m| {
                 m.iter().any(|m| m.topic == TOPIC)
@@ -144,10 +157,9 @@ async fn each_static_binary_runs_a_gateway_and_has_no_demo() {
             .await;
         let first = started.elapsed();
         if build.runner.is_none() {
-            uploaded_stages_run_below_the_engine(&host, http, child.id()).await;
+            uploaded_stages_run_below_the_engine(&host, http, child.0.id()).await;
         }
-        let _ = child.kill();
-        let _ = child.wait();
+        drop(child);
         let report = messages
             .iter()
             .find(|m| m.topic == TOPIC)
