@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::latest::{LatestValues, RoundsDone};
 use super::metrics::DeviceCounters;
 use super::push::PushInput;
+use super::reach::Reach;
 use super::reporter::{Identity, Reporter, Round};
 use super::sink::SampleSink;
 use crate::clock::now_ms;
@@ -219,6 +220,8 @@ pub struct Device {
     pub latest: LatestValues,
     rounds_done: Arc<RoundsDone>,
     last_error: Mutex<String>,
+    /// What the log was told of its connection problem.
+    reach: Reach,
     /// Rounds in a row in which the device answered and refused a request.
     refusing_rounds: AtomicU32,
 }
@@ -283,6 +286,7 @@ impl Device {
             latest: LatestValues::new(tags),
             rounds_done: parts.rounds_done,
             last_error: Mutex::default(),
+            reach: Reach::default(),
             refusing_rounds: AtomicU32::new(0),
         }
     }
@@ -587,10 +591,17 @@ impl Device {
     ) -> Option<VecDeque<PlannedRead>> {
         let channel = round.channel;
         let epoch = match link.ensure_online(session).await {
-            Ok(epoch) => epoch,
+            Ok(epoch) => {
+                self.reach.reached(&self.id, || link.settings().address());
+                epoch
+            }
             Err(error) => {
                 if !matches!(error, LinkError::Backoff { .. }) {
-                    self.note_error(format!("channel {}: {error}", channel.id));
+                    let address = link.settings().address();
+                    let cause = error.to_string();
+                    self.reach
+                        .failed(&self.id, &address, &cause, std::time::Instant::now());
+                    self.note_error(format!("channel {}: {cause}", channel.id));
                 }
                 round.lose(local_due);
                 round.read.unreachable = true;

@@ -22,6 +22,7 @@ mod ownership;
 mod polling;
 mod push;
 mod raw_values;
+mod reach;
 mod reporter;
 mod roster;
 mod scrape;

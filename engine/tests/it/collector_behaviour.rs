@@ -110,6 +110,58 @@ async fn a_slow_device_is_skipped_and_never_delays_the_others_which_share_a_conn
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_that_cannot_be_reached_is_warned_of_once_at_the_default_level() {
+    let broker = Mosquitto::start();
+    let http = free_port();
+    let closed = free_port();
+    let config = collector(broker.port(), http, "BATCH", 5)
+        .set("backoff.baseMs", 50)
+        .set("backoff.maxMs", 100)
+        .device(device("meter", closed, 1, [uint16("a", "40001", 100)]));
+    let dir = scratch_dir("unreachable");
+    let mut engine = Engine::start_at_default_level(&dir, &config.yaml());
+    let address = format!("127.0.0.1:{closed}");
+    let warnings = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains("WARN") && l.contains(&address))
+            .map(str::to_owned)
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while warnings(&engine.log()).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no WARN naming {address} within 10 s:\n{}",
+            engine.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Twenty more failed rounds (a connect every 100 ms at most): still one line.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let metrics = Engine::http_get(http, "/metrics", None).await;
+        let failed = metrics.as_deref().map_or(0.0, |m| {
+            metric(m, "sluice_rounds_failed_total{device=\"meter\"}")
+        });
+        if failed >= 20.0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{metrics:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    engine.assert_running();
+    let log = engine.log();
+    let told = warnings(&log);
+    assert_eq!(told.len(), 1, "{log}");
+    assert!(
+        told[0].contains("meter") && told[0].contains("refused"),
+        "the device and the cause: {}",
+        told[0]
+    );
+    assert!(!log.contains("DEBUG"), "the default level: {log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn report_modes_sequence_numbers_across_a_crash_and_the_last_will() {
     let (sim, handle) = simulator(100, Duration::ZERO).await;
     sim.set_holding(0, &[10, 20, 30]);

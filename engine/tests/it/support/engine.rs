@@ -59,6 +59,14 @@ impl Engine {
         )
     }
 
+    /// Writes `config` into `dir` and runs `sluice run` on it at the log level
+    /// a user gets (no `RUST_LOG`), to test what the log tells at it.
+    pub fn start_at_default_level(dir: &PathBuf, config: &str) -> Self {
+        let config_path = dir.join("devices.yaml");
+        std::fs::write(&config_path, config).expect("write config");
+        Self::spawn_logging(dir, &config_path, &[], None)
+    }
+
     /// Runs `sluice run` on an existing config file.
     pub fn start_with(dir: &PathBuf, config_path: &PathBuf) -> Self {
         Self::spawn(dir, config_path, &[])
@@ -71,6 +79,16 @@ impl Engine {
     }
 
     fn spawn(dir: &PathBuf, config_path: &PathBuf, extra: &[&std::ffi::OsStr]) -> Self {
+        Self::spawn_logging(dir, config_path, extra, Some("info,sluice=debug"))
+    }
+
+    /// [`Engine::spawn`] with `RUST_LOG` set to `filter`, or unset.
+    fn spawn_logging(
+        dir: &PathBuf,
+        config_path: &PathBuf,
+        extra: &[&std::ffi::OsStr],
+        filter: Option<&str>,
+    ) -> Self {
         let log = dir.join(format!(
             "engine-{}.log",
             Instant::now().elapsed().as_nanos()
@@ -81,11 +99,15 @@ impl Engine {
             log
         };
         let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        match filter {
+            Some(filter) => command.env("RUST_LOG", filter),
+            None => command.env_remove("RUST_LOG"),
+        };
+        let child = command
             .args(["run", "--config"])
             .arg(config_path)
             .args(extra)
-            .env("RUST_LOG", "info,sluice=debug")
             // Every engine of the run shares the compiled components: each
             // compiles the built-in ones once, not once per test.
             .env(sluice::gateway::COMPONENT_CACHE_VAR, component_cache())
