@@ -16,7 +16,7 @@ use super::sink::SampleSink;
 use crate::clock::now_ms;
 use crate::intake::Arrived;
 use crate::io::{Link, LinkError, SharedLink};
-use crate::lease::{EntityState, EntityType, Leases, Renewal, TimeoutSource};
+use crate::lease::{EntityState, EntityType, Leases, PlainRenewal, TimeoutSource};
 use crate::model::{Batch, PlannedRead, TagSpec};
 use crate::pipeline::DevicePipeline;
 use crate::runtime::CodecSession;
@@ -45,6 +45,9 @@ pub struct Channel {
     epoch: AtomicU64,
     /// On a line shared with other units: how long this unit has gone unanswered.
     silence: Mutex<UnitSilence>,
+    /// What the log was told of its connection problem (each channel its own:
+    /// one that connects says nothing of another that does not).
+    reach: Reach,
 }
 
 /// A unit on a shared line that stopped answering is asked again only after a
@@ -85,6 +88,7 @@ impl Channel {
             read_timeout,
             silence: Mutex::default(),
             epoch: AtomicU64::new(0),
+            reach: Reach::default(),
         }
     }
 
@@ -220,8 +224,6 @@ pub struct Device {
     pub latest: LatestValues,
     rounds_done: Arc<RoundsDone>,
     last_error: Mutex<String>,
-    /// What the log was told of its connection problem.
-    reach: Reach,
     /// Rounds in a row in which the device answered and refused a request.
     refusing_rounds: AtomicU32,
 }
@@ -286,7 +288,6 @@ impl Device {
             latest: LatestValues::new(tags),
             rounds_done: parts.rounds_done,
             last_error: Mutex::default(),
-            reach: Reach::default(),
             refusing_rounds: AtomicU32::new(0),
         }
     }
@@ -507,28 +508,24 @@ impl Device {
             (false, false) => return,
         };
         let terms = &self.lease;
-        let error = self.last_error();
-        let plain = error.is_empty();
-        let make = || Renewal {
+        let heartbeat = PlainRenewal {
             entity_type: EntityType::Device,
-            entity_id: self.id.clone(),
-            parent_id: terms.driver.clone(),
+            entity_id: &self.id,
+            parent_id: &terms.driver,
             tenant_id: terms.tenant_id,
             state,
             timeout_seconds: terms.timeout_seconds,
             timeout_source: terms.timeout_source,
             expired_state: terms.expired_state,
-            extension: if plain {
-                serde_json::json!({})
-            } else {
-                serde_json::json!({ "lastError": error })
-            },
         };
-        terms.leases.renew_unless_queued(
-            (terms.tenant_id, EntityType::Device, &self.id),
-            (state, plain),
-            make,
-        );
+        let error = self.last_error();
+        if error.is_empty() {
+            terms.leases.renew_plain(heartbeat);
+        } else {
+            let mut renewal = heartbeat.to_renewal();
+            renewal.extension = serde_json::json!({ "lastError": error });
+            terms.leases.renew(renewal);
+        }
     }
 
     async fn read_channel(
@@ -592,15 +589,17 @@ impl Device {
         let channel = round.channel;
         let epoch = match link.ensure_online(session).await {
             Ok(epoch) => {
-                self.reach.reached(&self.id, || link.settings().address());
+                let reach = &channel.reach;
+                reach.reached(&self.id, &channel.id, || link.settings().address());
                 epoch
             }
             Err(error) => {
                 if !matches!(error, LinkError::Backoff { .. }) {
                     let address = link.settings().address();
                     let cause = error.to_string();
-                    self.reach
-                        .failed(&self.id, &address, &cause, std::time::Instant::now());
+                    let now = std::time::Instant::now();
+                    let reach = &channel.reach;
+                    reach.failed(&self.id, &channel.id, &address, &cause, now);
                     self.note_error(format!("channel {}: {cause}", channel.id));
                 }
                 round.lose(local_due);

@@ -19,7 +19,8 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc, watch};
 
 pub use crate::model::{
-    EntityKey, EntityState, EntityType, Renewal, StateFilter, StateRow, TimeoutSource, Transition,
+    EntityKey, EntityState, EntityType, PlainRenewal, Renewal, StateFilter, StateRow,
+    TimeoutSource, Transition,
 };
 pub use crate::store::{Claimed, RedbStateStore, StateStore, StoreError};
 
@@ -171,21 +172,10 @@ impl Leases {
     }
 
     /// [`Leases::renew`] for a source that sends the same heartbeat round after
-    /// round: `make` is called only when the heartbeat differs from the one of
-    /// `entity` waiting in the queue, or none waits
-    /// ([`RenewalQueue::push_unless_queued`]). `plain`: no extension.
-    pub fn renew_unless_queued(
-        &self,
-        entity: (u32, EntityType, &str),
-        (state, plain): (EntityState, bool),
-        make: impl FnOnce() -> Renewal,
-    ) {
-        let sooner = lock(&self.queue).push_unless_queued(
-            entity,
-            (state, plain),
-            make,
-            tokio::time::Instant::now(),
-        );
+    /// round: it is built and queued only when the same one does not already
+    /// wait ([`RenewalQueue::push_plain`]).
+    pub fn renew_plain(&self, heartbeat: PlainRenewal<'_>) {
+        let sooner = lock(&self.queue).push_plain(heartbeat, tokio::time::Instant::now());
         if sooner {
             self.wake.notify_one();
         }

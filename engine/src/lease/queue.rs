@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::model::{EntityKey, EntityState, EntityType, Renewal};
+use crate::model::{EntityKey, EntityState, EntityType, PlainRenewal, Renewal};
 
 /// Heartbeats gathered into one write at least this long (a state change waits no longer).
 pub(super) const GATHER: Duration = Duration::from_millis(100);
@@ -84,35 +84,23 @@ impl RenewalQueue {
         }
     }
 
-    /// Queues the heartbeat `make` builds for `entity`, unless one of it in
-    /// `state` with no extension waits already and this one has none either
-    /// (`plain`): the queue keeps one heartbeat an entity and the write counts
-    /// the lease from its own time, so the same one again would change
-    /// nothing, and a device reporting twenty times a second builds one
-    /// heartbeat a write, not twenty. The entity's heartbeats come from one
-    /// source (a device of this engine; outside collectors cannot name one),
-    /// so the rest of the heartbeat is the queued one's. Returns what
-    /// [`RenewalQueue::push`] does (false when nothing was queued).
-    pub(super) fn push_unless_queued(
-        &mut self,
-        (tenant_id, entity_type, id): (u32, EntityType, &str),
-        (state, plain): (EntityState, bool),
-        make: impl FnOnce() -> Renewal,
-        now: Instant,
-    ) -> bool {
-        let queued = self
+    /// Queues `heartbeat`, unless the same one waits already: the queue keeps
+    /// one heartbeat an entity and the write counts the lease from its own
+    /// time, so the same one again would change nothing, and a device
+    /// reporting twenty times a second builds one heartbeat a write, not
+    /// twenty. Returns what [`RenewalQueue::push`] does (false when nothing
+    /// was queued).
+    pub(super) fn push_plain(&mut self, heartbeat: PlainRenewal<'_>, now: Instant) -> bool {
+        let waiting = self
             .seen
-            .get(&(tenant_id, entity_type))
-            .and_then(|of_type| of_type.get(id))
+            .get(&(heartbeat.tenant_id, heartbeat.entity_type))
+            .and_then(|of_type| of_type.get(heartbeat.entity_id))
             .and_then(|known| known.queued)
-            .map(|at| &self.renewals[at]);
-        let waiting = queued.is_some_and(|r| {
-            r.state == state && r.extension.as_object().is_some_and(|o| o.is_empty())
-        });
-        if plain && waiting {
+            .is_some_and(|at| heartbeat.is(&self.renewals[at]));
+        if waiting {
             return false;
         }
-        self.push(make(), now)
+        self.push(heartbeat.to_renewal(), now)
     }
 
     /// When the queued heartbeats are to be written; `None` with none queued.
@@ -227,43 +215,45 @@ mod tests {
         assert_eq!(queue.due(), None);
     }
 
+    fn plain(state: EntityState, timeout_seconds: u64) -> PlainRenewal<'static> {
+        PlainRenewal {
+            entity_type: EntityType::Device,
+            entity_id: "d1",
+            parent_id: "modbus-tcp",
+            tenant_id: 0,
+            state,
+            timeout_seconds,
+            timeout_source: TimeoutSource::Device,
+            expired_state: EntityState::Offline,
+        }
+    }
+
     #[test]
-    fn a_plain_heartbeat_already_queued_is_not_built_again_until_it_is_taken() {
+    fn a_plain_heartbeat_already_queued_is_not_queued_again_until_it_is_taken() {
         let mut queue = seen(&[("d1", EntityState::Online)]);
-        let built = std::cell::Cell::new(0);
         let t0 = Instant::now();
-        let renew = |queue: &mut RenewalQueue, state, plain| {
-            queue.push_unless_queued(
-                (0, EntityType::Device, "d1"),
-                (state, plain),
-                || {
-                    built.set(built.get() + 1);
-                    let mut renewal = heartbeat("d1", state, 30);
-                    if !plain {
-                        renewal.extension = serde_json::json!({ "lastError": "refused" });
-                    }
-                    renewal
-                },
-                t0,
-            );
-        };
-        renew(&mut queue, EntityState::Online, true);
-        renew(&mut queue, EntityState::Online, true);
-        assert_eq!(built.get(), 1, "the same heartbeat waits in the queue");
-        // Another state, or an extension, is built and takes the queued one's place.
-        renew(&mut queue, EntityState::Fault, true);
-        renew(&mut queue, EntityState::Fault, false);
-        renew(&mut queue, EntityState::Fault, false);
-        assert_eq!(built.get(), 4);
-        renew(&mut queue, EntityState::Fault, true);
-        renew(&mut queue, EntityState::Fault, true);
-        assert_eq!(built.get(), 5);
+        let online = plain(EntityState::Online, 30);
+        assert!(online.is(&online.to_renewal()));
+        assert!(queue.push_plain(online, t0));
+        assert!(!queue.push_plain(online, t0), "the same heartbeat waits");
+        assert_eq!(queue.renewals.len(), 1);
+        // Another state, another lease (a device rebuilt with a new
+        // `stateTimeout`), or one with an extension takes the queued one's place.
+        queue.push_plain(plain(EntityState::Fault, 30), t0);
+        assert_eq!(queue.renewals[0].state, EntityState::Fault);
+        queue.push_plain(plain(EntityState::Fault, 9), t0);
+        assert_eq!(queue.renewals[0].timeout_seconds, 9);
+        let mut with_error = plain(EntityState::Fault, 9).to_renewal();
+        with_error.extension = serde_json::json!({ "lastError": "refused" });
+        queue.push(with_error, t0);
+        queue.push_plain(plain(EntityState::Fault, 9), t0);
+        assert_eq!(queue.renewals.len(), 1);
+        assert_eq!(queue.renewals[0].extension, serde_json::json!({}));
         let taken = queue.take();
         assert_eq!(taken.len(), 1);
-        assert_eq!(taken[0].state, EntityState::Fault);
-        // Written: the next one is queued again.
-        renew(&mut queue, EntityState::Fault, true);
-        assert_eq!(built.get(), 6);
+        assert!(plain(EntityState::Fault, 9).is(&taken[0]));
+        // Written: the same heartbeat is queued again.
+        assert!(queue.push_plain(plain(EntityState::Fault, 9), t0));
         assert_eq!(queue.take().len(), 1);
     }
 

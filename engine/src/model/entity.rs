@@ -247,6 +247,52 @@ impl Renewal {
     }
 }
 
+/// A heartbeat with no extension, borrowed from its source: a device that
+/// sends the same one round after round describes it, and it is built only
+/// when the same one does not already wait to be written
+/// (`Leases::renew_plain`).
+#[derive(Debug, Clone, Copy)]
+pub struct PlainRenewal<'a> {
+    pub entity_type: EntityType,
+    pub entity_id: &'a str,
+    pub parent_id: &'a str,
+    pub tenant_id: u32,
+    pub state: EntityState,
+    pub timeout_seconds: u64,
+    pub timeout_source: TimeoutSource,
+    pub expired_state: EntityState,
+}
+
+impl PlainRenewal<'_> {
+    /// Whether `renewal` is this heartbeat, field by field.
+    pub fn is(&self, renewal: &Renewal) -> bool {
+        renewal.entity_type == self.entity_type
+            && renewal.entity_id == self.entity_id
+            && renewal.parent_id == self.parent_id
+            && renewal.tenant_id == self.tenant_id
+            && renewal.state == self.state
+            && renewal.timeout_seconds == self.timeout_seconds
+            && renewal.timeout_source == self.timeout_source
+            && renewal.expired_state == self.expired_state
+            && renewal.extension.as_object().is_some_and(|o| o.is_empty())
+    }
+
+    /// The heartbeat, built.
+    pub fn to_renewal(&self) -> Renewal {
+        Renewal {
+            entity_type: self.entity_type,
+            entity_id: self.entity_id.to_owned(),
+            parent_id: self.parent_id.to_owned(),
+            tenant_id: self.tenant_id,
+            state: self.state,
+            timeout_seconds: self.timeout_seconds,
+            timeout_source: self.timeout_source,
+            extension: serde_json::json!({}),
+            expired_state: self.expired_state,
+        }
+    }
+}
+
 /// Which rows a list wants (by state: callers filter on the effective state).
 #[derive(Debug, Clone, Default)]
 pub struct StateFilter {

@@ -19,7 +19,8 @@ mod whitelist;
 pub use alarm::{AlarmAction, AlarmState, Signal, SignalKind};
 pub use command::{CommandAction, CommandKind, CommandStatus, ReceiptResult, result_code};
 pub use entity::{
-    EntityKey, EntityState, EntityType, Renewal, StateFilter, StateRow, TimeoutSource, Transition,
+    EntityKey, EntityState, EntityType, PlainRenewal, Renewal, StateFilter, StateRow,
+    TimeoutSource, Transition,
 };
 pub use frame::{DeviceError, FrameError, FrameSize, PlannedRead};
 pub use protocol::{
