@@ -42,6 +42,49 @@ pub struct StateView {
     #[schema(value_type = Object)]
     extension: Value,
     tenant_id: u32,
+    /// For a device this engine polls: how its connections are doing now.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    reach: Option<ReachView>,
+}
+
+/// How a polled device's connections are doing, from the engine that polls
+/// it: told also of a device never reached, which has no row yet.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReachView {
+    /// Why its last round failed (a connect refused, a frame it refused);
+    /// `null` since a round went through.
+    last_error: Option<String>,
+    /// Each channel's connection.
+    connections: Vec<ConnectionView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionView {
+    channel_id: String,
+    /// `IDLE`, `CONNECTING`, `ONLINE`, `OFFLINE`, `RECOVERING` or `FAILED`.
+    state: &'static str,
+}
+
+/// The connections of configured device `id`, if this engine polls it.
+fn reach(state: &ApiState, id: &str) -> Option<ReachView> {
+    let roster = state.fleet.roster();
+    let device = roster.get(id)?;
+    if device.channels.is_empty() {
+        return None;
+    }
+    let last_error = device.last_error();
+    Some(ReachView {
+        last_error: (!last_error.is_empty()).then_some(last_error),
+        connections: device
+            .connections()
+            .map(|(channel, link)| ConnectionView {
+                channel_id: channel.to_owned(),
+                state: link.as_str(),
+            })
+            .collect(),
+    })
 }
 
 /// A row as the API shows it, with its effective state.
@@ -66,6 +109,7 @@ fn view(row: &StateRow, now: i64) -> StateView {
         timeout_source: row.timeout_source,
         extension: row.extension.clone(),
         tenant_id: row.tenant_id,
+        reach: None,
     }
 }
 
@@ -164,6 +208,8 @@ pub struct UnheardView {
     /// Always `unknown`.
     state: &'static str,
     tenant_id: u32,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    reach: Option<ReachView>,
 }
 
 /// How a state reads when there is no row to read it from.
@@ -186,7 +232,13 @@ fn read_one(
 ) -> ApiReply {
     match find(state, scope, entity_type, id, tenant) {
         Err((status, message)) => error(status, message),
-        Ok(Some(row)) if scope.sees(row.tenant_id) => ok(view(&row, now_ms())),
+        Ok(Some(row)) if scope.sees(row.tenant_id) => {
+            let mut view = view(&row, now_ms());
+            if entity_type == EntityType::Device {
+                view.reach = reach(state, id);
+            }
+            ok(view)
+        }
         Ok(Some(_)) => error(
             StatusCode::NOT_FOUND,
             format!("no {} `{id}` of this tenant", entity_type.as_str()),
@@ -203,6 +255,7 @@ fn read_one(
                     id: id.to_owned(),
                     state: UNKNOWN,
                     tenant_id: device.tenant_id,
+                    reach: reach(state, id),
                 }),
                 None => error(StatusCode::NOT_FOUND, format!("no device `{id}`")),
             }
@@ -218,7 +271,9 @@ fn read_one(
     params(("id" = String, Path, description = "Device id"), TenantQuery),
     responses(
         (status = 200, description = "Its row; a configured device nobody has heard from yet \
-            reads `{type, id, state: \"unknown\", tenantId}`", body = StateView),
+            reads `{type, id, state: \"unknown\", tenantId}`. A device this engine polls also \
+            has `lastError` and `connections` (each channel's connection state), reached or \
+            not", body = StateView),
         (status = 404, description = "No such device (or another tenant's)", body = ErrorBody)))]
 pub async fn device(
     State(state): State<ApiState>,

@@ -15,7 +15,7 @@ use super::reporter::{Identity, Reporter, Round};
 use super::sink::SampleSink;
 use crate::clock::now_ms;
 use crate::intake::Arrived;
-use crate::io::{Link, LinkError, SharedLink};
+use crate::io::{Link, LinkError, LinkState, SharedLink};
 use crate::lease::{EntityState, EntityType, Leases, PlainRenewal, TimeoutSource};
 use crate::model::{Batch, PlannedRead, TagSpec};
 use crate::pipeline::DevicePipeline;
@@ -332,8 +332,17 @@ impl Device {
         }
     }
 
+    /// The device's last problem (a connect that failed, a frame it refused),
+    /// empty since a round went through.
     pub fn last_error(&self) -> String {
         lock(&self.last_error).clone()
+    }
+
+    /// Each channel's id and its connection's state now.
+    pub fn connections(&self) -> impl Iterator<Item = (&str, LinkState)> {
+        self.channels
+            .iter()
+            .map(|channel| (channel.id.as_str(), channel.link.state()))
     }
 
     /// Runs a component call, adding its duration to the device's component time.

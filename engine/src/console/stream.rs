@@ -2,7 +2,8 @@
 //! seen through the caller's token (a tenant's stream names its own devices only).
 //!
 //! - `values`: devices whose rounds brought samples since the last event: each
-//!   tag's last value, quality and time, the round's latency, the connections;
+//!   tag's last value, quality and time, the round's latency, the connections
+//!   and the device's last error;
 //!   at most one such event every [`VALUES_EVERY`], whatever the fleet's pace.
 //! - `states`: devices whose lease state changed (checked every [`STATES_EVERY`]).
 //! - `alarms`: alarms changed; the page reads the list again.
@@ -229,19 +230,17 @@ fn device_values(device: &Device) -> Value {
         })
         .collect();
     let connections: Vec<Value> = device
-        .channels
-        .iter()
-        .map(|channel| {
-            let state = channel.link.state().as_str();
-            json!({ "channelId": channel.id, "state": state })
-        })
+        .connections()
+        .map(|(channel, state)| json!({ "channelId": channel, "state": state.as_str() }))
         .collect();
+    let last_error = device.last_error();
     let latency = device.counters.rounds.last_latency();
     json!({
         "deviceId": device.id,
         "roundAt": latest.round_at_ms,
         "latencyMs": latency.map(|l| l.as_secs_f64() * 1000.0),
         "connections": connections,
+        "lastError": (!last_error.is_empty()).then_some(last_error),
         "values": values,
     })
 }

@@ -457,13 +457,13 @@ impl<W: World> Binding<W> {
                 *handle = Some((slot.generation, resource));
                 Ok(resource)
             }
-            Ok(Err(issues)) => {
-                self.pool.failures.fetch_add(1, Ordering::Relaxed);
-                Err(CallError::Config {
-                    component: self.pool.name.clone(),
-                    issues: issues_from_wit(issues),
-                })
-            }
+            // Settings the component refuses are the configuration's fault,
+            // not the component's: its driver stays online (a refused
+            // reload changes no state).
+            Ok(Err(issues)) => Err(CallError::Config {
+                component: self.pool.name.clone(),
+                issues: issues_from_wit(issues),
+            }),
             Err(error) => Err(self.pool.fail(slot, "create", error)),
         }
     }

@@ -159,6 +159,21 @@ async fn a_device_that_cannot_be_reached_is_warned_of_once_at_the_default_level(
         told[0]
     );
     assert!(!log.contains("DEBUG"), "the default level: {log}");
+    // The device was never reached: its state is unknown, with the cause and
+    // how its connection is doing.
+    let body = Engine::http_get(http, "/devices/meter/state", Some(ADMIN_TOKEN))
+        .await
+        .expect("the state answers");
+    let state: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(state["state"], "unknown", "{state}");
+    let last_error = state["lastError"].as_str().unwrap_or_default();
+    assert!(
+        last_error.contains("refused") && last_error.contains("channel"),
+        "{state}"
+    );
+    let connections = state["connections"].as_array().expect("connections");
+    assert_eq!(connections.len(), 1, "{state}");
+    assert_ne!(connections[0]["state"], "ONLINE", "{state}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -156,6 +156,20 @@ async fn devices_added_changed_and_removed_live_leave_the_others_untouched() {
         })
         .await;
     assert!(health(http).await["config"]["lastError"].is_string());
+    // The codec refused the address: the configuration's fault, so no call of
+    // the codec failed and its driver stays online.
+    let metrics = Engine::http_get(http, "/metrics", None)
+        .await
+        .expect("metrics");
+    let pool_failures: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("sluice_component_pool_failures_total{"))
+        .collect();
+    assert!(!pool_failures.is_empty(), "{metrics}");
+    assert!(
+        pool_failures.iter().all(|l| l.ends_with(" 0")),
+        "{pool_failures:?}"
+    );
 
     // A device of a tenant the running engine does not know: tenants change at
     // the next start, so the edit is refused.

@@ -254,7 +254,8 @@ function paintDevice(entry) {
     }
     if (values) {
       row.querySelector(".connection-cell").replaceChildren(
-        ...values.connections.map((c) => stateBadge(c.state)));
+        ...values.connections.map((c) => stateBadge(c.state)),
+        ...(values.lastError ? [h("div", { class: "error last-error", text: values.lastError })] : []));
       row.querySelector(".latency-cell").textContent =
         values.latencyMs === null ? "-" : `${values.latencyMs.toFixed(1)} ms`;
       row.querySelector(".values-cell").replaceChildren(...valueSpans(id));
@@ -303,7 +304,9 @@ function paintDeviceLive(container, id) {
     fields([["Last round", `${time(entry.roundAt)} (${age(entry.roundAt)})`],
       ["Round latency", entry.latencyMs === null ? "-" : `${entry.latencyMs.toFixed(1)} ms`],
       ["Connections", h("span", {}, entry.connections.map((c) =>
-        h("span", {}, `${c.channelId} `, stateBadge(c.state), " ")))]]),
+        h("span", {}, `${c.channelId} `, stateBadge(c.state), " ")))],
+      ["Last error", h("span", { class: entry.lastError ? "error last-error" : "muted",
+        text: entry.lastError || "none" })]]),
     table(["Tag", "Value", "Quality", "Age"], rows, "device-values"));
 }
 
