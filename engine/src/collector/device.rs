@@ -224,6 +224,9 @@ pub struct Device {
     pub latest: LatestValues,
     rounds_done: Arc<RoundsDone>,
     last_error: Mutex<String>,
+    /// Problems noted so far: a round that notes none and is answered clears
+    /// `last_error`.
+    errors_noted: AtomicU64,
     /// Rounds in a row in which the device answered and refused a request.
     refusing_rounds: AtomicU32,
 }
@@ -288,6 +291,7 @@ impl Device {
             latest: LatestValues::new(tags),
             rounds_done: parts.rounds_done,
             last_error: Mutex::default(),
+            errors_noted: AtomicU64::new(0),
             refusing_rounds: AtomicU32::new(0),
         }
     }
@@ -369,6 +373,7 @@ impl Device {
         let text = error.to_string();
         tracing::debug!(device = %self.id, error = %text, "round problem");
         *lock(&self.last_error) = text;
+        self.errors_noted.fetch_add(1, Ordering::Relaxed);
     }
 
     /// One poll round over `due` (device tag indexes): read every channel, run the
@@ -377,6 +382,7 @@ impl Device {
         // The pipeline of this round, even if a new one is swapped in meanwhile.
         let pipeline = self.pipeline.get();
         let codec_failures_before = self.counters.codec_failures.get();
+        let errors_before = self.errors_noted.load(Ordering::Relaxed);
         let mut batch = Batch::default();
         let mut bad: Vec<u32> = Vec::new();
         let mut answered = false;
@@ -421,6 +427,10 @@ impl Device {
         };
         self.deliver(batch, delivery).await;
         let codec_failed = self.counters.codec_failures.get() > codec_failures_before;
+        if answered && self.errors_noted.load(Ordering::Relaxed) == errors_before {
+            // A round that went through: the last problem is over.
+            self.clear_error();
+        }
         self.renew_lease(answered, codec_failed);
         if answered || !unreachable {
             RoundOutcome::Done

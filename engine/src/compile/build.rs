@@ -9,7 +9,7 @@ use super::pools::Pools;
 use super::rules::{TenantRules, tenants, whitelist};
 use super::sources::{Loaded, Sources};
 use super::stages::Stages;
-use crate::config::{DeviceConfig, GatewayConfig};
+use crate::config::{DeviceConfig, Document, GatewayConfig};
 use crate::model::{SharedLists, Whitelist};
 use crate::pipeline::PipelineSet;
 use crate::runtime::Registry;
@@ -34,18 +34,52 @@ pub struct Compiled {
 /// Reads `sources` and compiles them: what `sluice check` and `sluice run` do.
 ///
 /// # Errors
-/// Every problem of the files, or else every problem the components found.
+/// Every problem of the files and every problem the components found.
 pub fn compile(
     sources: &Sources,
     registry: &Registry,
     pools: &mut Pools,
 ) -> Result<Compiled, Diagnostics> {
+    let document = sources.document()?;
     build(
-        sources.load(&registry.protocols())?,
+        load(sources, document.as_ref(), registry)?,
         registry,
         pools,
         &|_| true,
     )
+}
+
+/// Reads `sources`, whose configuration file is parsed already (`document`).
+///
+/// # Errors
+/// Every problem of the files, and with them what the components say of the
+/// parts of the configuration that read well ([`components_view`]).
+pub fn load(
+    sources: &Sources,
+    document: Option<&Document>,
+    registry: &Registry,
+) -> Result<Loaded, Diagnostics> {
+    sources
+        .load_document(document, &registry.protocols())
+        .map_err(|mut problems| {
+            problems.extend(components_view(sources, document, registry));
+            problems.sorted()
+        })
+}
+
+/// What the components say of the parts of a configuration file with
+/// problems that read well (a codec of an address, a stage of its settings),
+/// so one pass names every problem (ARCH-3); compiled in pools of its own,
+/// so nothing that runs is called.
+pub fn components_view(
+    sources: &Sources,
+    document: Option<&Document>,
+    registry: &Registry,
+) -> Diagnostics {
+    let readable = sources.readable_part(document, &registry.protocols());
+    readable
+        .and_then(|loaded| build(loaded, registry, &mut Pools::new(), &|_| true).err())
+        .unwrap_or_default()
 }
 
 /// Compiles loaded files: the tenants' sandboxes, the whitelists, and each enabled
@@ -84,7 +118,12 @@ pub fn build(
         .devices
         .iter()
         .filter(|d| d.enabled && select(d))
-        .filter_map(|device| context.device(device, &mut errors))
+        .filter_map(|device| {
+            let mark = errors.len();
+            let compiled = context.device(device, &mut errors);
+            errors.name_since(mark, &format!("device `{}`", device.device_id));
+            compiled
+        })
         .collect();
     drop(context);
     let Some(whitelist) = whitelist else {

@@ -81,12 +81,16 @@ impl DeviceContext<'_> {
         for channel in &device.channels {
             if let Some(settings) = &channel.push {
                 next += channel.tags.len() as u32;
+                let mark = errors.len();
                 push = Some(self.decoder(device, channel, settings, &tags, errors));
+                errors.name_since(mark, &format!("channel `{}`", channel.channel_id));
                 continue;
             }
             let indexes: Vec<u32> = (next..next + channel.tags.len() as u32).collect();
             next += channel.tags.len() as u32;
+            let mark = errors.len();
             channels.push(self.channel(device, channel, &tags, indexes, errors));
+            errors.name_since(mark, &format!("channel `{}`", channel.channel_id));
         }
         let pipeline = self.stages.for_device(device, &tags, errors);
         let writable = tag_configs.iter().any(|t| t.spec.access != Access::Read);

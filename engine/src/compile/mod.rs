@@ -20,7 +20,7 @@ mod stages;
 #[cfg(test)]
 mod tests;
 
-pub use build::{Compiled, build, compile};
+pub use build::{Compiled, build, compile, components_view, load};
 pub use device::{CompiledChannel, CompiledDevice, lease_length};
 pub use limits::SandboxLimits;
 pub use pools::Pools;

@@ -87,6 +87,25 @@ impl Sources {
         PushedDevices::of(&file).overlay(file, protocols)
     }
 
+    /// What the components are to be asked about when the configuration file
+    /// (parsed: `document`) has problems: the parts of it that read well, with
+    /// the pushed devices laid over them. None without a file, or when the
+    /// pipeline files or the pushes have problems too.
+    pub fn readable_part(
+        &self,
+        document: Option<&Document>,
+        protocols: &Protocols,
+    ) -> Option<Loaded> {
+        let (file, _problems) = document?.config_and_problems(protocols);
+        let overlaid = PushedDevices::of(&file).overlay(file, protocols).ok()?;
+        Some(Loaded {
+            file: self.config_name(),
+            config: overlaid.config,
+            pipelines: self.load_pipelines().ok()?,
+            conflicts: Vec::new(),
+        })
+    }
+
     /// Reads the pipeline files (the directory's and the others) as one set.
     ///
     /// # Errors

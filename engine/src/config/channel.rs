@@ -255,8 +255,10 @@ pub(super) fn read(
         channel_id: channel_id?,
         protocol: ChannelProtocol(protocol?),
         transport: transport?,
-        host: host?,
-        port: port?,
+        // Without them the file is refused (their problems are reported), but
+        // the channel's tags are still shown to its codec.
+        host: host.unwrap_or_default(),
+        port: port.unwrap_or_default(),
         serial,
         connect_timeout_ms,
         read_timeout_ms,

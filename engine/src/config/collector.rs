@@ -84,7 +84,9 @@ pub enum ReportMode {
     Single,
     /// `BATCH`: one message per device and polling round.
     Batch,
-    /// `ON_CHANGE`: only samples whose value moved beyond the tag's deadband.
+    /// `ON_CHANGE`: one message per device and round with only the samples whose
+    /// value or quality differs from the last published (the deadband is the
+    /// pipeline's, in every mode).
     OnChange,
 }
 

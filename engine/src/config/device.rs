@@ -11,7 +11,7 @@ use super::channel::{self, ChannelConfig};
 use super::collector::CollectorConfig;
 use super::fence;
 use super::protocol::ChannelContext;
-use super::read::{Unique, at_least, choice, list, read_at, required_name, text};
+use super::read::{Unique, at_least, choice, entry_name, list, read_at, required_name, text};
 use super::sparkplug::{UplinkPayload, sparkplug_id_problem};
 use super::tag::{TagConfig, TagPositions};
 use crate::model::{EntityState, Protocols, SerialLine, SharedLists};
@@ -169,6 +169,7 @@ pub(super) fn read_all(
     let mut tag_lists = SharedLists::default();
     let mut devices = Vec::new();
     for item in list(node, "devices", errors) {
+        let mark = errors.len();
         let Some(mut f) = Fields::of(item, "device", errors) else {
             continue;
         };
@@ -225,6 +226,9 @@ pub(super) fn read_all(
         let pipeline_named = !pipeline.is_empty();
         let channels = read_channels(item, &mut f, &context, &mut tag_lists, errors);
         f.finish(errors);
+        if let Some(id) = &device_id {
+            errors.name_since(mark, &format!("device `{id}`"));
+        }
         if let (Some(device_id), Some((product_id, _)), Some((device_num, _))) =
             (device_id, product_id, device_num)
         {
@@ -371,14 +375,19 @@ fn read_channels(
     let channels: Vec<ChannelConfig> = items
         .iter()
         .filter_map(|item| {
-            channel::read(
+            let mark = errors.len();
+            let channel = channel::read(
                 item,
                 context,
                 &mut channel_ids,
                 &mut tag_keys,
                 tag_lists,
                 errors,
-            )
+            );
+            if let Some(id) = entry_name(item, "channelId") {
+                errors.name_since(mark, &format!("channel `{id}`"));
+            }
+            channel
         })
         .collect();
     if channels.len() > 1

@@ -303,6 +303,14 @@ impl Document {
     /// # Errors
     /// Every problem found in the document, in line order.
     pub fn config(&self, protocols: &Protocols) -> Result<GatewayConfig, Diagnostics> {
+        let (config, errors) = self.config_and_problems(protocols);
+        errors.into_result(config)
+    }
+
+    /// What [`Document::config`] reads, and every problem found: the parts
+    /// with problems left out (a tag, a channel) or at their defaults, so the
+    /// components can be asked about the rest before the file is refused.
+    pub fn config_and_problems(&self, protocols: &Protocols) -> (GatewayConfig, Diagnostics) {
         let mut errors = Diagnostics::new(&self.file);
         let mut config = read_gateway(&self.root, self.base(), protocols, &mut errors);
         // Key files are read from beside the configuration file.
@@ -315,7 +323,7 @@ impl Document {
         if let Some(tls) = &mut config.collector.mqtt.tls {
             tls.resolve(self.base());
         }
-        errors.into_result(config)
+        (config, errors)
     }
 
     /// The directory key files are read from: the configuration file's.
@@ -390,10 +398,12 @@ pub(crate) mod tests {
     }
 
     /// Loads `text`, expecting failure; returns the rendered diagnostics.
+    /// Loads `text`, expecting problems: their words (whose they are is
+    /// `problems_name_their_device_channel_and_tag`'s).
     pub(super) fn errors_of(text: &str) -> Diagnostics {
         match load_str("gw.yaml", text) {
             Ok(config) => panic!("expected errors, loaded {config:#?}"),
-            Err(errors) => errors,
+            Err(errors) => errors.unnamed(),
         }
     }
 
@@ -558,6 +568,46 @@ devices:
             lines[1],
             "gw.yaml:13:23: `dataType`: unknown value `FLOAT`: expected BOOL | INT16 | UINT16 \
              | INT32 | UINT32 | INT64 | UINT64 | FLOAT32 | FLOAT64 | BCD16 | BCD32 | STRING"
+        );
+    }
+
+    #[test]
+    fn problems_name_their_device_channel_and_tag() {
+        let text = "\
+devices:
+  - deviceId: d1
+    productId: P1
+    deviceNum: N1
+    colour: red
+    channels:
+      - channelId: c1
+        protocol: modbus-tcp
+        tags:
+          - key: t1
+            address: '40001'
+            dataType: FLOAT
+";
+        let Err(errors) = load_str("gw.yaml", text) else {
+            panic!("refused");
+        };
+        let whose: Vec<(u32, &str)> = errors
+            .items()
+            .iter()
+            .map(|d| (d.pos.line, d.whose.as_str()))
+            .collect();
+        assert_eq!(
+            whose,
+            [
+                (5, "device `d1`"),
+                (7, "device `d1`, channel `c1`"),
+                (12, "device `d1`, channel `c1`, tag `t1`"),
+            ]
+        );
+        assert!(
+            errors.to_string().contains(
+                "gw.yaml:7:9: channel: missing required key `host` (device `d1`, channel `c1`)"
+            ),
+            "{errors}"
         );
     }
 

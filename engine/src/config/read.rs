@@ -25,6 +25,19 @@ impl Unique {
 }
 
 /// The items of a list under `key`; an error (and no items) when it is not a list.
+/// The name an entry gives itself under `key` (a `channelId`, a tag's
+/// `key`), if it gives one as text: to say whose problems are found in it.
+pub(super) fn entry_name<'n>(entry: &'n Node, key: &str) -> Option<&'n str> {
+    entry
+        .as_map()?
+        .iter()
+        .find(|(k, _)| k.name == key)
+        .and_then(|(_, value)| match &value.kind {
+            Kind::Str(name) => Some(name.as_str()),
+            _ => None,
+        })
+}
+
 pub(super) fn list<'a>(node: &'a Node, key: &str, errors: &mut Diagnostics) -> &'a [Node] {
     match node.as_seq() {
         Some(items) => items,

@@ -1,7 +1,7 @@
 //! One entry of a channel's `tags`: a value in the PLC, where it lives, how to decode
 //! and scale it, and how often to read it.
 
-use super::read::{Text, Unique, choice, read_at, required_name, text};
+use super::read::{Text, Unique, choice, entry_name, read_at, required_name, text};
 use crate::model::{Access, ByteOrder, DataType, ListKey, Setting, SettingValue, TagSpec};
 use crate::yaml::{self, Diagnostics, Fields, FromNode, Node, Pos};
 
@@ -28,7 +28,8 @@ pub struct TagConfig {
     ///   that does not say);
     /// - `byteOrder`: the tag's own byte order, else the channel's, else ABCD;
     /// - `factor` (default 1, not 0), `offset` (default 0): value = raw * factor + offset;
-    /// - `deadband`: smallest change reported in ON_CHANGE mode (default 0, not negative);
+    /// - `deadband`: smallest change the pipeline's `deadband` stage lets through,
+    ///   in every report mode (default 0, not negative);
     /// - `access`: `R` (default), `W` or `RW`.
     pub spec: TagSpec,
     /// `periodMs`: how often the tag is read (default 1000); 0 = never polled
@@ -91,6 +92,20 @@ impl TagConfig {
 /// Reads one tag and where it is written. `channel_order` is the channel's byte
 /// order; `keys` the tag keys already used in the device (across its channels).
 pub(super) fn read(
+    node: &Node,
+    channel_order: Option<ByteOrder>,
+    keys: &mut Unique,
+    errors: &mut Diagnostics,
+) -> Option<(TagConfig, TagPositions)> {
+    let mark = errors.len();
+    let tag = read_entry(node, channel_order, keys, errors);
+    if let Some(key) = entry_name(node, "key") {
+        errors.name_since(mark, &format!("tag `{key}`"));
+    }
+    tag
+}
+
+fn read_entry(
     node: &Node,
     channel_order: Option<ByteOrder>,
     keys: &mut Unique,

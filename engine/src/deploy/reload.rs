@@ -142,6 +142,16 @@ impl Deployer {
         let result = self
             .sources
             .load_running(&self.registry.protocols())
+            .map_err(|mut problems| {
+                // With what the components say of the rest (ARCH-3).
+                let document = self.sources.document().ok().flatten();
+                problems.extend(compile::components_view(
+                    &self.sources,
+                    document.as_ref(),
+                    &self.registry,
+                ));
+                problems.sorted()
+            })
             .and_then(|overlaid| {
                 let file = self.sources.config_name();
                 let changes = self.apply_devices(&file, &overlaid.config, || Ok(()))?;

@@ -89,9 +89,7 @@ pub fn compile(sources: &Sources, purpose: Purpose) -> Result<Prepared, Refusal>
         Ok(collector) => registry(&collector, purpose)?,
         Err(_) => registry(&CollectorConfig::default(), Purpose::Check)?,
     };
-    let loaded = sources
-        .load_document(document.as_ref(), &registry.protocols())
-        .map_err(Refusal::Problems)?;
+    let loaded = compile::load(sources, document.as_ref(), &registry).map_err(Refusal::Problems)?;
     // The file's tree (far larger than its text) goes before the devices are built.
     drop(document);
     let conflicts = loaded.conflicts.clone();

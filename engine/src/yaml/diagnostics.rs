@@ -11,6 +11,20 @@ pub struct Diagnostic {
     pub file: Arc<str>,
     pub pos: Pos,
     pub message: String,
+    /// Whose problem it is, when the place alone does not say it at a glance
+    /// (`device `d`, channel `c``); empty otherwise.
+    pub whose: String,
+}
+
+impl fmt::Display for Diagnostic {
+    /// `FILE:LINE:COL: message (whose)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.pos, self.message)?;
+        if !self.whose.is_empty() {
+            write!(f, " ({})", self.whose)?;
+        }
+        Ok(())
+    }
 }
 
 /// Every problem found, in file and document order. Problems pushed without a
@@ -40,6 +54,7 @@ impl Diagnostics {
             file: Arc::clone(&self.file),
             pos,
             message: message.into(),
+            whose: String::new(),
         });
     }
 
@@ -49,6 +64,7 @@ impl Diagnostics {
             file: Arc::from(file),
             pos,
             message: message.into(),
+            whose: String::new(),
         });
     }
 
@@ -62,6 +78,27 @@ impl Diagnostics {
 
     pub fn items(&self) -> &[Diagnostic] {
         &self.items
+    }
+
+    /// Names `whose` problems those found since the list was `mark` long are
+    /// (a device, then its channel: `device `d`, channel `c``).
+    pub fn name_since(&mut self, mark: usize, whose: &str) {
+        for item in self.items.iter_mut().skip(mark) {
+            item.whose = if item.whose.is_empty() {
+                whose.to_owned()
+            } else {
+                format!("{whose}, {}", item.whose)
+            };
+        }
+    }
+
+    /// The same problems without saying whose: for tests of their words.
+    #[cfg(test)]
+    pub fn unnamed(mut self) -> Self {
+        for item in &mut self.items {
+            item.whose.clear();
+        }
+        self
     }
 
     /// Moves the problems of `other` (another file, or a nested check) into this
@@ -95,7 +132,7 @@ impl fmt::Display for Diagnostics {
             if i > 0 {
                 writeln!(f)?;
             }
-            write!(f, "{}:{}: {}", item.file, item.pos, item.message)?;
+            write!(f, "{item}")?;
         }
         Ok(())
     }

@@ -360,9 +360,12 @@ async fn a_failed_connection_and_a_write_that_gave_up_are_alarmed_until_their_ca
     assert!(connection["clearedAt"].is_null());
     // Nobody has heard from it: its state is unknown, not missing.
     let state = get(http, "/devices/pump/state", ADMIN).await;
+    let cause = state["lastError"].as_str().unwrap_or_default().to_owned();
+    assert!(cause.contains("refused"), "{state}");
     assert_eq!(
         state,
-        json!({ "type": "device", "id": "pump", "state": "unknown", "tenantId": 0 })
+        json!({ "type": "device", "id": "pump", "state": "unknown", "tenantId": 0,
+            "lastError": cause, "connections": state["connections"] })
     );
     let listed = get(http, "/devices", ADMIN).await;
     assert_eq!(listed["devices"][0]["state"], "unknown", "{listed}");

@@ -8,7 +8,7 @@ use crate::support::config::{Device, Gateway, Tag};
 use crate::support::engine::{ADMIN_TOKEN, Engine, scratch_dir};
 use crate::support::mqtt::Subscriber;
 use crate::support::peers::{Mosquitto, free_port};
-use crate::support::sim::simulator;
+use crate::support::sim::{simulator, simulator_on};
 use serde_json::Value;
 
 fn collector(mqtt: u16, http: u16, mode: &str, keep_alive: u16) -> Gateway {
@@ -174,6 +174,29 @@ async fn a_device_that_cannot_be_reached_is_warned_of_once_at_the_default_level(
     let connections = state["connections"].as_array().expect("connections");
     assert_eq!(connections.len(), 1, "{state}");
     assert_ne!(connections[0]["state"], "ONLINE", "{state}");
+
+    // The device comes up: one INFO, and its state has no error left.
+    let (_sim, _handle) = simulator_on(closed, 100, Duration::ZERO).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let state = loop {
+        let body = Engine::http_get(http, "/devices/meter/state", Some(ADMIN_TOKEN)).await;
+        let state: serde_json::Value = body
+            .and_then(|b| serde_json::from_str(&b).ok())
+            .unwrap_or_default();
+        if state["state"] == "online" && state["lastError"].is_null() {
+            break state;
+        }
+        assert!(std::time::Instant::now() < deadline, "{state}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(state["connections"][0]["state"], "ONLINE", "{state}");
+    let log = engine.log();
+    let reached: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("INFO") && l.contains("reachable again"))
+        .collect();
+    assert_eq!(reached.len(), 1, "{log}");
+    assert!(reached[0].contains(&address), "{}", reached[0]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -164,6 +164,62 @@ fn bad_addresses_of_every_protocol_are_refused_by_check_and_run_alike() {
     );
 }
 
+const FIVE_MISTAKES: &str = "collector:
+  wal: { dir: DATA }
+devices:
+  - deviceId: meter
+    productId: P
+    deviceNum: M1
+    channels:
+      - channelId: c1
+        protocol: modbus-tcp
+        port: 502
+        tags:
+          - { key: a, address: '40001', dataType: UINT16, colour: red }
+          - { key: b, address: '4x0001', dataType: UINT16 }
+          - { key: c, address: '40003', dataType: UINT17 }
+          - { key: d, address: '40004', dataType: FLOAT32, byteOrder: XYZW }
+          - { key: e, address: '40006', dataType: BOOL }
+          - { key: f, address: '40007', dataType: UINT16 }
+";
+
+#[test]
+fn one_pass_names_every_mistake_with_its_device_and_channel_codec_ones_included() {
+    let dir = folder("five", &[("gw.yaml", FIVE_MISTAKES)]);
+    let lines = refused_alike(&dir, "gw.yaml");
+    expect(
+        &lines,
+        &at(&dir, "gw.yaml", 8, "channelId"),
+        "missing required key `host`",
+    );
+    expect(
+        &lines,
+        &at(&dir, "gw.yaml", 12, "colour"),
+        "unknown key `colour`",
+    );
+    // The codec's view of the channel, though the file has problems of its own.
+    expect(
+        &lines,
+        &at(&dir, "gw.yaml", 13, "'4x0001'"),
+        "modbus_tcp: `4x0001` is not a Modbus address",
+    );
+    expect(&lines, &at(&dir, "gw.yaml", 14, "UINT17"), "UINT17");
+    expect(&lines, &at(&dir, "gw.yaml", 15, "XYZW"), "XYZW");
+    // A BOOL is a bit: of a whole register, the bit to name is suggested.
+    expect(
+        &lines,
+        &at(&dir, "gw.yaml", 16, "{ key: e"),
+        "`40006.0` is the least significant",
+    );
+    assert_eq!(lines.len(), 6, "{}", lines.join("\n"));
+    for line in &lines {
+        assert!(
+            line.contains("(device `meter`, channel `c1`"),
+            "whose it is: {line}"
+        );
+    }
+}
+
 const VALUES: &str = "collector:
   wal: { dir: DATA }
   reportMode: SOMETIMES

@@ -5,6 +5,7 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
+use sluice_guest::numeric::DataType;
 use sluice_guest::session::ranges::{Extent, NotBool, RangeLimits, points};
 use sluice_guest::settings::{SettingValue, integer, read_all, unknown_key, wrong_type};
 
@@ -128,6 +129,16 @@ fn read_tag(index: usize, spec: TagSpec, limits: RangeLimits) -> Result<Tag, Con
     let data_type = tag_data_type(&spec);
     let words = (data_type.byte_len() / 2) as u64;
     let in_bits = address.table.is_bits();
+    if data_type == DataType::Bool && !in_bits && address.bit.is_none() {
+        let written = &spec.address;
+        return Err(err(
+            "dataType",
+            format!(
+                "a BOOL in a register needs one of its bits: `{written}.0` is the least \
+                 significant (or read the whole register as UINT16)"
+            ),
+        ));
+    }
     let array_len = tag_array_len(&spec);
     let count =
         points(data_type, in_bits, address.bit.is_some(), words, array_len).map_err(|wrong| {

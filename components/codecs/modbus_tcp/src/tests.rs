@@ -303,6 +303,34 @@ fn arrays_read_and_write_their_whole_extent() {
 }
 
 #[test]
+fn a_bool_in_a_whole_register_is_refused_with_a_bit_suggested() {
+    let errors = ModbusSession::create(
+        &[],
+        specs("40001 BOOL, hr:4 BOOL[3], 40002.0 BOOL, 00001 BOOL, 30001 BOOL"),
+    )
+    .err()
+    .expect("refused");
+    let messages: Vec<(Option<u32>, &str, String)> = errors
+        .iter()
+        .map(|e| (e.tag, e.key.as_str(), e.message.clone()))
+        .collect();
+    let needs_bit = |written: &str| {
+        format!(
+            "a BOOL in a register needs one of its bits: `{written}.0` is the least significant \
+             (or read the whole register as UINT16)"
+        )
+    };
+    assert_eq!(
+        messages,
+        [
+            (Some(0), "dataType", needs_bit("40001")),
+            (Some(1), "dataType", needs_bit("hr:4")),
+            (Some(4), "dataType", needs_bit("30001")),
+        ]
+    );
+}
+
+#[test]
 fn arrays_are_checked_against_their_area_and_the_request_limits() {
     let errors = ModbusSession::create(
         &[setting("maxRegisters", Sv::Int(10))],

@@ -162,7 +162,8 @@ impl RegisterTable {
             json!(150),
             &[("min", json!(0)), ("max", json!(100))],
         );
-        add("bit", "BOOL", "ABCD", vec![0b1000], json!(true), &[]);
+        // The register the bit tags below read bits of.
+        add("bits", "UINT16", "ABCD", vec![0b1000], json!(8), &[]);
         let bit_register = 40001 + hr.len() - 1;
         let map = json!({
             "hr": { "0": hr },
