@@ -135,16 +135,21 @@ enum ComponentAction {
 
 /// Logs go to stderr; stdout carries command output only.
 pub fn init_logging(verbose: u8) {
-    // The embedded broker (demo) logs every connection at info: keep it quieter.
+    // The embedded broker (demo) logs every client that goes, even a clean
+    // disconnect, as an error: it says what matters through the engine's
+    // log, so it is heard only when asked for.
     let default = match verbose {
-        0 => "info,rumqttd=warn",
+        0 => "info,rumqttd=off",
         1 => "debug,rumqttd=info",
         _ => "trace",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colours for a terminal only: a file or a pipe gets plain text.
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(terminal)
         .with_writer(std::io::stderr)
         .init();
 }

@@ -90,7 +90,7 @@ fn async_runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 /// SIGINT or SIGTERM.
-async fn wait_for_signal() {
+pub(super) async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     match signal(SignalKind::terminate()) {
         Ok(mut terminate) => {

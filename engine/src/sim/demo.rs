@@ -63,12 +63,17 @@ fn split(value: u32) -> [u16; 2] {
     [(value >> 16) as u16, value as u16]
 }
 
+/// The setpoint's first value, tenths of °C: writes change it, the
+/// animation never does.
+const SETPOINT: u16 = 225;
+
 /// Lays out the demo device (the values of its first step) in `sim`.
 ///
-/// The layout is in the [module doc](super). The tables need at least 5
+/// The layout is in the [module doc](super). The tables need at least 6
 /// registers; in smaller ones the values that do not fit are dropped.
 pub fn demo_device(sim: &Simulator) {
     DemoValues::at(0, MIN_PERIOD).store(sim);
+    sim.set_holding(5, &[SETPOINT]);
 }
 
 /// Moves the demo device's values one step every `period` (at least 1 ms),
@@ -107,6 +112,20 @@ mod tests {
         assert_eq!(DemoValues::at(7, period), DemoValues::at(7, period));
     }
 
+    /// The demo's alarm (above 22.0, cleared at 21.8) trips within the first
+    /// half minute at its animation period, and clears within the minute.
+    #[test]
+    fn the_temperature_crosses_the_demo_alarm_within_a_minute() {
+        let period = Duration::from_millis(500);
+        let warm = (0..60)
+            .find(|step| DemoValues::at(*step, period).temperature > 22.0)
+            .expect("warm within 30 s");
+        let cool = (warm..warm + 120)
+            .find(|step| DemoValues::at(*step, period).temperature <= 21.8)
+            .expect("cool again");
+        assert!(cool - warm < 120, "{warm} {cool}");
+    }
+
     #[test]
     fn layout_is_big_endian_words() {
         let sim = Simulator::new(SimConfig {
@@ -123,6 +142,7 @@ mod tests {
             COUNTER_START
         );
         assert!(sim.coil(0));
+        assert_eq!(sim.holding(5, 1), [SETPOINT]);
     }
 
     #[tokio::test]

@@ -33,6 +33,7 @@
 //! | holding register | 2       | INT16            | pressure in tenths of a kPa, around 1013     |
 //! | holding register | 3..=4   | UINT32, ABCD     | produced-items counter, +1 per step          |
 //! | coil             | 0       | BOOL             | running flag, toggles every 10 s             |
+//! | holding register | 5       | INT16            | setpoint in tenths of °C, 225 at first; only writes change it |
 //! | input register   | 0       | UINT16           | flow in hundredths of m³/h, ~1250; 0 stopped |
 //!
 //! ABCD means big-endian words: the lower address holds the high word. The

@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use rumqttc::{Event, Incoming, LastWill, MqttOptions, Outgoing, Publish, QoS};
+use rumqttc::{ConnectionError, Event, Incoming, LastWill, MqttOptions, Outgoing, Publish, QoS};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -238,6 +238,14 @@ impl Publisher {
         wire: &mut Wire,
         between: &mut Between,
     ) -> Outcome {
+        match self.connect(connection, wire, between).await {
+            Some(Ok(event)) => self.on_event(connection, event, between),
+            Some(Err(error)) => {
+                self.lost(&error);
+                return Outcome::Dropped;
+            }
+            None => return Outcome::ShutDown,
+        }
         let mut pushed = self.route.outbox.subscribe();
         let mut release = tokio::time::interval(RELEASE_EVERY);
         let mut devices_changed = connection.node().and_then(|node| node.changes());
@@ -285,6 +293,34 @@ impl Publisher {
                 }
                 if !wire.has_events() {
                     break;
+                }
+            }
+        }
+    }
+
+    /// Connects `wire`: its first event (the CONNACK), or why it failed; none
+    /// on shutdown. The connect is polled to its end, never dropped half-way
+    /// for another event: a socket closed after its CONNECT would leave the
+    /// broker publishing the will (an `offline` status) while the engine runs.
+    /// Statuses handed over meanwhile are kept for the connection.
+    async fn connect(
+        &self,
+        connection: &mut Connection,
+        wire: &mut Wire,
+        between: &mut Between,
+    ) -> Option<Result<Event, ConnectionError>> {
+        let connect = wire.poll();
+        tokio::pin!(connect);
+        loop {
+            tokio::select! {
+                event = &mut connect => return Some(event),
+                Some(input) = between.inputs.recv() => {
+                    self.on_input(connection, input, &mut between.statuses);
+                }
+                changed = between.shutdown.changed() => {
+                    if changed.is_err() || *between.shutdown.borrow() {
+                        return None;
+                    }
                 }
             }
         }
@@ -392,7 +428,7 @@ impl Publisher {
     }
 
     /// The connection failed: counted, and logged once per outage.
-    fn lost(&self, error: &rumqttc::ConnectionError) {
+    fn lost(&self, error: &ConnectionError) {
         let cause = tls::cause(error);
         if self.route.stats.set_connected(false) {
             tracing::warn!(error = %cause, "lost the MQTT broker");
@@ -533,3 +569,6 @@ async fn changed(changes: &mut Option<watch::Receiver<u64>>) {
     }
     std::future::pending().await
 }
+
+#[cfg(test)]
+mod tests;

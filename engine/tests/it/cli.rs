@@ -185,6 +185,82 @@ fn demo_runs_a_gateway_against_its_simulator_and_broker() {
     );
 }
 
+/// What a first-time user sees: a quiet log (no error, no colour codes in a
+/// file), the engine online from its first message, the alarm within the
+/// minute, the lines that say where things are; and nothing left behind
+/// after a SIGTERM (the directory holds the console's token).
+#[test]
+fn the_demo_is_quiet_shows_an_alarm_and_leaves_nothing_behind() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = std::env::temp_dir().join(format!("sluice-cli-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let log = dir.join("demo.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("demo")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("the demo starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut lines = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("a line");
+        let alarmed = line.starts_with("alarm/post ");
+        lines.push(line);
+        if alarmed || std::time::Instant::now() > deadline {
+            break;
+        }
+    }
+    let stopped = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(stopped);
+    let status = child.wait().expect("the demo ends");
+    let stderr = std::fs::read_to_string(&log).expect("the log");
+    assert!(status.success(), "{stderr}");
+    let alarm = lines.last().expect("messages");
+    assert!(
+        alarm.starts_with("alarm/post ") && alarm.contains("TEMPERATURE_HIGH"),
+        "the threshold alarm within the minute:\n{}",
+        lines.join("\n")
+    );
+    assert!(
+        lines[0].contains("\"status\":\"online\""),
+        "the first message says online: {}",
+        lines[0]
+    );
+    assert!(!stderr.contains("ERROR"), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "no colour codes in a file: {stderr}"
+    );
+    for said in [
+        "#token=",
+        "/commands",
+        "\"key\":\"setpoint\"",
+        "TEMPERATURE_HIGH",
+    ] {
+        assert!(stderr.contains(said), "{said} in {stderr}");
+    }
+    let config = stderr
+        .split("configuration in ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the configuration's path");
+    let config = PathBuf::from(config);
+    assert!(config.ends_with("demo.yaml"), "{}", config.display());
+    assert!(
+        !config.parent().expect("its directory").exists(),
+        "{} removed",
+        config.display()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn help_and_version() {
     let (code, stdout, _) = sluice(&["--version"]);
