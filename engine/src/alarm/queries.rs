@@ -1,6 +1,8 @@
 //! What the alarm store answers: one alarm, its history, the alarms of a state,
 //! filtered lists, chains and the day's counts.
 
+use std::collections::HashMap;
+
 use super::model::{ActionRecord, Alarm};
 use super::store::{AlarmError, AlarmStore, PREDECESSOR};
 use crate::model::{AlarmState, Scope};
@@ -99,6 +101,24 @@ impl AlarmStore {
             alarms.len() < filter.limit
         })?;
         Ok(alarms)
+    }
+
+    /// How many alarms still wait for a person (NEW, PUSHED, DELAYED,
+    /// CONFIRMED, ESCALATED), by device, of those `scope` sees.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn pending_by_device(&self, scope: Scope) -> Result<HashMap<String, u64>, AlarmError> {
+        let mut pending: HashMap<String, u64> = HashMap::new();
+        for state in AlarmState::ALL.into_iter().filter(|s| s.is_pending()) {
+            let ids = self.journal.ids_in(state.as_str())?;
+            for alarm in self.journal.load(ids)? {
+                if scope.sees(alarm.tenant_id) {
+                    *pending.entry(alarm.device_id).or_default() += 1;
+                }
+            }
+        }
+        Ok(pending)
     }
 
     /// The chain of alarm `id`: a superseded alarm alone (with what replaced it);

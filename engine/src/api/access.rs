@@ -58,6 +58,7 @@ pub const API: &[Route] = &[
     ("GET", "/drivers/{id}/state", Access::Token),
     ("GET", "/devices", Access::Token),
     ("GET", "/devices/{id}", Access::Token),
+    ("GET", "/devices/{id}/trend", Access::Token),
     ("PUT", "/devices/{id}/config", Access::Token),
     ("DELETE", "/devices/{id}/config", Access::Token),
     ("GET", "/alarms", Access::Token),

@@ -77,6 +77,10 @@ struct TagView {
     period_ms: u64,
     /// Whether a write is read back to check it.
     readback: bool,
+    /// Engineering unit, for display.
+    unit: Option<String>,
+    /// Decimals the console shows; four significant digits when absent.
+    precision: Option<u8>,
 }
 
 /// `file`, or `push` with when, from where and whether the file's entry was
@@ -115,6 +119,8 @@ fn channel_view(channel: &ChannelConfig) -> ChannelView {
             max: tag.max,
             period_ms: tag.period_ms,
             readback: tag.reads_back(),
+            unit: tag.unit.clone(),
+            precision: tag.precision,
         })
         .collect();
     ChannelView {

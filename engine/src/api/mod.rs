@@ -20,6 +20,7 @@ mod server;
 mod state;
 mod states;
 mod tokens;
+mod trends;
 
 use axum::Router;
 use utoipa_axum::router::OpenApiRouter;
@@ -45,6 +46,7 @@ pub fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(states::driver, states::set_driver))
         .routes(routes!(roster::list))
         .routes(routes!(devices::get))
+        .routes(routes!(trends::device))
         .routes(routes!(devices::push, devices::withdraw))
         .routes(routes!(alarms::list))
         .routes(routes!(alarms::stats))

@@ -1,5 +1,5 @@
 //! `GET /devices`: every configured device with its state (and since when this
-//! engine saw it change) and the engine that
+//! engine saw it change), its alarms waiting for a person, and the engine that
 //! polls it (the owner of its ownership lease when engines share a database;
 //! docs/state.md, STATE-S7).
 
@@ -36,6 +36,9 @@ pub struct DeviceSummary {
     owner: Option<String>,
     /// When its ownership lease runs out (engines sharing a database).
     owner_expire_time: Option<i64>,
+    /// Its alarms still waiting for a person (NEW, PUSHED, DELAYED,
+    /// CONFIRMED, ESCALATED).
+    open_alarms: u64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -49,20 +52,25 @@ pub async fn list(State(state): State<ApiState>, Caller(scope): Caller) -> ApiRe
     let ownership = Arc::clone(state.fleet.ownership());
     let leases = Arc::clone(&state.leases);
     let state_leases = Arc::clone(&state.leases);
+    let alarms = Arc::clone(&state.alarms);
     let looked_up = tokio::task::spawn_blocking(move || {
-        let owners = ownership.owners()?;
+        let owners = ownership.owners().map_err(|e| e.to_string())?;
         let filter = StateFilter {
             tenant: scope.tenant(),
             entity_type: Some(EntityType::Device),
             parent: None,
         };
-        let rows = leases.store().list(&filter)?;
-        Ok::<_, crate::store::StoreError>((owners, rows))
+        let rows = leases.store().list(&filter).map_err(|e| e.to_string())?;
+        let pending = alarms
+            .store()
+            .pending_by_device(scope)
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((owners, rows, pending))
     })
     .await;
-    let (owners, rows) = match looked_up {
+    let (owners, rows, pending) = match looked_up {
         Ok(Ok(found)) => found,
-        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     let now = now_ms();
@@ -100,6 +108,7 @@ pub async fn list(State(state): State<ApiState>, Caller(scope): Caller) -> ApiRe
                 last_heartbeat: row.map(|r| r.last_heartbeat),
                 owner,
                 owner_expire_time: owner_expire,
+                open_alarms: pending.get(id).copied().unwrap_or_default(),
             }
         })
         .collect();

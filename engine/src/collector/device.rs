@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 
-use super::latest::{LatestValues, RoundsDone};
+use super::latest::{LatestValues, RoundsDone, TagDisplay};
 use super::metrics::DeviceCounters;
 use super::push::PushInput;
 use super::reach::Reach;
@@ -191,6 +191,10 @@ pub struct DeviceParts {
     pub counters: DeviceCounters,
     /// Told of every round that brought samples, fleet-wide.
     pub rounds_done: Arc<RoundsDone>,
+    /// How the console shows each tag's values (empty: as they come).
+    pub display: Box<[TagDisplay]>,
+    /// Points of the last hour each numeric tag keeps for the console.
+    pub trend_points: usize,
 }
 
 /// Gives every device built its own [`Device::key`].
@@ -220,8 +224,10 @@ pub struct Device {
     pub push: Option<PushInput>,
     /// Its rounds (counted by the scheduler), component failures and time.
     pub counters: DeviceCounters,
-    /// The last sample of every tag, for the console.
+    /// The last sample of every tag, and the numeric ones' last hour, for the console.
     pub latest: LatestValues,
+    /// How the console shows each tag's values; empty when no tag says.
+    pub display: Box<[TagDisplay]>,
     rounds_done: Arc<RoundsDone>,
     last_error: Mutex<String>,
     /// Problems noted so far: a round that notes none and is answered clears
@@ -288,7 +294,8 @@ impl Device {
             writable: parts.writable,
             push: parts.push,
             counters: parts.counters,
-            latest: LatestValues::new(tags),
+            latest: LatestValues::new(tags, parts.trend_points),
+            display: parts.display,
             rounds_done: parts.rounds_done,
             last_error: Mutex::default(),
             errors_noted: AtomicU64::new(0),

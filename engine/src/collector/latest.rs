@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::Notify;
 
+use super::trend::{Points, Trend};
 use crate::model::{Quality, Sample, Value};
 use crate::sync::lock;
 
@@ -69,6 +70,8 @@ struct Latest {
     generation: u64,
     /// When that round finished, ms since the Unix epoch.
     round_at_ms: Option<i64>,
+    /// The numeric tags' last hour.
+    trend: Trend,
 }
 
 /// The bits of a mark that hold the value's kind; the quality's code is above.
@@ -117,9 +120,26 @@ pub struct LatestView {
     pub round_at_ms: Option<i64>,
 }
 
+/// How a tag's values are shown on the console.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TagDisplay {
+    pub unit: Option<Box<str>>,
+    /// Decimals; four significant digits without.
+    pub precision: Option<u8>,
+}
+
+/// The numeric tags' values over the last hour, at one point per `spacing_ms`
+/// at most: one entry a tag, indexed like its tag list.
+#[derive(Debug, Clone)]
+pub struct TrendView {
+    pub spacing_ms: i64,
+    pub tags: Vec<Points>,
+}
+
 impl LatestValues {
-    /// Nothing read yet of `tags` tags.
-    pub fn new(tags: usize) -> Self {
+    /// Nothing read yet of `tags` tags, whose trends keep `trend_points` points
+    /// each ([`super::trend::points_per_tag`]).
+    pub fn new(tags: usize, trend_points: usize) -> Self {
         let tags = tags.min(u32::MAX as usize);
         Self {
             slots: Mutex::new(Latest {
@@ -128,15 +148,18 @@ impl LatestValues {
                 aside: HashMap::new(),
                 generation: 0,
                 round_at_ms: None,
+                trend: Trend::new(tags, trend_points),
             }),
         }
     }
 
-    /// Keeps a round's samples (each replaces its tag's) and tells `done`.
+    /// Keeps a round's samples (each replaces its tag's, and joins its
+    /// trend) and tells `done`.
     pub fn record(&self, samples: &[Sample], now_ms: i64, done: &RoundsDone) {
         let mut latest = lock(&self.slots);
         for sample in samples {
             latest.set(sample);
+            latest.trend.record(sample);
         }
         latest.round_at_ms = Some(now_ms);
         latest.generation = done.bump();
@@ -150,6 +173,17 @@ impl LatestValues {
                 .filter_map(|tag| latest.get(tag))
                 .collect(),
             round_at_ms: latest.round_at_ms,
+        }
+    }
+
+    /// Every tag's trend over the hour before `now_ms`.
+    pub fn trend(&self, now_ms: i64) -> TrendView {
+        let latest = lock(&self.slots);
+        TrendView {
+            spacing_ms: latest.trend.spacing_ms(),
+            tags: (0..latest.values.len())
+                .map(|tag| latest.trend.points(tag, now_ms))
+                .collect(),
         }
     }
 
@@ -184,7 +218,7 @@ mod tests {
     #[test]
     fn each_sample_replaces_its_tag_and_others_keep_theirs() {
         let done = RoundsDone::default();
-        let latest = LatestValues::new(3);
+        let latest = LatestValues::new(3, 0);
         assert_eq!(latest.view().round_at_ms, None);
         latest.record(&[sample(0, 1, 10), sample(2, 5, 10)], 11, &done);
         latest.record(&[sample(2, 6, 20), sample(7, 9, 20)], 21, &done);
@@ -220,7 +254,7 @@ mod tests {
                 ts_ms: -(i as i64) * 1_000_000_007,
             })
             .collect();
-        let latest = LatestValues::new(samples.len());
+        let latest = LatestValues::new(samples.len(), 0);
         latest.record(&samples, 1, &done);
         assert_eq!(latest.view().samples, samples);
     }
@@ -228,7 +262,7 @@ mod tests {
     #[test]
     fn texts_and_arrays_are_kept_aside_and_forgotten_when_a_number_replaces_them() {
         let done = RoundsDone::default();
-        let latest = LatestValues::new(1);
+        let latest = LatestValues::new(1, 0);
         let text = Sample {
             tag: 0,
             value: Value::Text("first".into()),
@@ -252,7 +286,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_watcher_wakes_for_the_round_after_the_one_it_saw() {
         let done = Arc::new(RoundsDone::default());
-        let latest = LatestValues::new(1);
+        let latest = LatestValues::new(1, 0);
         latest.record(&[sample(0, 1, 1)], 1, &done);
         // Already past what it saw: no wait.
         assert_eq!(done.after(0).await, 1);

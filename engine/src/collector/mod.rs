@@ -29,12 +29,13 @@ mod scrape;
 mod sink;
 mod swap;
 mod tag_io;
+mod trend;
 mod wiring;
 
 pub use births::FleetBirths;
 pub use device::{Channel, Device, DeviceParts, LeaseTerms, Probe, Writable};
 pub use fleet::{DeviceChanges, Fleet, PendingReload};
-pub use latest::{LatestValues, LatestView, RoundsDone};
+pub use latest::{LatestValues, LatestView, RoundsDone, TagDisplay, TrendView};
 pub use links::{Endpoint, LinkInfo};
 pub use metrics::{DeviceCounters, DeviceMetrics};
 pub use ownership::Ownership;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::device::{Channel, Device, DeviceParts, LeaseTerms, Probe, Writable};
-use super::latest::RoundsDone;
+use super::latest::{RoundsDone, TagDisplay};
 use super::links::{Endpoint, LinkInfo, link_settings};
 use super::metrics::DeviceMetrics;
 use super::ownership::Ownership;
@@ -16,6 +16,7 @@ use super::push::{PushInput, PushSetup};
 use super::reporter::{Encoding, Reporter};
 use super::roster::Roster;
 use super::sink::SampleSink;
+use super::trend::points_per_tag;
 use crate::compile::{CompiledDevice, DeviceRules};
 use crate::config::{
     ChannelConfig, DeviceBroker, DeviceConfig, GatewayConfig, PushChannel, TagConfig,
@@ -62,6 +63,26 @@ pub(super) struct Wiring<'a> {
     reusable: HashMap<Endpoint, LinkInfo>,
     /// Seeds the reconnect jitter of new links.
     links_made: u64,
+    /// Points of the last hour each numeric tag keeps, the configuration's
+    /// tags sharing the budget.
+    trend_points: usize,
+}
+
+/// How the console shows `device`'s tags: empty when none of them says.
+fn display(device: &DeviceConfig) -> Box<[TagDisplay]> {
+    if device
+        .tags()
+        .all(|t| t.unit.is_none() && t.precision.is_none())
+    {
+        return Box::default();
+    }
+    device
+        .tags()
+        .map(|t| TagDisplay {
+            unit: t.unit.as_deref().map(Box::from),
+            precision: t.precision,
+        })
+        .collect()
 }
 
 impl<'a> Wiring<'a> {
@@ -92,6 +113,7 @@ impl<'a> Wiring<'a> {
             link_infos: Vec::new(),
             reusable,
             links_made,
+            trend_points: points_per_tag(config.devices.iter().map(|d| d.tags().count()).sum()),
         }
     }
 
@@ -207,6 +229,8 @@ impl<'a> Wiring<'a> {
             push,
             counters: self.services.metrics.device(&device.device_id),
             rounds_done: Arc::clone(&self.services.rounds_done),
+            display: display(&device),
+            trend_points: self.trend_points,
         }));
         (built, rules)
     }

@@ -103,8 +103,8 @@ struct Placed<'a>(&'a TagConfig, TagPositions);
 impl fmt::Debug for Placed<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Placed(tag, at) = self;
-        f.debug_struct("TagConfig")
-            .field("spec", &tag.spec)
+        let mut f = f.debug_struct("TagConfig");
+        f.field("spec", &tag.spec)
             .field("period_ms", &tag.period_ms)
             // As earlier versions digested it, when absent meant off (now it
             // means on for RW tags, which the access says); a written `false`
@@ -115,8 +115,12 @@ impl fmt::Debug for Placed<'_> {
             .field("unit", &tag.unit)
             .field("byte_order_override", &tag.byte_order_override)
             .field("pos", &at.entry)
-            .field("address_pos", &at.address)
-            .finish()
+            .field("address_pos", &at.address);
+        // Only when written: a tag without it digests as before it existed.
+        if let Some(precision) = tag.precision {
+            f.field("precision", &precision);
+        }
+        f.finish()
     }
 }
 

@@ -1,7 +1,7 @@
 //! One entry of a channel's `tags`: a value in the PLC, where it lives, how to decode
 //! and scale it, and how often to read it.
 
-use super::read::{Text, Unique, choice, entry_name, read_at, required_name, text};
+use super::read::{Text, Unique, choice, entry_name, out_of_range, read_at, required_name, text};
 use crate::model::{Access, ByteOrder, DataType, ListKey, Setting, SettingValue, TagSpec};
 use crate::yaml::{self, Diagnostics, Fields, FromNode, Node, Pos};
 
@@ -44,6 +44,10 @@ pub struct TagConfig {
     pub max: Option<f64>,
     /// `unit`: engineering unit, for display (`°C`, `m3/h`, ...).
     pub unit: Option<String>,
+    /// `precision`: decimals the console shows of the tag's values (0 to
+    /// 12); without it, four significant digits. Published values are not
+    /// rounded by it.
+    pub precision: Option<u8>,
     /// Whether `byteOrder` was written on the tag itself.
     pub byte_order_override: bool,
 }
@@ -215,6 +219,13 @@ fn read_entry(
         );
     }
     let unit = text(&mut f, "unit", errors);
+    let precision = read_at::<u8>(&mut f, "precision", errors).and_then(|(decimals, pos)| {
+        if decimals > MAX_PRECISION {
+            errors.push(pos, out_of_range("precision", decimals, 0, MAX_PRECISION));
+            return None;
+        }
+        Some(decimals)
+    });
     f.finish(errors);
 
     let (address, address_pos) = address?;
@@ -236,6 +247,7 @@ fn read_entry(
         min: min.map(|(min, _)| min),
         max: max.map(|(max, _)| max),
         unit,
+        precision,
         byte_order_override,
     };
     Some((
@@ -246,6 +258,9 @@ fn read_entry(
         },
     ))
 }
+
+/// The most decimals `precision` may ask for.
+const MAX_PRECISION: u8 = 12;
 
 /// `[A-Za-z0-9_.-]+`
 fn is_valid_key(key: &str) -> bool {
@@ -458,6 +473,18 @@ mod tests {
         assert_eq!(
             errors_text("          - {key: a, address: '1', dataType: BOOL, periodMs: 5}\n"),
             "gw.yaml:11:62: `periodMs`: 5 ms is below the 10 ms minimum (0 makes a write-only tag)"
+        );
+    }
+
+    #[test]
+    fn precision_is_decimals_for_the_console() {
+        let tags = placed_tags_of(
+            "          - {key: a, address: '40001', unit: degC, precision: 1}\n          - {key: b, address: '40002'}\n",
+        );
+        assert_eq!((tags[0].0.precision, tags[1].0.precision), (Some(1), None));
+        assert_eq!(
+            errors_text("          - {key: a, address: '40001', precision: 13}\n"),
+            "gw.yaml:11:51: `precision`: must be at most 12, found 13"
         );
     }
 

@@ -2,8 +2,8 @@
 //! seen through the caller's token (a tenant's stream names its own devices only).
 //!
 //! - `values`: devices whose rounds brought samples since the last event: each
-//!   tag's last value, quality and time, the round's latency, the connections
-//!   and the device's last error;
+//!   tag's last value, quality, time (and unit and precision, when it has
+//!   them), the round's latency, the connections and the device's last error;
 //!   at most one such event every [`VALUES_EVERY`], whatever the fleet's pace.
 //! - `states`: devices whose lease state changed (checked every [`STATES_EVERY`]).
 //! - `alarms`: alarms changed; the page reads the list again.
@@ -220,13 +220,23 @@ fn device_values(device: &Device) -> Value {
         .samples
         .iter()
         .zip(device.tags.iter())
-        .map(|(sample, tag)| {
-            json!({
+        .enumerate()
+        .map(|(index, (sample, tag))| {
+            let mut value = json!({
                 "key": tag.key.as_str(),
                 "value": sample.value.to_json(),
                 "quality": sample.quality.as_str(),
                 "ts": (sample.ts_ms > 0).then_some(sample.ts_ms),
-            })
+            });
+            if let Some(display) = device.display.get(index) {
+                if let Some(unit) = &display.unit {
+                    value["unit"] = json!(unit);
+                }
+                if let Some(precision) = display.precision {
+                    value["precision"] = json!(precision);
+                }
+            }
+            value
         })
         .collect();
     let connections: Vec<Value> = device

@@ -14,6 +14,14 @@ let healthTimer = null;
 let onAlarmsChanged = null; // what the current view does when alarms change
 let flash = null; // {hash, text, cls}: an outcome shown until the page changes
 let refocus = null; // {el, start, end}: a field a re-render moved while it had the focus
+let trend = null; // {deviceId, series: Map key -> {key, unit, precision, points, drawnAt, box}} of the device page
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+const TREND_SPAN = 3600 * 1000; // a chart shows the last hour
+const TREND_CAP = 2000; // points kept per tag
+const TREND_W = 320;
+const TREND_H = 80;
+const TREND_PAD = 4;
 
 // ---- small helpers -------------------------------------------------------------
 
@@ -28,6 +36,19 @@ function h(tag, attrs, ...children) {
   for (const child of children.flat()) {
     if (child === undefined || child === null) continue;
     el.append(child instanceof Node ? child : String(child));
+  }
+  return el;
+}
+
+/// An SVG element, made as `h()` makes HTML ones (attributes and children only).
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    el.setAttribute(name, value);
+  }
+  for (const child of children.flat()) {
+    if (child !== undefined && child !== null) el.append(child);
   }
   return el;
 }
@@ -59,6 +80,47 @@ function show(value) {
   if (value === null || value === undefined) return "-";
   if (typeof value === "object") return JSON.stringify(value);
   return String(value);
+}
+
+/// A tag's value as shown: a number that is not whole with `precision` decimals
+/// (the tag's, 0 to 12) or, without one, with 4 significant digits but every
+/// digit of its whole part (21.781456 -> 21.78, 1013.25 -> 1013, 0.0123456 ->
+/// 0.01235); a whole number exactly; an array element by element; anything
+/// else as `show()` writes it.
+function formatValue(value, precision) {
+  if (Array.isArray(value)) {
+    return `[${value.map((v) => (typeof v === "number" || Array.isArray(v)
+      ? formatValue(v, precision) : JSON.stringify(v))).join(", ")}]`;
+  }
+  if (typeof value !== "number" || !Number.isFinite(value) || Number.isInteger(value)) return show(value);
+  if (Number.isInteger(precision) && precision >= 0 && precision <= 12) return value.toFixed(precision);
+  if (Math.abs(value) >= 1000) return value.toFixed(0);
+  return String(Number(value.toPrecision(4)));
+}
+
+/// The unit after a value (" °C"), as nodes; nothing for a tag without one.
+function unitText(unit) {
+  return unit ? [" ", h("span", { class: "unit", text: unit })] : [];
+}
+
+/// `text` followed by the unit, if any, as plain text (titles, labels).
+function withUnit(text, unit) {
+  return unit ? `${text} ${unit}` : text;
+}
+
+/// The mark of a device with open alarms (not cleared, not closed), leading to
+/// its alarms; nothing when it has none.
+function alarmMark(deviceId, count) {
+  if (!count) return null;
+  const text = `${count} open alarm${count === 1 ? "" : "s"}`;
+  return h("a", { class: "alarm-mark", href: `#alarms?deviceId=${encodeURIComponent(deviceId)}`,
+    title: text, "aria-label": text, "data-count": count, text: `⚠ ${count}`,
+    onclick: (e) => e.stopPropagation() });
+}
+
+/// `el` in a box that scrolls sideways when it is wider than the page.
+function scroller(el) {
+  return h("div", { class: "table-scroll" }, el);
 }
 
 function table(headers, rows, cls) {
@@ -227,12 +289,14 @@ function dispatch(block) {
 
 // ---- devices -------------------------------------------------------------------
 
+/// A tag's value, its unit after it (the value as received in the title).
 function valueSpans(device) {
   const entry = live.get(device);
   if (!entry) return [h("span", { class: "muted", text: "no round yet" })];
   return entry.values.map((v) => h("span", {
-    class: `value ${v.quality}`, "data-key": v.key, title: `${v.quality}, ${age(v.ts)}`,
-  }, h("span", { class: "key", text: `${v.key} = ` }), show(v.value)));
+    class: `value ${v.quality}`, "data-key": v.key,
+    title: `${withUnit(show(v.value), v.unit)} (${v.quality}, ${age(v.ts)})`,
+  }, h("span", { class: "key", text: `${v.key} = ` }), formatValue(v.value, v.precision), unitText(v.unit)));
 }
 
 function stateSince(entry) {
@@ -265,15 +329,32 @@ function paintDevice(entry) {
   if (detail) paintDeviceLive(detail, id);
 }
 
+/// Reads the devices' open alarms again and marks the rows of the list shown.
+async function refreshAlarmMarks() {
+  const answer = await api("GET", "/devices");
+  const list = document.getElementById("devices-table");
+  if (!answer.ok || !list) return;
+  for (const d of answer.body.devices) {
+    const cell = list.querySelector(`tr[data-device="${CSS.escape(d.deviceId)}"] .device-cell`);
+    if (!cell) continue;
+    const shown = cell.querySelector(".alarm-mark");
+    if (shown) shown.remove();
+    const mark = alarmMark(d.deviceId, d.openAlarms);
+    if (mark) cell.append(mark);
+  }
+}
+
 async function devicesView() {
   const answer = await api("GET", "/devices");
   if (!answer.ok) return [h("p", { class: "error", text: errorText(answer) })];
+  onAlarmsChanged = refreshAlarmMarks;
   const rows = answer.body.devices.map((d) => {
     states.set(d.deviceId, { ...(states.get(d.deviceId) || {}), deviceId: d.deviceId,
       state: d.state, since: d.stateSince, lastHeartbeat: d.lastHeartbeat });
     return h("tr", { class: "clickable", "data-device": d.deviceId,
       onclick: () => { location.hash = `#device/${encodeURIComponent(d.deviceId)}`; } },
-    h("td", {}, h("a", { href: `#device/${encodeURIComponent(d.deviceId)}`, text: d.deviceId })),
+    h("td", { class: "device-cell" }, h("a", { href: `#device/${encodeURIComponent(d.deviceId)}`, text: d.deviceId }),
+      alarmMark(d.deviceId, d.openAlarms)),
     h("td", { text: `${d.productId} / ${d.deviceNum}` }),
     h("td", { text: d.tenantId }),
     h("td", { class: "state-cell" }, stateBadge(d.state)),
@@ -290,14 +371,19 @@ async function devicesView() {
   return [h("h1", { text: `Devices (${answer.body.devices.length})` }), list];
 }
 
+/// The device page's live values (rounded, with their units) and round, and
+/// the new samples added to its charts.
 function paintDeviceLive(container, id) {
   const entry = live.get(id);
   if (!entry) {
     container.replaceChildren(h("p", { class: "muted", text: "no round yet" }));
     return;
   }
+  feedTrends(entry);
   const rows = entry.values.map((v) => h("tr", { "data-key": v.key },
-    h("td", { text: v.key }), h("td", { class: "value-cell", text: show(v.value) }),
+    h("td", { text: v.key }),
+    h("td", { class: "value-cell", title: withUnit(show(v.value), v.unit) },
+      formatValue(v.value, v.precision), unitText(v.unit)),
     h("td", {}, h("span", { class: `value ${v.quality}`, text: v.quality })),
     h("td", { text: age(v.ts) })));
   container.replaceChildren(
@@ -393,27 +479,158 @@ function commandForm(device) {
   return h("div", {}, form, result);
 }
 
+/// The open alarms of device `id`, from the device list (0 when not listed).
+async function openAlarmsOf(id) {
+  const answer = await api("GET", "/devices");
+  if (!answer.ok) return 0;
+  const d = answer.body.devices.find((x) => x.deviceId === id);
+  return d ? d.openAlarms : 0;
+}
+
+/// Marks the device page's title again with the open alarms of device `id`.
+async function refreshDeviceMark(id) {
+  const count = await openAlarmsOf(id);
+  const title = document.getElementById("device-title");
+  if (!title || title.dataset.device !== id) return;
+  const shown = title.querySelector(".alarm-mark");
+  if (shown) shown.remove();
+  const mark = alarmMark(id, count);
+  if (mark) title.append(mark);
+}
+
 async function deviceView(id) {
-  const answer = await api("GET", `/devices/${encodeURIComponent(id)}`);
+  const path = `/devices/${encodeURIComponent(id)}`;
+  const [answer, hour, alarms] = await Promise.all([api("GET", path), api("GET", `${path}/trend`),
+    openAlarmsOf(id)]);
   if (!answer.ok) return [h("p", { class: "error", text: errorText(answer) })];
   const d = answer.body;
+  const trends = trendsBox(d, hour);
+  onAlarmsChanged = () => refreshDeviceMark(id);
   startStream(id);
   const liveBox = h("div", { id: "device-live", "data-device": id });
   paintDeviceLive(liveBox, id);
-  const tags = d.channels.flatMap((c) => c.tags.map((t) => h("tr", {},
+  const tags = d.channels.flatMap((c) => c.tags.map((t) => h("tr", { "data-key": t.key },
     h("td", { text: t.key }), h("td", { text: c.channelId }), h("td", { text: t.address }),
     h("td", { text: t.dataType }), h("td", { text: t.access }),
-    h("td", { text: `${show(t.min)} .. ${show(t.max)}` }), h("td", { text: t.periodMs }))));
+    h("td", { text: `${show(t.min)} .. ${show(t.max)}` }), h("td", { class: "unit-cell", text: t.unit || "-" }),
+    h("td", { text: show(t.precision) }), h("td", { text: t.periodMs }))));
   return [
-    h("h1", { text: `Device ${id}` }),
+    h("h1", { id: "device-title", "data-device": id }, `Device ${id}`, alarmMark(id, alarms)),
     fields([["Product / number", `${d.productId} / ${d.deviceNum}`], ["Tenant", d.tenantId],
       ["Pipeline", d.pipeline], ["Enabled", d.enabled], ["Configuration from", d.configSource.from]]),
     h("h2", { text: "Live" }), liveBox,
+    h("h2", { text: "The last hour" }), trends,
     h("h2", { text: "Write a tag" }), commandForm(d),
     h("p", {}, h("a", { href: `#commands?deviceId=${encodeURIComponent(id)}`, text: "Commands of this device" })),
     h("h2", { text: "Tags" }),
-    table(["Tag", "Channel", "Address", "Type", "Access", "Range", "Period (ms)"], tags),
+    scroller(table(["Tag", "Channel", "Address", "Type", "Access", "Range", "Unit", "Decimals", "Period (ms)"], tags)),
   ];
+}
+
+// ---- trends ----------------------------------------------------------------------
+
+/// Whether `tag` holds one number: not an array, not BOOL, not STRING.
+function isNumeric(tag) {
+  return !isArray(tag) && tag.dataType !== "BOOL" && tag.dataType !== "STRING";
+}
+
+/// The device page's charts, one per numeric tag, starting from the hour the
+/// server kept (`GET /devices/{id}/trend`); sets `trend` for the live samples.
+function trendsBox(device, hour) {
+  const kept = new Map((hour.ok && hour.body ? hour.body.tags : []).map((t) => [t.key, t]));
+  const numeric = device.channels.flatMap((c) => c.tags).filter(isNumeric);
+  const keys = [...new Set([...numeric.map((t) => t.key), ...kept.keys()])];
+  trend = { deviceId: device.deviceId, series: new Map() };
+  for (const key of keys) {
+    const tag = numeric.find((t) => t.key === key) || {};
+    const past = kept.get(key) || {};
+    const series = { key, unit: past.unit ?? tag.unit ?? null, precision: past.precision ?? tag.precision ?? null,
+      points: (past.points || []).filter(([ts, v]) => ts && typeof v === "number" && Number.isFinite(v)),
+      drawnAt: 0, box: h("figure", { class: "trend-box", "data-key": key }) };
+    thinTrend(series);
+    trend.series.set(key, series);
+    drawTrend(series);
+  }
+  const boxes = [...trend.series.values()].map((series) => series.box);
+  return h("div", { id: "device-trends", "data-device": device.deviceId },
+    hour.ok ? null : h("p", { id: "trend-note", class: "muted",
+      text: `The hour before this page opened is not available: ${errorText(hour)}` }),
+    boxes.length ? h("div", { class: "trends" }, boxes) : h("p", { class: "muted", text: "No numeric tags." }));
+}
+
+/// Adds the samples of a `values` entry newer than each chart's last point, and
+/// redraws the charts that changed (or were last drawn 10 s ago: time moves on).
+function feedTrends(entry) {
+  if (!trend || trend.deviceId !== entry.deviceId) return;
+  for (const v of entry.values) {
+    const series = trend.series.get(v.key);
+    if (!series) continue;
+    if (v.unit !== undefined) series.unit = v.unit;
+    if (v.precision !== undefined) series.precision = v.precision;
+    const last = series.points[series.points.length - 1];
+    const fresh = typeof v.value === "number" && Number.isFinite(v.value) && Boolean(v.ts) && (!last || v.ts > last[0]);
+    if (fresh) {
+      series.points.push([v.ts, v.value]);
+      thinTrend(series);
+    }
+    if (fresh || Date.now() - series.drawnAt > 10000) drawTrend(series);
+  }
+}
+
+/// Keeps at most TREND_CAP points: past the cap, the hour is thinned to a
+/// point every 2 * TREND_SPAN / TREND_CAP (the newest point always stays).
+function thinTrend(series) {
+  const points = series.points;
+  if (points.length <= TREND_CAP) return;
+  const gap = (2 * TREND_SPAN) / TREND_CAP;
+  const kept = [];
+  for (const p of points) {
+    if (!kept.length || p[0] - kept[kept.length - 1][0] >= gap) kept.push(p);
+  }
+  const newest = points[points.length - 1];
+  if (kept[kept.length - 1] !== newest) kept.push(newest);
+  series.points = kept.slice(-TREND_CAP);
+}
+
+/// Draws `series` into its box: its points of the last hour (older ones are
+/// dropped) as a line and a dot each, time from an hour ago to now on x, the
+/// values scaled to their range (a flat series in the middle) on y; above it,
+/// the tag, its last value and the hour's min and max.
+function drawTrend(series) {
+  const newest = series.points.length ? series.points[series.points.length - 1][0] : 0;
+  const end = Math.max(Date.now(), newest);
+  const start = end - TREND_SPAN;
+  const first = series.points.findIndex((p) => p[0] >= start);
+  series.points = first < 0 ? [] : series.points.slice(first);
+  series.drawnAt = Date.now();
+  const points = series.points;
+  const values = points.map((p) => p[1]);
+  const lo = Math.min(...values);
+  const hi = Math.max(...values);
+  const margin = (hi - lo) * 0.1;
+  const round = (n) => Math.round(n * 10) / 10;
+  const x = (ts) => round(TREND_PAD + Math.min(1, Math.max(0, (ts - start) / TREND_SPAN)) * (TREND_W - 2 * TREND_PAD));
+  const y = (v) => (hi === lo ? TREND_H / 2
+    : round(TREND_PAD + ((hi + margin - v) / (hi - lo + 2 * margin)) * (TREND_H - 2 * TREND_PAD)));
+  const last = points.length ? points[points.length - 1][1] : null;
+  const chart = svg("svg", { class: "trend", "data-key": series.key, viewBox: `0 0 ${TREND_W} ${TREND_H}`,
+    width: TREND_W, height: TREND_H, preserveAspectRatio: "xMidYMid meet", role: "img",
+    "aria-label": `${series.key} over the last hour`, "data-count": points.length,
+    "data-last": last ?? undefined, "data-min": points.length ? lo : undefined, "data-max": points.length ? hi : undefined },
+  svg("polyline", { class: "trend-line", points: points.map(([ts, v]) => `${x(ts)},${y(v)}`).join(" ") }),
+  points.map(([ts, v]) => svg("circle", { class: "trend-point", cx: x(ts), cy: y(v), r: 1.5,
+    "data-ts": ts, "data-value": v })));
+  const shown = (v) => formatValue(v, series.precision);
+  const label = h("figcaption", { class: "trend-label" },
+    h("span", { class: "trend-key", text: series.key }),
+    points.length
+      ? [h("span", { class: "trend-last", title: `${withUnit(show(last), series.unit)} at ${time(newest)}` },
+        shown(last), unitText(series.unit)),
+      h("span", { class: "trend-range" }, "min ", h("span", { class: "trend-min", title: show(lo), text: shown(lo) }),
+        " · max ", h("span", { class: "trend-max", title: show(hi), text: shown(hi) }), unitText(series.unit))]
+      : h("span", { class: "trend-last muted", text: "no values in the last hour" }));
+  const axis = h("div", { class: "trend-axis" }, h("span", { text: "1 h ago" }), h("span", { text: "now" }));
+  series.box.replaceChildren(label, chart, axis);
 }
 
 // ---- alarms --------------------------------------------------------------------
@@ -644,7 +861,7 @@ async function healthView() {
   healthTimer = setTimeout(() => { if (location.hash.startsWith("#health")) route(); }, 2000);
   return [
     h("h1", { text: `Health: engine ${b.engine}, version ${b.version}, up ${b.uptimeSec} s` }),
-    h("div", { class: "cards" },
+    h("div", { class: "cards", id: "health-cards" },
       card("Broker", [["Connected", b.broker.connected], ["Connects", b.broker.connects],
         ["Published", b.broker.published], ["Acknowledged", b.broker.acked], ["Backlog", b.broker.backlog],
         ["Last error", b.broker.lastError]], "health-broker"),
@@ -685,7 +902,7 @@ function deadLetters(letters) {
         onclick: act("DELETE", `/dead-letters/${d.id}`) }))));
   return h("section", { id: "dead-letters" },
     h("h2", { text: "Dead letters: messages the broker can never take" }),
-    table(["Set aside", "Topic", "Seq", "Size", "Why", ""], rows));
+    scroller(table(["Set aside", "Topic", "Seq", "Size", "Why", ""], rows)));
 }
 
 // ---- routing ---------------------------------------------------------------------
@@ -694,6 +911,7 @@ async function route() {
   if (!token()) return;
   clearTimeout(healthTimer);
   onAlarmsChanged = null;
+  trend = null;
   if (flash && flash.hash !== location.hash) flash = null;
   const [path, query] = (location.hash.slice(1) || "devices").split("?");
   const params = new URLSearchParams(query || "");
@@ -724,9 +942,38 @@ async function route() {
   refocus = null;
 }
 
-window.addEventListener("hashchange", route);
+/// The token of a sign-in link (`#token=SECRET`), taken out of the address at
+/// once: the entry is replaced by `#devices`, so the token stays in no history
+/// entry (a fragment never goes to the server). Null without one.
+function tokenFromLink() {
+  const match = /^#token=(.+)$/.exec(location.hash);
+  if (!match) return null;
+  window.history.replaceState(null, "", `${location.pathname}${location.search}#devices`);
+  try { return decodeURIComponent(match[1]); } catch (_) { return match[1]; }
+}
+
+/// Signs in with the token of a sign-in link, as if it had been typed; a
+/// refused one shows the sign-in form with the reason.
+async function signInWithLink(given) {
+  if (token()) {
+    stopStream();
+    live.clear();
+    states.clear();
+  }
+  const refused = await signIn(given);
+  if (refused) signOut(refused);
+  else await start();
+}
+
+window.addEventListener("hashchange", () => {
+  const linked = tokenFromLink();
+  if (linked) signInWithLink(linked);
+  else route();
+});
 
 (async () => {
+  const linked = tokenFromLink();
+  if (linked) { await signInWithLink(linked); return; }
   if (token()) {
     const refused = await signIn(token());
     if (!refused) { await start(); return; }
