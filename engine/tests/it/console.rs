@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use crate::support::browser::Browser;
 use crate::support::config::{BOILER_PIPELINE, Gateway, HOMES_TOKEN, Tag, two_tenants};
 use crate::support::engine::{Engine, scratch_dir};
+use crate::support::mqtt::Subscriber;
 use crate::support::peers::{Mosquitto, PyModbus, free_port, project_root};
 use serde_json::{Value, json};
 use tokio_modbus::client::tcp;
@@ -413,6 +414,184 @@ async fn the_console_shows_live_devices_and_handles_alarms_commands_and_uploads(
             .await,
         json!(true)
     );
+    drop(browser);
+    drop(engine);
+}
+
+/// `(ts, value)` of every published value of tag `key` on `topic`.
+fn published(subscriber: &Subscriber, topic: &str, key: &str) -> Vec<(i64, f64)> {
+    subscriber
+        .on(topic)
+        .iter()
+        .flat_map(|m| m.json()["values"].as_array().cloned().unwrap_or_default())
+        .filter(|v| v["key"] == key)
+        .filter_map(|v| Some((v["ts"].as_i64()?, v["value"].as_f64()?)))
+        .collect()
+}
+
+/// The points drawn on the trend chart of tag `key`: `(ts, value)`.
+async fn drawn(browser: &Browser, key: &str) -> Vec<(i64, f64)> {
+    let points = browser
+        .eval(
+            "return [...document.querySelectorAll(`svg.trend[data-key='${arguments[0]}'] circle.trend-point`)]
+               .map((c) => [Number(c.dataset.ts), Number(c.dataset.value)]);",
+            vec![json!(key)],
+        )
+        .await;
+    serde_json::from_value(points).expect("pairs")
+}
+
+/// Waits until the chart of `key` has drawn `value`.
+async fn until_drawn(browser: &Browser, key: &str, value: f64) -> Vec<(i64, f64)> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let points = drawn(browser, key).await;
+        if points.iter().any(|(_, v)| *v == value) {
+            return points;
+        }
+        assert!(Instant::now() < deadline, "{value} drawn: {points:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What an operator looks at: a sign-in link, values rounded with their
+/// units, a mark on a device with an open alarm, and each numeric tag's
+/// trend, whose points are exactly values the engine published on MQTT (live
+/// ones and, after a reload, the hour the server kept).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_rounds_with_units_marks_alarms_and_draws_the_published_values() {
+    let ratio = 1.234_567_8_f32.to_bits();
+    let modbus =
+        PyModbus::start(&json!({ "hr": { "0": [215, ratio >> 16, ratio & 0xffff, 1234] } }));
+    let broker = Mosquitto::start();
+    let subscriber = Subscriber::connect(broker.port()).await;
+    let http = free_port();
+    let dir = scratch_dir("console-trends");
+    let pipelines = dir.join("pipelines");
+    std::fs::create_dir_all(&pipelines).expect("pipelines dir");
+    std::fs::write(pipelines.join("with-alarms.yaml"), BOILER_PIPELINE).expect("pipeline");
+    let gateway = Gateway::new(&format!("console-trends-{http}"), broker.port())
+        .http(http, ADMIN)
+        .set("perDeviceTimeoutMs", 500);
+    let text = two_tenants(gateway, (modbus.port(), free_port()), |boiler| {
+        boiler
+            .tag(
+                Tag::new("temp", "40001", "INT16", 200)
+                    .set("factor", 0.1)
+                    .set("unit", "°C"),
+            )
+            .tag(Tag::new("ratio", "40002", "FLOAT32", 200).set("byteOrder", "ABCD"))
+            .tag(
+                Tag::new("level", "40004", "UINT16", 200)
+                    .set("factor", 0.01)
+                    .set("precision", 1)
+                    .set("unit", "m"),
+            )
+    })
+    .yaml();
+    let engine = Engine::start_with_pipelines(&dir, &text, &pipelines);
+    wait_api(http, "/devices", "the API", |_| true).await;
+    let browser = Browser::start(&dir).await;
+    let topic = "P/B1/property/post";
+
+    // The link signs in; the token leaves the address at once.
+    browser
+        .goto(&format!("http://127.0.0.1:{http}/#token={ADMIN}"))
+        .await;
+    browser
+        .until_present("#devices-table", "the device list from the link")
+        .await;
+    let kept = browser
+        .eval(
+            "return [location.hash, sessionStorage.getItem('sluice.token')];",
+            vec![],
+        )
+        .await;
+    assert_eq!(kept, json!(["#devices", ADMIN]));
+
+    // Rounded (the tag's precision, else four significant digits), with units;
+    // the value as published in the title.
+    let cell = |key: &str| format!("tr[data-device='boiler'] .values-cell span[data-key='{key}']");
+    browser
+        .until_text(&cell("temp"), "the temperature", |t| t == "temp = 21.5 °C")
+        .await;
+    browser
+        .until_text(&cell("ratio"), "the ratio", |t| t == "ratio = 1.235")
+        .await;
+    browser
+        .until_text(&cell("level"), "the level", |t| t == "level = 12.3 m")
+        .await;
+    let titles = browser.attributes(&cell("ratio"), "title").await;
+    assert!(titles[0].starts_with("1.2345677"), "{titles:?}");
+
+    // The trend: each point drawn is a value published on MQTT, live ones too.
+    open(
+        &browser,
+        http,
+        "#device/boiler",
+        "svg.trend[data-key='temp']",
+    )
+    .await;
+    until_drawn(&browser, "temp", 21.5).await;
+    for raw in [230, 245] {
+        set_register(modbus.port(), 0, raw).await;
+        until_drawn(&browser, "temp", f64::from(raw) / 10.0).await;
+    }
+    let sent = published(&subscriber, topic, "temp");
+    let points = drawn(&browser, "temp").await;
+    for point in &points {
+        assert!(
+            sent.contains(point),
+            "{point:?} drawn, not published: {sent:?}"
+        );
+    }
+    browser.screenshot(&screenshots(), "trends").await;
+
+    // Opened again, the chart starts from the hour the server kept.
+    browser.eval("location.reload(); return 1;", vec![]).await;
+    browser
+        .until_present(
+            "svg.trend[data-key='temp'] circle.trend-point",
+            "the kept hour",
+        )
+        .await;
+    let (_, trend) = Engine::request(http, "GET", "/devices/boiler/trend", Some(ADMIN), None).await;
+    let kept: Vec<(i64, f64)> =
+        serde_json::from_value(trend["tags"][0]["points"].clone()).expect("points");
+    assert_eq!(trend["tags"][0]["key"], "temp", "{trend}");
+    assert!(!kept.is_empty(), "{trend}");
+    let sent = published(&subscriber, topic, "temp");
+    for point in &kept {
+        assert!(sent.contains(point), "{point:?} kept, not published");
+    }
+    let points = drawn(&browser, "temp").await;
+    for point in &kept {
+        assert!(
+            points.contains(point),
+            "{point:?} kept, not drawn: {points:?}"
+        );
+    }
+
+    // An open alarm marks its device in the list, and only that one.
+    set_register(modbus.port(), 0, 950).await;
+    wait_api(http, "/devices", "the alarm counted", |b| {
+        b["devices"].as_array().is_some_and(|d| {
+            d.iter()
+                .any(|d| d["deviceId"] == "boiler" && d["openAlarms"] == 1)
+        })
+    })
+    .await;
+    open(&browser, http, "#devices", "#devices-table").await;
+    browser
+        .until_present("tr[data-device='boiler'] .alarm-mark", "the alarm mark")
+        .await;
+    assert!(
+        browser
+            .texts("tr[data-device='flat-7'] .alarm-mark")
+            .await
+            .is_empty()
+    );
+    browser.screenshot(&screenshots(), "devices-marked").await;
     drop(browser);
     drop(engine);
 }

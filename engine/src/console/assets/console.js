@@ -129,9 +129,14 @@ function table(headers, rows, cls) {
     h("tbody", {}, rows));
 }
 
+/// A list of names and values; a long one (a path, an error) is marked `long`:
+/// on a card it takes the card's whole width, under its name.
 function fields(pairs) {
-  return h("dl", { class: "fields" },
-    pairs.flatMap(([k, v]) => [h("dt", { text: k }), h("dd", {}, v instanceof Node ? v : show(v))]));
+  return h("dl", { class: "fields" }, pairs.flatMap(([k, v]) => {
+    const text = v instanceof Node ? null : show(v);
+    const long = String(k).length > 24 || (text !== null && text.length > 40) ? "long" : undefined;
+    return [h("dt", { class: long, text: k }), h("dd", { class: long }, v instanceof Node ? v : text)];
+  }));
 }
 
 /// The status line of the view, showing the outcome kept for this page, if any.
