@@ -539,9 +539,8 @@ pub(crate) mod tests {
         assert_eq!(valve.spec.access, Access::ReadWrite);
     }
 
-    #[test]
-    fn two_mistakes_give_exactly_two_diagnostics() {
-        let text = "\
+    /// A device with an unknown key and a tag with an unknown type.
+    const TWO_MISTAKES: &str = "\
 devices:
   - deviceId: d1
     productId: P1
@@ -556,7 +555,10 @@ devices:
             address: '40001'
             dataType: FLOAT
 ";
-        let errors = errors_of(text);
+
+    #[test]
+    fn two_mistakes_give_exactly_two_diagnostics() {
+        let errors = errors_of(TWO_MISTAKES);
         assert_eq!(errors.len(), 2, "{errors}");
         let lines: Vec<String> = errors.to_string().lines().map(str::to_owned).collect();
         assert!(
@@ -573,21 +575,9 @@ devices:
 
     #[test]
     fn problems_name_their_device_channel_and_tag() {
-        let text = "\
-devices:
-  - deviceId: d1
-    productId: P1
-    deviceNum: N1
-    colour: red
-    channels:
-      - channelId: c1
-        protocol: modbus-tcp
-        tags:
-          - key: t1
-            address: '40001'
-            dataType: FLOAT
-";
-        let Err(errors) = load_str("gw.yaml", text) else {
+        // A third mistake: the channel's host left out.
+        let text = TWO_MISTAKES.replace("        host: 10.0.0.1\n", "");
+        let Err(errors) = load_str("gw.yaml", &text) else {
             panic!("refused");
         };
         let whose: Vec<(u32, &str)> = errors
