@@ -28,6 +28,12 @@ pub fn points_per_tag(tags: usize) -> usize {
 pub(super) struct Trend {
     /// Points a tag keeps; 0 keeps none.
     capacity: usize,
+    /// The shortest time between two points of a tag, ms.
+    spacing_ms: i64,
+    /// When each tag's next point is due, ms: every sample is checked
+    /// against it, next to the device's other tags, without reading the tag's
+    /// ring (an allocation of its own, which a sample then rarely touches).
+    due: Vec<i64>,
     /// Made when a tag first brings a number.
     rings: Vec<Option<VecDeque<(i64, f64)>>>,
 }
@@ -38,46 +44,42 @@ pub type Points = Vec<(i64, f64)>;
 impl Trend {
     /// Trends of `tags` tags, `capacity` points each.
     pub(super) fn new(tags: usize, capacity: usize) -> Self {
+        let tags = if capacity == 0 { 0 } else { tags };
         Self {
             capacity,
-            rings: if capacity == 0 {
-                Vec::new()
-            } else {
-                (0..tags).map(|_| None).collect()
-            },
+            spacing_ms: WINDOW_MS / i64::try_from(capacity.max(1)).unwrap_or(i64::MAX),
+            due: vec![i64::MIN; tags],
+            rings: (0..tags).map(|_| None).collect(),
         }
     }
 
     /// The shortest time between two points kept, ms.
     pub(super) fn spacing_ms(&self) -> i64 {
-        WINDOW_MS / i64::try_from(self.capacity.max(1)).unwrap_or(i64::MAX)
+        self.spacing_ms
     }
 
     /// Keeps `sample` if it is a number that is not BAD and comes a spacing
     /// or more after its tag's last point.
     pub(super) fn record(&mut self, sample: &Sample) {
+        let tag = sample.tag as usize;
+        let Some(due) = self.due.get_mut(tag) else {
+            return;
+        };
+        if sample.ts_ms < *due || sample.quality == Quality::Bad {
+            return;
+        }
         let Some(number) = number(&sample.value) else {
             return;
         };
-        if sample.quality == Quality::Bad {
-            return;
-        }
-        let spacing = self.spacing_ms();
-        let capacity = self.capacity;
-        let Some(slot) = self.rings.get_mut(sample.tag as usize) else {
+        let Some(slot) = self.rings.get_mut(tag) else {
             return;
         };
-        let ring = slot.get_or_insert_with(|| VecDeque::with_capacity(capacity));
-        if ring
-            .back()
-            .is_some_and(|(last, _)| sample.ts_ms - last < spacing)
-        {
-            return;
-        }
-        if ring.len() == capacity {
+        let ring = slot.get_or_insert_with(|| VecDeque::with_capacity(self.capacity));
+        if ring.len() == self.capacity {
             ring.pop_front();
         }
         ring.push_back((sample.ts_ms, number));
+        *due = sample.ts_ms.saturating_add(self.spacing_ms);
     }
 
     /// Tag `tag`'s points of the hour before `now_ms`, oldest first.
