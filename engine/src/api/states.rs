@@ -74,9 +74,8 @@ fn reach(state: &ApiState, id: &str) -> Option<ReachView> {
     if device.channels.is_empty() {
         return None;
     }
-    let last_error = device.last_error();
     Some(ReachView {
-        last_error: (!last_error.is_empty()).then_some(last_error),
+        last_error: device.last_error(),
         connections: device
             .connections()
             .map(|(channel, link)| ConnectionView {

@@ -82,9 +82,10 @@ devices:
     )
 }
 
-/// A token for this run's console: 128 bits from the keys the standard library
-/// draws from the system's randomness for its hash maps.
-fn console_token() -> String {
+/// 128 random bits as hex (this run's console token, and half its operator
+/// key): from the keys the standard library draws from the system's randomness
+/// for its hash maps.
+fn random_hex() -> String {
     use std::hash::{BuildHasher, Hasher};
     let half = || {
         let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
@@ -141,7 +142,7 @@ async fn demo(reports: Option<u64>) -> anyhow::Result<ExitCode> {
     let http = free_local_address()?;
     let scratch = Scratch(std::env::temp_dir().join(format!("sluice-demo-{}", std::process::id())));
     let data = &scratch.0;
-    let token = console_token();
+    let token = random_hex();
     let addresses = DemoAddresses {
         modbus: sim_handle.local_addr(),
         mqtt: broker.address(),
@@ -157,7 +158,7 @@ async fn demo(reports: Option<u64>) -> anyhow::Result<ExitCode> {
     // The key MQTT writes would be signed with: the demo's own, made now.
     write_private(
         &data.join("operator.key"),
-        &format!("{}{}\n", console_token(), console_token()),
+        &format!("{}{}\n", random_hex(), random_hex()),
     )?;
     let pipeline = data.join("demo-pipeline.yaml");
     std::fs::write(&pipeline, DEMO_PIPELINE)?;

@@ -343,10 +343,11 @@ impl Device {
         }
     }
 
-    /// The device's last problem (a connect that failed, a frame it refused),
-    /// empty since a round went through.
-    pub fn last_error(&self) -> String {
-        lock(&self.last_error).clone()
+    /// The device's last problem (a connect that failed, a frame it refused);
+    /// none since a round went through.
+    pub fn last_error(&self) -> Option<String> {
+        let error = lock(&self.last_error);
+        (!error.is_empty()).then(|| error.clone())
     }
 
     /// Each channel's id and its connection's state now.
@@ -544,13 +545,13 @@ impl Device {
             timeout_source: terms.timeout_source,
             expired_state: terms.expired_state,
         };
-        let error = self.last_error();
-        if error.is_empty() {
-            terms.leases.renew_plain(heartbeat);
-        } else {
-            let mut renewal = heartbeat.to_renewal();
-            renewal.extension = serde_json::json!({ "lastError": error });
-            terms.leases.renew(renewal);
+        match self.last_error() {
+            None => terms.leases.renew_plain(heartbeat),
+            Some(error) => {
+                let mut renewal = heartbeat.to_renewal();
+                renewal.extension = serde_json::json!({ "lastError": error });
+                terms.leases.renew(renewal);
+            }
         }
     }
 

@@ -65,7 +65,10 @@ impl Trend {
         let Some(due) = self.due.get_mut(tag) else {
             return;
         };
-        if sample.ts_ms < *due || sample.quality == Quality::Bad {
+        // A sample from before the tag's last point (the clock was set back)
+        // starts the trend again from the new time.
+        let set_back = sample.ts_ms < due.saturating_sub(self.spacing_ms);
+        if (sample.ts_ms < *due && !set_back) || sample.quality == Quality::Bad {
             return;
         }
         let Some(number) = number(&sample.value) else {
@@ -75,6 +78,9 @@ impl Trend {
             return;
         };
         let ring = slot.get_or_insert_with(|| VecDeque::with_capacity(self.capacity));
+        if set_back {
+            ring.clear();
+        }
         if ring.len() == self.capacity {
             ring.pop_front();
         }
@@ -153,5 +159,8 @@ mod tests {
             [60, 75].map(|m| (m * minute, m as f64))
         );
         assert!(Trend::new(3, 0).points(0, now).is_empty());
+        // The clock set back an hour: the next sample is a point at once.
+        trend.record(&sample(0, 20 * minute, Value::Int(-1), Quality::Good));
+        assert_eq!(trend.points(0, 20 * minute + 1), [(20 * minute, -1.0)]);
     }
 }

@@ -243,14 +243,13 @@ fn device_values(device: &Device) -> Value {
         .connections()
         .map(|(channel, state)| json!({ "channelId": channel, "state": state.as_str() }))
         .collect();
-    let last_error = device.last_error();
     let latency = device.counters.rounds.last_latency();
     json!({
         "deviceId": device.id,
         "roundAt": latest.round_at_ms,
         "latencyMs": latency.map(|l| l.as_secs_f64() * 1000.0),
         "connections": connections,
-        "lastError": (!last_error.is_empty()).then_some(last_error),
+        "lastError": device.last_error(),
         "values": values,
     })
 }

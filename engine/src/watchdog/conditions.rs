@@ -72,7 +72,7 @@ fn conditions(fleet: &Fleet, alarms: &Alarms) -> HashMap<Condition, String> {
             };
             let message = format!(
                 "the device refused requests in {refusing} rounds in a row: {}",
-                device.last_error()
+                device.last_error().unwrap_or_default()
             );
             now.insert(condition, message);
         }
@@ -86,7 +86,7 @@ fn conditions(fleet: &Fleet, alarms: &Alarms) -> HashMap<Condition, String> {
                 format!(
                     "channel {}: no connection after repeated attempts; still trying ({})",
                     channel.id,
-                    device.last_error()
+                    device.last_error().unwrap_or_default()
                 )
             });
         }

@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::{MqttConfig, OverflowPolicy};
-use crate::lease::EntityState;
+use crate::model::EntityState;
 use crate::uplink::{Uplink, UplinkIdentity};
 use crate::wal::{MemoryLog, Outbox};
 
