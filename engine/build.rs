@@ -8,7 +8,8 @@
 //! - `components/testing/NAME` are guests for the engine's own tests; their
 //!   directory is handed to the tests as `SLUICE_TEST_COMPONENTS`;
 //! - the WIT, the guest kit and `components/templates/KIND` are embedded as text
-//!   for `sluice component new` (the SDK), which writes them into a crate of its own.
+//!   for `sluice component new` (the SDK), which writes them into a crate of its own;
+//! - `docs/openapi.json`, what `GET /openapi.json` answers, deflated too.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -54,6 +55,10 @@ fn main() {
     }
     fs::write(out_dir.join("builtin_components.rs"), generated).expect("OUT_DIR is writable");
     sdk_sources(root, &components, &out_dir);
+    let openapi = root.join("docs").join("openapi.json");
+    println!("cargo:rerun-if-changed={}", openapi.display());
+    let document = fs::read(&openapi).expect("docs/openapi.json is readable");
+    deflate_into(&document, &out_dir.join("openapi.json.deflate"));
     println!(
         "cargo:rustc-env=SLUICE_TEST_COMPONENTS={}",
         artifacts.display()

@@ -9,6 +9,8 @@ mod body;
 mod commands;
 mod components;
 mod dead_letters;
+#[cfg(test)]
+mod describe;
 mod devices;
 mod health;
 mod heartbeats;
@@ -23,62 +25,112 @@ mod tokens;
 mod trends;
 
 use axum::Router;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
+use axum::handler::Handler;
+use axum::routing::MethodRouter;
+use utoipa_axum::PathItemExt;
 
 pub use access::{API as API_ACCESS, Access, AccessTable, AllowedHosts, Route};
 pub use alarms::EventBody;
 pub use auth::{Caller, MaybeCaller};
 pub use commands::ClaimBody;
+pub use openapi::text as openapi_document;
 pub use server::{ServerLimits, serve};
-pub use state::{ApiState, Document};
+pub use state::ApiState;
 pub use states::SetState;
 pub use tokens::Tokens;
 
-/// Every route of the API, each described by its handler's annotation.
-pub fn routes() -> OpenApiRouter<ApiState> {
-    OpenApiRouter::with_openapi(openapi::base())
-        .routes(routes!(health::health))
-        .routes(routes!(metrics::metrics))
-        .routes(routes!(openapi::document))
-        .routes(routes!(states::list))
-        .routes(routes!(states::device, states::set_device))
-        .routes(routes!(states::driver, states::set_driver))
-        .routes(routes!(roster::list))
-        .routes(routes!(devices::get))
-        .routes(routes!(trends::device))
-        .routes(routes!(devices::push, devices::withdraw))
-        .routes(routes!(alarms::list))
-        .routes(routes!(alarms::stats))
-        .routes(routes!(alarms::get))
-        .routes(routes!(alarms::actions))
-        .routes(routes!(alarms::chain))
-        .routes(routes!(alarms::act))
-        .routes(routes!(alarms::post_event))
-        .routes(routes!(heartbeats::post))
-        .routes(routes!(components::list))
-        .routes(routes!(components::reload))
-        .routes(routes!(components::upload, components::remove))
-        .routes(routes!(components::activate))
-        .routes(routes!(commands::list, commands::create))
-        .routes(routes!(commands::claim))
-        .routes(routes!(commands::get))
-        .routes(routes!(commands::cancel))
-        .routes(routes!(commands::receipt))
-        .routes(routes!(dead_letters::list))
-        .routes(routes!(dead_letters::resend))
-        .routes(routes!(dead_letters::discard))
+/// Each group of handlers (one path, a method each), on `$router`, through
+/// `$add`: [`served!`] for the gateway's router, `describe::described!` for
+/// the OpenAPI document's source.
+macro_rules! api_routes {
+    ($add:ident, $router:expr) => {
+        $add!($router;
+            health::health;
+            metrics::metrics;
+            openapi::document;
+            states::list;
+            states::device, states::set_device;
+            states::driver, states::set_driver;
+            roster::list;
+            devices::get;
+            trends::device;
+            devices::push, devices::withdraw;
+            alarms::list;
+            alarms::stats;
+            alarms::get;
+            alarms::actions;
+            alarms::chain;
+            alarms::act;
+            alarms::post_event;
+            heartbeats::post;
+            components::list;
+            components::reload;
+            components::upload, components::remove;
+            components::activate;
+            commands::list, commands::create;
+            commands::claim;
+            commands::get;
+            commands::cancel;
+            commands::receipt;
+            dead_letters::list;
+            dead_letters::resend;
+            dead_letters::discard;
+        )
+    };
+}
+#[cfg(test)]
+pub(crate) use api_routes;
+
+/// The routes of `$handlers` groups on an axum router: each handler's path and
+/// methods from its annotation, nothing of its description (what a gateway
+/// serves; the document it serves is `docs/openapi.json`, kept equal to the
+/// annotations by `gateway::openapi_document`).
+macro_rules! served {
+    ($router:expr; $($($module:ident :: $handler:ident),+;)+) => {{
+        let router = $router;
+        $($(
+            let router = utoipa_axum::paste! {
+                $crate::api::route::<$module::[<__path_ $handler>], _, _>(
+                    router,
+                    $module::$handler,
+                )
+            };
+        )+)+
+        router
+    }};
+}
+pub(crate) use served;
+
+/// Every route of the API.
+pub fn routes() -> Router<ApiState> {
+    api_routes!(served, Router::new())
+}
+
+#[cfg(test)]
+pub(crate) use describe::described;
+#[cfg(test)]
+pub use describe::{classify, description, render};
+
+/// `router` with `handler` on the path and methods its annotation `P` names.
+pub(crate) fn route<P, H, T>(router: Router<ApiState>, handler: H) -> Router<ApiState>
+where
+    P: utoipa::Path,
+    H: Handler<T, ApiState>,
+    T: 'static,
+{
+    let methods = P::methods()
+        .iter()
+        .fold(MethodRouter::new(), |methods, method| {
+            methods.on(method.to_method_filter(), handler.clone())
+        });
+    router.route(&P::path(), methods)
 }
 
 /// `routes` (with the console's, or any others) on `state`, each behind its
 /// access class (`state.access`), answering what no route serves with
-/// [`openapi::no_route`]; the description of them all, each operation with its
-/// class, is served at `/openapi.json`.
-pub fn app(routes: OpenApiRouter<ApiState>, state: ApiState) -> Router {
-    let (router, mut openapi) = routes.split_for_parts();
-    openapi::classify(&mut openapi, &state.access);
-    openapi::publish(&state.openapi, &openapi);
-    router
+/// [`openapi::no_route`].
+pub fn app(routes: Router<ApiState>, state: ApiState) -> Router {
+    routes
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::authorize,

@@ -10,9 +10,6 @@ use crate::collector::Fleet;
 use crate::telemetry::Metrics;
 use crate::uplink::UplinkStats;
 
-/// `GET /openapi.json` rendered, set once the router that serves it is built.
-pub type Document = Arc<std::sync::OnceLock<String>>;
-
 /// What the API reads from the running engine.
 #[derive(Debug, Clone)]
 pub struct ApiState {
@@ -35,8 +32,6 @@ pub struct ApiState {
     /// The gateway's local time (`collector.alarms.utcOffset`), minutes east of UTC.
     pub utc_offset_min: i16,
     pub started: Instant,
-    /// `GET /openapi.json`, rendered once the routes are put together.
-    pub openapi: Document,
     /// Turns true at shutdown: long-lived answers (the console's stream) end.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }

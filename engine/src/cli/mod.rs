@@ -13,6 +13,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tracing::Level;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// Sluice: polls PLCs and meters, turns registers into engineering values and
 /// ships them upstream without losing any.
@@ -143,15 +147,46 @@ pub fn init_logging(verbose: u8) {
         1 => "debug,rumqttd=info",
         _ => "trace",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // `RUST_LOG`: comma-separated `target=level` directives and a bare level
+    // for the rest, as `debug,sluice::uplink=trace` (no span or field filters).
+    let asked = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let parsed = asked.as_deref().map(str::parse::<Targets>);
+    let filter = match &parsed {
+        Some(Ok(filter)) => filter.clone(),
+        _ => default.parse().unwrap_or_default(),
+    };
     // Colours for a terminal only: a file or a pipe gets plain text.
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(terminal)
-        .with_writer(std::io::stderr)
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(terminal)
+                .with_writer(std::io::stderr),
+        )
+        .with(filter.clone())
         .init();
+    // The libraries that log through `log` (the component compiler among
+    // them, which logs a great deal below info) are asked only for what the
+    // filter can let through.
+    let most = filter
+        .iter()
+        .map(|(_, level)| level)
+        .chain(filter.default_level())
+        .max()
+        .unwrap_or(LevelFilter::OFF);
+    log::set_max_level(match most.into_level() {
+        None => log::LevelFilter::Off,
+        Some(Level::ERROR) => log::LevelFilter::Error,
+        Some(Level::WARN) => log::LevelFilter::Warn,
+        Some(Level::INFO) => log::LevelFilter::Info,
+        Some(Level::DEBUG) => log::LevelFilter::Debug,
+        Some(Level::TRACE) => log::LevelFilter::Trace,
+    });
+    if let (Some(asked), Some(Err(e))) = (asked, parsed) {
+        tracing::warn!(RUST_LOG = asked, error = %e, "not understood; logging at the default level");
+    }
 }
 
 /// Runs the parsed command.

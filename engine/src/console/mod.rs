@@ -6,10 +6,9 @@
 mod assets;
 mod stream;
 
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
+use axum::Router;
 
-use crate::api::{Access, ApiState, Route};
+use crate::api::{Access, ApiState, Route, served};
 
 /// Who may call the console's routes: its page to anyone (it shows nothing
 /// without a token), its stream to the admin's or a tenant's token.
@@ -21,12 +20,28 @@ pub const ACCESS: &[Route] = &[
     ("GET", "/console/stream", Access::Token),
 ];
 
+/// The console's handlers, one a path, on `$router` through `$add` (as
+/// `api_routes!`).
+macro_rules! console_routes {
+    ($add:ident, $router:expr) => {
+        $add!($router;
+            assets::index;
+            assets::script;
+            assets::style;
+            assets::icon;
+            stream::stream;
+        )
+    };
+}
+
 /// The console's routes: the page, its assets and its stream.
-pub fn routes() -> OpenApiRouter<ApiState> {
-    OpenApiRouter::new()
-        .routes(routes!(assets::index))
-        .routes(routes!(assets::script))
-        .routes(routes!(assets::style))
-        .routes(routes!(assets::icon))
-        .routes(routes!(stream::stream))
+pub fn routes() -> Router<ApiState> {
+    console_routes!(served, Router::new())
+}
+
+/// The console's routes with their descriptions.
+#[cfg(test)]
+pub fn description() -> utoipa_axum::router::OpenApiRouter<ApiState> {
+    use crate::api::described;
+    console_routes!(described, utoipa_axum::router::OpenApiRouter::new())
 }

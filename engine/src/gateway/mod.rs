@@ -6,6 +6,8 @@ mod admin_token;
 mod compile;
 mod identity;
 mod kept;
+#[cfg(test)]
+mod openapi_document;
 mod run;
 mod state;
 mod systemd;

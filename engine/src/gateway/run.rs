@@ -428,7 +428,6 @@ pub async fn run(
             hosts: Arc::new(AllowedHosts::new(&http.allowed_hosts)),
             utc_offset_min: config.collector.alarms.utc_offset_min,
             started: Instant::now(),
-            openapi: api::Document::default(),
             shutdown: shutdown.clone(),
         };
         let listener = tokio::net::TcpListener::bind(http.listen)

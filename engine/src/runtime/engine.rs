@@ -98,10 +98,10 @@ impl Runtime {
             .consume_fuel(true)
             .concurrency_support(false)
             .max_wasm_stack(512 << 10);
-        let mut compiler = wasm.clone();
-        // On the calling thread: compiler threads would each keep an arena of
-        // freed scratch pages, pinned by a few small allocations, for good.
-        compiler.parallel_compilation(false);
+        // Compiled on the calling thread (the build has no compiler threads:
+        // each would keep an arena of freed scratch pages, pinned by a few
+        // small allocations, for good).
+        let compiler = wasm.clone();
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&wasm).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         Ok(Self {

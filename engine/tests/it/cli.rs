@@ -144,6 +144,30 @@ fn the_shipped_config_and_pipelines_are_valid() {
     assert_eq!(stdout.matches(": ok").count(), 2, "{stdout}");
 }
 
+/// `RUST_LOG` is read as `target=level` directives: `off` silences the log; a
+/// value it cannot read is named in a warning and the default level kept.
+#[test]
+fn the_log_filter_is_followed_and_one_it_cannot_read_is_named() {
+    let config = project_file("config/collector-devices.yaml");
+    let check = |filter: &str| {
+        outcome(
+            Command::new(env!("CARGO_BIN_EXE_sluice"))
+                .args(["check", &config])
+                .env("RUST_LOG", filter),
+        )
+    };
+    let (code, _, stderr) = check("sluice=loud");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("WARN") && stderr.contains("RUST_LOG=\"sluice=loud\""),
+        "{stderr}"
+    );
+    assert!(stderr.contains("not understood"), "{stderr}");
+    let (code, _, stderr) = check("off");
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stderr, "", "nothing is logged");
+}
+
 #[test]
 fn demo_runs_a_gateway_against_its_simulator_and_broker() {
     let (code, stdout, stderr) = sluice(&["demo", "--reports", "3"]);

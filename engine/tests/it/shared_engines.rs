@@ -44,6 +44,9 @@ struct Polls {
     requests: BTreeMap<(usize, String), Vec<Instant>>,
     /// Requests for one device from two engines at once.
     overlaps: Vec<String>,
+    /// The engine holding each open connection to the devices, by (its port,
+    /// the device's port), as the last scan of the sockets found it.
+    sockets: HashMap<(u16, u16), String>,
 }
 
 impl Polls {
@@ -90,34 +93,74 @@ impl Polls {
     }
 }
 
-/// The local port and inode of every TCP socket the kernel lists.
-fn socket_inode(local_port: u16, remote_port: u16) -> Option<String> {
-    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
-    table.lines().skip(1).find_map(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let port = |field: &str| u16::from_str_radix(field.rsplit(':').next()?, 16).ok();
-        let inode = *fields.get(9)?;
-        // A closed connection's row (TIME_WAIT, inode 0) can share the ports of
-        // a new one: loopback connects reuse them (`tcp_tw_reuse`).
-        (port(fields.get(1)?)? == local_port
-            && port(fields.get(2)?)? == remote_port
-            && inode != "0")
-            .then(|| inode.to_owned())
-    })
+/// Scans the engines' sockets every few milliseconds on a thread of its own,
+/// until the test lets `polls` go: one pass reads each engine's descriptors and
+/// the kernel's socket list once, however many connections there are, and
+/// leaves the runtime's threads to answer the requests.
+fn scan_sockets(polls: &Arc<Mutex<Polls>>) {
+    let polls = Arc::downgrade(polls);
+    std::thread::spawn(move || {
+        while let Some(polls) = polls.upgrade() {
+            let engines = polls.lock().expect("polls").engines.clone();
+            let sockets = engine_sockets(&engines);
+            polls.lock().expect("polls").sockets = sockets;
+            drop(polls);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
 }
 
-/// The engine whose process holds the socket at the far end of `stream`.
-fn engine_of(stream: &TcpStream, polls: &Mutex<Polls>) -> Option<String> {
+/// Every open TCP connection of the `engines` (pid -> name): its ports, and
+/// the engine.
+fn engine_sockets(engines: &HashMap<u32, String>) -> HashMap<(u16, u16), String> {
+    let mut owners: HashMap<String, String> = HashMap::new();
+    for (pid, name) in engines {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if let Ok(link) = std::fs::read_link(fd.path()) {
+                let link = link.to_string_lossy();
+                if let Some(inode) = link
+                    .strip_prefix("socket:[")
+                    .and_then(|l| l.strip_suffix(']'))
+                {
+                    owners.insert(inode.to_owned(), name.clone());
+                }
+            }
+        }
+    }
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let port = |field: &str| u16::from_str_radix(field.rsplit(':').next()?, 16).ok();
+            // A closed connection's row (TIME_WAIT) has inode 0 and no owner.
+            let engine = owners.get(*fields.get(9)?)?;
+            Some((
+                (port(fields.get(1)?)?, port(fields.get(2)?)?),
+                engine.clone(),
+            ))
+        })
+        .collect()
+}
+
+/// The engine at the far end of `stream`, waiting for the scans up to `wait`.
+async fn engine_of(stream: &TcpStream, polls: &Mutex<Polls>, wait: Duration) -> Option<String> {
     let far = stream.peer_addr().ok()?.port();
     let near = stream.local_addr().ok()?.port();
-    let needle = format!("socket:[{}]", socket_inode(far, near)?);
-    let engines = polls.lock().expect("polls").engines.clone();
-    engines.into_iter().find_map(|(pid, name)| {
-        let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
-        fds.flatten()
-            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy() == needle))
-            .then_some(name)
-    })
+    let asked = Instant::now();
+    loop {
+        if let Some(engine) = polls.lock().expect("polls").sockets.get(&(far, near)) {
+            return Some(engine.clone());
+        }
+        if asked.elapsed() >= wait {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// Answers one connection: holding registers read as the device's number,
@@ -135,6 +178,12 @@ async fn serve(mut stream: TcpStream, device: usize, polls: Arc<Mutex<Polls>>) {
             return;
         }
         let at = Instant::now();
+        // Looked for while the engine waits for the answer, so its socket is
+        // surely open (an engine that gives the device up, or is killed,
+        // closes it soon after): a few scans, far inside its timeout.
+        if engine.is_none() {
+            engine = engine_of(&stream, &polls, Duration::from_millis(100)).await;
+        }
         let answer = match pdu.as_slice() {
             [3, _, _, _, count] => {
                 let count = usize::from(*count).min(125);
@@ -154,16 +203,11 @@ async fn serve(mut stream: TcpStream, device: usize, polls: Arc<Mutex<Polls>>) {
         if stream.write_all(&frame).await.is_err() {
             return;
         }
-        // Answered first: finding the engine can take a while on a loaded
-        // machine, and an engine waiting past its read timeout would drop the
-        // connection. The kernel's socket list is read in pieces and can miss
-        // a socket while others come and go: ask again, for a bounded time.
-        let asked = Instant::now();
-        while engine.is_none() && asked.elapsed() < Duration::from_secs(5) {
-            engine = engine_of(&stream, &polls);
-            if engine.is_none() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+        // Not found yet (a loaded machine): answered first, as an engine
+        // waiting past its read timeout would drop the connection, then
+        // looked for longer.
+        if engine.is_none() {
+            engine = engine_of(&stream, &polls, Duration::from_secs(5)).await;
         }
         let name = engine.clone().unwrap_or_else(|| "unknown".to_owned());
         polls.lock().expect("polls").record(device, &name, at);
@@ -327,6 +371,7 @@ async fn three_engines_share_thirty_devices_and_take_over_from_one_that_dies() {
     let broker = Mosquitto::start();
     let subscriber = Subscriber::connect_persistent(broker.port()).await;
     let polls = Arc::new(Mutex::new(Polls::default()));
+    scan_sockets(&polls);
     let ports = peer(&polls).await;
     let mut nodes: Vec<Node> = (1..=3)
         .map(|i| Node {
