@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tracing::Level;
-use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -159,31 +159,17 @@ pub fn init_logging(verbose: u8) {
     };
     // Colours for a terminal only: a file or a pipe gets plain text.
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // The filter on the one layer, so the registry's level hint is the
+    // filter's: records of the libraries that log through `log` (the component
+    // compiler logs a great deal below info) are not even made beyond it.
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
                 .with_ansi(terminal)
-                .with_writer(std::io::stderr),
+                .with_writer(std::io::stderr)
+                .with_filter(filter),
         )
-        .with(filter.clone())
         .init();
-    // The libraries that log through `log` (the component compiler among
-    // them, which logs a great deal below info) are asked only for what the
-    // filter can let through.
-    let most = filter
-        .iter()
-        .map(|(_, level)| level)
-        .chain(filter.default_level())
-        .max()
-        .unwrap_or(LevelFilter::OFF);
-    log::set_max_level(match most.into_level() {
-        None => log::LevelFilter::Off,
-        Some(Level::ERROR) => log::LevelFilter::Error,
-        Some(Level::WARN) => log::LevelFilter::Warn,
-        Some(Level::INFO) => log::LevelFilter::Info,
-        Some(Level::DEBUG) => log::LevelFilter::Debug,
-        Some(Level::TRACE) => log::LevelFilter::Trace,
-    });
     if let (Some(asked), Some(Err(e))) = (asked, parsed) {
         tracing::warn!(RUST_LOG = asked, error = %e, "not understood; logging at the default level");
     }
