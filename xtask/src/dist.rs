@@ -80,6 +80,13 @@ pub fn dist(root: &Path, check: bool) -> Result<(), String> {
             .join("sluice");
         let binary = out.join(format!("sluice-{version}-{}", arch.triple));
         copy(&built, &binary)?;
+        if has_symbol_table(&binary)? {
+            return Err(format!(
+                "{} is not stripped: the profile's `strip` must be said again in a \
+                 `[profile.dist.package]` entry of the engine's own crate",
+                binary.display()
+            ));
+        }
         checksum(&binary)?;
         let package = package(root, &out, arch, &version, &binary)?;
         checksum(&package)?;
@@ -107,6 +114,37 @@ pub fn dist(root: &Path, check: bool) -> Result<(), String> {
         &["dist::", "--ignored", "--nocapture"],
         &[("SLUICE_DIST", &dir)],
     )
+}
+
+/// Whether the ELF file at `path` (64-bit, little-endian: both targets) has
+/// a symbol table section (`SHT_SYMTAB`), which a stripped binary has not.
+fn has_symbol_table(path: &Path) -> Result<bool, String> {
+    const SHT_SYMTAB: u64 = 2;
+    let bytes = fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let field = |at: usize, len: usize| -> Result<u64, String> {
+        let slice = bytes
+            .get(at..at + len)
+            .ok_or_else(|| format!("{}: ELF header cut short at {at}", path.display()))?;
+        Ok(slice
+            .iter()
+            .rev()
+            .fold(0, |value, byte| value << 8 | u64::from(*byte)))
+    };
+    if bytes.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
+        return Err(format!(
+            "{} is not a 64-bit little-endian ELF file",
+            path.display()
+        ));
+    }
+    let table = usize::try_from(field(0x28, 8)?).map_err(|e| e.to_string())?;
+    let entry = usize::try_from(field(0x3a, 2)?).map_err(|e| e.to_string())?;
+    let count = usize::try_from(field(0x3c, 2)?).map_err(|e| e.to_string())?;
+    for index in 0..count {
+        if field(table + index * entry + 4, 4)? == SHT_SYMTAB {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The workspace's version (`[workspace.package] version`).
@@ -221,4 +259,29 @@ fn set_mode(file: &Path, mode: u32) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(file, fs::Permissions::from_mode(mode))
         .map_err(|e| format!("cannot set the mode of {}: {e}", file.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_symbol_table;
+    use std::process::Command;
+
+    #[test]
+    fn a_binary_with_its_symbols_is_told_from_a_stripped_one() {
+        let this = std::env::current_exe().expect("the test binary's path");
+        assert_eq!(has_symbol_table(&this), Ok(true));
+        let stripped = std::env::temp_dir().join(format!("xtask-stripped-{}", std::process::id()));
+        let status = Command::new("strip")
+            .arg("-o")
+            .arg(&stripped)
+            .arg(&this)
+            .status()
+            .expect("binutils' strip runs");
+        assert!(status.success());
+        let answer = has_symbol_table(&stripped);
+        std::fs::remove_file(&stripped).expect("the copy is removed");
+        assert_eq!(answer, Ok(false));
+        let not_elf = has_symbol_table(std::path::Path::new("Cargo.toml"));
+        assert!(not_elf.is_err_and(|e| e.contains("not a 64-bit little-endian ELF")));
+    }
 }
