@@ -10,6 +10,8 @@
 //! - the WIT, the guest kit and `components/templates/KIND` are embedded as text
 //!   for `sluice component new` (the SDK), which writes them into a crate of its own;
 //! - `docs/openapi.json`, what `GET /openapi.json` answers, deflated too.
+//!
+//! It also links the static musl binaries with packed relocations.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,18 +19,6 @@ use std::{env, fs};
 
 const TARGET: &str = "wasm32-wasip2";
 
-/// The static x86_64 musl binary (a gateway build) is position-independent,
-/// so its start code moves every pointer in its data: about 23,000
-/// relocations, 24 bytes each. Packed (`DT_RELR`, which musl's start code
-/// applies) they take 6 KB instead of 550 KB, and the image keeps its random
-/// address. The aarch64 target links at a fixed address: nothing to pack.
-fn compact_relocations() {
-    let linux = env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
-    let musl = env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|target_env| target_env == "musl");
-    if linux && musl {
-        println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
-    }
-}
 /// Component folders and the `ComponentKind` of what they hold.
 const KINDS: [(&str, &str); 4] = [
     ("codecs", "Codec"),
@@ -77,6 +67,19 @@ fn main() {
         "cargo:rustc-env=SLUICE_TEST_COMPONENTS={}",
         artifacts.display()
     );
+}
+
+/// The static x86_64 musl binary (a gateway build) is position-independent,
+/// so its start code moves every pointer in its data: about 23,000
+/// relocations, 24 bytes each. Packed (`DT_RELR`, which musl's start code
+/// applies) they take 6 KB instead of 550 KB, and the image keeps its random
+/// address. The aarch64 target links at a fixed address: nothing to pack.
+fn compact_relocations() {
+    let linux = env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
+    let musl = env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|target_env| target_env == "musl");
+    if linux && musl {
+        println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+    }
 }
 
 /// Deflates component `name` from the guests' build into `OUT_DIR`; the file's name.
