@@ -7,7 +7,8 @@
 //! number and setting handling, the columns of a batch ([`columns`]), the built-in
 //! [`stages`], the [`session`] kit every codec builds on, the WIT glue of a codec
 //! crate ([`codec_component!`]), of a stage crate ([`stage_component!`]) and of a
-//! decoder crate ([`decoder_component!`], the [`decoder`] trait) and, with the
+//! decoder crate ([`decoder_component!`], the [`decoder`] trait; the engine's own
+//! decoders [`builtin_decoder_component!`]) and, with the
 //! `fuzz` feature, the fuzz harness of the codecs' tests.
 #![no_std]
 

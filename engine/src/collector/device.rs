@@ -17,7 +17,7 @@ use crate::clock::now_ms;
 use crate::intake::Arrived;
 use crate::io::{Link, LinkError, LinkState, SharedLink};
 use crate::lease::{EntityState, EntityType, Leases, PlainRenewal, TimeoutSource};
-use crate::model::{Batch, PlannedRead, TagSpec};
+use crate::model::{Batch, PlannedRead, RawValues, Sample, TagSpec};
 use crate::pipeline::DevicePipeline;
 use crate::runtime::CodecSession;
 use crate::scheduler::{DeviceSchedule, RoundOutcome};
@@ -238,6 +238,7 @@ pub struct Device {
 }
 
 /// Where a batch goes once read, and what it stands for.
+#[derive(Clone, Copy)]
 struct Delivery<'a> {
     pipeline: &'a Arc<DevicePipeline>,
     /// The tags it covers: BAD, all of them, if the pipeline fails.
@@ -456,8 +457,12 @@ impl Device {
             return;
         };
         let pipeline = self.pipeline.get();
+        let ingester = push.ingester.get();
         let started = std::time::Instant::now();
-        let decoding = push.decode(message, self.tags.len()).await;
+        let decoding = match ingester.as_ref() {
+            Some(ingester) => push.ingest(ingester, message, self.tags.len()),
+            None => push.decode(message, self.tags.len()).await,
+        };
         self.count_component_time(started);
         if decoding.failed_call {
             self.counters.codec_failures.inc();
@@ -468,8 +473,9 @@ impl Device {
         } else {
             self.clear_error();
         }
-        // A message about something else gives no sample: nothing to run or report.
-        if !decoding.batch.samples.is_empty() {
+        // A message about something else gives no sample: nothing to run or
+        // report. (One whose samples the pipeline all dropped is a round.)
+        if decoding.gave || !decoding.batch.samples.is_empty() {
             let delivery = Delivery {
                 pipeline: &pipeline,
                 covers: &push.readable,
@@ -477,7 +483,11 @@ impl Device {
                 seq,
                 uplink,
             };
-            self.deliver(decoding.batch, delivery).await;
+            if decoding.processed {
+                self.publish(decoding.batch.samples, None, &delivery);
+            } else {
+                self.deliver(decoding.batch, delivery).await;
+            }
         }
         self.renew_lease(decoding.well, !decoding.well);
         push.handled();
@@ -486,16 +496,9 @@ impl Device {
     /// Runs a batch through the pipeline, the rules, the latest values and
     /// the reports: what a round or a message read ends in.
     async fn deliver(&self, batch: Batch, delivery: Delivery<'_>) {
-        let Delivery {
-            pipeline,
-            covers,
-            now,
-            seq,
-            uplink,
-        } = delivery;
         let raw = self.reporter.raw_values(&batch, &self.tags);
         let started = std::time::Instant::now();
-        let processed = pipeline.run_in_round(batch).await;
+        let processed = delivery.pipeline.run_in_round(batch).await;
         self.count_component_time(started);
         let samples = match processed {
             Ok(processed) => processed.samples,
@@ -504,10 +507,20 @@ impl Device {
                 self.counters.stage_failures.inc();
                 self.note_error(&failure);
                 let mut lost = Batch::default();
-                covers.iter().for_each(|tag| lost.push_bad(*tag, now));
+                for tag in delivery.covers {
+                    lost.push_bad(*tag, delivery.now);
+                }
                 lost.samples
             }
         };
+        self.publish(samples, raw, &delivery);
+    }
+
+    /// What the pipeline gave goes to the rules, the latest values and the reports.
+    fn publish(&self, samples: Vec<Sample>, raw: Option<RawValues>, delivery: &Delivery<'_>) {
+        let Delivery {
+            now, seq, uplink, ..
+        } = *delivery;
         if let Some(sink) = &self.sink {
             self.timed(|| sink.on_samples(&self.id, self.key, &samples));
         }

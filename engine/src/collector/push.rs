@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::intake::{Arrived, BrokerPublisher, BrokerState, BrokerTarget};
 use crate::model::Batch;
-use crate::runtime::PayloadDecoder;
+use crate::runtime::{CallError, Decoded, Ingester, PayloadDecoder, Refusal};
 use crate::sync::{Swappable, lock};
 use crate::telemetry::Counter;
 
@@ -20,6 +20,9 @@ use crate::telemetry::Counter;
 pub struct PushInput {
     /// Taken once per message: a new version applies from the next message.
     pub decoder: Swappable<PayloadDecoder>,
+    /// The decoder and the pipeline in one call, when both are the engine's
+    /// own; taken once per message, and used instead of the two apart.
+    pub ingester: Swappable<Option<Ingester>>,
     /// The topic filter its messages arrive on, its placeholders filled in.
     pub topic: String,
     /// Where a write is published, when the device takes writes.
@@ -65,6 +68,7 @@ impl DeviceBrokers {
 #[derive(Debug)]
 pub struct PushSetup {
     pub decoder: PayloadDecoder,
+    pub ingester: Option<Ingester>,
     pub topic: String,
     pub command_topic: Option<String>,
     pub broker: BrokerTarget,
@@ -91,6 +95,10 @@ pub struct MessageCounters {
 pub struct Decoding {
     /// Its samples, a BAD one for each tag it should have given a value and did not.
     pub batch: Batch,
+    /// Whether `batch` has been through the device's pipeline already (one call).
+    pub processed: bool,
+    /// Whether the decoder gave any tag a value.
+    pub gave: bool,
     /// Whether it counts as the device alive and well: it gave a value, or
     /// refused none (a message about something else). A device whose messages
     /// give nothing but refusals is in fault.
@@ -105,6 +113,7 @@ impl PushInput {
     pub fn new(setup: PushSetup) -> Self {
         Self {
             decoder: Swappable::new(setup.decoder),
+            ingester: Swappable::new(setup.ingester),
             topic: setup.topic,
             command_topic: setup.command_topic,
             broker: setup.broker,
@@ -139,9 +148,9 @@ impl PushInput {
         lock(&self.limit).take(now)
     }
 
-    /// What `message` gives the device's `tags` (their number).
+    /// What `message` gives the device's `tags` (their number), decoded by
+    /// the decoder; its batch still to go through the pipeline.
     pub async fn decode(&self, message: &Arc<Arrived>, tags: usize) -> Decoding {
-        let at = message.arrived_ms;
         let arrived = Arc::clone(message);
         let decoded = self
             .decoder
@@ -150,55 +159,106 @@ impl PushInput {
                 decoder.decode(&arrived.topic, &arrived.payload, arrived.arrived_ms)
             })
             .await;
-        let mut decoded = match decoded {
+        let Decoded {
+            samples: mut batch,
+            refusals,
+        } = match decoded {
             Ok(decoded) => decoded,
-            Err(failure) => {
-                let mut batch = Batch::default();
-                self.readable.iter().for_each(|t| batch.push_bad(*t, at));
-                return Decoding {
-                    batch,
-                    well: false,
-                    problem: Some(failure.to_string()),
-                    failed_call: true,
-                };
-            }
+            Err(failure) => return self.failed(&failure, message.arrived_ms),
         };
-        let mut words: Vec<String> = Vec::new();
-        // A value for no tag of the device is the decoder's mistake: left out.
-        decoded.samples.samples.retain(|s| {
-            let known = (s.tag as usize) < tags;
-            if !known {
-                words.push(format!(
-                    "the decoder gave a value to tag {}, which the device does not have",
-                    s.tag
-                ));
+        let mut words = Vec::new();
+        keep_known(&mut batch, tags, &mut words);
+        let gave = !batch.samples.is_empty();
+        for tag in self.refused(&refusals) {
+            if !batch.samples.iter().any(|s| s.tag == tag) {
+                batch.push_bad(tag, message.arrived_ms);
             }
-            known
-        });
-        let gave = !decoded.samples.samples.is_empty();
-        let mut batch = decoded.samples;
+        }
+        finish(batch, false, gave, refusals, words)
+    }
+
+    /// What `message` gives the device's `tags` (their number) through its
+    /// pipeline, in one call of `ingester` (which marks refused tags BAD
+    /// itself, as [`PushInput::decode`] does).
+    pub fn ingest(&self, ingester: &Ingester, message: &Arrived, tags: usize) -> Decoding {
+        let ingested = ingester.ingest(&message.topic, &message.payload, message.arrived_ms);
+        let mut ingested = match ingested {
+            Ok(ingested) => ingested,
+            Err(failure) => return self.failed(&failure, message.arrived_ms),
+        };
+        let mut words = Vec::new();
+        keep_known(&mut ingested.samples, tags, &mut words);
+        finish(
+            ingested.samples,
+            true,
+            ingested.gave,
+            ingested.refusals,
+            words,
+        )
+    }
+
+    /// A decoder call that failed: every readable tag BAD, stamped `at`.
+    fn failed(&self, failure: &CallError, at: i64) -> Decoding {
+        let mut batch = Batch::default();
+        self.readable.iter().for_each(|t| batch.push_bad(*t, at));
+        Decoding {
+            batch,
+            processed: false,
+            gave: false,
+            well: false,
+            problem: Some(failure.to_string()),
+            failed_call: true,
+        }
+    }
+
+    /// The readable tags `refusals` name (all of them, for a refusal of the
+    /// whole message), in order (PUSH-2).
+    fn refused(&self, refusals: &[Refusal]) -> Vec<u32> {
         let mut refused: Vec<u32> = Vec::new();
-        for refusal in decoded.refusals {
+        for refusal in refusals {
             match refusal.tag {
                 Some(tag) if self.readable.contains(&tag) => refused.push(tag),
                 Some(_) => {}
                 None => refused.extend(&self.readable),
             }
-            words.push(refusal.message);
         }
         refused.sort_unstable();
         refused.dedup();
-        for tag in refused {
-            if !batch.samples.iter().any(|s| s.tag == tag) {
-                batch.push_bad(tag, at);
-            }
+        refused
+    }
+}
+
+/// Leaves out a value for a tag the device does not have (of `tags`): the
+/// decoder's mistake, put in `words`.
+fn keep_known(batch: &mut Batch, tags: usize, words: &mut Vec<String>) {
+    batch.samples.retain(|s| {
+        let known = (s.tag as usize) < tags;
+        if !known {
+            words.push(format!(
+                "the decoder gave a value to tag {}, which the device does not have",
+                s.tag
+            ));
         }
-        Decoding {
-            batch,
-            well: gave || words.is_empty(),
-            problem: (!words.is_empty()).then(|| words.join("; ")),
-            failed_call: false,
-        }
+        known
+    });
+}
+
+/// A message's [`Decoding`], its refusals' words after `words`.
+fn finish(
+    batch: Batch,
+    processed: bool,
+    gave: bool,
+    refusals: Vec<Refusal>,
+    mut words: Vec<String>,
+) -> Decoding {
+    words.extend(refusals.into_iter().map(|r| r.message));
+    Decoding {
+        batch,
+        processed,
+        gave,
+        well: gave || words.is_empty(),
+        problem: (!words.is_empty()).then(|| words.join("; ")),
+        failed_call: false,
     }
 }
 
@@ -241,9 +301,119 @@ impl RateLimit {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
     use std::time::Duration;
 
-    use super::RateLimit;
+    use super::{PushInput, PushSetup, RateLimit};
+    use crate::intake::{Arrived, BrokerTarget};
+    use crate::model::{Access, ByteOrder, DataType, TagSpec};
+    use crate::pipeline::{DEFAULT_PIPELINE, Pipeline, load_str};
+    use crate::runtime::{Limits, Registry, Runtime, RuntimeConfig};
+
+    fn tag(key: &str, data_type: DataType, factor: f64, deadband: f64) -> TagSpec {
+        TagSpec {
+            key: key.into(),
+            address: format!("/{key}").into(),
+            data_type,
+            length: 0,
+            byte_order: ByteOrder::Abcd,
+            factor,
+            offset: 0.0,
+            deadband,
+            access: Access::Read,
+            settings: Vec::new(),
+        }
+    }
+
+    /// One call a message gives what the decoder and then the pipeline give:
+    /// the same samples (refused tags BAD, values scaled, the deadband's drops),
+    /// words and signs of life, message after message (PUSH-2).
+    #[tokio::test]
+    async fn one_call_gives_what_the_decoder_and_the_pipeline_give_apart() {
+        let registry =
+            Registry::with_builtins(Runtime::new(RuntimeConfig::default()).expect("runtime"))
+                .expect("registry");
+        let tags: Arc<[TagSpec]> = Arc::from([
+            tag("a", DataType::Float64, 0.5, 1.0),
+            tag("b", DataType::Int16, 1.0, 1.0),
+            TagSpec {
+                access: Access::Write,
+                ..tag("w", DataType::Uint16, 1.0, 0.0)
+            },
+            TagSpec {
+                length: 2,
+                ..tag("arr", DataType::Int32, 2.0, 1.0)
+            },
+        ]);
+        let spec =
+            load_str("default.yaml", DEFAULT_PIPELINE, "default", Path::new(".")).expect("parses");
+        let pipeline = Pipeline::build(&spec, &registry, Limits::default()).expect("builds");
+        let apart_pipeline = pipeline.for_device(&tags).expect("configured");
+        let chain = apart_pipeline
+            .chained()
+            .expect("built-in stages only")
+            .to_vec();
+        let json = registry.active("json").expect("built in");
+        let runtime = registry.runtime();
+        let decoder = (runtime
+            .decoder_pool(&json, Limits::default())
+            .expect("pool"))
+        .decoder(&[], Arc::clone(&tags), false)
+        .expect("decoder");
+        let ingester = (runtime.ingest_pool(&json, Limits::default()).expect("pool"))
+            .ingester(&[], &chain, Arc::clone(&tags))
+            .expect("ingester");
+        let input = PushInput::new(PushSetup {
+            decoder,
+            ingester: None,
+            topic: "m/up".into(),
+            command_topic: None,
+            broker: BrokerTarget {
+                host: "127.0.0.1".into(),
+                port: 1883,
+                tls: None,
+                username: None,
+                password: None,
+                client_id: "test".into(),
+            },
+            readable: vec![0, 1, 3],
+            max_per_second: 100,
+            counters: super::MessageCounters::default(),
+            brokers: Arc::default(),
+        });
+        let messages: [&[u8]; 7] = [
+            br#"{"a":10,"b":3,"arr":[1,2]}"#,
+            // `a` and `arr` inside their deadbands, `b` refused.
+            br#"{"a":10.4,"b":"x","arr":[1,2]}"#,
+            b"not JSON",
+            br#"{"a":30}"#,
+            br#"{"a":30,"b":7,"arr":[5,6]}"#,
+            // Every value inside its deadband: the pipeline leaves nothing.
+            br#"{"a":30,"b":7,"arr":[5,6]}"#,
+            br#"{"b":70000,"arr":[1]}"#,
+        ];
+        for (n, payload) in messages.into_iter().enumerate() {
+            let arrived = Arc::new(Arrived {
+                topic: "m/up".into(),
+                payload: bytes::Bytes::from_static(payload),
+                arrived_ms: 1_000 + n as i64,
+            });
+            let apart = input.decode(&arrived, tags.len()).await;
+            let one = input.ingest(&ingester, &arrived, tags.len());
+            assert!(one.processed && !apart.processed);
+            let processed = apart_pipeline.run(apart.batch).expect("runs");
+            assert_eq!(one.batch.samples, processed.samples, "message {n}");
+            if n == 5 {
+                assert!(one.gave && one.batch.samples.is_empty(), "all dropped");
+            }
+            assert_eq!(
+                (one.gave, one.well, &one.problem, one.failed_call),
+                (apart.gave, apart.well, &apart.problem, apart.failed_call),
+                "message {n}"
+            );
+        }
+    }
 
     #[test]
     fn a_flood_gets_its_rate_and_a_seconds_burst_no_more() {

@@ -22,14 +22,18 @@ fn by_id(compiled: Compiled) -> HashMap<String, CompiledDevice> {
         .collect()
 }
 
-/// Puts every device's newly compiled pipeline (and decoder of writes) in place;
-/// returns how many devices got one.
+/// Puts every device's newly compiled pipeline (and decoder of writes, and
+/// the one call a message that runs it) in place; returns how many devices got one.
 pub fn swap_pipelines(devices: &[Arc<Device>], compiled: Compiled) -> usize {
     let mut fresh = by_id(compiled);
     let mut swapped = 0;
     for device in devices {
         if let Some(new) = fresh.remove(&device.id) {
             device.swap_pipeline(new.pipeline, new.decoder);
+            // The one call a message runs the pipeline too: the new one.
+            if let (Some(push), Some(new)) = (&device.push, new.push) {
+                push.ingester.set(new.ingester);
+            }
             swapped += 1;
         }
     }
@@ -78,7 +82,10 @@ pub fn swap_decoder(devices: &[Arc<Device>], compiled: Compiled, decoder: &str) 
             continue;
         }
         if let Some(new) = new.push {
-            push.decoder.set(new);
+            // Each message takes one of the two, the ingester first: either is
+            // the new version, or the old one until its own swap (COMP-5).
+            push.ingester.set(new.ingester);
+            push.decoder.set(new.decoder);
             swapped += 1;
         }
     }

@@ -17,7 +17,7 @@ use super::reporter::{Encoding, Reporter};
 use super::roster::Roster;
 use super::sink::SampleSink;
 use super::trend::points_per_tag;
-use crate::compile::{CompiledDevice, DeviceRules};
+use crate::compile::{CompiledDevice, CompiledPush, DeviceRules};
 use crate::config::{
     ChannelConfig, DeviceBroker, DeviceConfig, GatewayConfig, PushChannel, TagConfig,
 };
@@ -27,7 +27,6 @@ use crate::lease::Leases;
 use crate::model::Access;
 use crate::mqtt::DeviceTopic;
 use crate::mqtt::sparkplug::MetricTable;
-use crate::runtime::PayloadDecoder;
 use crate::store::SeqAllocator;
 use crate::sync::Swappable;
 use crate::uplink::Uplink;
@@ -160,7 +159,7 @@ impl<'a> Wiring<'a> {
             rules,
             lease: (timeout_seconds, timeout_source),
         } = compiled;
-        let push = push.and_then(|decoder| self.push_input(&device, &tags, decoder));
+        let push = push.and_then(|push| self.push_input(&device, &tags, push));
         let channels = device
             .channels
             .iter()
@@ -240,7 +239,7 @@ impl<'a> Wiring<'a> {
         &self,
         device: &DeviceConfig,
         tags: &[crate::model::TagSpec],
-        decoder: PayloadDecoder,
+        compiled: CompiledPush,
     ) -> Option<PushInput> {
         let push = device.channels.iter().find_map(|c| c.push.as_ref())?;
         let resolve = |template: &str| {
@@ -252,7 +251,8 @@ impl<'a> Wiring<'a> {
             )
         };
         Some(PushInput::new(PushSetup {
-            decoder,
+            decoder: compiled.decoder,
+            ingester: compiled.ingester,
             topic: resolve(&push.topic),
             command_topic: push.command_topic.as_deref().map(resolve),
             broker: self.broker(&push.broker),

@@ -13,7 +13,7 @@ use super::stages::Stages;
 use crate::config::{ChannelConfig, DeviceConfig, GatewayConfig, PushChannel, TagConfig};
 use crate::model::{Access, Setting, SettingValue, SharedLists, TagSpec, TimeoutSource};
 use crate::pipeline::{DevicePipeline, PipelineSet};
-use crate::runtime::{CodecSession, PayloadDecoder, Registry};
+use crate::runtime::{CodecSession, Ingester, PayloadDecoder, Registry};
 use crate::yaml::Diagnostics;
 
 /// Lease of a device with no `stateTimeout` and nothing polled.
@@ -38,9 +38,9 @@ pub struct CompiledDevice {
     pub tags: Arc<[TagSpec]>,
     /// One per polled channel of `config`, in order.
     pub channels: Vec<CompiledChannel>,
-    /// For a device that publishes by itself (`protocol: mqtt`): the decoder
-    /// of its messages.
-    pub push: Option<PayloadDecoder>,
+    /// For a device that publishes by itself (`protocol: mqtt`): what reads
+    /// its messages.
+    pub push: Option<CompiledPush>,
     pub pipeline: DevicePipeline,
     /// For a device with writable tags: a pipeline of its own decoding what a
     /// write reads back (the polling pipeline's memory must not see those reads).
@@ -49,6 +49,15 @@ pub struct CompiledDevice {
     pub rules: Option<DeviceRules>,
     /// How long its lease lasts, and where that came from.
     pub lease: (u64, TimeoutSource),
+}
+
+/// What reads the messages of a device that publishes by itself.
+#[derive(Debug)]
+pub struct CompiledPush {
+    pub decoder: PayloadDecoder,
+    /// The decoder and the device's pipeline in one call, when both are the
+    /// engine's own (docs/push.md, "One call a message").
+    pub ingester: Option<Ingester>,
 }
 
 /// What building one device needs.
@@ -93,6 +102,13 @@ impl DeviceContext<'_> {
             errors.name_since(mark, &format!("channel `{}`", channel.channel_id));
         }
         let pipeline = self.stages.for_device(device, &tags, errors);
+        let push = push.map(|read| {
+            read.map(|(decoder, settings)| CompiledPush {
+                ingester: (pipeline.as_ref())
+                    .and_then(|p| self.ingester(device, &decoder, &settings, p, &tags)),
+                decoder,
+            })
+        });
         let writable = tag_configs.iter().any(|t| t.spec.access != Access::Read);
         let decoder = if writable {
             self.stages.for_device(device, &tags, errors)
@@ -196,8 +212,8 @@ impl DeviceContext<'_> {
         }
     }
 
-    /// The decoder of an MQTT channel: its settings and the channel's
-    /// `commandTopic` resolved for the device, checked by the decoder now.
+    /// The decoder of an MQTT channel and its settings: the channel's, with
+    /// its `commandTopic` resolved for the device, checked by the decoder now.
     fn decoder(
         &mut self,
         device: &DeviceConfig,
@@ -205,7 +221,7 @@ impl DeviceContext<'_> {
         push: &PushChannel,
         tags: &Arc<[TagSpec]>,
         errors: &mut Diagnostics,
-    ) -> Option<PayloadDecoder> {
+    ) -> Option<(PayloadDecoder, Vec<Setting>)> {
         let pool =
             match self
                 .pools
@@ -236,10 +252,53 @@ impl DeviceContext<'_> {
             .active(&push.decoder)
             .is_some_and(|component| self.registry.is_builtin(&component));
         match pool.decoder(&settings, Arc::clone(tags), isolated) {
-            Ok(decoder) => Some(decoder),
+            Ok(decoder) => Some((decoder, settings)),
             Err(error) => {
                 let placed: Vec<_> = channel.placed_tags().collect();
                 report_call(errors, &error, channel, &placed);
+                None
+            }
+        }
+    }
+
+    /// `decoder` with the device's pipeline behind it, in one call a message,
+    /// when both are the engine's own; `None` otherwise, and when reports
+    /// carry raw values (`rawValue`: only the two calls see a message's
+    /// samples before the pipeline).
+    fn ingester(
+        &mut self,
+        device: &DeviceConfig,
+        decoder: &PayloadDecoder,
+        settings: &[Setting],
+        pipeline: &DevicePipeline,
+        tags: &Arc<[TagSpec]>,
+    ) -> Option<Ingester> {
+        if self.config.collector.raw_value {
+            return None;
+        }
+        let chain = pipeline.chained()?;
+        let component = self
+            .registry
+            .active(decoder.component())
+            .filter(|component| self.registry.is_builtin(component))?;
+        let made = self
+            .pools
+            .ingest(self.registry, self.limits, device.tenant_id, &component)
+            .and_then(|pool| {
+                pool.ingester(settings, chain, Arc::clone(tags))
+                    .map_err(|e| e.to_string())
+            });
+        match made {
+            Ok(ingester) => {
+                // Idle while the ingester runs: their memory goes to the next
+                // device's (their next call, if any, creates them again).
+                decoder.release();
+                pipeline.release();
+                Some(ingester)
+            }
+            Err(error) => {
+                // The decoder and the stages each accepted the device alone.
+                tracing::warn!(device = %device.device_id, %error, "decoder and pipeline called apart");
                 None
             }
         }

@@ -21,7 +21,7 @@ mod stages;
 mod tests;
 
 pub use build::{Compiled, build, compile, components_view, load};
-pub use device::{CompiledChannel, CompiledDevice, lease_length};
+pub use device::{CompiledChannel, CompiledDevice, CompiledPush, lease_length};
 pub use limits::SandboxLimits;
 pub use pools::Pools;
 pub use problems::report_call;

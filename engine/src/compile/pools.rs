@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::model::Whitelist;
-use crate::runtime::{CodecPool, ComponentKind, DecoderPool, LoadedComponent, Registry, RulesPool};
+use crate::runtime::{
+    CodecPool, ComponentKind, DecoderPool, IngestPool, LoadedComponent, Registry, RulesPool,
+};
 
 use super::limits::SandboxLimits;
 
@@ -15,6 +17,8 @@ use super::limits::SandboxLimits;
 pub struct Pools {
     codecs: HashMap<(u32, String), Arc<CodecPool>>,
     decoders: HashMap<(u32, String), Arc<DecoderPool>>,
+    /// Of the engine's own decoders, for the devices whose stages they run.
+    ingests: HashMap<(u32, String), Arc<IngestPool>>,
     rules: HashMap<u32, Arc<RulesPool>>,
     whitelist: Option<Whitelist>,
 }
@@ -91,6 +95,27 @@ impl Pools {
             .decoder_pool(&component, limits.get(tenant))
             .map_err(|e| e.to_string())?;
         self.decoders.insert(key, Arc::clone(&pool));
+        Ok(pool)
+    }
+
+    /// `tenant`'s pool of decoder `component` (one of the engine's own) for
+    /// the devices whose pipeline it runs in the same call.
+    pub(super) fn ingest(
+        &mut self,
+        registry: &Registry,
+        limits: &SandboxLimits,
+        tenant: u32,
+        component: &LoadedComponent,
+    ) -> Result<Arc<IngestPool>, String> {
+        let key = (tenant, component.name().to_owned());
+        if let Some(pool) = self.ingests.get(&key) {
+            return Ok(Arc::clone(pool));
+        }
+        let pool = registry
+            .runtime()
+            .ingest_pool(component, limits.get(tenant))
+            .map_err(|e| e.to_string())?;
+        self.ingests.insert(key, Arc::clone(&pool));
         Ok(pool)
     }
 

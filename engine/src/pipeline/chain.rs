@@ -77,6 +77,18 @@ pub(super) fn fuse(stages: Vec<Stage>, registry: &Registry, limits: Limits) -> V
     fused
 }
 
+/// The settings of one `chain` call that runs every stage of a pipeline of
+/// built-in stages only: what one of the engine's decoders runs behind itself
+/// (docs/push.md, "One call a message"). `None` for an empty pipeline, or one
+/// with a stage `chain` does not run.
+pub(super) fn whole_chain(stages: &[Stage]) -> Option<Vec<Setting>> {
+    if stages.is_empty() || !stages.iter().all(is_chainable) {
+        return None;
+    }
+    let members: Vec<Member> = stages.iter().flat_map(|s| s.members.clone()).collect();
+    Some(chain_settings(&members))
+}
+
 fn flush(run: &mut Vec<Stage>, out: &mut Vec<Stage>, registry: &Registry, limits: Limits) {
     if run.len() < 2 {
         out.append(run);

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use super::stage::StageFailure;
-use crate::model::Batch;
+use crate::model::{Batch, Setting};
 use crate::runtime::{CallError, PoolHealth, Processor, threads};
 
 /// One stage of a device's pipeline.
@@ -28,11 +28,25 @@ pub(super) struct Step {
 #[derive(Debug)]
 pub struct DevicePipeline {
     steps: Vec<Step>,
+    chained: Option<Arc<[Setting]>>,
 }
 
 impl DevicePipeline {
-    pub(super) fn new(steps: Vec<Step>) -> Self {
-        Self { steps }
+    pub(super) fn new(steps: Vec<Step>, chained: Option<Arc<[Setting]>>) -> Self {
+        Self { steps, chained }
+    }
+
+    /// The settings of one built-in `chain` call that runs the whole pipeline,
+    /// when all its stages are built-in ones `chain` runs.
+    pub fn chained(&self) -> Option<&[Setting]> {
+        self.chained.as_deref()
+    }
+
+    /// Drops every stage's resource in its component (a pipeline that an
+    /// [`Ingester`](crate::runtime::Ingester) runs instead); the next call
+    /// creates them again, with no memory of the batches before.
+    pub fn release(&self) {
+        self.steps.iter().for_each(|s| s.processor.release());
     }
 
     /// How the pools of the stages are doing.

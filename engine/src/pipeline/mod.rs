@@ -24,7 +24,7 @@ pub use stage::StageFailure;
 pub(crate) use verify::check_expected;
 pub use verify::run as run_tests;
 
-use crate::model::TagSpec;
+use crate::model::{Setting, TagSpec};
 use crate::runtime::{CallError, ComponentKind, Limits, LoadedComponent, Registry};
 use crate::yaml::Diagnostics;
 use device::Step;
@@ -35,6 +35,9 @@ use stage::{Member, Stage};
 pub struct Pipeline {
     name: String,
     stages: Vec<Stage>,
+    /// The settings of one `chain` call that runs it all, when every stage
+    /// is a built-in one `chain` runs.
+    chained: Option<Arc<[Setting]>>,
 }
 
 impl Pipeline {
@@ -71,9 +74,11 @@ impl Pipeline {
             }
             stages.extend(built);
         }
+        let chained = chain::whole_chain(&stages).map(Arc::from);
         errors.into_result(Self {
             name: spec.name.clone(),
             stages: chain::fuse(stages, registry, limits),
+            chained,
         })
     }
 
@@ -145,7 +150,7 @@ impl Pipeline {
                 Err(error) => return Err(chain::failure(&stage.members, error)),
             }
         }
-        Ok(DevicePipeline::new(steps))
+        Ok(DevicePipeline::new(steps, self.chained.clone()))
     }
 }
 

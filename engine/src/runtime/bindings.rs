@@ -29,6 +29,14 @@ pub(super) mod decoder {
     });
 }
 
+pub(super) mod builtin_decoder {
+    wasmtime::component::bindgen!({
+        world: "builtin-decoder",
+        path: "../wit",
+        with: { "sluice:dataflow/types": super::stage::sluice::dataflow::types },
+    });
+}
+
 pub(super) use stage::sluice::dataflow::types as wit;
 
 /// The WIT package every component must be built against: `sluice:dataflow` at

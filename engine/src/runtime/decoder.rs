@@ -90,6 +90,13 @@ impl PayloadDecoder {
         self.binding.health()
     }
 
+    /// Drops its resource in the component (a device whose messages go
+    /// through an [`Ingester`](super::Ingester) calls it only to write); the
+    /// next call creates it again.
+    pub fn release(&self) {
+        self.binding.release();
+    }
+
     /// The pool this lives in: a new decoder of the same tenant and component shares it.
     pub fn pool(&self) -> Arc<DecoderPool> {
         Arc::clone(self.binding.pool())

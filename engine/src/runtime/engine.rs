@@ -15,6 +15,7 @@ use super::component::LoadedComponent;
 use super::declaration;
 use super::decoder::DecoderPool;
 use super::error::{LoadError, human_bytes};
+use super::ingest::IngestPool;
 use super::kind::ComponentKind;
 use super::limits::{Limits, MemoryLayout, RuntimeConfig};
 use super::pool::{self, World as _};
@@ -226,6 +227,19 @@ impl Runtime {
         component: &LoadedComponent,
         limits: Limits,
     ) -> Result<Arc<DecoderPool>, LoadError> {
+        self.pool(component, limits)
+    }
+
+    /// Instances of one of the engine's decoders for one tenant, for the
+    /// devices whose pipeline its component runs in the same call.
+    ///
+    /// # Errors
+    /// As for [`Runtime::stage_pool`]; a component without the `ingest` export.
+    pub fn ingest_pool(
+        &self,
+        component: &LoadedComponent,
+        limits: Limits,
+    ) -> Result<Arc<IngestPool>, LoadError> {
         self.pool(component, limits)
     }
 

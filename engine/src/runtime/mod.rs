@@ -8,7 +8,8 @@
 //! - Each tenant's component runs in its own stores ([`StagePool`]) with that
 //!   tenant's [`Limits`]: a memory cap, a CPU budget per call, an instance count.
 //!   Devices hold resources in them: a [`Processor`] per stage, a [`CodecSession`]
-//!   per channel, a [`PayloadDecoder`] per device that pushes its messages.
+//!   per channel, a [`PayloadDecoder`] per device that pushes its messages (and an
+//!   [`Ingester`] when its decoder and its stages are all the engine's own).
 //!   No WASI capability is granted: imports a component declares all trap.
 //! - A trap, a spent budget or a memory overrun fails that call only: the store is
 //!   discarded and rebuilt on the next call; every other store carries on.
@@ -25,6 +26,7 @@ mod declaration;
 mod decoder;
 mod engine;
 mod error;
+mod ingest;
 mod kind;
 mod last_plan;
 mod limits;
@@ -43,6 +45,7 @@ pub use component::LoadedComponent;
 pub use decoder::{Decoded, DecoderPool, Outgoing, PayloadDecoder, Refusal};
 pub use engine::Runtime;
 pub use error::{CallError, Limit, LoadError, human_bytes};
+pub use ingest::{IngestPool, Ingested, Ingester};
 pub use kind::ComponentKind;
 pub use limits::{Limits, MemoryLayout, RuntimeConfig};
 pub use pool::PoolHealth;

@@ -60,6 +60,10 @@ world!(
     super::bindings::decoder::Decoder,
     super::bindings::decoder::DecoderPre<Sandbox>
 );
+world!(
+    super::bindings::builtin_decoder::BuiltinDecoder,
+    super::bindings::builtin_decoder::BuiltinDecoderPre<Sandbox>
+);
 
 /// Calls failing in a row take a pool out of service for a while: a component
 /// that keeps trapping or looping stops costing its tenant a full budget per call
@@ -471,6 +475,14 @@ impl<W: World> Binding<W> {
 
 impl<W: World> Drop for Binding<W> {
     fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl<W: World> Binding<W> {
+    /// Drops the resource in its instance, whose heap takes its memory back;
+    /// the next call creates it again.
+    pub(super) fn release(&self) {
         let handle = lock(&self.handle).take();
         let mut slot = lock(&self.pool.slots[self.slot]);
         if let Some((generation, resource)) = handle

@@ -57,6 +57,12 @@ impl Processor {
         self.binding.pool().sandbox_permits()
     }
 
+    /// Drops its resource in the component; the next call creates it again,
+    /// with no memory of the batches before.
+    pub fn release(&self) {
+        self.binding.release();
+    }
+
     /// How the pool this lives in is doing (failures, quarantine).
     pub fn health(&self) -> super::PoolHealth {
         self.binding.health()

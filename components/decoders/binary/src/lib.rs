@@ -24,7 +24,7 @@ use sluice_guest::numeric::{ByteOrder, DataType, Number, encode, encode_each, re
 use sluice_guest::settings::unknown_key;
 use sluice_guest::stages::{Issue, Settings};
 
-sluice_guest::decoder_component!(BinaryDecoder);
+sluice_guest::builtin_decoder_component!(BinaryDecoder);
 
 /// The `binary` decoder of one device.
 pub struct BinaryDecoder {

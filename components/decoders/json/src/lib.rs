@@ -32,7 +32,7 @@ use sluice_guest::stages::{Issue, Settings};
 
 mod find;
 
-sluice_guest::decoder_component!(JsonDecoder);
+sluice_guest::builtin_decoder_component!(JsonDecoder);
 
 /// The `json` decoder of one device.
 pub struct JsonDecoder {
