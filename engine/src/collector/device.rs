@@ -324,13 +324,16 @@ impl Device {
         }
     }
 
-    /// How the pools of the device's components (codecs, stages) are doing.
+    /// How the pools of the device's components (codecs, decoders, stages) are doing.
     pub fn component_health(&self) -> Vec<crate::runtime::PoolHealth> {
         let mut health: Vec<_> = self
             .channels
             .iter()
             .map(|c| c.session.get().health())
             .collect();
+        if let Some(push) = &self.push {
+            health.extend(push.reader_health());
+        }
         health.extend(self.pipeline.get().health());
         health
     }

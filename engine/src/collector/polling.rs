@@ -154,7 +154,7 @@ async fn renew_driver_leases(fleet: Arc<Fleet>, mut shutdown: watch::Receiver<bo
         for device in fleet.roster().devices() {
             let codecs = device.channels.iter().map(|c| c.session.get().health());
             // A device that publishes by itself is read by its decoder.
-            let decoder = device.push.iter().map(|p| p.decoder.get().health());
+            let decoder = device.push.iter().flat_map(|p| p.reader_health());
             for health in codecs.chain(decoder) {
                 drivers
                     .entry((device.tenant_id, health.component))

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::intake::{Arrived, BrokerPublisher, BrokerState, BrokerTarget};
 use crate::model::Batch;
-use crate::runtime::{CallError, Decoded, Ingester, PayloadDecoder, Refusal};
+use crate::runtime::{CallError, Decoded, Ingester, PayloadDecoder, PoolHealth, Refusal};
 use crate::sync::{Swappable, lock};
 use crate::telemetry::Counter;
 
@@ -128,6 +128,16 @@ impl PushInput {
     /// The connection writes go out on; `None` before it was first made.
     pub fn publisher(&self) -> Option<BrokerPublisher> {
         self.brokers.get(&self.broker.key())
+    }
+
+    /// How the pools that read its messages are doing: its decoder's, and
+    /// the one call's when it has one (a failure of either is its decoder's).
+    pub fn reader_health(&self) -> Vec<PoolHealth> {
+        let mut health = vec![self.decoder.get().health()];
+        if let Some(ingester) = &*self.ingester.get() {
+            health.push(ingester.health());
+        }
+        health
     }
 
     /// Tells who waits (a write's read-back) that one more message was handled.
@@ -326,62 +336,91 @@ mod tests {
         }
     }
 
+    /// A device's push input over `json` with the default pipeline, and the
+    /// pipeline its two-call path runs, within `limits`.
+    struct Fixture {
+        input: PushInput,
+        pipeline: crate::pipeline::DevicePipeline,
+        tags: usize,
+    }
+
+    impl Fixture {
+        fn new(limits: Limits) -> Self {
+            let registry =
+                Registry::with_builtins(Runtime::new(RuntimeConfig::default()).expect("runtime"))
+                    .expect("registry");
+            let tags: Arc<[TagSpec]> = Arc::from([
+                tag("a", DataType::Float64, 0.5, 1.0),
+                tag("b", DataType::Int16, 1.0, 1.0),
+                TagSpec {
+                    access: Access::Write,
+                    ..tag("w", DataType::Uint16, 1.0, 0.0)
+                },
+                TagSpec {
+                    length: 2,
+                    ..tag("arr", DataType::Int32, 2.0, 1.0)
+                },
+            ]);
+            let spec = load_str("default.yaml", DEFAULT_PIPELINE, "default", Path::new("."))
+                .expect("parses");
+            let pipeline = Pipeline::build(&spec, &registry, limits).expect("builds");
+            let pipeline = pipeline.for_device(&tags).expect("configured");
+            let chain = pipeline.chained().expect("built-in stages only").to_vec();
+            let json = registry.active("json").expect("built in");
+            let runtime = registry.runtime();
+            let decoder = (runtime.decoder_pool(&json, limits).expect("pool"))
+                .decoder(&[], Arc::clone(&tags), false)
+                .expect("decoder");
+            let ingester = (runtime.ingest_pool(&json, limits).expect("pool"))
+                .ingester(&[], &chain, Arc::clone(&tags))
+                .expect("ingester");
+            let input = PushInput::new(PushSetup {
+                decoder,
+                ingester: Some(ingester),
+                topic: "m/up".into(),
+                command_topic: None,
+                broker: BrokerTarget {
+                    host: "127.0.0.1".into(),
+                    port: 1883,
+                    tls: None,
+                    username: None,
+                    password: None,
+                    client_id: "test".into(),
+                },
+                readable: vec![0, 1, 3],
+                max_per_second: 100,
+                counters: super::MessageCounters::default(),
+                brokers: Arc::default(),
+            });
+            Self {
+                input,
+                pipeline,
+                tags: tags.len(),
+            }
+        }
+
+        /// What `payload` gives in one call.
+        fn ingest(&self, payload: &Arrived) -> super::Decoding {
+            let ingester = self.input.ingester.get();
+            let ingester = (*ingester).as_ref().expect("an ingester");
+            self.input.ingest(ingester, payload, self.tags)
+        }
+    }
+
+    fn arrived(payload: Vec<u8>, arrived_ms: i64) -> Arc<Arrived> {
+        Arc::new(Arrived {
+            topic: "m/up".into(),
+            payload: payload.into(),
+            arrived_ms,
+        })
+    }
+
     /// One call a message gives what the decoder and then the pipeline give:
     /// the same samples (refused tags BAD, values scaled, the deadband's drops),
     /// words and signs of life, message after message (PUSH-2).
     #[tokio::test]
     async fn one_call_gives_what_the_decoder_and_the_pipeline_give_apart() {
-        let registry =
-            Registry::with_builtins(Runtime::new(RuntimeConfig::default()).expect("runtime"))
-                .expect("registry");
-        let tags: Arc<[TagSpec]> = Arc::from([
-            tag("a", DataType::Float64, 0.5, 1.0),
-            tag("b", DataType::Int16, 1.0, 1.0),
-            TagSpec {
-                access: Access::Write,
-                ..tag("w", DataType::Uint16, 1.0, 0.0)
-            },
-            TagSpec {
-                length: 2,
-                ..tag("arr", DataType::Int32, 2.0, 1.0)
-            },
-        ]);
-        let spec =
-            load_str("default.yaml", DEFAULT_PIPELINE, "default", Path::new(".")).expect("parses");
-        let pipeline = Pipeline::build(&spec, &registry, Limits::default()).expect("builds");
-        let apart_pipeline = pipeline.for_device(&tags).expect("configured");
-        let chain = apart_pipeline
-            .chained()
-            .expect("built-in stages only")
-            .to_vec();
-        let json = registry.active("json").expect("built in");
-        let runtime = registry.runtime();
-        let decoder = (runtime
-            .decoder_pool(&json, Limits::default())
-            .expect("pool"))
-        .decoder(&[], Arc::clone(&tags), false)
-        .expect("decoder");
-        let ingester = (runtime.ingest_pool(&json, Limits::default()).expect("pool"))
-            .ingester(&[], &chain, Arc::clone(&tags))
-            .expect("ingester");
-        let input = PushInput::new(PushSetup {
-            decoder,
-            ingester: None,
-            topic: "m/up".into(),
-            command_topic: None,
-            broker: BrokerTarget {
-                host: "127.0.0.1".into(),
-                port: 1883,
-                tls: None,
-                username: None,
-                password: None,
-                client_id: "test".into(),
-            },
-            readable: vec![0, 1, 3],
-            max_per_second: 100,
-            counters: super::MessageCounters::default(),
-            brokers: Arc::default(),
-        });
+        let fixture = Fixture::new(Limits::default());
         let messages: [&[u8]; 7] = [
             br#"{"a":10,"b":3,"arr":[1,2]}"#,
             // `a` and `arr` inside their deadbands, `b` refused.
@@ -394,15 +433,11 @@ mod tests {
             br#"{"b":70000,"arr":[1]}"#,
         ];
         for (n, payload) in messages.into_iter().enumerate() {
-            let arrived = Arc::new(Arrived {
-                topic: "m/up".into(),
-                payload: bytes::Bytes::from_static(payload),
-                arrived_ms: 1_000 + n as i64,
-            });
-            let apart = input.decode(&arrived, tags.len()).await;
-            let one = input.ingest(&ingester, &arrived, tags.len());
+            let arrived = arrived(payload.to_vec(), 1_000 + n as i64);
+            let apart = fixture.input.decode(&arrived, fixture.tags).await;
+            let one = fixture.ingest(&arrived);
             assert!(one.processed && !apart.processed);
-            let processed = apart_pipeline.run(apart.batch).expect("runs");
+            let processed = fixture.pipeline.run(apart.batch).expect("runs");
             assert_eq!(one.batch.samples, processed.samples, "message {n}");
             if n == 5 {
                 assert!(one.gave && one.batch.samples.is_empty(), "all dropped");
@@ -413,6 +448,39 @@ mod tests {
                 "message {n}"
             );
         }
+    }
+
+    /// A one call that fails (here: over its CPU budget) is the decoder's
+    /// failure: every readable tag BAD, a fault for the lease, and counted
+    /// in the health its driver's lease and the quarantine read.
+    #[tokio::test]
+    async fn a_failed_one_call_is_its_decoders_failure() {
+        let fixture = Fixture::new(Limits {
+            fuel_per_call: 2_000_000,
+            ..Limits::default()
+        });
+        let mut payload = br#"{"a":1,"pad":""#.to_vec();
+        payload.resize(payload.len() + (8 << 20), b'x');
+        payload.extend(br#""}"#);
+        let one = fixture.ingest(&arrived(payload, 7));
+        assert!(one.failed_call && !one.well, "{one:?}");
+        let bad: Vec<_> = one
+            .batch
+            .samples
+            .iter()
+            .map(|s| (s.tag, s.quality))
+            .collect();
+        assert_eq!(bad, [0, 1, 3].map(|tag| (tag, crate::model::Quality::Bad)));
+        let failures: Vec<u64> = fixture
+            .input
+            .reader_health()
+            .iter()
+            .map(|h| h.failures)
+            .collect();
+        assert_eq!(failures, [0, 1], "the decoder's pool, then the one call's");
+        // A message within the budget goes through again.
+        let next = fixture.ingest(&arrived(br#"{"a":4,"b":1,"arr":[1,2]}"#.to_vec(), 8));
+        assert!(next.well && !next.failed_call, "{next:?}");
     }
 
     #[test]

@@ -71,6 +71,12 @@ impl std::fmt::Debug for Ingester {
 }
 
 impl Ingester {
+    /// How the pool this lives in is doing (failures, quarantine): its
+    /// failures are its decoder's, as a driver (docs/push.md).
+    pub fn health(&self) -> super::PoolHealth {
+        self.binding.health()
+    }
+
     fn create(
         &self,
         live: &mut Live<BuiltinDecoder>,
