@@ -115,14 +115,13 @@ pub fn dist(root: &Path, check: bool) -> Result<(), String> {
             .args(&args)
             .envs(arch.env.iter().copied())
             .current_dir(root)
-            .spawn()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
+            .spawn();
         builds.push((args, build));
     }
     let mut failed = Vec::new();
-    // Every build is waited for, a failed one or not.
-    for (args, mut build) in builds {
-        match build.wait() {
+    // Every build started is waited for, whatever the other one did.
+    for (args, build) in builds {
+        match build.and_then(|mut build| build.wait()) {
             Ok(status) if status.success() => {}
             Ok(status) => failed.push(format!("`cargo {}` failed ({status})", args.join(" "))),
             Err(e) => failed.push(format!("`cargo {}`: {e}", args.join(" "))),

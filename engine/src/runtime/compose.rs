@@ -89,7 +89,7 @@ fn compose(socket: &[u8], plug: &[u8]) -> Result<Vec<u8>, String> {
 
     for nested in [plug, socket] {
         composed.section(&RawSection {
-            id: ComponentSectionId::Component.into(),
+            id: ComponentSectionId::Component as u8,
             data: nested,
         });
     }
@@ -153,12 +153,12 @@ fn compose(socket: &[u8], plug: &[u8]) -> Result<Vec<u8>, String> {
     Ok(composed.finish())
 }
 
-const CUSTOM: u8 = 0;
-const CORE_TYPE: u8 = 3;
-const ALIAS: u8 = 6;
-const TYPE: u8 = 7;
-const IMPORT: u8 = 10;
-const EXPORT: u8 = 11;
+const CUSTOM: u8 = ComponentSectionId::CoreCustom as u8;
+const CORE_TYPE: u8 = ComponentSectionId::CoreType as u8;
+const ALIAS: u8 = ComponentSectionId::Alias as u8;
+const TYPE: u8 = ComponentSectionId::Type as u8;
+const IMPORT: u8 = ComponentSectionId::Import as u8;
+const EXPORT: u8 = ComponentSectionId::Export as u8;
 
 /// One top-level section of a component.
 struct Section<'a> {
